@@ -1,0 +1,123 @@
+/* sd.h - internal declarations shared by every module of libsmddp.
+ *
+ * Names: smddp_ is public, sd_<module>_ is library-internal (hidden by the
+ * version script and -fvisibility=hidden), statics carry no prefix.
+ */
+#ifndef SD_SD_H
+#define SD_SD_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <smddp/smddp.h>
+
+#define SD_EXPORT __attribute__((visibility("default")))
+
+/* ---- logging (lib/core/log.c) ------------------------------------------
+ * SMDDP_DEBUG=WARN|INFO|TRACE (default: WARN), SMDDP_DEBUG_SUBSYS=INIT,BOOT,...
+ * (ALL by default; a leading ^ excludes), SMDDP_DEBUG_FILE with %h (host) and
+ * %p (pid); otherwise stderr.  Lines look like
+ *   host:pid:rank [SMDDP WARN BOOT] message
+ */
+enum sd_log_level { SD_LOG_NONE = 0, SD_LOG_WARN = 1, SD_LOG_INFO = 2, SD_LOG_TRACE = 3 };
+enum sd_subsys {
+	SD_SUB_INIT = 1 << 0,
+	SD_SUB_BOOT = 1 << 1,
+	SD_SUB_SHM = 1 << 2,
+	SD_SUB_COLL = 1 << 3,
+	SD_SUB_CONFIG = 1 << 4,
+	SD_SUB_ENV = 1 << 5,
+	SD_SUB_ALL = 0xffff
+};
+extern int sd_log_level; /* current level, read without a lock on hot paths */
+void sd_log_init(void);  /* idempotent, thread-safe */
+void sd_log_set_rank(int rank);
+void sd_log(int level, unsigned subsys, const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+#define SD_LOG_(lvl, sub, ...)                                                      \
+	do {                                                                        \
+		if (sd_log_level >= (lvl))                                          \
+			sd_log((lvl), (sub), __FILE__, __LINE__, __VA_ARGS__);      \
+	} while (0)
+#define SD_WARN(sub, ...) SD_LOG_(SD_LOG_WARN, sub, __VA_ARGS__)
+#define SD_INFO(sub, ...) SD_LOG_(SD_LOG_INFO, sub, __VA_ARGS__)
+#define SD_TRACE(sub, ...) SD_LOG_(SD_LOG_TRACE, sub, __VA_ARGS__)
+
+/* Breadcrumbs on the way up (NCCL's NCCLCHECK). */
+#define SD_CHECK(call)                                                              \
+	do {                                                                        \
+		int sd_rc_ = (call);                                                \
+		if (sd_rc_ != SMDDP_OK) {                                           \
+			SD_TRACE(SD_SUB_ALL, "%s -> %d", #call, sd_rc_);            \
+			return sd_rc_;                                              \
+		}                                                                   \
+	} while (0)
+#define SD_CHECK_GOTO(call, rc, label)                                              \
+	do {                                                                        \
+		(rc) = (call);                                                      \
+		if ((rc) != SMDDP_OK) {                                             \
+			SD_TRACE(SD_SUB_ALL, "%s -> %d", #call, (rc));              \
+			goto label;                                                 \
+		}                                                                   \
+	} while (0)
+
+/* ---- parameters (lib/core/param.c, lib/config/config.c) ------------------
+ * Every tunable is declared once in the table of param.c with its type,
+ * default and help.  Precedence: environment > config file (SMDDP_CONFIG, else
+ * /etc/smddp.json) > default.  sd_params_load() runs once per process; a bad
+ * file or a bad value is SMDDP_ECONFIG with a sentence in err.
+ */
+enum sd_param_type { SD_PARAM_INT, SD_PARAM_BOOL, SD_PARAM_SIZE, SD_PARAM_STR, SD_PARAM_ENUM };
+struct sd_param_info {
+	const char *name;    /* environment name, e.g. "SMDDP_TIMEOUT" */
+	const char *key;     /* config-file key, e.g. "timeout" */
+	enum sd_param_type type;
+	const char *def;     /* default, as text */
+	const char *choices; /* for SD_PARAM_ENUM: "WARN|INFO|TRACE" */
+	const char *help;
+};
+int sd_params_load(char *err, size_t errlen);
+int64_t sd_param_int(const char *name);  /* INT, BOOL (0/1), SIZE (bytes) */
+const char *sd_param_str(const char *name); /* STR, ENUM; "" when unset */
+const char *sd_param_source(const char *name); /* "default", "env", "config" */
+size_t sd_param_count(void);
+const struct sd_param_info *sd_param_at(size_t i);
+
+/* Parsers shared with the tools' tests. */
+int sd_parse_int(const char *s, int64_t *out);     /* decimal, strict */
+int sd_parse_bool(const char *s, int *out);        /* 1/0 true/false yes/no on/off */
+int sd_parse_size(const char *s, uint64_t *out);   /* 64, 64K, 1M, 2G (powers of 2) */
+
+/* ---- reduction (lib/reduce/) ---------------------------------------------
+ * dst[i] = op(srcs[0][i], ..., srcs[nsrc-1][i]) for i < count.  dst may be
+ * equal to any srcs[j] (never partially overlapping).  fp16 and bf16 reduce
+ * in float and round once to nearest even.  For SMDDP_AVG the sum is divided
+ * by avg_div (floats: in the accumulation type; integers: wrapped sum,
+ * truncating toward zero).  Integer overflow wraps (two's complement).
+ */
+void sd_reduce(void *dst, const void *const *srcs, int nsrc, size_t count,
+	       enum smddp_dtype dtype, enum smddp_op op, int avg_div);
+float sd_half_to_float(uint16_t h);
+uint16_t sd_float_to_half(float f);
+float sd_bf16_to_float(uint16_t b);
+uint16_t sd_float_to_bf16(float f);
+
+/* ---- errors (lib/core/errors.c) ------------------------------------------ */
+/* Per-thread detail of the last smddp_init() failure. */
+void sd_set_init_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *sd_init_error(void);
+
+/* Retry on EINTR. */
+#define SD_RETRY_EINTR(expr)                                                        \
+	({                                                                          \
+		long sd_r_;                                                         \
+		do                                                                  \
+			sd_r_ = (long)(expr);                                       \
+		while (sd_r_ == -1 && errno == EINTR);                              \
+		sd_r_;                                                              \
+	})
+
+uint64_t sd_now_ns(void); /* CLOCK_MONOTONIC */
+
+#endif

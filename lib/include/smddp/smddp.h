@@ -1,0 +1,124 @@
+/* smddp.h - public API of libsmddp, collective communication for distributed training.
+ *
+ * Every call returns 0 (SMDDP_OK) or a positive enum smddp_result.  After a
+ * failure, smddp_last_error() on the communicator gives a sentence saying what
+ * failed, on which rank, with which peer and what to try.  The library never
+ * prints to stdout, never exits and never kills its host process.
+ *
+ * Memory: host memory with stream == NULL.  Device memory (CUDA) is refused
+ * with SMDDP_EUNSUPPORTED in builds and releases that do not support it.
+ *
+ * In place: sendbuf == recvbuf; for allgather sendbuf == recvbuf + rank*count
+ * (in bytes of the dtype); for reduce_scatter sendbuf == recvbuf or
+ * recvbuf == sendbuf + rank*recvcount.  count is in elements: per rank for
+ * allgather's input and reduce_scatter's output, per peer for alltoall.
+ *
+ * Thread safety: one thread at a time per communicator; distinct
+ * communicators may be used from distinct threads.
+ */
+#ifndef SMDDP_SMDDP_H
+#define SMDDP_SMDDP_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SMDDP_VERSION_MAJOR 0
+#define SMDDP_VERSION_MINOR 1
+#define SMDDP_VERSION_PATCH 0
+
+/* Result codes.  The values are pinned and never reused. */
+enum smddp_result {
+	SMDDP_OK = 0,
+	SMDDP_EINVAL = 1,       /* bad argument */
+	SMDDP_ENOMEM = 2,       /* out of memory */
+	SMDDP_ESYSTEM = 3,      /* a system call failed */
+	SMDDP_ETIMEDOUT = 4,    /* a wait passed SMDDP_TIMEOUT */
+	SMDDP_EPEER = 5,        /* a peer rank died or misbehaved */
+	SMDDP_EMISMATCH = 6,    /* ranks called different collectives or arguments */
+	SMDDP_EUNSUPPORTED = 7, /* not supported by this build or this memory */
+	SMDDP_ECUDA = 8,        /* a CUDA call failed */
+	SMDDP_ENETWORK = 9,     /* the network failed */
+	SMDDP_EABORTED = 10,    /* the communicator was aborted */
+	SMDDP_ECONFIG = 11,     /* bad configuration file or environment */
+	SMDDP_EINTERNAL = 12    /* a bug in libsmddp: please report it */
+};
+
+enum smddp_dtype {
+	SMDDP_INT8 = 0,
+	SMDDP_UINT8 = 1,
+	SMDDP_INT32 = 2,
+	SMDDP_UINT32 = 3,
+	SMDDP_INT64 = 4,
+	SMDDP_UINT64 = 5,
+	SMDDP_FLOAT16 = 6,
+	SMDDP_BFLOAT16 = 7,
+	SMDDP_FLOAT32 = 8,
+	SMDDP_FLOAT64 = 9
+};
+#define SMDDP_NUM_DTYPES 10
+
+/* AVG divides after the sum: floats exactly so (fp16 and bf16 in float, then
+ * rounded to nearest even); integers take the wrapped sum and divide it by the
+ * number of ranks, truncating toward zero. */
+enum smddp_op {
+	SMDDP_SUM = 0,
+	SMDDP_PROD = 1,
+	SMDDP_MIN = 2,
+	SMDDP_MAX = 3,
+	SMDDP_AVG = 4
+};
+#define SMDDP_NUM_OPS 5
+
+struct smddp_comm; /* opaque */
+
+/* Create the world communicator from the environment (see smddp(7)). */
+int smddp_init(struct smddp_comm **comm);
+/* Collective over comm: ranks with the same color form a new communicator,
+ * ordered by key then by rank.  A negative color gives *out = NULL. */
+int smddp_comm_split(struct smddp_comm *comm, int color, int key, struct smddp_comm **out);
+/* Collective: wait for every rank, then free everything. */
+int smddp_comm_destroy(struct smddp_comm *comm);
+/* Local: never blocks; peers waiting on this rank fail with SMDDP_EABORTED. */
+int smddp_comm_abort(struct smddp_comm *comm);
+int smddp_comm_rank(const struct smddp_comm *comm);
+int smddp_comm_size(const struct smddp_comm *comm);
+int smddp_comm_local_rank(const struct smddp_comm *comm);
+int smddp_comm_local_size(const struct smddp_comm *comm);
+
+int smddp_allreduce(const void *sendbuf, void *recvbuf, size_t count, enum smddp_dtype dtype,
+		    enum smddp_op op, struct smddp_comm *comm, void *stream);
+int smddp_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, enum smddp_dtype dtype,
+		    struct smddp_comm *comm, void *stream);
+int smddp_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+			 enum smddp_dtype dtype, enum smddp_op op, struct smddp_comm *comm,
+			 void *stream);
+int smddp_broadcast(void *buf, size_t count, enum smddp_dtype dtype, int root,
+		    struct smddp_comm *comm, void *stream);
+int smddp_reduce(const void *sendbuf, void *recvbuf, size_t count, enum smddp_dtype dtype,
+		 enum smddp_op op, int root, struct smddp_comm *comm, void *stream);
+int smddp_alltoall(const void *sendbuf, void *recvbuf, size_t count, enum smddp_dtype dtype,
+		   struct smddp_comm *comm, void *stream);
+int smddp_barrier(struct smddp_comm *comm);
+
+/* "Invalid argument" and so on; never NULL. */
+const char *smddp_strerror(int result);
+/* The detail of the last failure on comm (or of the last smddp_init failure
+ * of this thread when comm is NULL); "" when there was none. */
+const char *smddp_last_error(const struct smddp_comm *comm);
+/* "0.1.0" */
+const char *smddp_version(void);
+
+/* Size in bytes of one element of dtype, 0 for an unknown dtype. */
+size_t smddp_dtype_size(enum smddp_dtype dtype);
+/* "float32", "sum" ...; NULL when out of range.  Names are those of the
+ * tools' -d and -o flags. */
+const char *smddp_dtype_name(enum smddp_dtype dtype);
+const char *smddp_op_name(enum smddp_op op);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
