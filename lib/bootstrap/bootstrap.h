@@ -1,0 +1,75 @@
+/* bootstrap.h - rendezvous over TCP and the out-of-band channel of the world communicator.
+ *
+ * Rank 0 listens at MASTER_ADDR:MASTER_PORT; every other rank connects to it
+ * (retrying until the deadline, since rank 0 may start later) and presents
+ * the job token.  Rank 0 is the hub of a star: out-of-band all-gathers go
+ * through it.  The connections stay open for the communicator's life, so
+ * that a rank that dies is seen at once (its socket closes) and rank 0
+ * relays the news to everyone (a rank that loses rank 0 knows directly).
+ */
+#ifndef SD_BOOTSTRAP_H
+#define SD_BOOTSTRAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SD_HOSTID_MAX 128
+
+struct sd_boot;
+
+struct sd_boot_peer {
+	char hostid[SD_HOSTID_MAX]; /* host identity: SMDDP_HOSTID, else hostname + boot id */
+	int32_t pid;
+};
+
+struct sd_boot_params {
+	int rank, size;
+	const char *addr;   /* rank 0's address (name or numeric, IPv4 or IPv6) */
+	const char *port;   /* decimal port */
+	const char *token;  /* job token; "" means none is checked */
+	const char *hostid; /* this rank's host identity */
+	uint64_t deadline_ns; /* sd_now_ns() value after which rendezvous gives up */
+};
+
+/* Rendezvous.  On success *out is the channel, peers[0..size-1] the identity
+ * of every rank and *nonce a random 64-bit number chosen by rank 0 (the same
+ * on every rank).  Errors (err gets a sentence naming addresses and ranks):
+ * SMDDP_ETIMEDOUT  rank 0: rank(s) X,Y never connected; others: rank 0 never answered
+ * SMDDP_ECONFIG    this rank was refused by rank 0 (wrong job token, rank out of
+ *                  range, size mismatch, duplicate rank), or bad address
+ * SMDDP_ESYSTEM    socket/bind failures (e.g. port in use on rank 0)
+ * SMDDP_EPEER      a peer closed its connection during rendezvous
+ * Rank 0 rejects a peer with a wrong token (or malformed hello, or one that
+ * says nothing for a few seconds) by logging a WARN line naming the peer's
+ * address, telling it why, closing it and waiting on for the right ranks. */
+int sd_boot_init(const struct sd_boot_params *p, struct sd_boot **out,
+		 struct sd_boot_peer *peers, uint64_t *nonce, char *err, size_t errlen);
+
+/* All-gather of len bytes from every rank through rank 0: all[r*len...] gets
+ * rank r's bytes.  Collective over the world.  SMDDP_ETIMEDOUT at the
+ * deadline (naming the ranks that did not contribute), SMDDP_EPEER when a
+ * peer's connection closed or an abort notice arrived (naming the rank). */
+int sd_boot_allgather(struct sd_boot *b, const void *mine, void *all, size_t len,
+		      uint64_t deadline_ns, char *err, size_t errlen);
+
+/* Non-blocking: look at the sockets.  SMDDP_OK when nothing happened; else
+ * SMDDP_EPEER (*rank = the rank whose connection closed, or who died as
+ * relayed by rank 0) or SMDDP_EABORTED (*rank = the rank that called
+ * sd_boot_abort), with a sentence in err.  Once failed, stays failed and
+ * keeps returning the same.  Rank 0 relays deaths and aborts to every other
+ * rank as soon as it sees them, here or in any other sd_boot_ call. */
+int sd_boot_poll(struct sd_boot *b, int *rank, char *err, size_t errlen);
+
+/* File descriptors worth waiting on (readable = something to poll); returns
+ * their number, at most max. */
+int sd_boot_fds(struct sd_boot *b, int *fds, int max);
+
+/* Tell every rank (through rank 0) that this rank aborts.  Never blocks for
+ * long (non-blocking sends, best effort). */
+void sd_boot_abort(struct sd_boot *b, const char *why);
+
+/* Close the channel.  clean != 0 after a successful final barrier: peers do
+ * not take the close as a death.  Frees b. */
+void sd_boot_close(struct sd_boot *b, int clean);
+
+#endif
