@@ -1,0 +1,570 @@
+/* comm.c - communicator lifecycle: init from the environment, split, destroy, abort.
+ *
+ * smddp_init discovers rank and size (SMDDP_*, torchrun, Open MPI, Slurm,
+ * else a single rank), meets the other ranks through the TCP bootstrap,
+ * then rank 0 creates the communicator's shared segment, every rank maps it,
+ * an out-of-band all-gather confirms that all did, and the segment's name is
+ * unlinked.  A split does the same over its parent's own collectives.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap.h"
+#include "core/comm.h"
+#include "transport/transport.h"
+
+#define REC_NAME 64
+#define REC_MSG 184
+
+/* What the segment's creator tells the others, and what each rank says back. */
+struct seg_record {
+	char name[REC_NAME];
+	int32_t status;
+	int32_t pad;
+	char msg[REC_MSG];
+};
+
+static const char *const coll_names[SD_NUM_COLLS] = {
+	[SD_COLL_ALLREDUCE] = "allreduce",	   [SD_COLL_ALLGATHER] = "allgather",
+	[SD_COLL_REDUCE_SCATTER] = "reduce_scatter", [SD_COLL_BROADCAST] = "broadcast",
+	[SD_COLL_REDUCE] = "reduce",		   [SD_COLL_ALLTOALL] = "alltoall",
+	[SD_COLL_BARRIER] = "barrier",		   [SD_COLL_SPLIT] = "comm_split",
+	[SD_COLL_DESTROY] = "comm_destroy",	   [SD_COLL_INIT] = "init",
+};
+
+const char *sd_coll_name(int coll)
+{
+	if (coll < 0 || coll >= SD_NUM_COLLS)
+		return "unknown";
+	return coll_names[coll];
+}
+
+void sd_coll_describe(const struct sd_coll_desc *d, char *buf, size_t len)
+{
+	const char *dt = smddp_dtype_name(d->dtype), *op = smddp_op_name(d->op);
+	int n = snprintf(buf, len, "%s #%llu", sd_coll_name(d->coll), (unsigned long long)d->seq);
+
+	if (n < 0 || (size_t)n >= len)
+		return;
+	switch (d->coll) {
+	case SD_COLL_ALLREDUCE:
+	case SD_COLL_REDUCE_SCATTER:
+		snprintf(buf + n, len - (size_t)n, " (count %llu, %s, %s)",
+			 (unsigned long long)d->count, dt ? dt : "?", op ? op : "?");
+		break;
+	case SD_COLL_REDUCE:
+		snprintf(buf + n, len - (size_t)n, " (count %llu, %s, %s, root %d)",
+			 (unsigned long long)d->count, dt ? dt : "?", op ? op : "?", d->root);
+		break;
+	case SD_COLL_BROADCAST:
+		snprintf(buf + n, len - (size_t)n, " (count %llu, %s, root %d)",
+			 (unsigned long long)d->count, dt ? dt : "?", d->root);
+		break;
+	case SD_COLL_ALLGATHER:
+	case SD_COLL_ALLTOALL:
+		snprintf(buf + n, len - (size_t)n, " (count %llu, %s)",
+			 (unsigned long long)d->count, dt ? dt : "?");
+		break;
+	default:
+		break;
+	}
+}
+
+int sd_comm_error(struct smddp_comm *c, int rc, const char *fmt, ...)
+{
+	char msg[768], what[160];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (c->cur.seq || c->cur.coll == SD_COLL_INIT) {
+		sd_coll_describe(&c->cur, what, sizeof(what));
+		snprintf(c->last_error, sizeof(c->last_error), "rank %d: %s: %s", c->rank, what, msg);
+	} else {
+		snprintf(c->last_error, sizeof(c->last_error), "rank %d: %s", c->rank, msg);
+	}
+	SD_WARN(SD_SUB_COLL, "%s (%s)", c->last_error, smddp_strerror(rc));
+	return rc;
+}
+
+/* ---- rank discovery --------------------------------------------------- */
+
+static int env_int(struct smddp_comm *c, const char *name, int *out)
+{
+	const char *v = getenv(name);
+	int64_t x;
+
+	if (!v || !*v)
+		return 1;
+	if (sd_parse_int(v, &x) != 0 || x < 0 || x > 1 << 24) {
+		return sd_comm_error(c, SMDDP_ECONFIG, "%s=\"%s\": expected a non-negative integer",
+				     name, v) ? -1 : -1;
+	}
+	*out = (int)x;
+	return 0;
+}
+
+static const struct {
+	const char *rank, *size, *local_rank, *local_size, *who;
+} rank_vars[] = {
+	{"SMDDP_RANK", "SMDDP_WORLD_SIZE", "SMDDP_LOCAL_RANK", "SMDDP_LOCAL_WORLD_SIZE", "SMDDP"},
+	{"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "torchrun"},
+	{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+	 "OMPI_COMM_WORLD_LOCAL_SIZE", "Open MPI"},
+	{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", NULL, "Slurm"},
+};
+
+static int discover(struct smddp_comm *c)
+{
+	for (size_t i = 0; i < sizeof(rank_vars) / sizeof(rank_vars[0]); i++) {
+		int rank = -1, size = -1, rc;
+
+		rc = env_int(c, rank_vars[i].rank, &rank);
+		if (rc < 0)
+			return SMDDP_ECONFIG;
+		if (rc > 0)
+			continue;
+		rc = env_int(c, rank_vars[i].size, &size);
+		if (rc < 0)
+			return SMDDP_ECONFIG;
+		if (rc > 0)
+			return sd_comm_error(c, SMDDP_ECONFIG,
+					     "%s is set but %s is not: set both (or launch with smddp-run)",
+					     rank_vars[i].rank, rank_vars[i].size);
+		if (size < 1 || rank >= size)
+			return sd_comm_error(c, SMDDP_ECONFIG,
+					     "%s=%d and %s=%d: the rank must be below the size",
+					     rank_vars[i].rank, rank, rank_vars[i].size, size);
+		c->rank = rank;
+		c->size = size;
+		SD_INFO(SD_SUB_INIT, "rank %d of %d from %s variables", rank, size, rank_vars[i].who);
+		return SMDDP_OK;
+	}
+	c->rank = 0;
+	c->size = 1;
+	SD_INFO(SD_SUB_INIT, "no rank variables (SMDDP_RANK, RANK, OMPI_COMM_WORLD_RANK, "
+			     "SLURM_PROCID): running as a single rank");
+	return SMDDP_OK;
+}
+
+static const char *first_env(const char *a, const char *b)
+{
+	const char *v = getenv(a);
+
+	if (v && *v)
+		return v;
+	v = getenv(b);
+	return v && *v ? v : NULL;
+}
+
+static void host_identity(char *buf, size_t len)
+{
+	const char *v = getenv("SMDDP_HOSTID");
+	char host[64] = "localhost", boot[40] = "";
+	FILE *f;
+
+	if (v && *v) {
+		snprintf(buf, len, "%s", v);
+		return;
+	}
+	gethostname(host, sizeof(host) - 1);
+	f = fopen("/proc/sys/kernel/random/boot_id", "re");
+	if (f) {
+		if (!fgets(boot, sizeof(boot), f))
+			boot[0] = 0;
+		fclose(f);
+		boot[strcspn(boot, "\n")] = 0;
+	}
+	snprintf(buf, len, "%s/%s", host, boot);
+}
+
+static void set_jobid(struct smddp_comm *c, uint64_t nonce)
+{
+	const char *v = getenv("SMDDP_JOB_ID");
+	size_t n = 0;
+
+	if (v) {
+		for (; *v && n < 32; v++)
+			if (isalnum((unsigned char)*v) || *v == '_' || *v == '-')
+				c->jobid[n++] = *v;
+	}
+	c->jobid[n] = 0;
+	if (!n)
+		snprintf(c->jobid, sizeof(c->jobid), "n%012llx",
+			 (unsigned long long)(nonce & 0xffffffffffffull));
+}
+
+static int read_tunables(struct smddp_comm *c)
+{
+	int64_t spin = sd_param_int("SMDDP_SPIN");
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	c->timeout_ns = (uint64_t)sd_param_int("SMDDP_TIMEOUT") * 1000000000ull;
+	if (!c->timeout_ns)
+		c->timeout_ns = 600ull * 1000000000ull;
+	c->check_coll = (int)sd_param_int("SMDDP_CHECK_COLL");
+	c->liveness_ns = (uint64_t)sd_param_int("SMDDP_LIVENESS_MS") * 1000000ull;
+	if (!c->liveness_ns)
+		c->liveness_ns = 50000000ull;
+	c->chunk = (size_t)sd_param_int("SMDDP_SHM_CHUNK");
+	if (c->chunk < 4096)
+		c->chunk = 4096;
+	c->chunk = (c->chunk + 63) & ~(size_t)63;
+	if (spin < 0)
+		/* Polling pays only while every rank has a core of its own. */
+		spin = c->size <= ncpu ? 20000 : 50;
+	c->spin = (int)spin;
+	return SMDDP_OK;
+}
+
+/* Create (leader) or map the communicator's segment.  Two gathers over
+ * `via` (the bootstrap for the world, the parent's collectives for a split)
+ * make every rank agree on the outcome, so that all fail together, naming
+ * the rank that could not.  c is NULL on a rank that takes part without
+ * joining (negative color); want says it should have joined (no memory). */
+typedef int (*gather_fn)(struct smddp_comm *via, const void *mine, void *all, size_t len);
+
+static int setup_segment(struct smddp_comm *c, int want, struct smddp_comm *via, int leader_via,
+			 int is_leader, gather_fn gather, const int *members)
+{
+	struct seg_record mine, *all;
+	int rc, lrc = SMDDP_OK;
+
+	all = calloc((size_t)via->size, sizeof(*all));
+	if (!all)
+		return sd_comm_error(via, SMDDP_ENOMEM, "out of memory");
+	memset(&mine, 0, sizeof(mine));
+	if (c && is_leader) {
+		lrc = c->tp->create(c, mine.name, sizeof(mine.name));
+		mine.status = lrc;
+		if (lrc)
+			snprintf(mine.msg, sizeof(mine.msg), "%s", c->last_error);
+	} else if (!c && want) {
+		mine.status = SMDDP_ENOMEM;
+		snprintf(mine.msg, sizeof(mine.msg), "out of memory");
+	}
+	rc = gather(via, &mine, all, sizeof(mine));
+	if (rc)
+		goto out;
+	if (c && !lrc) {
+		if (all[leader_via].status) {
+			lrc = sd_comm_error(c, all[leader_via].status,
+					    "the rank that creates the shared segment failed: %s",
+					    all[leader_via].msg);
+		} else {
+			lrc = c->tp->attach(c, all[leader_via].name, is_leader);
+		}
+	}
+	memset(&mine, 0, sizeof(mine));
+	mine.status = (!c && want) ? SMDDP_ENOMEM : lrc;
+	if (mine.status)
+		snprintf(mine.msg, sizeof(mine.msg), "%s", c ? c->last_error : "out of memory");
+	rc = gather(via, &mine, all, sizeof(mine));
+	if (rc)
+		goto out;
+	if (c && !lrc) {
+		for (int i = 0; i < c->size; i++) {
+			int vr = members ? members[i] : i;
+
+			if (all[vr].status && vr != via->rank) {
+				lrc = sd_comm_error(c, all[vr].status,
+						    "rank %d could not join the communicator: %s", i,
+						    all[vr].msg);
+				break;
+			}
+		}
+	}
+	rc = lrc;
+out:
+	/* Every member has mapped it (or given up): the name can go. */
+	if (c && is_leader && c->tp_state)
+		c->tp->unlink(c);
+	if (rc && c && via != c && !c->last_error[0])
+		snprintf(c->last_error, sizeof(c->last_error), "%s", via->last_error);
+	free(all);
+	return rc;
+}
+
+static int boot_gather(struct smddp_comm *c, const void *mine, void *all, size_t len)
+{
+	char err[512];
+	int rc;
+
+	if (c->size == 1) {
+		memcpy(all, mine, len);
+		return SMDDP_OK;
+	}
+	rc = sd_boot_allgather(c->boot, mine, all, len, sd_now_ns() + c->timeout_ns, err,
+			       sizeof(err));
+	if (rc)
+		return sd_comm_error(c, rc, "%s", err);
+	return SMDDP_OK;
+}
+
+static int coll_gather(struct smddp_comm *c, const void *mine, void *all, size_t len)
+{
+	return sd_coll_allgather(c, mine, all, len, SMDDP_UINT8);
+}
+
+static void comm_free(struct smddp_comm *c, int clean)
+{
+	if (!c)
+		return;
+	if (c->tp && c->tp_state)
+		c->tp->detach(c);
+	if (c->boot)
+		sd_boot_close(c->boot, clean);
+	free(c->pids);
+	free(c);
+}
+
+SD_EXPORT int smddp_init(struct smddp_comm **out)
+{
+	struct smddp_comm *c = NULL;
+	struct sd_boot_peer *peers = NULL;
+	char err[512], hostid[SD_HOSTID_MAX];
+	uint64_t nonce = 0;
+	int rc;
+
+	sd_set_init_error("%s", "");
+	if (!out) {
+		sd_set_init_error("smddp_init: comm is NULL");
+		return SMDDP_EINVAL;
+	}
+	*out = NULL;
+	sd_log_init();
+	rc = sd_params_load(err, sizeof(err));
+	if (rc) {
+		sd_set_init_error("%s", err);
+		SD_WARN(SD_SUB_CONFIG, "%s", err);
+		return rc;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		sd_set_init_error("smddp_init: out of memory");
+		return SMDDP_ENOMEM;
+	}
+	c->is_world = 1;
+	c->tp = &sd_transport_shm;
+	c->cur.coll = SD_COLL_INIT;
+	rc = discover(c);
+	if (rc)
+		goto fail;
+	sd_log_set_rank(c->rank);
+	read_tunables(c);
+	c->pids = calloc((size_t)c->size, sizeof(*c->pids));
+	peers = calloc((size_t)c->size, sizeof(*peers));
+	if (!c->pids || !peers) {
+		rc = sd_comm_error(c, SMDDP_ENOMEM, "out of memory for %d ranks", c->size);
+		goto fail;
+	}
+	host_identity(hostid, sizeof(hostid));
+	if (c->size > 1) {
+		const char *addr = first_env("SMDDP_MASTER_ADDR", "MASTER_ADDR");
+		const char *port = first_env("SMDDP_MASTER_PORT", "MASTER_PORT");
+		const char *token = getenv("SMDDP_JOB_TOKEN");
+		struct sd_boot_params bp;
+
+		if (!addr || !port) {
+			rc = sd_comm_error(c, SMDDP_ECONFIG,
+					   "%d ranks need a rendezvous point: set MASTER_ADDR and "
+					   "MASTER_PORT (or SMDDP_MASTER_ADDR/SMDDP_MASTER_PORT) to "
+					   "rank 0's address and a free port, or launch with smddp-run",
+					   c->size);
+			goto fail;
+		}
+		bp.rank = c->rank;
+		bp.size = c->size;
+		bp.addr = addr;
+		bp.port = port;
+		bp.token = token ? token : "";
+		bp.hostid = hostid;
+		bp.deadline_ns = sd_now_ns() + c->timeout_ns;
+		rc = sd_boot_init(&bp, &c->boot, peers, &nonce, err, sizeof(err));
+		if (rc) {
+			sd_comm_error(c, rc, "%s", err);
+			goto fail;
+		}
+	} else {
+		snprintf(peers[0].hostid, sizeof(peers[0].hostid), "%s", hostid);
+		peers[0].pid = getpid();
+		nonce = sd_now_ns() ^ ((uint64_t)getpid() << 40);
+	}
+	for (int r = 0; r < c->size; r++) {
+		c->pids[r] = peers[r].pid;
+		if (strcmp(peers[r].hostid, peers[0].hostid) != 0) {
+			rc = sd_comm_error(c, SMDDP_EUNSUPPORTED,
+					   "rank %d runs on host %s and rank 0 on %s: this build of "
+					   "libsmddp has no transport between hosts yet; run all ranks "
+					   "on one host",
+					   r, peers[r].hostid, peers[0].hostid);
+			goto fail;
+		}
+	}
+	c->local_rank = c->rank;
+	c->local_size = c->size;
+	set_jobid(c, nonce);
+	rc = setup_segment(c, 1, c, 0, c->rank == 0, boot_gather, NULL);
+	if (rc)
+		goto fail;
+	memset(&c->cur, 0, sizeof(c->cur));
+	SD_INFO(SD_SUB_INIT, "communicator ready: rank %d of %d, job %s, shared memory, spin %d",
+		c->rank, c->size, c->jobid, c->spin);
+	free(peers);
+	*out = c;
+	return SMDDP_OK;
+fail:
+	sd_set_init_error("%s", c->last_error);
+	free(peers);
+	if (c->tp_state)
+		c->tp->abort(c);
+	comm_free(c, 0);
+	return rc;
+}
+
+struct split_rec {
+	int32_t color, key;
+};
+
+SD_EXPORT int smddp_comm_split(struct smddp_comm *comm, int color, int key, struct smddp_comm **out)
+{
+	struct split_rec mine = {color, key}, *all = NULL;
+	struct smddp_comm *c = NULL;
+	int *members = NULL, n = 0, rc;
+
+	if (!out)
+		return comm ? sd_comm_error(comm, SMDDP_EINVAL, "smddp_comm_split: out is NULL")
+			    : SMDDP_EINVAL;
+	*out = NULL;
+	rc = sd_api_enter(comm, SD_COLL_SPLIT, 0, 0, 0, 0, 0);
+	if (rc)
+		return rc;
+	all = calloc((size_t)comm->size, sizeof(*all));
+	members = calloc((size_t)comm->size, sizeof(*members));
+	if (!all || !members) {
+		/* Cannot even take part: the others will see this rank time out. */
+		rc = sd_comm_error(comm, SMDDP_ENOMEM, "out of memory");
+		goto out;
+	}
+	SD_CHECK_GOTO(sd_coll_allgather(comm, &mine, all, sizeof(mine), SMDDP_UINT8), rc, out);
+	if (color >= 0) {
+		/* Members of my color by key, then parent rank: insertion sort
+		 * is stable, and n is small. */
+		for (int r = 0; r < comm->size; r++) {
+			int j;
+
+			if (all[r].color != color)
+				continue;
+			for (j = n; j > 0 && all[members[j - 1]].key > all[r].key; j--)
+				members[j] = members[j - 1];
+			members[j] = r;
+			n++;
+		}
+		c = calloc(1, sizeof(*c));
+		if (c && !(c->pids = calloc((size_t)n, sizeof(*c->pids)))) {
+			free(c);
+			c = NULL;
+		}
+	}
+	if (c) {
+		c->tp = comm->tp;
+		c->size = n;
+		for (int i = 0; i < n; i++) {
+			c->pids[i] = comm->pids[members[i]];
+			if (members[i] == comm->rank)
+				c->rank = i;
+		}
+		c->local_rank = c->rank;
+		c->local_size = n;
+		c->timeout_ns = comm->timeout_ns;
+		c->check_coll = comm->check_coll;
+		c->spin = comm->spin;
+		c->liveness_ns = comm->liveness_ns;
+		c->chunk = comm->chunk;
+		memcpy(c->jobid, comm->jobid, sizeof(c->jobid));
+	}
+	rc = setup_segment(c, color >= 0, comm, c ? members[0] : 0, c && c->rank == 0, coll_gather,
+			   members);
+	if (!rc && color >= 0 && !c)
+		rc = sd_comm_error(comm, SMDDP_ENOMEM, "out of memory for the new communicator");
+	if (rc) {
+		if (c) {
+			if (c->last_error[0])
+				snprintf(comm->last_error, sizeof(comm->last_error), "%s",
+					 c->last_error);
+			if (c->tp_state)
+				c->tp->abort(c);
+			comm_free(c, 0);
+		}
+		goto out;
+	}
+	SD_INFO(SD_SUB_INIT, "split: color %d key %d -> rank %d of %d", color, key,
+		c ? c->rank : -1, c ? c->size : 0);
+	*out = c;
+out:
+	free(all);
+	free(members);
+	return rc;
+}
+
+SD_EXPORT int smddp_comm_destroy(struct smddp_comm *comm)
+{
+	int rc = SMDDP_OK;
+
+	if (!comm)
+		return SMDDP_EINVAL;
+	if (!comm->failed) {
+		rc = sd_api_enter(comm, SD_COLL_DESTROY, 0, 0, 0, 0, 0);
+		if (!rc)
+			rc = comm->tp->barrier(comm);
+	}
+	if (rc || comm->failed)
+		comm->tp->abort(comm);
+	comm_free(comm, rc == SMDDP_OK && !comm->failed);
+	return rc;
+}
+
+SD_EXPORT int smddp_comm_abort(struct smddp_comm *comm)
+{
+	if (!comm)
+		return SMDDP_EINVAL;
+	if (comm->tp_state)
+		comm->tp->abort(comm);
+	if (comm->boot)
+		sd_boot_abort(comm->boot, "smddp_comm_abort");
+	comm_free(comm, 0);
+	return SMDDP_OK;
+}
+
+SD_EXPORT int smddp_comm_rank(const struct smddp_comm *comm)
+{
+	return comm ? comm->rank : -1;
+}
+
+SD_EXPORT int smddp_comm_size(const struct smddp_comm *comm)
+{
+	return comm ? comm->size : -1;
+}
+
+SD_EXPORT int smddp_comm_local_rank(const struct smddp_comm *comm)
+{
+	return comm ? comm->local_rank : -1;
+}
+
+SD_EXPORT int smddp_comm_local_size(const struct smddp_comm *comm)
+{
+	return comm ? comm->local_size : -1;
+}
+
+SD_EXPORT const char *smddp_last_error(const struct smddp_comm *comm)
+{
+	return comm ? comm->last_error : sd_init_error();
+}

@@ -1,0 +1,88 @@
+/* comm.h - the communicator and the collective descriptor shared by core, coll and transports. */
+#ifndef SD_COMM_H
+#define SD_COMM_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <stddef.h>
+
+#include "core/sd.h"
+
+enum sd_coll {
+	SD_COLL_ALLREDUCE = 0,
+	SD_COLL_ALLGATHER,
+	SD_COLL_REDUCE_SCATTER,
+	SD_COLL_BROADCAST,
+	SD_COLL_REDUCE,
+	SD_COLL_ALLTOALL,
+	SD_COLL_BARRIER,
+	SD_COLL_SPLIT,
+	SD_COLL_DESTROY,
+	SD_COLL_INIT,
+	SD_NUM_COLLS
+};
+
+/* What a rank was asked to do; compared across ranks by SMDDP_CHECK_COLL
+ * and quoted in every error message. */
+struct sd_coll_desc {
+	uint64_t seq;   /* 1 for the communicator's first call */
+	int32_t coll;   /* enum sd_coll */
+	int32_t dtype;
+	int32_t op;
+	int32_t root;
+	uint64_t count;
+};
+
+struct sd_transport_ops;
+
+struct smddp_comm {
+	int rank, size;
+	int local_rank, local_size;
+	int is_world;
+	pid_t *pids;               /* pid of every rank */
+	struct sd_boot *boot;      /* world only: the rendezvous channel */
+	const struct sd_transport_ops *tp;
+	void *tp_state;            /* the transport's own */
+	uint64_t seq;              /* collectives called so far */
+	uint64_t step;             /* pipelined steps so far: half = step & 1 */
+	struct sd_coll_desc cur;   /* the collective in progress */
+	int failed;                /* sticky result once the comm is broken */
+	/* tunables, read once at creation */
+	uint64_t timeout_ns;
+	int check_coll;
+	int spin;
+	uint64_t liveness_ns;
+	size_t chunk;              /* bytes of one pipelined step per rank */
+	char jobid[64];
+	char last_error[1024];
+};
+
+/* Record a failure: formats last_error as "rank R: <coll #seq (...)>: msg"
+ * when a collective is in progress, logs it at WARN and returns rc. */
+int sd_comm_error(struct smddp_comm *c, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* "allreduce #12 (count 1000, float32, sum)" */
+void sd_coll_describe(const struct sd_coll_desc *d, char *buf, size_t len);
+const char *sd_coll_name(int coll);
+
+/* Entry of every collective call: checks the communicator and the arguments
+ * that do not depend on buffers, counts the call, and with SMDDP_CHECK_COLL
+ * compares it across ranks.  count 0 still counts the call. */
+int sd_api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op, int root,
+		 void *stream);
+
+/* Collective algorithms (lib/coll/coll.c), host memory, arguments checked. */
+int sd_coll_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+		      enum smddp_dtype dt, enum smddp_op op);
+int sd_coll_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+		      enum smddp_dtype dt);
+int sd_coll_reduce_scatter(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			   enum smddp_dtype dt, enum smddp_op op);
+int sd_coll_broadcast(struct smddp_comm *c, void *buf, size_t count, enum smddp_dtype dt,
+		      int root);
+int sd_coll_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+		   enum smddp_dtype dt, enum smddp_op op, int root);
+int sd_coll_alltoall(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+		     enum smddp_dtype dt);
+
+#endif

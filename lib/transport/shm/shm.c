@@ -1,0 +1,430 @@
+/* shm.c - intra-node transport: one shared-memory segment per communicator.
+ *
+ * Layout: a header page, then one control block per rank (two cache lines:
+ * barrier epoch, futex doorbell, sleeping flag, abort flag, descriptor), then
+ * the data slots: for each rank two halves of `half` bytes.
+ *
+ * Waiting: a rank polls the words it waits on a bounded number of times
+ * (SMDDP_SPIN; few when ranks outnumber cores), then sleeps on its own
+ * doorbell futex.  A rank that publishes progress rings the doorbell of every
+ * sleeper.  Sleeping and publishing follow the Dekker pattern: the sleeper
+ * sets `sleeping`, fences, re-checks, then waits on the doorbell value read
+ * before; the publisher stores its progress, fences, then reads `sleeping`.
+ * Either the sleeper sees the progress or the publisher sees the sleeper.
+ *
+ * Liveness: while asleep a rank wakes every SMDDP_LIVENESS_MS and asks, for
+ * each rank it still waits for, whether that process has ended (pidfd, which
+ * also reports a zombie) or aborted, and whether the deadline (SMDDP_TIMEOUT)
+ * passed.  The world communicator also polls its bootstrap sockets.
+ *
+ * Names are /smddp-JOBID-RANDOM: per job and per communicator, mode 0600,
+ * unlinked as soon as every rank has attached.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap.h"
+#include "core/comm.h"
+#include "transport/transport.h"
+
+#define SHM_MAGIC 0x31534d4844444d53ull /* "SMDDMSH1" */
+#define DESC_MAX 64
+
+struct shm_hdr {
+	uint64_t magic;
+	uint64_t total;
+	uint64_t half;
+	uint32_t nranks;
+	uint32_t pad;
+};
+
+struct shm_ctl {
+	_Atomic uint64_t arrive;   /* last barrier epoch this rank reached */
+	_Atomic uint32_t bell;     /* futex word: bumped to wake this rank */
+	_Atomic uint32_t sleeping; /* this rank is (about to be) asleep on bell */
+	_Atomic uint32_t aborted;  /* this rank called abort */
+	int32_t pid;
+	unsigned char desc[DESC_MAX];
+} __attribute__((aligned(128)));
+
+struct shm_state {
+	char name[64];
+	int owner; /* created the segment, so unlinks it */
+	void *base;
+	size_t len;
+	struct shm_hdr *hdr;
+	struct shm_ctl *ctl;
+	char *data;
+	size_t half;
+	uint64_t epoch;
+	int *pidfd;
+	uint64_t last_check;
+};
+
+#define ST(c) ((struct shm_state *)(c)->tp_state)
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+static size_t layout(int nranks, size_t half, size_t *ctl_off, size_t *data_off)
+{
+	size_t page = 4096;
+
+	*ctl_off = page;
+	*data_off = (*ctl_off + (size_t)nranks * sizeof(struct shm_ctl) + page - 1) / page * page;
+	return *data_off + (size_t)nranks * 2 * half;
+}
+
+static int open_pidfds(struct smddp_comm *c, struct shm_state *s)
+{
+	s->pidfd = malloc(sizeof(int) * (size_t)c->size);
+	if (!s->pidfd)
+		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	for (int r = 0; r < c->size; r++) {
+		s->pidfd[r] = -1;
+		if (r == c->rank)
+			continue;
+#ifdef SYS_pidfd_open
+		s->pidfd[r] = (int)syscall(SYS_pidfd_open, c->pids[r], 0);
+#endif
+		/* Without pidfds (old kernel, foreign pid namespace) kill(pid, 0)
+		 * still tells a vanished process, if not a zombie. */
+	}
+	return SMDDP_OK;
+}
+
+static int map_segment(struct smddp_comm *c, struct shm_state *s, int fd, size_t len)
+{
+	size_t ctl_off, data_off;
+
+	s->base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (s->base == MAP_FAILED) {
+		s->base = NULL;
+		return sd_comm_error(c, SMDDP_ESYSTEM, "cannot map shared memory %s (%zu bytes): %s",
+				     s->name, len, strerror(errno));
+	}
+	s->len = len;
+	layout(c->size, s->half, &ctl_off, &data_off);
+	s->hdr = s->base;
+	s->ctl = (struct shm_ctl *)((char *)s->base + ctl_off);
+	s->data = (char *)s->base + data_off;
+	return SMDDP_OK;
+}
+
+static int shm_create(struct smddp_comm *c, char *name, size_t namelen)
+{
+	struct shm_state *s;
+	uint64_t rnd = 0;
+	size_t ctl_off, data_off, len;
+	int fd = -1, rc;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	c->tp_state = s;
+	s->half = c->chunk;
+	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+		rnd = (uint64_t)getpid() << 32 ^ sd_now_ns();
+	snprintf(s->name, sizeof(s->name), "/smddp-%s-%016llx", c->jobid, (unsigned long long)rnd);
+	len = layout(c->size, s->half, &ctl_off, &data_off);
+	fd = SD_RETRY_EINTR(shm_open(s->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
+	if (fd < 0)
+		return sd_comm_error(c, SMDDP_ESYSTEM, "cannot create shared memory %s: %s", s->name,
+				     strerror(errno));
+	s->owner = 1;
+	/* Reserve the pages now: a full /dev/shm must be an error here, not a
+	 * SIGBUS in the middle of a collective. */
+	rc = posix_fallocate(fd, 0, (off_t)len);
+	if (rc != 0) {
+		close(fd);
+		shm_unlink(s->name);
+		s->owner = 0;
+		return sd_comm_error(c, SMDDP_ESYSTEM,
+				     "cannot reserve %zu bytes of shared memory in /dev/shm: %s "
+				     "(make /dev/shm larger, e.g. docker --shm-size, or lower SMDDP_SHM_CHUNK)",
+				     len, strerror(rc));
+	}
+	rc = map_segment(c, s, fd, len);
+	close(fd);
+	if (rc)
+		return rc;
+	s->hdr->total = len;
+	s->hdr->half = s->half;
+	s->hdr->nranks = (uint32_t)c->size;
+	atomic_thread_fence(memory_order_release);
+	s->hdr->magic = SHM_MAGIC;
+	snprintf(name, namelen, "%s", s->name);
+	SD_INFO(SD_SUB_SHM, "created %s: %d ranks x 2 x %zu bytes", s->name, c->size, s->half);
+	return SMDDP_OK;
+}
+
+static int shm_attach(struct smddp_comm *c, const char *name, int leader)
+{
+	struct shm_state *s = ST(c);
+	struct stat st;
+	size_t ctl_off, data_off, len;
+	int fd, rc;
+
+	if (!leader) {
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+		c->tp_state = s;
+		s->half = c->chunk;
+		snprintf(s->name, sizeof(s->name), "%s", name);
+		len = layout(c->size, s->half, &ctl_off, &data_off);
+		fd = SD_RETRY_EINTR(shm_open(s->name, O_RDWR | O_CLOEXEC, 0));
+		if (fd < 0)
+			return sd_comm_error(c, SMDDP_ESYSTEM, "cannot open shared memory %s: %s",
+					     s->name, strerror(errno));
+		if (fstat(fd, &st) != 0 || (size_t)st.st_size != len) {
+			close(fd);
+			return sd_comm_error(c, SMDDP_EMISMATCH,
+					     "shared memory %s has %lld bytes, expected %zu: do all ranks "
+					     "use the same SMDDP_SHM_CHUNK?",
+					     s->name, (long long)st.st_size, len);
+		}
+		rc = map_segment(c, s, fd, len);
+		close(fd);
+		if (rc)
+			return rc;
+		if (s->hdr->magic != SHM_MAGIC || s->hdr->nranks != (uint32_t)c->size ||
+		    s->hdr->half != s->half)
+			return sd_comm_error(c, SMDDP_EMISMATCH,
+					     "shared memory %s was made for %u ranks of %llu bytes, "
+					     "this rank expects %d of %zu (same SMDDP_SHM_CHUNK everywhere?)",
+					     s->name, s->hdr->nranks, (unsigned long long)s->hdr->half,
+					     c->size, s->half);
+	}
+	s->ctl[c->rank].pid = getpid();
+	return open_pidfds(c, s);
+}
+
+static void shm_unlink_seg(struct smddp_comm *c)
+{
+	struct shm_state *s = ST(c);
+
+	if (s && s->owner) {
+		shm_unlink(s->name);
+		s->owner = 0;
+	}
+}
+
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
+{
+	return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
+}
+
+static void ring_sleepers(struct smddp_comm *c)
+{
+	struct shm_state *s = ST(c);
+
+	for (int r = 0; r < c->size; r++) {
+		if (r == c->rank)
+			continue;
+		if (atomic_load_explicit(&s->ctl[r].sleeping, memory_order_seq_cst)) {
+			atomic_fetch_add_explicit(&s->ctl[r].bell, 1, memory_order_seq_cst);
+			futex(&s->ctl[r].bell, FUTEX_WAKE, 1, NULL);
+		}
+	}
+}
+
+static int peer_gone(struct smddp_comm *c, struct shm_state *s, int r)
+{
+	if (s->pidfd[r] >= 0) {
+		struct pollfd p = {.fd = s->pidfd[r], .events = POLLIN};
+
+		return poll(&p, 1, 0) > 0;
+	}
+	return kill(c->pids[r], 0) != 0 && errno == ESRCH;
+}
+
+/* Called while asleep: is any rank we still need dead or aborted, is the
+ * deadline gone, has the bootstrap channel heard of a failure? */
+static int check_health(struct smddp_comm *c, uint64_t target, uint64_t start, uint64_t deadline)
+{
+	struct shm_state *s = ST(c);
+	char missing[256];
+	size_t off = 0;
+	int nmissing = 0;
+	uint64_t now = sd_now_ns();
+
+	for (int r = 0; r < c->size; r++) {
+		if (atomic_load_explicit(&s->ctl[r].aborted, memory_order_acquire))
+			return sd_comm_error(c, SMDDP_EABORTED,
+					     "rank %d (pid %d) aborted the communicator", r,
+					     (int)c->pids[r]);
+	}
+	for (int r = 0; r < c->size; r++) {
+		if (atomic_load_explicit(&s->ctl[r].arrive, memory_order_acquire) >= target)
+			continue;
+		if (peer_gone(c, s, r))
+			return sd_comm_error(c, SMDDP_EPEER,
+					     "rank %d (pid %d) died before arriving: its process "
+					     "ended (killed, crashed or exited without "
+					     "smddp_comm_destroy)",
+					     r, (int)c->pids[r]);
+		if (nmissing < 16 && off < sizeof(missing) - 16)
+			off += (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%d",
+						nmissing ? "," : "", r);
+		nmissing++;
+	}
+	if (c->boot) {
+		char err[512];
+		int who = -1;
+		int rc = sd_boot_poll(c->boot, &who, err, sizeof(err));
+
+		if (rc)
+			return sd_comm_error(c, rc, "%s", err);
+	}
+	if (now >= deadline)
+		return sd_comm_error(c, SMDDP_ETIMEDOUT,
+				     "waited %.0f s (SMDDP_TIMEOUT) for rank(s) %s%s of %d, "
+				     "which did not arrive: are they stuck, or calling a "
+				     "different collective?",
+				     (double)(now - start) / 1e9, missing, nmissing > 16 ? ",..." : "",
+				     c->size);
+	return SMDDP_OK;
+}
+
+static int shm_barrier(struct smddp_comm *c)
+{
+	struct shm_state *s = ST(c);
+	struct shm_ctl *me = &s->ctl[c->rank];
+	uint64_t target = ++s->epoch;
+	uint64_t start = 0, deadline = 0, next_check = 0;
+	int spins = 0, r = 0, rc;
+
+	atomic_store_explicit(&me->arrive, target, memory_order_seq_cst);
+	ring_sleepers(c);
+	for (;;) {
+		while (r < c->size &&
+		       atomic_load_explicit(&s->ctl[r].arrive, memory_order_acquire) >= target)
+			r++;
+		if (r == c->size)
+			return SMDDP_OK;
+		if (spins < c->spin) {
+			spins++;
+			cpu_relax();
+			continue;
+		}
+		uint64_t now = sd_now_ns();
+
+		if (!start) {
+			start = now;
+			deadline = now + c->timeout_ns;
+			next_check = now + c->liveness_ns;
+		}
+		if (now >= next_check ||
+		    atomic_load_explicit(&s->ctl[r].aborted, memory_order_relaxed)) {
+			rc = check_health(c, target, start, deadline);
+			if (rc)
+				return rc;
+			next_check = now + c->liveness_ns;
+		}
+		uint32_t bell = atomic_load_explicit(&me->bell, memory_order_seq_cst);
+
+		atomic_store_explicit(&me->sleeping, 1, memory_order_seq_cst);
+		if (atomic_load_explicit(&s->ctl[r].arrive, memory_order_seq_cst) < target &&
+		    !atomic_load_explicit(&s->ctl[r].aborted, memory_order_relaxed)) {
+			uint64_t wait = next_check > now ? next_check - now : 1000000;
+			struct timespec ts = {.tv_sec = (time_t)(wait / 1000000000ull),
+					      .tv_nsec = (long)(wait % 1000000000ull)};
+
+			futex(&me->bell, FUTEX_WAIT, bell, &ts);
+		}
+		atomic_store_explicit(&me->sleeping, 0, memory_order_relaxed);
+	}
+}
+
+static size_t shm_half_bytes(struct smddp_comm *c)
+{
+	return ST(c)->half;
+}
+
+static void *shm_slot(struct smddp_comm *c, int r, int h)
+{
+	struct shm_state *s = ST(c);
+
+	return s->data + ((size_t)r * 2 + (size_t)h) * s->half;
+}
+
+static void shm_put_desc(struct smddp_comm *c, const void *desc, size_t len)
+{
+	memcpy(ST(c)->ctl[c->rank].desc, desc, len < DESC_MAX ? len : DESC_MAX);
+}
+
+static void shm_get_desc(struct smddp_comm *c, int r, void *desc, size_t len)
+{
+	memcpy(desc, ST(c)->ctl[r].desc, len < DESC_MAX ? len : DESC_MAX);
+}
+
+static void shm_abort(struct smddp_comm *c)
+{
+	struct shm_state *s = ST(c);
+
+	if (!s || !s->ctl)
+		return;
+	atomic_store_explicit(&s->ctl[c->rank].aborted, 1, memory_order_seq_cst);
+	for (int r = 0; r < c->size; r++) {
+		if (r == c->rank)
+			continue;
+		atomic_fetch_add_explicit(&s->ctl[r].bell, 1, memory_order_seq_cst);
+		futex(&s->ctl[r].bell, FUTEX_WAKE, 1, NULL);
+	}
+}
+
+static void shm_detach(struct smddp_comm *c)
+{
+	struct shm_state *s = ST(c);
+
+	if (!s)
+		return;
+	shm_unlink_seg(c);
+	if (s->pidfd) {
+		for (int r = 0; r < c->size; r++)
+			if (s->pidfd[r] >= 0)
+				close(s->pidfd[r]);
+		free(s->pidfd);
+	}
+	if (s->base)
+		munmap(s->base, s->len);
+	free(s);
+	c->tp_state = NULL;
+}
+
+const struct sd_transport_ops sd_transport_shm = {
+	.size = sizeof(struct sd_transport_ops),
+	.name = "shm",
+	.attach = shm_attach,
+	.create = shm_create,
+	.unlink = shm_unlink_seg,
+	.barrier = shm_barrier,
+	.half_bytes = shm_half_bytes,
+	.slot = shm_slot,
+	.put_desc = shm_put_desc,
+	.get_desc = shm_get_desc,
+	.abort = shm_abort,
+	.detach = shm_detach,
+};

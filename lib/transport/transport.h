@@ -1,0 +1,48 @@
+/* transport.h - the seam between algorithms and the ways ranks share data.
+ *
+ * A transport that gives every rank of a node a shared "slot" per rank (two
+ * halves, used alternately step by step) fills one of these tables.  The
+ * algorithms in lib/coll/ are written against slots and barriers only and
+ * never name a transport.
+ *
+ * Step protocol, the invariant every algorithm keeps: in step k a rank writes
+ * only its own slot's half k%2, then calls barrier, then reads any rank's half
+ * k%2.  A rank reaching step k+2 has passed the barrier of step k+1, which
+ * every rank entered only after finishing its reads of step k: so a half is
+ * never overwritten while a peer still reads it, with one barrier per step.
+ */
+#ifndef SD_TRANSPORT_H
+#define SD_TRANSPORT_H
+
+#include <stddef.h>
+
+struct smddp_comm;
+
+struct sd_transport_ops {
+	size_t size; /* sizeof(struct sd_transport_ops), for future growth */
+	const char *name;
+	/* Map the communicator's segment (the leader created it under name).
+	 * Collective over the communicator's local ranks. */
+	int (*attach)(struct smddp_comm *c, const char *name, int leader);
+	/* Leader: create a segment for nranks and write its name (< 64 bytes). */
+	int (*create)(struct smddp_comm *c, char *name, size_t namelen);
+	/* After every rank attached: forget the name (nothing survives a crash). */
+	void (*unlink)(struct smddp_comm *c);
+	/* Wait until every rank of c reached this barrier. */
+	int (*barrier)(struct smddp_comm *c);
+	/* Bytes in one half slot. */
+	size_t (*half_bytes)(struct smddp_comm *c);
+	/* Rank r's half h. */
+	void *(*slot)(struct smddp_comm *c, int r, int h);
+	/* Publish this rank's descriptor and, after a barrier, read rank r's. */
+	void (*put_desc)(struct smddp_comm *c, const void *desc, size_t len);
+	void (*get_desc)(struct smddp_comm *c, int r, void *desc, size_t len);
+	/* Tell peers this rank aborts; local, never blocks. */
+	void (*abort)(struct smddp_comm *c);
+	/* Unmap and free. */
+	void (*detach)(struct smddp_comm *c);
+};
+
+extern const struct sd_transport_ops sd_transport_shm;
+
+#endif
