@@ -1,0 +1,531 @@
+/* param.c - the parameter registry: every tunable, its default, its source.
+ *
+ * Each parameter is declared once, in the table below, with its type,
+ * default, accepted range and help, so that it can be listed and documented
+ * (man 7 smddp) from one place.  sd_params_load() fills in the values once
+ * per process (pthread_once): defaults, then the config file (config.c),
+ * then the environment, so that the environment wins.  After that the table
+ * is read-only and readers need no lock; the accessors run the load
+ * themselves when nobody has yet, so a value is never read half-loaded.
+ *
+ * Env-only parameters (key NULL) are not stored: they describe the job
+ * (rank, rendezvous) rather than tune the library, are read by whoever needs
+ * them straight from the environment, and are only validated here.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/sd.h"
+#include "config/sd_config.h"
+
+/* SMDDP_DEBUG* are read by log.c before the registry exists; a bad value
+ * in the environment is a warning there, so it is not an error here. */
+#define F_LOG 1u
+
+struct param {
+	struct sd_param_info info;
+	int64_t min, max;   /* INT and SIZE */
+	const char *expect; /* the reason given for a bad value */
+	int (*check)(const char *text); /* extra check for STR; 0 = fine */
+	unsigned flags;
+	/* Filled in by load_once(), read-only afterwards. */
+	char *text;
+	int64_t ival;
+	const char *source;
+};
+
+static int check_subsys(const char *text)
+{
+	unsigned mask;
+
+	return sd_log_parse_subsys(text, &mask, NULL, 0);
+}
+
+static int check_job_id(const char *text)
+{
+	size_t n = strlen(text);
+
+	if (n > 64 || strspn(text, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				   "0123456789._-") != n)
+		return -1;
+	return 0;
+}
+
+#define TUNE(n, k, t, d, ch, lo, hi, ex, ck, fl, h)                                         \
+	{                                                                                   \
+		.info = {.name = n, .key = k, .type = t, .def = d, .choices = ch, .help = h}, \
+		.min = lo, .max = hi, .expect = ex, .check = ck, .flags = fl                  \
+	}
+#define ENVONLY(n, t, lo, hi, ex, ck, h) TUNE(n, NULL, t, "", NULL, lo, hi, ex, ck, 0, h)
+
+static struct param params[] = {
+	TUNE("SMDDP_TIMEOUT", "timeout", SD_PARAM_INT, "600", NULL, 1, INT32_MAX,
+	     "expected a positive integer (seconds)", NULL, 0,
+	     "seconds any wait may last before SMDDP_ETIMEDOUT"),
+	TUNE("SMDDP_CHECK_COLL", "check_coll", SD_PARAM_BOOL, "0", NULL, 0, 1, NULL, NULL, 0,
+	     "verify every collective's arguments across ranks (SMDDP_EMISMATCH)"),
+	TUNE("SMDDP_DEBUG", "debug", SD_PARAM_ENUM, "WARN", "NONE|WARN|INFO|TRACE", 0, 0,
+	     "expected one of NONE, WARN, INFO, TRACE", NULL, F_LOG,
+	     "log level: NONE (or OFF), WARN, INFO or TRACE"),
+	TUNE("SMDDP_DEBUG_SUBSYS", "debug_subsys", SD_PARAM_STR, "ALL", NULL, 0, 0,
+	     "expected a comma-separated list of INIT, BOOT, SHM, COLL, CONFIG, ENV, ALL "
+	     "(a leading ^ excludes them)",
+	     check_subsys, F_LOG,
+	     "subsystems whose INFO and TRACE lines are shown: a comma-separated list of "
+	     "INIT, BOOT, SHM, COLL, CONFIG, ENV, ALL; a leading ^ shows all but those"),
+	TUNE("SMDDP_DEBUG_FILE", "debug_file", SD_PARAM_STR, "", NULL, 0, 0, NULL, NULL, F_LOG,
+	     "write log lines to this file (appending; %h is the host name, %p the pid) "
+	     "instead of stderr"),
+	TUNE("SMDDP_SHM_CHUNK", "shm_chunk", SD_PARAM_SIZE, "512K", NULL, 1, INT32_MAX,
+	     "expected a size from 1 byte to 2G, like 512K or 4M", NULL, 0,
+	     "bytes per rank of each pipelined shared-memory step"),
+	TUNE("SMDDP_SPIN", "spin", SD_PARAM_INT, "-1", NULL, -1, INT32_MAX,
+	     "expected -1 or a non-negative integer (polls)", NULL, 0,
+	     "polls before sleeping in a wait; -1 picks by ranks per core"),
+	TUNE("SMDDP_LIVENESS_MS", "liveness_ms", SD_PARAM_INT, "50", NULL, 1, INT32_MAX,
+	     "expected a positive integer (milliseconds)", NULL, 0,
+	     "milliseconds between checks for dead peers while asleep"),
+	TUNE("SMDATAPARALLEL_OPTIMIZE_SDP", "optimize_sdp", SD_PARAM_BOOL, "0", NULL, 0, 1, NULL,
+	     NULL, 0,
+	     "accepted for compatibility with SageMaker's library (its AllGather switch); "
+	     "libsmddp always uses its optimised AllGather, so this changes nothing"),
+
+	ENVONLY("SMDDP_CONFIG", SD_PARAM_STR, 0, 0, NULL, NULL,
+		"the JSON config file to read instead of /etc/smddp.json; empty or /dev/null: none"),
+	ENVONLY("SMDDP_RANK", SD_PARAM_INT, 0, INT32_MAX,
+		"expected a non-negative integer (this process's rank)", NULL,
+		"this process's rank, 0 to SMDDP_WORLD_SIZE-1 (before RANK, OMPI_COMM_WORLD_RANK, "
+		"SLURM_PROCID)"),
+	ENVONLY("SMDDP_WORLD_SIZE", SD_PARAM_INT, 1, INT32_MAX,
+		"expected a positive integer (number of ranks)", NULL,
+		"number of ranks in the job (before WORLD_SIZE, OMPI_COMM_WORLD_SIZE, "
+		"SLURM_NTASKS)"),
+	ENVONLY("SMDDP_LOCAL_RANK", SD_PARAM_INT, 0, INT32_MAX,
+		"expected a non-negative integer (rank on this host)", NULL,
+		"this process's rank among those on its host"),
+	ENVONLY("SMDDP_LOCAL_WORLD_SIZE", SD_PARAM_INT, 1, INT32_MAX,
+		"expected a positive integer (ranks on this host)", NULL,
+		"number of ranks on this host"),
+	ENVONLY("SMDDP_MASTER_ADDR", SD_PARAM_STR, 0, 0, NULL, NULL,
+		"host name or address of rank 0's rendezvous store (else MASTER_ADDR)"),
+	ENVONLY("SMDDP_MASTER_PORT", SD_PARAM_INT, 1, 65535,
+		"expected a TCP port number from 1 to 65535", NULL,
+		"TCP port of rank 0's rendezvous store (else MASTER_PORT); required with more than "
+		"one rank"),
+	ENVONLY("SMDDP_JOB_TOKEN", SD_PARAM_STR, 0, 0, NULL, NULL,
+		"secret every peer must present at rendezvous (smddp-run makes one); unset: no check"),
+	ENVONLY("SMDDP_JOB_ID", SD_PARAM_STR, 0, 0,
+		"expected at most 64 letters, digits, '.', '_' or '-'", check_job_id,
+		"names this job's shared-memory segments, /dev/shm/smddp-JOBID-*"),
+	ENVONLY("SMDDP_HOSTID", SD_PARAM_STR, 0, 0, NULL, NULL,
+		"test-only: overrides this host's identity, to make ranks of one machine look "
+		"like several hosts"),
+};
+
+#define NPARAMS (sizeof(params) / sizeof(params[0]))
+
+static pthread_once_t load_ctl = PTHREAD_ONCE_INIT;
+static int load_rc;
+static char load_err[1024];
+static int load_warned;
+static char *config_path; /* the file that was read, if any */
+
+static struct param *find(const char *name)
+{
+	if (name == NULL)
+		return NULL;
+	for (size_t i = 0; i < NPARAMS; i++)
+		if (strcmp(params[i].info.name, name) == 0)
+			return &params[i];
+	return NULL;
+}
+
+/* Checks text against p.  On success sets *canon (malloc'd, the value as
+ * stored) and *ival; on failure writes the reason into why. */
+static int check_value(const struct param *p, const char *text, char **canon, int64_t *ival,
+		       char *why, size_t whylen)
+{
+	int64_t v = 0;
+	const char *c = text;
+	int ok = 1;
+
+	switch (p->info.type) {
+	case SD_PARAM_INT:
+		ok = sd_parse_int(text, &v) == 0 && v >= p->min && v <= p->max;
+		break;
+	case SD_PARAM_BOOL: {
+		int b;
+
+		ok = sd_parse_bool(text, &b) == 0;
+		v = b;
+		c = ok ? (b ? "1" : "0") : text;
+		break;
+	}
+	case SD_PARAM_SIZE: {
+		uint64_t u;
+
+		ok = sd_parse_size(text, &u) == 0 && u <= INT64_MAX && (int64_t)u >= p->min &&
+		     (int64_t)u <= p->max;
+		v = ok ? (int64_t)u : 0;
+		break;
+	}
+	case SD_PARAM_ENUM: {
+		const char *s = p->info.choices;
+		size_t tl = strlen(text);
+
+		ok = 0;
+		/* OFF is NONE's other name, as in log.c. */
+		if (strcmp(p->info.name, "SMDDP_DEBUG") == 0 && strcasecmp(text, "OFF") == 0) {
+			text = "NONE";
+			tl = 4;
+		}
+		while (s != NULL && *s != '\0') {
+			size_t l = strcspn(s, "|");
+
+			if (l == tl && strncasecmp(s, text, l) == 0) {
+				*canon = strndup(s, l);
+				ok = 1;
+				break;
+			}
+			s += l + (s[l] == '|');
+		}
+		if (ok) {
+			if (*canon == NULL)
+				goto nomem;
+			*ival = 0;
+			return 0;
+		}
+		break;
+	}
+	case SD_PARAM_STR:
+		ok = p->check == NULL || p->check(text) == 0;
+		break;
+	}
+	if (!ok) {
+		const char *ex = p->expect;
+
+		if (ex == NULL)
+			ex = p->info.type == SD_PARAM_BOOL ? "expected 1/0, true/false, yes/no or on/off"
+			     : p->info.type == SD_PARAM_SIZE ? "expected a size like 512K or 4M"
+			     : p->info.type == SD_PARAM_INT	 ? "expected an integer"
+								 : "invalid value";
+		snprintf(why, whylen, "%s", ex);
+		return -1;
+	}
+	*canon = strdup(c);
+	if (*canon == NULL)
+		goto nomem;
+	*ival = v;
+	return 0;
+nomem:
+	snprintf(why, whylen, "out of memory");
+	return -1;
+}
+
+static void store(struct param *p, char *canon, int64_t ival, const char *source)
+{
+	if (p->text != NULL && p->text != p->info.def)
+		free(p->text);
+	p->text = canon;
+	p->ival = ival;
+	p->source = source;
+}
+
+int sd_param_set_config(const struct sd_param_info *info, const char *text, char *why,
+			size_t whylen)
+{
+	struct param *p = find(info ? info->name : NULL);
+	char *canon = NULL;
+	int64_t v;
+
+	if (p == NULL || p->info.key == NULL) {
+		snprintf(why, whylen, "cannot be set in a config file; set it in the environment");
+		return -1;
+	}
+	if (check_value(p, text, &canon, &v, why, whylen) != 0)
+		return -1;
+	store(p, canon, v, "config");
+	return 0;
+}
+
+static int set_defaults(void)
+{
+	for (size_t i = 0; i < NPARAMS; i++) {
+		struct param *p = &params[i];
+		char why[128];
+		char *canon = NULL;
+		int64_t v = 0;
+
+		p->text = (char *)p->info.def;
+		p->ival = 0;
+		p->source = "default";
+		if (p->info.key == NULL || p->info.type == SD_PARAM_STR)
+			continue;
+		if (check_value(p, p->info.def, &canon, &v, why, sizeof(why)) != 0) {
+			snprintf(load_err, sizeof(load_err),
+				 "internal error: default %s=\"%s\": %s", p->info.name, p->info.def,
+				 why);
+			return SMDDP_EINTERNAL;
+		}
+		free(canon);
+		p->ival = v;
+	}
+	return SMDDP_OK;
+}
+
+static int load_env(void)
+{
+	for (size_t i = 0; i < NPARAMS; i++) {
+		struct param *p = &params[i];
+		const char *v = getenv(p->info.name);
+		char why[256];
+		char *canon = NULL;
+		int64_t iv;
+
+		if (v == NULL || *v == '\0') /* empty is unset */
+			continue;
+		if (check_value(p, v, &canon, &iv, why, sizeof(why)) != 0) {
+			if (p->flags & F_LOG) {
+				/* log.c has said so already, and carries on. */
+				if (p->info.type == SD_PARAM_STR) {
+					canon = strdup(v);
+					if (canon != NULL)
+						store(p, canon, 0, "env");
+				}
+				continue;
+			}
+			snprintf(load_err, sizeof(load_err), "%s=\"%s\": %s", p->info.name, v, why);
+			return SMDDP_ECONFIG;
+		}
+		if (p->info.key == NULL) {
+			free(canon); /* validated only: read from the environment when needed */
+			continue;
+		}
+		store(p, canon, iv, "env");
+	}
+	return SMDDP_OK;
+}
+
+static void log_loaded(void)
+{
+	const struct param *dbg = find("SMDDP_DEBUG"), *sub = find("SMDDP_DEBUG_SUBSYS"),
+			   *file = find("SMDDP_DEBUG_FILE");
+
+	/* Logging read the environment itself; the file's settings apply now. */
+	if (strcmp(dbg->source, "config") == 0 || strcmp(sub->source, "config") == 0 ||
+	    strcmp(file->source, "config") == 0)
+		sd_log_reconfigure(strcmp(dbg->source, "config") == 0 ? dbg->text : NULL,
+				   strcmp(sub->source, "config") == 0 ? sub->text : NULL,
+				   strcmp(file->source, "config") == 0 ? file->text : NULL);
+
+	if (config_path != NULL)
+		SD_INFO(SD_SUB_CONFIG, "read config file %s", config_path);
+	for (size_t i = 0; i < NPARAMS; i++) {
+		const struct param *p = &params[i];
+
+		if (p->info.key == NULL || strcmp(p->source, "default") == 0)
+			continue;
+		if (strcmp(p->source, "env") == 0)
+			SD_INFO(SD_SUB_ENV, "%s=%s (from the environment; default %s)", p->info.name,
+				p->text, *p->info.def ? p->info.def : "\"\"");
+		else
+			SD_INFO(SD_SUB_CONFIG, "%s=%s (key \"%s\" of %s; default %s)", p->info.name,
+				p->text, p->info.key, config_path ? config_path : "the config file",
+				*p->info.def ? p->info.def : "\"\"");
+	}
+}
+
+static void load_once(void)
+{
+	const char *cfg = getenv("SMDDP_CONFIG");
+	int rc;
+
+	rc = set_defaults();
+	if (rc != SMDDP_OK)
+		goto out;
+	if (cfg == NULL || (*cfg != '\0' && strcmp(cfg, "/dev/null") != 0)) {
+		const char *path = cfg ? cfg : "/etc/smddp.json";
+		int r = sd_config_read(path, cfg != NULL, load_err, sizeof(load_err));
+
+		if (r < 0) {
+			rc = SMDDP_ECONFIG;
+			goto out;
+		}
+		if (r == 0)
+			config_path = strdup(path);
+	}
+	rc = load_env();
+	if (rc != SMDDP_OK)
+		goto out;
+	log_loaded();
+out:
+	load_rc = rc;
+}
+
+int sd_params_load(char *err, size_t errlen)
+{
+	pthread_once(&load_ctl, load_once);
+	if (err != NULL && errlen > 0)
+		snprintf(err, errlen, "%s", load_rc != SMDDP_OK ? load_err : "");
+	return load_rc;
+}
+
+/* For the accessors: load if nobody has, and say so once if that failed
+ * (a caller that wanted the error would have called sd_params_load()). */
+static void ensure_loaded(void)
+{
+	pthread_once(&load_ctl, load_once);
+	if (load_rc != SMDDP_OK && !__atomic_exchange_n(&load_warned, 1, __ATOMIC_RELAXED))
+		SD_WARN(SD_SUB_CONFIG, "%s", load_err);
+}
+
+static struct param *lookup(const char *name, const char *fn)
+{
+	struct param *p = find(name);
+
+	if (p == NULL)
+		SD_WARN(SD_SUB_CONFIG, "%s(\"%s\"): no such parameter (a bug in libsmddp)", fn,
+			name ? name : "(null)");
+	return p;
+}
+
+int64_t sd_param_int(const char *name)
+{
+	struct param *p = lookup(name, __func__);
+	int64_t v;
+
+	if (p == NULL)
+		return 0;
+	if (p->info.type != SD_PARAM_INT && p->info.type != SD_PARAM_BOOL &&
+	    p->info.type != SD_PARAM_SIZE) {
+		SD_WARN(SD_SUB_CONFIG, "sd_param_int(\"%s\"): not a number (a bug in libsmddp)",
+			name);
+		return 0;
+	}
+	if (p->info.key == NULL) {
+		const char *e = getenv(name);
+
+		return e != NULL && sd_parse_int(e, &v) == 0 ? v : 0;
+	}
+	ensure_loaded();
+	return p->ival;
+}
+
+const char *sd_param_str(const char *name)
+{
+	struct param *p = lookup(name, __func__);
+	const char *e;
+
+	if (p == NULL)
+		return "";
+	if (p->info.key == NULL) {
+		e = getenv(name);
+		return e != NULL ? e : "";
+	}
+	ensure_loaded();
+	return p->text != NULL ? p->text : "";
+}
+
+const char *sd_param_source(const char *name)
+{
+	struct param *p = lookup(name, __func__);
+	const char *e;
+
+	if (p == NULL)
+		return "unknown";
+	if (p->info.key == NULL) {
+		e = getenv(name);
+		return e != NULL && *e != '\0' ? "env" : "default";
+	}
+	ensure_loaded();
+	return p->source != NULL ? p->source : "default";
+}
+
+size_t sd_param_count(void)
+{
+	return NPARAMS;
+}
+
+const struct sd_param_info *sd_param_at(size_t i)
+{
+	return i < NPARAMS ? &params[i].info : NULL;
+}
+
+/* ---- parsers ------------------------------------------------------------- */
+
+int sd_parse_int(const char *s, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	/* strtoll would skip leading blanks: strict means none. */
+	if (s == NULL || *s == '\0' || !(*s == '-' || *s == '+' || (*s >= '0' && *s <= '9')))
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0')
+		return -1;
+	if (end == s + 1 && (*s == '-' || *s == '+'))
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int sd_parse_bool(const char *s, int *out)
+{
+	static const char *const yes[] = {"1", "true", "yes", "on"};
+	static const char *const no[] = {"0", "false", "no", "off"};
+
+	if (s == NULL)
+		return -1;
+	for (size_t i = 0; i < 4; i++) {
+		if (strcasecmp(s, yes[i]) == 0) {
+			*out = 1;
+			return 0;
+		}
+		if (strcasecmp(s, no[i]) == 0) {
+			*out = 0;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int sd_parse_size(const char *s, uint64_t *out)
+{
+	static const struct {
+		const char *suffix;
+		unsigned shift;
+	} units[] = {
+		{"", 0},   {"K", 10},	{"KiB", 10}, {"M", 20},	 {"MiB", 20},
+		{"G", 30}, {"GiB", 30}, {"T", 40},   {"TiB", 40},
+	};
+	uint64_t v = 0;
+	const char *p = s;
+
+	if (s == NULL || *p < '0' || *p > '9')
+		return -1; /* no sign, no blanks, at least one digit */
+	for (; *p >= '0' && *p <= '9'; p++) {
+		unsigned d = (unsigned)(*p - '0');
+
+		if (v > (UINT64_MAX - d) / 10)
+			return -1;
+		v = v * 10 + d;
+	}
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcasecmp(p, units[i].suffix) != 0)
+			continue;
+		if (units[i].shift > 0 && v > (UINT64_MAX >> units[i].shift))
+			return -1;
+		*out = v << units[i].shift;
+		return 0;
+	}
+	return -1;
+}
