@@ -52,8 +52,9 @@ static int check_job_id(const char *text)
 {
 	size_t n = strlen(text);
 
-	if (n > 64 || strspn(text, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-				   "0123456789._-") != n)
+	/* It becomes part of /dev/shm names (comm.c keeps 32 of these). */
+	if (n > 32 || strspn(text, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				   "0123456789_-") != n)
 		return -1;
 	return 0;
 }
@@ -83,8 +84,8 @@ static struct param params[] = {
 	TUNE("SMDDP_DEBUG_FILE", "debug_file", SD_PARAM_STR, "", NULL, 0, 0, NULL, NULL, F_LOG,
 	     "write log lines to this file (appending; %h is the host name, %p the pid) "
 	     "instead of stderr"),
-	TUNE("SMDDP_SHM_CHUNK", "shm_chunk", SD_PARAM_SIZE, "512K", NULL, 1, INT32_MAX,
-	     "expected a size from 1 byte to 2G, like 512K or 4M", NULL, 0,
+	TUNE("SMDDP_SHM_CHUNK", "shm_chunk", SD_PARAM_SIZE, "512K", NULL, 4096, INT32_MAX,
+	     "expected a size from 4K to 2G, like 512K or 4M", NULL, 0,
 	     "bytes per rank of each pipelined shared-memory step"),
 	TUNE("SMDDP_SPIN", "spin", SD_PARAM_INT, "-1", NULL, -1, INT32_MAX,
 	     "expected -1 or a non-negative integer (polls)", NULL, 0,
@@ -122,7 +123,7 @@ static struct param params[] = {
 	ENVONLY("SMDDP_JOB_TOKEN", SD_PARAM_STR, 0, 0, NULL, NULL,
 		"secret every peer must present at rendezvous (smddp-run makes one); unset: no check"),
 	ENVONLY("SMDDP_JOB_ID", SD_PARAM_STR, 0, 0,
-		"expected at most 64 letters, digits, '.', '_' or '-'", check_job_id,
+		"expected at most 32 letters, digits, '_' or '-'", check_job_id,
 		"names this job's shared-memory segments, /dev/shm/smddp-JOBID-*"),
 	ENVONLY("SMDDP_HOSTID", SD_PARAM_STR, 0, 0, NULL, NULL,
 		"test-only: overrides this host's identity, to make ranks of one machine look "

@@ -267,8 +267,15 @@ int main(void)
 	p = TMPJSON("size.json", "{\"shm_chunk\": \"512X\"}");
 	expect("a bad size string", p, SMDDP_ECONFIG,
 	       fmt_msg(0,
-		       "%s: key \"shm_chunk\": expected a size from 1 byte to 2G, like 512K or 4M, "
+		       "%s: key \"shm_chunk\": expected a size from 4K to 2G, like 512K or 4M, "
 		       "got \"512X\"",
+		       p),
+	       NULL);
+	p = TMPJSON("sizesmall.json", "{\"shm_chunk\": 1024}");
+	expect("a size below 4K", p, SMDDP_ECONFIG,
+	       fmt_msg(0,
+		       "%s: key \"shm_chunk\": expected a size from 4K to 2G, like 512K or 4M, "
+		       "got 1024",
 		       p),
 	       NULL);
 	p = TMPJSON("sizeneg.json", "{\"shm_chunk\": -4}");

@@ -408,7 +408,7 @@ static int case_env_spin(void)
 static int case_env_chunk(void)
 {
 	return expect_env_error("SMDDP_SHM_CHUNK", "1x",
-				"SMDDP_SHM_CHUNK=\"1x\": expected a size from 1 byte to 2G, like "
+				"SMDDP_SHM_CHUNK=\"1x\": expected a size from 4K to 2G, like "
 				"512K or 4M");
 }
 
@@ -436,8 +436,8 @@ static int case_env_port(void)
 static int case_env_job_id(void)
 {
 	return expect_env_error("SMDDP_JOB_ID", "../x",
-				"SMDDP_JOB_ID=\"../x\": expected at most 64 letters, digits, '.', "
-				"'_' or '-'");
+				"SMDDP_JOB_ID=\"../x\": expected at most 32 letters, digits, '_' "
+				"or '-'");
 }
 
 static int case_env_good_values(void)
@@ -449,7 +449,7 @@ static int case_env_good_values(void)
 	setenv("SMDDP_DEBUG", "none", 1);
 	setenv("SMDATAPARALLEL_OPTIMIZE_SDP", "1", 1);
 	setenv("SMDDP_RANK", "3", 1);
-	setenv("SMDDP_JOB_ID", "job-42_a.b", 1);
+	setenv("SMDDP_JOB_ID", "job-42_a", 1);
 	CHECK(sd_params_load(err, sizeof(err)) == SMDDP_OK, "valid environment loads (%s)", err);
 	CHECK(sd_param_int("SMDDP_CHECK_COLL") == 1, "SMDDP_CHECK_COLL=yes is 1");
 	CHECK(sd_param_int("SMDDP_SHM_CHUNK") == 65536, "SMDDP_SHM_CHUNK=64KiB is 65536");
