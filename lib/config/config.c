@@ -56,7 +56,7 @@ static void derived_key(const char *name, char *out, size_t outlen)
 	out[n] = '\0';
 }
 
-static size_t edit_distance(const char *a, const char *b)
+size_t sd_config_edit_distance(const char *a, const char *b)
 {
 	size_t la = strlen(a), lb = strlen(b), row[64];
 
@@ -100,7 +100,7 @@ static void unknown_key(const char *path, const char *key, char *err, size_t err
 		if (k > 0 && (size_t)k < sizeof(known) - n)
 			n += (size_t)k;
 		/* SMDDP_TIMEOUT in a file means timeout. */
-		d = strcasecmp(key, p->name) == 0 ? 0 : edit_distance(key, p->key);
+		d = strcasecmp(key, p->name) == 0 ? 0 : sd_config_edit_distance(key, p->key);
 		if (d < best) {
 			best = d;
 			snprintf(hint, sizeof(hint), "did you mean \"%s\"? ", p->key);

@@ -19,6 +19,10 @@
  * with a sentence (naming the file) in err. */
 int sd_config_read(const char *path, int must_exist, char *err, size_t errlen);
 
+/* config.c: Levenshtein distance, ignoring case, for "did you mean"
+ * hints; (size_t)-1 for names of 64 characters or more. */
+size_t sd_config_edit_distance(const char *a, const char *b);
+
 /* param.c: check text for p and store it with source "config".  On error
  * returns -1 with the reason ("expected a positive integer (seconds)") in
  * why; the caller names the file and key. */

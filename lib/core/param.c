@@ -314,6 +314,35 @@ static int load_env(void)
 	return SMDDP_OK;
 }
 
+extern char **environ;
+
+/* A misspelt variable would otherwise be ignored without a word.  Every
+ * SMDDP_ variable the library or its tools read is in the table above. */
+static void warn_unknown_env(void)
+{
+	for (char **e = environ; e != NULL && *e != NULL; e++) {
+		char name[128], hint[160] = "";
+		size_t n = strcspn(*e, "="), best = 3;
+
+		if (strncmp(*e, "SMDDP_", 6) != 0 || n >= sizeof(name))
+			continue;
+		memcpy(name, *e, n);
+		name[n] = '\0';
+		if (find(name) != NULL)
+			continue;
+		for (size_t i = 0; i < NPARAMS; i++) {
+			size_t d = sd_config_edit_distance(name, params[i].info.name);
+
+			if (d < best) {
+				best = d;
+				snprintf(hint, sizeof(hint), " (did you mean %s?)", params[i].info.name);
+			}
+		}
+		SD_WARN(SD_SUB_ENV, "%s is not a libsmddp variable and is ignored%s; see smddp(7)",
+			name, hint);
+	}
+}
+
 static void log_loaded(void)
 {
 	const struct param *dbg = find("SMDDP_DEBUG"), *sub = find("SMDDP_DEBUG_SUBSYS"),
@@ -366,6 +395,7 @@ static void load_once(void)
 	if (rc != SMDDP_OK)
 		goto out;
 	log_loaded();
+	warn_unknown_env();
 out:
 	load_rc = rc;
 }

@@ -608,6 +608,17 @@ static void log_bad_file(void)
 	SD_WARN(SD_SUB_INIT, "still logged");
 }
 
+static void load_with_typo(void)
+{
+	char err[256];
+
+	unsetenv("SMDDP_DEBUG");
+	unsetenv("SMDDP_DEBUG_FILE");
+	setenv("SMDDP_TIMOUT", "5", 1);
+	setenv("SMDDP_WHATEVER_ELSE", "1", 1);
+	sd_params_load(err, sizeof(err));
+}
+
 static void test_log_stderr(void)
 {
 	static char e[1 << 16];
@@ -636,6 +647,15 @@ static void test_log_stderr(void)
 		      strstr(e, " config trace\n") != NULL,
 	      "a TRACE line carries file:line");
 	CHECK(strstr(e, "unknown subsystem \"BOGUS\"") != NULL, "the unknown name is reported");
+
+	printf("--- a misspelt SMDDP_ variable\n");
+	run_output("typo", load_with_typo, e, sizeof(e));
+	CHECK(strstr(e, "[SMDDP WARN ENV] SMDDP_TIMOUT is not a libsmddp variable and is ignored "
+			"(did you mean SMDDP_TIMEOUT?); see smddp(7)\n") != NULL,
+	      "warns and suggests SMDDP_TIMEOUT");
+	CHECK(strstr(e, "[SMDDP WARN ENV] SMDDP_WHATEVER_ELSE is not a libsmddp variable and is "
+			"ignored; see smddp(7)\n") != NULL,
+	      "warns without a hint where nothing is close:\n%s", e);
 
 	printf("--- SMDDP_DEBUG=off\n");
 	run_output("none", log_none, e, sizeof(e));
