@@ -1,0 +1,103 @@
+# tests/run/common.sh - sourced by the smddp-run tests: paths, temp dir, cleanup
+#
+# Every process a test starts is recorded by pid (rank pid files written by
+# rankprog, background launchers in BG_PIDS) and killed on exit, pass or fail.
+
+set -u
+: "${top_builddir:?run through make check}"
+: "${top_srcdir:?run through make check}"
+
+RUN="$top_builddir/cmd/smddp-run"
+PROG="$top_builddir/tests/run/rankprog"
+T=$(mktemp -d "${TMPDIR:-/tmp}/smddp-run-test.XXXXXX") || exit 99
+BG_PIDS=""
+
+cleanup() {
+	local f p
+	for p in $BG_PIDS; do
+		kill -KILL "$p" 2>/dev/null
+	done
+	for f in "$T"/pid.* "$T"/child.*; do
+		[ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
+	done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+
+# is_alive PID: running (a zombie counts as dead)
+is_alive() {
+	local st
+	st=$(sed -n 's/^[0-9]* (.*) \(.\).*/\1/p' "/proc/$1/stat" 2>/dev/null) || return 1
+	[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
+
+# pids_in FILES...: the pids recorded in these files
+pids_in() {
+	local f
+	for f in "$@"; do
+		[ -f "$f" ] && cat "$f"
+	done
+}
+
+# expect_dead WAIT_S PID...: every PID is gone (after at most WAIT_S seconds)
+expect_dead() {
+	local wait_s=$1 p i
+	shift
+	for p in "$@"; do
+		for ((i = 0; i < wait_s * 10; i++)); do
+			is_alive "$p" || break
+			sleep 0.1
+		done
+		is_alive "$p" && fail "process $p is still alive"
+	done
+	return 0
+}
+
+# wait_files N PATTERN-PREFIX: until N files PREFIX.* exist (at most 30 s)
+wait_files() {
+	local n=$1 prefix=$2 i have
+	for ((i = 0; i < 300; i++)); do
+		have=$(ls "$prefix".* 2>/dev/null | grep -vc '\.tmp$')
+		[ "$have" -ge "$n" ] && return 0
+		sleep 0.1
+	done
+	fail "only $have of $n files $prefix.*"
+}
+
+# start_bg CMD...: runs CMD in the background in its own process group (so
+# that SIGINT is not ignored in it) and sets BG to its pid.
+start_bg() {
+	set -m
+	"$@" &
+	BG=$!
+	set +m
+	BG_PIDS="$BG_PIDS $BG"
+}
+
+# wait_bg PID MAX_S: waits for a background command, sets RC; fails after MAX_S
+wait_bg() {
+	local pid=$1 max=$2 i
+	for ((i = 0; i < max * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		# a finished but unreaped job still answers kill -0: ask /proc
+		is_alive "$pid" || break
+		sleep 0.1
+	done
+	if is_alive "$pid"; then
+		kill -KILL "$pid" 2>/dev/null
+		fail "command $pid still running after $max s"
+	fi
+	RC=0
+	wait "$pid" || RC=$?
+}
+
+# now_ms: monotonic-enough wall clock in milliseconds
+now_ms() {
+	echo $(($(date +%s%N) / 1000000))
+}

@@ -1,0 +1,29 @@
+#!/bin/bash
+# tests/run/fail-exit.sh - a rank exits 3: smddp-run says so once, stops the
+# others (and their children), and exits 3
+. "$top_srcdir/tests/run/common.sh"
+
+rc=0
+timeout 60 "$RUN" -n 4 --grace 10 "$PROG" pid "$T" child "$T" waitn "$T" 4 exit-if 2 3 sleep 50 \
+	>"$T/out" 2>"$T/err" || rc=$?
+[ "$rc" -eq 3 ] || fail "exit status $rc, not 3: $(cat "$T/err")"
+pid2=$(cat "$T/pid.2")
+grep -Fxq "smddp-run: rank 2 (pid $pid2) exited with status 3; stopping 3 other ranks" "$T/err" ||
+	fail "no summary line: $(cat "$T/err")"
+[ "$(grep -c '^smddp-run:' "$T/err")" -eq 1 ] || fail "more than one message: $(cat "$T/err")"
+# smddp-run waits for all of them before it exits: no delay allowed here
+expect_dead 0 $(pids_in "$T"/pid.* "$T"/child.*)
+[ "$(ls "$T"/pid.* | wc -l)" -eq 4 ] && [ "$(ls "$T"/child.* | wc -l)" -eq 4 ] || fail "pid files missing"
+
+# one rank: no "stopping" clause
+rc=0
+timeout 60 "$RUN" -n 1 "$PROG" exit-if 0 7 2>"$T/err1" || rc=$?
+[ "$rc" -eq 7 ] || fail "-n 1: exit status $rc, not 7"
+grep -Eq '^smddp-run: rank 0 \(pid [0-9]+\) exited with status 7$' "$T/err1" || fail "-n 1: $(cat "$T/err1")"
+
+# all ranks succeed: 0 and not a word
+rc=0
+timeout 60 "$RUN" -n 3 "$PROG" out ok >/dev/null 2>"$T/err0" || rc=$?
+[ "$rc" -eq 0 ] || fail "success: exit status $rc"
+[ ! -s "$T/err0" ] || fail "success: unexpected stderr: $(cat "$T/err0")"
+exit 0

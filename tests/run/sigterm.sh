@@ -1,0 +1,34 @@
+#!/bin/bash
+# tests/run/sigterm.sh - SIGTERM, SIGINT and SIGHUP to smddp-run reach every
+# rank; smddp-run then dies by the same signal
+. "$top_srcdir/tests/run/common.sh"
+
+for sig in 15 2 1; do
+	d="$T/$sig"
+	mkdir "$d"
+	start_bg "$RUN" -n 3 --grace 20 "$PROG" catch "$sig" "$d" pid "$d" sleep 50
+	launcher=$BG
+	wait_files 3 "$d/pid"
+	kill -"$sig" "$launcher"
+	wait_bg "$launcher" 30
+	[ "$RC" -eq $((128 + sig)) ] || fail "signal $sig: exit status $RC, not $((128 + sig))"
+	for r in 0 1 2; do
+		[ -f "$d/got.$r" ] || fail "signal $sig did not reach rank $r"
+	done
+	expect_dead 0 $(pids_in "$d"/pid.*)
+	rm -f "$d"/pid.*
+done
+
+# A second signal does not wait for the grace period.
+start_bg "$RUN" -n 2 --grace 50 "$PROG" ignore 15 pid "$T" sleep 50
+launcher=$BG
+wait_files 2 "$T/pid"
+t0=$(now_ms)
+kill -TERM "$launcher"
+sleep 0.5
+kill -TERM "$launcher"
+wait_bg "$launcher" 30
+[ "$RC" -eq 143 ] || fail "double SIGTERM: exit status $RC"
+[ $(($(now_ms) - t0)) -lt 20000 ] || fail "double SIGTERM waited for the grace period"
+expect_dead 0 $(pids_in "$T"/pid.*)
+exit 0
