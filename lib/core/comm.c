@@ -49,7 +49,10 @@ const char *sd_coll_name(int coll)
 void sd_coll_describe(const struct sd_coll_desc *d, char *buf, size_t len)
 {
 	const char *dt = smddp_dtype_name(d->dtype), *op = smddp_op_name(d->op);
-	int n = snprintf(buf, len, "%s #%llu", sd_coll_name(d->coll), (unsigned long long)d->seq);
+	int n = d->coll == SD_COLL_INIT
+			? snprintf(buf, len, "%s", sd_coll_name(d->coll))
+			: snprintf(buf, len, "%s #%llu", sd_coll_name(d->coll),
+				   (unsigned long long)d->seq);
 
 	if (n < 0 || (size_t)n >= len)
 		return;
@@ -424,6 +427,7 @@ SD_EXPORT int smddp_init(struct smddp_comm **out)
 fail:
 	sd_set_init_error("%s", c->last_error);
 	free(peers);
+	c->failed = rc;
 	if (c->tp_state)
 		c->tp->abort(c);
 	comm_free(c, 0);
@@ -526,7 +530,9 @@ SD_EXPORT int smddp_comm_destroy(struct smddp_comm *comm)
 		if (!rc)
 			rc = comm->tp->barrier(comm);
 	}
-	if (rc || comm->failed)
+	if (rc && !comm->failed && rc != SMDDP_EINVAL)
+		comm->failed = rc;
+	if (comm->failed)
 		comm->tp->abort(comm);
 	comm_free(comm, rc == SMDDP_OK && !comm->failed);
 	return rc;

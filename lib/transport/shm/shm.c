@@ -57,9 +57,11 @@ struct shm_ctl {
 	_Atomic uint64_t arrive;   /* last barrier epoch this rank reached */
 	_Atomic uint32_t bell;     /* futex word: bumped to wake this rank */
 	_Atomic uint32_t sleeping; /* this rank is (about to be) asleep on bell */
-	_Atomic uint32_t aborted;  /* this rank called abort */
+	_Atomic uint32_t aborted;  /* this rank left: abort_rc says why */
 	int32_t pid;
+	int32_t abort_rc;          /* SMDDP_EABORTED, or the failure it left after */
 	unsigned char desc[DESC_MAX];
+	char abort_msg[320];       /* its last_error when it left after a failure */
 } __attribute__((aligned(128)));
 
 struct shm_state {
@@ -270,16 +272,14 @@ static int check_health(struct smddp_comm *c, uint64_t target, uint64_t start, u
 	int nmissing = 0;
 	uint64_t now = sd_now_ns();
 
-	for (int r = 0; r < c->size; r++) {
-		if (atomic_load_explicit(&s->ctl[r].aborted, memory_order_acquire))
-			return sd_comm_error(c, SMDDP_EABORTED,
-					     "rank %d (pid %d) aborted the communicator", r,
-					     (int)c->pids[r]);
-	}
+	/* Root causes first: a rank that died, then one that left and says
+	 * why (aborted, or gave up after its own failure), then what the
+	 * bootstrap heard, and our own deadline last. */
 	for (int r = 0; r < c->size; r++) {
 		if (atomic_load_explicit(&s->ctl[r].arrive, memory_order_acquire) >= target)
 			continue;
-		if (peer_gone(c, s, r))
+		if (atomic_load_explicit(&s->ctl[r].aborted, memory_order_acquire) == 0 &&
+		    peer_gone(c, s, r))
 			return sd_comm_error(c, SMDDP_EPEER,
 					     "rank %d (pid %d) died before arriving: its process "
 					     "ended (killed, crashed or exited without "
@@ -289,6 +289,23 @@ static int check_health(struct smddp_comm *c, uint64_t target, uint64_t start, u
 			off += (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%d",
 						nmissing ? "," : "", r);
 		nmissing++;
+	}
+	/* An explicit abort (no message) is the cause; one that gave up after
+	 * its own failure passes that failure on. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (int r = 0; r < c->size; r++) {
+			if (!atomic_load_explicit(&s->ctl[r].aborted, memory_order_acquire))
+				continue;
+			if (pass == 0 && !s->ctl[r].abort_msg[0])
+				return sd_comm_error(c, SMDDP_EABORTED,
+						     "rank %d (pid %d) aborted the communicator "
+						     "(smddp_comm_abort)",
+						     r, (int)c->pids[r]);
+			if (pass == 1)
+				return sd_comm_error(c, s->ctl[r].abort_rc,
+						     "rank %d (pid %d) gave up after: %.300s", r,
+						     (int)c->pids[r], s->ctl[r].abort_msg);
+		}
 	}
 	if (c->boot) {
 		char err[512];
@@ -386,6 +403,9 @@ static void shm_abort(struct smddp_comm *c)
 
 	if (!s || !s->ctl)
 		return;
+	s->ctl[c->rank].abort_rc = c->failed ? c->failed : SMDDP_EABORTED;
+	snprintf(s->ctl[c->rank].abort_msg, sizeof(s->ctl[c->rank].abort_msg), "%s",
+		 c->failed ? c->last_error : "");
 	atomic_store_explicit(&s->ctl[c->rank].aborted, 1, memory_order_seq_cst);
 	for (int r = 0; r < c->size; r++) {
 		if (r == c->rank)
