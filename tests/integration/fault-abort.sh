@@ -1,0 +1,8 @@
+# fault-abort.sh - rank 2 calls smddp_comm_abort while the others are in an allreduce:
+# they get SMDDP_EABORTED naming rank 2; rank 2's own next call fails fast.
+. "$top_srcdir/tests/integration/testlib.sh"
+export SMDDP_TIMEOUT=60
+
+run_job abort-rank2 60 4 "$FAULT" abort 2 3
+expect_witnesses abort-rank2 0 1 2 3
+finish

@@ -1,0 +1,13 @@
+# fault-kill.sh - a rank SIGKILLs itself while the others are inside an allreduce.
+# The survivors must get SMDDP_EPEER within 10 s (SMDDP_TIMEOUT=60 is far
+# away), naming the dead rank and the collective; see fault.c for the checks.
+. "$top_srcdir/tests/integration/testlib.sh"
+export SMDDP_TIMEOUT=60
+
+run_job kill-rank1 60 4 "$FAULT" kill 1 5
+expect_witnesses kill-rank1 0 2 3
+
+# rank 0 is the hub of the rendezvous channel: its death must be seen too
+run_job kill-rank0 60 3 "$FAULT" kill 0 5
+expect_witnesses kill-rank0 1 2
+finish

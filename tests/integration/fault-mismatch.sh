@@ -1,0 +1,10 @@
+# fault-mismatch.sh - with SMDDP_CHECK_COLL=1, rank 1 differs from ranks 0 and 2 in count, op,
+# dtype, broadcast root or collective: every rank must get SMDDP_EMISMATCH naming rank 1.
+. "$top_srcdir/tests/integration/testlib.sh"
+export SMDDP_TIMEOUT=60 SMDDP_CHECK_COLL=1
+
+for kind in count op dtype root coll; do
+	run_job "mismatch-$kind" 60 3 "$FAULT" mismatch "$kind"
+	expect_witnesses "mismatch-$kind" 0 1 2
+done
+finish

@@ -1,0 +1,406 @@
+/* fault.c - a multi-rank program that misbehaves on purpose, for the failure tests (fault-*.sh).
+ *
+ * Usage (under smddp-run unless noted):
+ *   fault kill VICTIM NGOOD     VICTIM does NGOOD allreduces, then raise(SIGKILL)
+ *   fault exit VICTIM NGOOD     VICTIM does NGOOD allreduces, then exit(0) without destroy
+ *   fault hang VICTIM SECONDS   VICTIM does 2 allreduces, then sleeps SECONDS before the 3rd
+ *   fault abort VICTIM NGOOD    VICTIM does NGOOD allreduces, waits 0.5 s, smddp_comm_abort()
+ *   fault mismatch KIND         rank 1 differs from the others in KIND: count, op, dtype,
+ *                               root (broadcast) or coll (allgather instead of allreduce)
+ *   fault init                  (no launcher needed) smddp_init only; exit status = its result
+ *   fault freeport              print a free TCP port of 127.0.0.1
+ *
+ * Every rank that sees a failure checks it against what the mode expects
+ * (result code, time to fail, the ranks and the collective named by
+ * smddp_last_error()), that the broken communicator then fails fast, and that
+ * smddp_comm_destroy() still returns; then prints one line
+ *   FAULT-OK rank=R ...      and exits 42, or
+ *   FAULT-BAD rank=R: why    and exits 1.
+ * A rank for which nothing is expected exits 0 (or dies, as asked).
+ * SIGTERM is ignored: run it with smddp-run --grace long enough to finish.
+ */
+#define _GNU_SOURCE /* strcasestr */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <regex.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <smddp/smddp.h>
+
+#define COUNT 4099 /* distinctive, so that the messages can be checked for it */
+#define EXIT_SAW_IT 42
+
+static const char *const rc_names[] = {
+	"SMDDP_OK",	    "SMDDP_EINVAL",   "SMDDP_ENOMEM",	  "SMDDP_ESYSTEM", "SMDDP_ETIMEDOUT",
+	"SMDDP_EPEER",	    "SMDDP_EMISMATCH", "SMDDP_EUNSUPPORTED", "SMDDP_ECUDA",  "SMDDP_ENETWORK",
+	"SMDDP_EABORTED",   "SMDDP_ECONFIG",  "SMDDP_EINTERNAL"};
+
+static int rank = -1, size;
+static char bad_why[2048];
+
+static const char *rc_name(int rc)
+{
+	return rc >= 0 && rc <= SMDDP_EINTERNAL ? rc_names[rc] : "unknown result";
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void sleep_s(double s)
+{
+	struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
+
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+static void note_bad(const char *fmt, ...)
+{
+	size_t len = strlen(bad_why);
+	va_list ap;
+
+	if (len + 4 >= sizeof(bad_why))
+		return;
+	if (len)
+		strcat(bad_why, "; ");
+	va_start(ap, fmt);
+	vsnprintf(bad_why + strlen(bad_why), sizeof(bad_why) - strlen(bad_why), fmt, ap);
+	va_end(ap);
+}
+
+/* Does msg name rank r as a rank ("rank 3", "ranks 1, 3", "rank(s) 1 and 3",
+ * "ranks [1,3]")? */
+static int mentions_rank(const char *msg, int r)
+{
+	char pat[256];
+	regex_t re;
+	int hit;
+
+	snprintf(pat, sizeof(pat),
+		 "ranks?(\\(s\\))?:? *\\[?([0-9]+ *(,|and|&|or|/) *)*%d([^0-9]|$)", r);
+	if (regcomp(&re, pat, REG_EXTENDED | REG_ICASE | REG_NOSUB) != 0)
+		return 0;
+	hit = regexec(&re, msg, 0, NULL, 0) == 0;
+	regfree(&re);
+	return hit;
+}
+
+static int mentions(const char *msg, const char *word)
+{
+	return strcasestr(msg, word) != NULL;
+}
+
+/* One allreduce of COUNT float32 (sum) with a check of the result. */
+static int good_allreduce(struct smddp_comm *c, float *s, float *r, int n_call)
+{
+	int rc, i;
+
+	for (i = 0; i < COUNT; i++)
+		s[i] = (float)(rank + 1 + i % 3);
+	rc = smddp_allreduce(s, r, COUNT, SMDDP_FLOAT32, SMDDP_SUM, c, NULL);
+	if (rc != SMDDP_OK)
+		return rc;
+	for (i = 0; i < COUNT; i++) {
+		float want = (float)(size * (size + 1) / 2 + size * (i % 3));
+		if (r[i] != want) {
+			printf("FAULT-BAD rank=%d: allreduce #%d before the fault gave %g at %d, expected %g\n",
+			       rank, n_call, r[i], i, want);
+			exit(1);
+		}
+	}
+	return SMDDP_OK;
+}
+
+struct expectation {
+	int rc;            /* the result every witness must get */
+	double min_s, max_s; /* how long the failing call may take */
+	int culprit;       /* the rank smddp_last_error() must name */
+	const char *words[4]; /* and words it must contain (case-insensitive) */
+};
+
+/* The failing call returned rc after elapsed seconds: judge it, then check
+ * that the communicator fails fast and can be destroyed, print the verdict
+ * and exit. */
+static void witness(struct smddp_comm *c, int rc, double elapsed, int at_call,
+		    const struct expectation *e)
+{
+	const char *msg = smddp_last_error(c);
+	double t0;
+	float x = 1, y = 0;
+	int rc2, i;
+
+	printf("FAULT rank=%d call=%d rc=%s elapsed=%.3f msg=%s\n", rank, at_call, rc_name(rc),
+	       elapsed, msg ? msg : "(null)");
+	if (rc != e->rc)
+		note_bad("returned %s, expected %s", rc_name(rc), rc_name(e->rc));
+	if (elapsed < e->min_s || elapsed > e->max_s)
+		note_bad("took %.3f s, expected %.1f to %.1f s", elapsed, e->min_s, e->max_s);
+	if (!msg || !*msg) {
+		note_bad("smddp_last_error() is empty");
+		msg = "";
+	}
+	if (e->culprit >= 0 && !mentions_rank(msg, e->culprit))
+		note_bad("smddp_last_error() does not name rank %d", e->culprit);
+	for (i = 0; i < 4 && e->words[i]; i++)
+		if (!mentions(msg, e->words[i]))
+			note_bad("smddp_last_error() does not mention \"%s\"", e->words[i]);
+
+	/* the communicator is broken: the next call must fail, and fast */
+	t0 = now_s();
+	rc2 = smddp_allreduce(&x, &y, 1, SMDDP_FLOAT32, SMDDP_SUM, c, NULL);
+	if (rc2 == SMDDP_OK)
+		note_bad("an allreduce after the failure returned SMDDP_OK");
+	if (now_s() - t0 > 2.0)
+		note_bad("an allreduce after the failure took %.3f s to fail", now_s() - t0);
+	printf("FAULT rank=%d next-call rc=%s elapsed=%.3f msg=%s\n", rank, rc_name(rc2),
+	       now_s() - t0, smddp_last_error(c));
+
+	/* and destroy still frees it, without hanging */
+	t0 = now_s();
+	rc2 = smddp_comm_destroy(c);
+	printf("FAULT rank=%d destroy rc=%s elapsed=%.3f\n", rank, rc_name(rc2), now_s() - t0);
+	if (now_s() - t0 > 10.0)
+		note_bad("smddp_comm_destroy took %.3f s", now_s() - t0);
+
+	if (bad_why[0]) {
+		printf("FAULT-BAD rank=%d: %s\n", rank, bad_why);
+		fflush(stdout);
+		exit(1);
+	}
+	printf("FAULT-OK rank=%d rc=%s\n", rank, rc_name(rc));
+	fflush(stdout);
+	exit(EXIT_SAW_IT);
+}
+
+static int mode_init(void)
+{
+	struct smddp_comm *c = NULL;
+	int rc = smddp_init(&c);
+
+	printf("INIT rc=%s (%d) msg=%s\n", rc_name(rc), rc, smddp_last_error(NULL));
+	fflush(stdout);
+	if (rc == SMDDP_OK) {
+		printf("INIT rank=%d size=%d\n", smddp_comm_rank(c), smddp_comm_size(c));
+		rc = smddp_comm_destroy(c);
+		if (rc != SMDDP_OK)
+			printf("INIT destroy rc=%s\n", rc_name(rc));
+		return 0;
+	}
+	if (c != NULL)
+		printf("INIT note: *comm is not NULL after a failed smddp_init\n");
+	return rc;
+}
+
+static int mode_freeport(void)
+{
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+		perror("fault freeport");
+		return 1;
+	}
+	printf("%d\n", ntohs(a.sin_port));
+	close(fd);
+	return 0;
+}
+
+/* The mismatched call of mode mismatch. */
+static int mismatched_call(struct smddp_comm *c, const char *kind, void *s, void *r)
+{
+	int odd = rank == 1;
+
+	if (!strcmp(kind, "count"))
+		return smddp_allreduce(s, r, odd ? 1001 : 1000, SMDDP_INT32, SMDDP_SUM, c, NULL);
+	if (!strcmp(kind, "op"))
+		return smddp_allreduce(s, r, 1000, SMDDP_INT32, odd ? SMDDP_MAX : SMDDP_SUM, c, NULL);
+	if (!strcmp(kind, "dtype")) /* same element size: only the check can tell */
+		return smddp_allreduce(s, r, 1000, odd ? SMDDP_FLOAT32 : SMDDP_INT32, SMDDP_SUM, c,
+				       NULL);
+	if (!strcmp(kind, "root"))
+		return smddp_broadcast(r, 1000, SMDDP_INT32, odd ? 1 : 0, c, NULL);
+	if (!strcmp(kind, "coll"))
+		return odd ? smddp_allgather(s, r, 1000, SMDDP_INT32, c, NULL)
+			   : smddp_allreduce(s, r, 1000, SMDDP_INT32, SMDDP_SUM, c, NULL);
+	fprintf(stderr, "fault: unknown mismatch kind %s\n", kind);
+	exit(2);
+}
+
+static const char *mismatch_word(const char *kind)
+{
+	if (!strcmp(kind, "count"))
+		return rank == 1 ? "1000" : "1001";
+	if (!strcmp(kind, "op"))
+		return rank == 1 ? "sum" : "max";
+	if (!strcmp(kind, "dtype"))
+		return rank == 1 ? "int32" : "float32";
+	if (!strcmp(kind, "root"))
+		return "root";
+	return rank == 1 ? "allreduce" : "allgather";
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: fault kill|exit|abort VICTIM NGOOD | hang VICTIM SECONDS | "
+			"mismatch count|op|dtype|root|coll | init | freeport\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	struct smddp_comm *c;
+	struct expectation e = {0, 0, 10.0, -1, {NULL}};
+	const char *mode;
+	float *s, *r;
+	int rc, victim = -1, ngood = 0, i;
+	double arg = 0, t0;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* smddp-run stops the other ranks (SIGTERM, then SIGKILL after --grace)
+	 * as soon as one fails: the witnesses must live on to see what the
+	 * library reports. */
+	signal(SIGTERM, SIG_IGN);
+	if (argc < 2)
+		usage();
+	mode = argv[1];
+	if (!strcmp(mode, "init"))
+		return mode_init();
+	if (!strcmp(mode, "freeport"))
+		return mode_freeport();
+	if (!strcmp(mode, "mismatch")) {
+		if (argc != 3)
+			usage();
+	} else if (!strcmp(mode, "kill") || !strcmp(mode, "exit") || !strcmp(mode, "abort") ||
+		   !strcmp(mode, "hang")) {
+		if (argc != 4)
+			usage();
+		victim = atoi(argv[2]);
+		arg = atof(argv[3]);
+		ngood = (int)arg;
+	} else {
+		usage();
+	}
+
+	rc = smddp_init(&c);
+	if (rc != SMDDP_OK) {
+		printf("FAULT-BAD rank=?: smddp_init returned %s: %s\n", rc_name(rc),
+		       smddp_last_error(NULL));
+		return 1;
+	}
+	rank = smddp_comm_rank(c);
+	size = smddp_comm_size(c);
+	s = calloc((size_t)COUNT * (size + 1), sizeof(float));
+	r = calloc((size_t)COUNT * (size + 1), sizeof(float));
+	if (victim >= size) {
+		fprintf(stderr, "fault: victim %d out of range\n", victim);
+		return 2;
+	}
+
+	if (!strcmp(mode, "mismatch")) {
+		rc = good_allreduce(c, s, r, 1);
+		if (rc != SMDDP_OK) {
+			printf("FAULT-BAD rank=%d: the good allreduce returned %s: %s\n", rank,
+			       rc_name(rc), smddp_last_error(c));
+			return 1;
+		}
+		e.rc = SMDDP_EMISMATCH;
+		e.culprit = 1;
+		e.words[0] = mismatch_word(argv[2]);
+		t0 = now_s();
+		rc = mismatched_call(c, argv[2], s, r);
+		witness(c, rc, now_s() - t0, 2, &e);
+	}
+
+	if (!strcmp(mode, "hang"))
+		ngood = 2;
+	/* what a witness must see: the victim will not arrive at call ngood + 1 */
+	e.culprit = victim;
+	e.words[0] = "allreduce";
+	if (!strcmp(mode, "kill") || !strcmp(mode, "exit")) {
+		e.rc = SMDDP_EPEER;
+	} else if (!strcmp(mode, "abort")) {
+		e.rc = SMDDP_EABORTED;
+	} else { /* hang, with SMDDP_TIMEOUT=2 */
+		e.rc = SMDDP_ETIMEDOUT;
+		e.min_s = 1.5;
+		e.max_s = 6.0;
+		e.words[1] = "4099";
+		e.words[2] = "sum";
+		e.words[3] = "#";
+	}
+	for (i = 1; i <= ngood; i++) {
+		t0 = now_s();
+		rc = good_allreduce(c, s, r, i);
+		if (rc != SMDDP_OK) {
+			/* A witness may see the death while finishing the victim's last
+			 * call; tolerated, but said. */
+			if (rank != victim && i == ngood &&
+			    (!strcmp(mode, "kill") || !strcmp(mode, "exit"))) {
+				printf("FAULT rank=%d note: failed in allreduce #%d, which rank %d "
+				       "completed before dying\n", rank, i, victim);
+				witness(c, rc, now_s() - t0, i, &e);
+			}
+			printf("FAULT-BAD rank=%d: allreduce #%d before the fault returned %s: %s\n",
+			       rank, i, rc_name(rc), smddp_last_error(c));
+			return 1;
+		}
+	}
+	if (rank == victim) {
+		if (!strcmp(mode, "kill")) {
+			raise(SIGKILL);
+		} else if (!strcmp(mode, "exit")) {
+			exit(0);
+		} else if (!strcmp(mode, "hang")) {
+			sleep_s(arg);
+			t0 = now_s();
+			rc = good_allreduce(c, s, r, 3);
+			printf("FAULT rank=%d woke up: allreduce rc=%s elapsed=%.3f msg=%s\n", rank,
+			       rc_name(rc), now_s() - t0, smddp_last_error(c));
+			smddp_comm_destroy(c);
+			return rc == SMDDP_OK ? 1 : 0;
+		} else { /* abort */
+			sleep_s(0.5);
+			t0 = now_s();
+			rc = smddp_comm_abort(c);
+			if (now_s() - t0 > 1.0)
+				note_bad("smddp_comm_abort took %.3f s", now_s() - t0);
+			if (rc != SMDDP_OK)
+				note_bad("smddp_comm_abort returned %s", rc_name(rc));
+			e.rc = SMDDP_EABORTED;
+			e.culprit = -1;
+			e.words[0] = NULL;
+			e.max_s = 1.0;
+			t0 = now_s();
+			rc = good_allreduce(c, s, r, ngood + 1);
+			witness(c, rc, now_s() - t0, ngood + 1, &e);
+		}
+	}
+
+	t0 = now_s();
+	rc = good_allreduce(c, s, r, i);
+	if (rc == SMDDP_OK) {
+		printf("FAULT-BAD rank=%d: allreduce #%d returned SMDDP_OK without rank %d\n", rank,
+		       i, victim);
+		return 1;
+	}
+	witness(c, rc, now_s() - t0, i, &e);
+	return 1;
+}
