@@ -1,0 +1,306 @@
+/* cmd/bench/bench_data.c - input patterns, poison and the independent check of the benchmark.
+ *
+ * Element j of rank r's input is a small integer picked from (r, j) (for PROD
+ * a power of two, or an integer for integer types), so that every dtype, fp16
+ * and bf16 included, holds it exactly and a few ranks' sums stay exact too.
+ * The check recomputes every expected element from that pattern alone (in
+ * uint64 with wrap-around for integers, in float64 for floats), never from
+ * another rank's memory or from the library, and compares exactly for
+ * integers and within a rounding tolerance for floats.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "bench.h"
+
+/* ---- fp16 and bf16, written here so as not to trust the library's ---- */
+
+static uint16_t f32_to_f16(float f)
+{
+	uint32_t x, sign, exp, man;
+
+	memcpy(&x, &f, sizeof(x));
+	sign = (x >> 16) & 0x8000;
+	exp = (x >> 23) & 0xff;
+	man = x & 0x7fffff;
+	if (exp == 0xff)
+		return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
+	int e = (int)exp - 127 + 15;
+	if (e >= 31)
+		return (uint16_t)(sign | 0x7c00);
+	if (e <= 0) { /* subnormal half: value = m * 2^-24 */
+		if (e < -10)
+			return (uint16_t)sign;
+		man |= 0x800000;
+		unsigned shift = (unsigned)(14 - e);
+		uint32_t h = man >> shift, rem = man & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+		if (rem > halfway || (rem == halfway && (h & 1)))
+			h++;
+		return (uint16_t)(sign | h);
+	}
+	uint32_t h = ((uint32_t)e << 10) | (man >> 13), rem = man & 0x1fff;
+	if (rem > 0x1000 || (rem == 0x1000 && (h & 1)))
+		h++; /* a carry into the exponent is the right answer, up to inf */
+	return (uint16_t)(sign | h);
+}
+
+static float f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, x;
+	float f;
+
+	if (exp == 0) {
+		f = ldexpf((float)man, -24);
+		return sign ? -f : f;
+	}
+	if (exp == 31)
+		x = sign | 0x7f800000 | (man << 13);
+	else
+		x = sign | ((exp + 112) << 23) | (man << 13);
+	memcpy(&f, &x, sizeof(f));
+	return f;
+}
+
+static uint16_t f32_to_bf16(float f)
+{
+	uint32_t x;
+
+	memcpy(&x, &f, sizeof(x));
+	if ((x & 0x7fffffff) > 0x7f800000)
+		return (uint16_t)((x >> 16) | 0x40);
+	x += 0x7fff + ((x >> 16) & 1);
+	return (uint16_t)(x >> 16);
+}
+
+static float bf16_to_f32(uint16_t b)
+{
+	uint32_t x = (uint32_t)b << 16;
+	float f;
+
+	memcpy(&f, &x, sizeof(f));
+	return f;
+}
+
+/* ---- the pattern -------------------------------------------------------- */
+
+static int is_float(enum smddp_dtype dt)
+{
+	return dt == SMDDP_FLOAT16 || dt == SMDDP_BFLOAT16 || dt == SMDDP_FLOAT32 ||
+	       dt == SMDDP_FLOAT64;
+}
+
+static int is_unsigned(enum smddp_dtype dt)
+{
+	return dt == SMDDP_UINT8 || dt == SMDDP_UINT32 || dt == SMDDP_UINT64;
+}
+
+/* Rank r's element j, as a double that every dtype holds exactly. */
+static double gen(enum smddp_dtype dt, enum smddp_op op, int rank, size_t j)
+{
+	uint64_t r = (uint64_t)rank;
+
+	if (op == SMDDP_PROD) {
+		static const double fv[6] = { 1, -1, 2, -0.5, 0.5, -2 };
+		static const double sv[6] = { 1, 2, 3, -1, -2, -3 };
+		static const double uv[6] = { 1, 2, 3, 4, 5, 6 };
+		unsigned k = (unsigned)(((uint64_t)j * 5 + r * 7 + 1) % 6);
+		return is_float(dt) ? fv[k] : is_unsigned(dt) ? uv[k] : sv[k];
+	}
+	int k = (int)(((uint64_t)j * 7 + r * 13 + 5) % 17) - 8;
+	return is_unsigned(dt) ? (double)(k + 8) : (double)k;
+}
+
+static void store(void *buf, size_t i, enum smddp_dtype dt, double v)
+{
+	switch (dt) {
+	case SMDDP_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
+	case SMDDP_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+	case SMDDP_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+	case SMDDP_UINT32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
+	case SMDDP_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
+	case SMDDP_UINT64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
+	case SMDDP_FLOAT16: ((uint16_t *)buf)[i] = f32_to_f16((float)v); break;
+	case SMDDP_BFLOAT16: ((uint16_t *)buf)[i] = f32_to_bf16((float)v); break;
+	case SMDDP_FLOAT32: ((float *)buf)[i] = (float)v; break;
+	case SMDDP_FLOAT64: ((double *)buf)[i] = v; break;
+	}
+}
+
+void bench_fill(void *buf, size_t n, size_t base, enum smddp_dtype dtype, enum smddp_op op,
+		int rank)
+{
+	for (size_t i = 0; i < n; i++)
+		store(buf, i, dtype, gen(dtype, op, rank, base + i));
+}
+
+/* NaN for floats; 0xa5 bytes for integers, which no pattern sum of a few
+ * ranks reaches. */
+void bench_poison(void *buf, size_t n, enum smddp_dtype dtype)
+{
+	memset(buf, is_float(dtype) ? 0xff : 0xa5, n * smddp_dtype_size(dtype));
+}
+
+/* ---- the reference -------------------------------------------------------- */
+
+/* Integers: the value in uint64, sign- or zero-extended from the dtype's
+ * width, so that wrapped arithmetic followed by norm() is the dtype's. */
+static uint64_t norm(enum smddp_dtype dt, uint64_t v)
+{
+	switch (dt) {
+	case SMDDP_INT8: return (uint64_t)(int64_t)(int8_t)(uint8_t)v;
+	case SMDDP_UINT8: return v & 0xff;
+	case SMDDP_INT32: return (uint64_t)(int64_t)(int32_t)(uint32_t)v;
+	case SMDDP_UINT32: return v & 0xffffffffu;
+	default: return v;
+	}
+}
+
+static uint64_t load_int(const void *buf, size_t i, enum smddp_dtype dt)
+{
+	switch (dt) {
+	case SMDDP_INT8: return (uint64_t)(int64_t)((const int8_t *)buf)[i];
+	case SMDDP_UINT8: return ((const uint8_t *)buf)[i];
+	case SMDDP_INT32: return (uint64_t)(int64_t)((const int32_t *)buf)[i];
+	case SMDDP_UINT32: return ((const uint32_t *)buf)[i];
+	case SMDDP_INT64: return (uint64_t)((const int64_t *)buf)[i];
+	default: return ((const uint64_t *)buf)[i];
+	}
+}
+
+static double load_float(const void *buf, size_t i, enum smddp_dtype dt)
+{
+	switch (dt) {
+	case SMDDP_FLOAT16: return f16_to_f32(((const uint16_t *)buf)[i]);
+	case SMDDP_BFLOAT16: return bf16_to_f32(((const uint16_t *)buf)[i]);
+	case SMDDP_FLOAT32: return ((const float *)buf)[i];
+	default: return ((const double *)buf)[i];
+	}
+}
+
+static double round_to(enum smddp_dtype dt, double v)
+{
+	switch (dt) {
+	case SMDDP_FLOAT16: return f16_to_f32(f32_to_f16((float)v));
+	case SMDDP_BFLOAT16: return bf16_to_f32(f32_to_bf16((float)v));
+	case SMDDP_FLOAT32: return (float)v;
+	default: return v;
+	}
+}
+
+static double eps_of(enum smddp_dtype dt)
+{
+	switch (dt) {
+	case SMDDP_FLOAT16: return 0x1p-10;
+	case SMDDP_BFLOAT16: return 0x1p-7;
+	case SMDDP_FLOAT32: return 0x1p-23;
+	default: return 0x1p-52;
+	}
+}
+
+/* Is out[i] the reduction over all ranks of their element j? */
+static int ok_reduced(enum smddp_dtype dt, enum smddp_op op, int nranks, const void *out,
+		      size_t i, size_t j)
+{
+	if (is_float(dt)) {
+		double acc = gen(dt, op, 0, j), sumabs = fabs(acc);
+		for (int r = 1; r < nranks; r++) {
+			double v = gen(dt, op, r, j);
+			sumabs += fabs(v);
+			switch (op) {
+			case SMDDP_SUM: case SMDDP_AVG: acc += v; break;
+			case SMDDP_PROD: acc *= v; break;
+			case SMDDP_MIN: acc = v < acc ? v : acc; break;
+			case SMDDP_MAX: acc = v > acc ? v : acc; break;
+			}
+		}
+		if (op == SMDDP_AVG) {
+			acc /= nranks;
+			sumabs /= nranks;
+		}
+		double got = load_float(out, i, dt), want = round_to(dt, acc);
+		if (got == want)
+			return 1;
+		if (isnan(got) || isinf(want))
+			return 0;
+		/* Rounding once per step of a sum of nranks terms, and once at the
+		 * end; products are relative. */
+		double eps = eps_of(dt);
+		double tol = op == SMDDP_PROD ? (nranks + 1) * eps * fabs(acc)
+					      : nranks * eps * sumabs + eps * fabs(acc);
+		return fabs(got - acc) <= tol;
+	}
+	int sgn = !is_unsigned(dt);
+	uint64_t acc = norm(dt, (uint64_t)(int64_t)gen(dt, op, 0, j));
+	for (int r = 1; r < nranks; r++) {
+		uint64_t v = norm(dt, (uint64_t)(int64_t)gen(dt, op, r, j));
+		switch (op) {
+		case SMDDP_SUM: case SMDDP_AVG: acc = norm(dt, acc + v); break;
+		case SMDDP_PROD: acc = norm(dt, acc * v); break;
+		case SMDDP_MIN:
+			if (sgn ? (int64_t)v < (int64_t)acc : v < acc)
+				acc = v;
+			break;
+		case SMDDP_MAX:
+			if (sgn ? (int64_t)v > (int64_t)acc : v > acc)
+				acc = v;
+			break;
+		}
+	}
+	if (op == SMDDP_AVG) /* the wrapped sum, divided toward zero */
+		acc = sgn ? (uint64_t)((int64_t)acc / nranks) : acc / (uint64_t)nranks;
+	return load_int(out, i, dt) == norm(dt, acc);
+}
+
+/* Is out[i] rank src's element j, unchanged? */
+static int ok_copied(enum smddp_dtype dt, enum smddp_op op, int src, const void *out, size_t i,
+		     size_t j)
+{
+	double want = gen(dt, op, src, j);
+
+	if (is_float(dt))
+		return load_float(out, i, dt) == want;
+	return load_int(out, i, dt) == norm(dt, (uint64_t)(int64_t)want);
+}
+
+uint64_t bench_check(enum bench_coll coll, enum smddp_dtype dtype, enum smddp_op op, int root,
+		     int rank, int nranks, size_t count, const void *out)
+{
+	uint64_t wrong = 0;
+	size_t n = (size_t)nranks;
+
+	switch (coll) {
+	case COLL_REDUCE:
+		if (rank != root)
+			break;
+		/* fall through */
+	case COLL_ALLREDUCE:
+		for (size_t i = 0; i < count; i++)
+			wrong += !ok_reduced(dtype, op, nranks, out, i, i);
+		break;
+	case COLL_REDUCESCATTER:
+		for (size_t i = 0; i < count; i++)
+			wrong += !ok_reduced(dtype, op, nranks, out, i, (size_t)rank * count + i);
+		break;
+	case COLL_ALLGATHER:
+		for (size_t r = 0; r < n; r++)
+			for (size_t i = 0; i < count; i++)
+				wrong += !ok_copied(dtype, op, (int)r, out, r * count + i, i);
+		break;
+	case COLL_BROADCAST:
+		for (size_t i = 0; i < count; i++)
+			wrong += !ok_copied(dtype, op, root, out, i, i);
+		break;
+	case COLL_ALLTOALL:
+		for (size_t r = 0; r < n; r++)
+			for (size_t i = 0; i < count; i++)
+				wrong += !ok_copied(dtype, op, (int)r, out, r * count + i,
+						    (size_t)rank * count + i);
+		break;
+	default:
+		break;
+	}
+	return wrong;
+}
