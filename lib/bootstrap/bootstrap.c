@@ -681,9 +681,12 @@ static uint32_t frame_limit(struct sd_boot *b, struct conn *c, uint32_t type)
 			return BIG_MAX;
 		break;
 	case F_RESULT:
-	case F_DEATH:
 		if (b->rank != 0 && b->ready)
-			return type == F_RESULT ? BIG_MAX : SMALL_MAX;
+			return BIG_MAX;
+		break;
+	case F_DEATH: /* also during the rendezvous: a rank that said hello died */
+		if (b->rank != 0)
+			return SMALL_MAX;
 		break;
 	case F_ABORT:
 	case F_BYE:
@@ -769,9 +772,15 @@ static int on_frame(struct sd_boot *b, struct conn *c, uint32_t type, uint8_t **
 			conn_lost(b, c, 0, "bad DEATH");
 			return 1;
 		}
-		fail(b, SMDDP_EPEER, dead,
-		     "rank %d (pid %d on %s) died or was killed: rank 0 saw its connection close", (int)dead,
-		     (int)b->ids[dead].pid, host_of(b, dead));
+		if (b->ready)
+			fail(b, SMDDP_EPEER, dead,
+			     "rank %d (pid %d on %s) died or was killed: rank 0 saw its connection close", (int)dead,
+			     (int)b->ids[dead].pid, host_of(b, dead));
+		else
+			fail(b, SMDDP_EPEER, dead,
+			     "rank %d died or was killed during the rendezvous: rank 0 at %s saw its connection "
+			     "close",
+			     (int)dead, b->where);
 		return 0;
 	}
 	case F_ABORT: {
@@ -918,8 +927,12 @@ static void accept_strangers(struct sd_boot *b, uint64_t now)
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
+			if (errno != EAGAIN && errno != EWOULDBLOCK) {
+				/* Out of descriptors, say: the connection stays in the backlog
+				 * and poll() says so again at once; do not spin on it. */
 				SD_WARN(SD_SUB_BOOT, "accept on %s: %s", b->where, strerror(errno));
+				sleep_ns(10 * MS);
+			}
 			return;
 		}
 		c = conn_new(fd);
@@ -984,10 +997,19 @@ static void pump(struct sd_boot *b, uint64_t deadline, uint64_t *nonce)
 			accept_strangers(b, now);
 			continue;
 		}
+		int werr = 0;
+
 		if (c->fd >= 0 && (re & POLLOUT) && conn_flush(c) < 0)
-			re |= POLLERR; /* the read below finds out why */
-		if (c->fd >= 0 && (re & (POLLIN | POLLHUP | POLLERR)))
+			werr = errno;
+		/* Read first: what the peer said before it went (an ABORT) counts. */
+		if (c->fd >= 0 && (werr || (re & (POLLIN | POLLHUP | POLLERR))))
 			conn_read(b, c, nonce);
+		if (c->fd >= 0 && werr) {
+			if (c->rank < 0 && b->rank == 0)
+				reject(b, c, strerror(werr), -1);
+			else
+				conn_lost(b, c, werr, NULL);
+		}
 	}
 	/* Strangers: drop those closed or promoted to ranks, time out the slow. */
 	int k = 0;
@@ -1469,7 +1491,8 @@ static int ag_rank0(struct sd_boot *b, void *all, size_t len, uint64_t deadline,
 				}
 				break;
 			}
-			memcpy((uint8_t *)all + (size_t)r * len, c->stash + 8, len);
+			if (len)
+				memcpy((uint8_t *)all + (size_t)r * len, c->stash + 8, len);
 			free(c->stash);
 			c->stash = NULL;
 			got[r] = 1;
@@ -1513,7 +1536,8 @@ static int ag_rank0(struct sd_boot *b, void *all, size_t len, uint64_t deadline,
 		goto out;
 	}
 	put64(f->data + 8, b->seq);
-	memcpy(f->data + 16, all, (size_t)b->size * len);
+	if (len)
+		memcpy(f->data + 16, all, (size_t)b->size * len);
 	broadcast(b, f, -1);
 	frame_unref(f);
 	/* Wait until all of it left: ranks must not wait on rank 0's next call. */
@@ -1550,7 +1574,8 @@ static int ag_other(struct sd_boot *b, const void *mine, void *all, size_t len, 
 		return SMDDP_ENOMEM;
 	}
 	put64(f->data + 8, b->seq);
-	memcpy(f->data + 16, mine, len);
+	if (len)
+		memcpy(f->data + 16, mine, len);
 	(void)conn_send(c, f);
 	frame_unref(f);
 	for (;;) {
@@ -1566,7 +1591,8 @@ static int ag_other(struct sd_boot *b, const void *mine, void *all, size_t len, 
 				fail(b, SMDDP_EMISMATCH, 0, "%s", err ? err : "all-gather mismatch");
 				return SMDDP_EMISMATCH;
 			}
-			memcpy(all, c->stash + 8, (size_t)b->size * len);
+			if (len)
+				memcpy(all, c->stash + 8, (size_t)b->size * len);
 			free(c->stash);
 			c->stash = NULL;
 			return SMDDP_OK;

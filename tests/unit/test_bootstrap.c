@@ -242,6 +242,64 @@ static int contains(const char *s, const char *sub)
 	return s && strstr(s, sub) != NULL;
 }
 
+/* A hello written by hand: the wire format is part of what is tested. */
+static size_t raw_hello(uint8_t *buf, uint32_t version, int32_t rank, int32_t size, const char *token)
+{
+	const char *host = "raw-host";
+	size_t hl = strlen(host), tl = strlen(token), n = 8;
+	uint32_t v;
+
+	memcpy(buf + n, "SMDDPB1", 8);
+	n += 8;
+#define PUT(x) (v = htonl((uint32_t)(x)), memcpy(buf + n, &v, 4), n += 4)
+	PUT(version);
+	PUT(rank);
+	PUT(size);
+	PUT(getpid());
+	PUT(hl);
+	memcpy(buf + n, host, hl);
+	n += hl;
+	PUT(tl);
+	memcpy(buf + n, token, tl);
+	n += tl;
+	v = htonl(W_HELLO);
+	memcpy(buf, &v, 4);
+	v = htonl((uint32_t)(n - 8));
+	memcpy(buf + 4, &v, 4);
+#undef PUT
+	return n;
+}
+
+/* Send a hand-made hello, return the reason of the REJECT ("" if none). */
+static void raw_rejected(struct ctx *c, uint32_t version, int32_t rank, int32_t size, const char *token, char *why,
+			 size_t n)
+{
+	uint8_t buf[600], hdr[8];
+	size_t len = raw_hello(buf, version, rank, size, token);
+	int fd = raw_connect(c, 3000);
+	ssize_t got = 0, r;
+
+	why[0] = '\0';
+	if (fd < 0)
+		return;
+	(void)!write(fd, buf, len);
+	/* REJECT: header, u32 length, reason. */
+	while (got < (ssize_t)sizeof(buf) && (r = recv(fd, buf + got, sizeof(buf) - (size_t)got, 0)) > 0)
+		got += r;
+	close(fd);
+	memcpy(hdr, buf, 8);
+	if (got >= 12 && hdr[3] == W_REJECT) {
+		uint32_t l;
+
+		memcpy(&l, buf + 8, 4);
+		l = ntohl(l);
+		if (l < n && (size_t)got >= 12 + l) {
+			memcpy(why, buf + 12, l);
+			why[l] = '\0';
+		}
+	}
+}
+
 /* ---- scenarios: each function is one process of the scenario ------------ */
 
 static void sc_size1(struct ctx *c)
@@ -291,7 +349,8 @@ static void sc_world(struct ctx *c)
 	gather_check(c, b, rank, size, 1, 2, 0);
 	gather_check(c, b, rank, size, 13, 3, 1);
 	gather_check(c, b, rank, size, BIG, 4, 0);
-	gather_check(c, b, rank, size, BIG, 5, 1);
+	if (size <= 3) /* 8 ranks x 4 MiB twice only costs time */
+		gather_check(c, b, rank, size, BIG, 5, 1);
 	gather_check(c, b, rank, size, 1, 6, 0);
 	CHECK(c, sd_boot_poll(b, &who, err, sizeof(err)) == SMDDP_OK, "poll: nothing happened (%s)", err);
 	if (rank != 0) {
@@ -463,6 +522,26 @@ static void sc_strangers(struct ctx *c)
 		      (double)(now() - t0) / 1e9);
 		close(fd);
 		return;
+	case 10: {
+		char why[300];
+
+		snprintf(c->who, sizeof(c->who), "raw hello rank 5 of 3");
+		raw_rejected(c, 1, 5, 3, "job-secret", why, sizeof(why));
+		CHECK(c, contains(why, "rank 5 is out of range 1..2"), "REJECT says: %s", why);
+		raw_rejected(c, 1, 0, 3, "job-secret", why, sizeof(why));
+		CHECK(c, contains(why, "rank 0 is out of range 1..2"), "a second rank 0: REJECT says: %s", why);
+		return;
+	}
+	case 11: {
+		char why[300];
+
+		snprintf(c->who, sizeof(c->who), "raw hello version 99");
+		raw_rejected(c, 99, 1, 3, "job-secret", why, sizeof(why));
+		CHECK(c, contains(why, "protocol version 99 differs"), "REJECT says: %s", why);
+		raw_rejected(c, 1, 1, 3, "", why, sizeof(why));
+		CHECK(c, contains(why, "wrong job token"), "no token: REJECT says: %s", why);
+		return;
+	}
 	}
 }
 
@@ -499,6 +578,42 @@ static void sc_silent(struct ctx *c)
 	CHECK(c, n >= 8 && hdr[3] == W_REJECT && s > 4.5 && s < 6.5, "REJECT and EOF after the 5 s hello limit (%.2f s)",
 	      s);
 	close(fd);
+}
+
+/* World of 4 where rank 3 never comes; rank 1 says hello and dies: the
+ * rendezvous fails with EPEER naming it, on rank 0 and on the waiting rank 2. */
+static void sc_die_in_rendezvous(struct ctx *c)
+{
+	struct sd_boot_peer peers[3];
+	struct sd_boot *b = NULL;
+	char err[512] = "";
+	uint64_t nonce, t0 = now();
+	int rc;
+
+	if (c->idx == 1) {
+		uint8_t buf[600];
+		size_t len = raw_hello(buf, 1, 1, 4, "job-secret");
+		int fd;
+
+		snprintf(c->who, sizeof(c->who), "raw rank 1");
+		msleep(200);
+		fd = raw_connect(c, 3000);
+		if (fd < 0) {
+			CHECK(c, 0, "connected");
+			return;
+		}
+		(void)!write(fd, buf, len);
+		msleep(200);
+		say(c, "closing without a word");
+		close(fd);
+		return;
+	}
+	snprintf(c->who, sizeof(c->who), "rank %d/4", c->idx);
+	struct sd_boot_params p = params(c, c->idx, 4, "job-secret", 4000);
+	rc = sd_boot_init(&p, &b, peers, &nonce, err, sizeof(err));
+	CHECK(c, rc == SMDDP_EPEER && contains(err, "rank 1 ") && contains(err, "rendezvous"),
+	      "EPEER naming rank 1 (rc %d): %s", rc, err);
+	CHECK(c, now() - t0 < 2 * SEC, "long before the deadline (%.2f s)", (double)(now() - t0) / 1e9);
 }
 
 /* Rank 0 starts 300 ms after the others. */
@@ -620,7 +735,12 @@ static void sc_kill0(struct ctx *c)
 	killed(c, 0, 0);
 }
 
-static void aborted(struct ctx *c, int aborter)
+static void sc_kill0_gather(struct ctx *c)
+{
+	killed(c, 0, 1);
+}
+
+static void aborted(struct ctx *c, int aborter, int in_gather)
 {
 	int rank = c->idx, size = c->nproc, who = -1, rc;
 	struct sd_boot *b = join(c, rank, size, 5000);
@@ -641,21 +761,38 @@ static void aborted(struct ctx *c, int aborter)
 		sd_boot_close(b, 0);
 		return;
 	}
-	rc = poll_for(b, 3000, &who, err, sizeof(err), &took);
+	if (in_gather) {
+		uint8_t *all = malloc((size_t)size * BIG), *mine = calloc(1, BIG);
+		uint64_t t0 = now();
+
+		rc = sd_boot_allgather(b, mine, all, BIG, now() + 5 * SEC, err, sizeof(err));
+		took = now() - t0;
+		who = aborter;
+		free(all);
+		free(mine);
+	} else {
+		rc = poll_for(b, 3000, &who, err, sizeof(err), &took);
+	}
 	CHECK(c, rc == SMDDP_EABORTED && who == aborter && contains(err, why),
-	      "poll reports EABORTED naming rank %d (rc %d, rank %d): %s", aborter, rc, who, err);
+	      "%s reports EABORTED naming rank %d (rc %d, rank %d): %s", in_gather ? "all-gather" : "poll", aborter,
+	      rc, who, err);
 	CHECK(c, took < SEC, "within 1 s (%.3f s)", (double)took / 1e9);
 	sd_boot_close(b, 0);
 }
 
 static void sc_abort2(struct ctx *c)
 {
-	aborted(c, 2);
+	aborted(c, 2, 0);
+}
+
+static void sc_abort2_gather(struct ctx *c)
+{
+	aborted(c, 2, 1);
 }
 
 static void sc_abort0(struct ctx *c)
 {
-	aborted(c, 0);
+	aborted(c, 0, 0);
 }
 
 /* Rank 1 gathers 8 bytes, the others 4: a clear error everywhere, no hang. */
@@ -695,6 +832,8 @@ static void sc_gather_timeout(struct ctx *c)
 		      err);
 	else
 		CHECK(c, rc == SMDDP_ETIMEDOUT, "rc %d: %s", rc, err);
+	rc = sd_boot_allgather(b, mine, all, 4, now() + 500 * MS, err, sizeof(err));
+	CHECK(c, rc != SMDDP_OK && contains(err, "out of step"), "the next all-gather refuses at once: %s", err);
 	msleep(300); /* rank 0 must see its own time-out, not this rank's close */
 	sd_boot_close(b, 0);
 }
@@ -875,14 +1014,17 @@ int main(void)
 	run("world-8", 8, sc_world, "127.0.0.1", 15, 0);
 	run("close-rank0-first", 3, sc_close0, "127.0.0.1", 5, 0);
 	run("wrong-token", 3, sc_token, "127.0.0.1", 6, 0);
-	run("strangers", 10, sc_strangers, "127.0.0.1", 6, 0);
+	run("strangers", 12, sc_strangers, "127.0.0.1", 6, 0);
+	run("death-in-rendezvous", 3, sc_die_in_rendezvous, "127.0.0.1", 6, 0);
 	run("rank0-late", 4, sc_late0, "127.0.0.1", 6, 0);
 	run("no-rank0", 1, sc_no_rank0, "127.0.0.1", 5, 0);
 	run("port-busy", 1, sc_port_busy, "127.0.0.1", 5, 0);
 	run("kill-rank3", 4, sc_kill3, "127.0.0.1", 6, 1u << 3);
 	run("kill-rank3-in-allgather", 4, sc_kill3_gather, "127.0.0.1", 8, 1u << 3);
 	run("kill-rank0", 3, sc_kill0, "127.0.0.1", 6, 1u << 0);
+	run("kill-rank0-in-allgather", 3, sc_kill0_gather, "127.0.0.1", 8, 1u << 0);
 	run("abort-rank2", 4, sc_abort2, "127.0.0.1", 6, 0);
+	run("abort-rank2-in-allgather", 4, sc_abort2_gather, "127.0.0.1", 6, 0);
 	run("abort-rank0", 3, sc_abort0, "127.0.0.1", 6, 0);
 	run("mismatch", 3, sc_mismatch, "127.0.0.1", 6, 0);
 	run("allgather-timeout", 3, sc_gather_timeout, "127.0.0.1", 6, 0);
