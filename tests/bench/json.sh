@@ -1,0 +1,29 @@
+#!/bin/bash
+# tests/bench/json.sh - --json: one parsable object per size, the documented keys, rank 0 only
+. "$top_srcdir/tests/bench/common.sh"
+
+command -v python3 >/dev/null || { echo "SKIP: python3 is not installed"; exit 77; }
+
+bench 2 -C all -b 8 -e 64K -f 16 -n 2 -w 1 --json
+[ "$rc" -eq 0 ] || fail "--json: exit status $rc: $(cat "$T/err")"
+python3 - "$T/out" <<'PY' || fail "--json: $(cat "$T/out")"
+import json, sys
+keys = ["collective", "size_bytes", "count", "type", "redop", "root",
+        "oop_time_us", "oop_algbw_gbps", "oop_busbw_gbps", "oop_wrong",
+        "ip_time_us", "ip_algbw_gbps", "ip_busbw_gbps", "ip_wrong", "nranks"]
+lines = open(sys.argv[1]).read().splitlines()
+# 4 sizes (8 B to 64 KiB by 16) x 6 collectives, printed once (by rank 0)
+assert len(lines) == 24, "%d lines" % len(lines)
+seen = set()
+for line in lines:
+    o = json.loads(line)
+    for k in keys:
+        assert k in o, "no key %s in %s" % (k, line)
+    for k in keys[1:3] + keys[5:]:
+        assert isinstance(o[k], (int, float)), "%s is not a number in %s" % (k, line)
+    assert o["nranks"] == 2 and o["oop_wrong"] == 0 and o["ip_wrong"] == 0, line
+    assert o["type"] == "float32", line
+    seen.add(o["collective"])
+assert seen == {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall"}, seen
+PY
+exit 0

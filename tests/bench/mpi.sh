@@ -1,0 +1,23 @@
+#!/bin/bash
+# tests/bench/mpi.sh - --compare mpi under mpirun: a second table with the busbw ratio
+. "$top_srcdir/tests/bench/common.sh"
+
+grep -q '^#define HAVE_MPI 1' "$top_builddir/config.h" ||
+	{ echo "SKIP: built without Open MPI"; exit 77; }
+command -v mpirun >/dev/null || { echo "SKIP: mpirun is not installed"; exit 77; }
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# libsmddp finds its rank in OMPI_COMM_WORLD_*, and its rendezvous in MASTER_*.
+export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + $$ % 20000))
+rc=0
+timeout 120 mpirun -np 2 --oversubscribe --bind-to none -x MASTER_ADDR -x MASTER_PORT \
+	"$BENCH" --compare mpi -C all -d float32 -b 8 -e 64K -f 16 -n 2 -w 1 \
+	>"$T/out" 2>"$T/err" </dev/null || rc=$?
+[ "$rc" -eq 0 ] || fail "mpirun: exit status $rc: $(cat "$T/err")"
+grep -q '^# Collective: allreduce (libsmddp)' "$T/out" || fail "no libsmddp table: $(cat "$T/out")"
+grep -q '^# Collective: allreduce (Open MPI)' "$T/out" || fail "no MPI table: $(cat "$T/out")"
+[ "$(grep -c '^# Out of bounds values : 0 OK$' "$T/out")" -eq 2 ] ||
+	fail "not two clean summaries: $(grep '^# Out' "$T/out")"
+# the MPI rows carry two ratio columns after nccl-tests' 13
+[ "$(rows "$T/out" | awk 'NF == 15' | wc -l)" -eq 24 ] || fail "ratio rows: $(cat "$T/out")"
+exit 0
