@@ -129,11 +129,27 @@ static void store(void *buf, size_t i, enum smddp_dtype dt, double v)
 	}
 }
 
+/* The pattern repeats every period elements, whatever the rank. */
+static size_t period_of(enum smddp_op op)
+{
+	return op == SMDDP_PROD ? 6 : 17;
+}
+
 void bench_fill(void *buf, size_t n, size_t base, enum smddp_dtype dtype, enum smddp_op op,
 		int rank)
 {
-	for (size_t i = 0; i < n; i++)
-		store(buf, i, dtype, gen(dtype, op, rank, base + i));
+	size_t es = smddp_dtype_size(dtype), p = period_of(op), done;
+	char *b = buf;
+
+	/* One period, then copies of what is written so far: each copy starts
+	 * on a multiple of the period, so the pattern continues. */
+	for (done = 0; done < n && done < p; done++)
+		store(buf, done, dtype, gen(dtype, op, rank, base + done));
+	while (done < n) {
+		size_t chunk = done < n - done ? done : n - done;
+		memcpy(b + done * es, b, chunk * es);
+		done += chunk;
+	}
 }
 
 /* NaN for floats; 0xa5 bytes for integers, which no pattern sum of a few
@@ -200,9 +216,17 @@ static double eps_of(enum smddp_dtype dt)
 	}
 }
 
-/* Is out[i] the reduction over all ranks of their element j? */
-static int ok_reduced(enum smddp_dtype dt, enum smddp_op op, int nranks, const void *out,
-		      size_t i, size_t j)
+/* What element j must be, computed once per residue of the period. */
+struct expect {
+	double acc;  /* floats: the exact result in float64 */
+	double want; /* floats: acc rounded to the dtype */
+	double tol;  /* floats: the difference allowed from acc */
+	uint64_t iv; /* integers: the result, normalised */
+};
+
+/* The reduction over all ranks of their element j. */
+static void expect_reduced(enum smddp_dtype dt, enum smddp_op op, int nranks, size_t j,
+			   struct expect *e)
 {
 	if (is_float(dt)) {
 		double acc = gen(dt, op, 0, j), sumabs = fabs(acc);
@@ -220,17 +244,15 @@ static int ok_reduced(enum smddp_dtype dt, enum smddp_op op, int nranks, const v
 			acc /= nranks;
 			sumabs /= nranks;
 		}
-		double got = load_float(out, i, dt), want = round_to(dt, acc);
-		if (got == want)
-			return 1;
-		if (isnan(got) || isinf(want))
-			return 0;
-		/* Rounding once per step of a sum of nranks terms, and once at the
-		 * end; products are relative. */
+		/* Rounding once per step of a sum of nranks terms, and once at
+		 * the end; products are relative; MIN and MAX are exact. */
 		double eps = eps_of(dt);
-		double tol = op == SMDDP_PROD ? (nranks + 1) * eps * fabs(acc)
-					      : nranks * eps * sumabs + eps * fabs(acc);
-		return fabs(got - acc) <= tol;
+		e->acc = acc;
+		e->want = round_to(dt, acc);
+		e->tol = op == SMDDP_PROD			  ? (nranks + 1) * eps * fabs(acc)
+			 : op == SMDDP_MIN || op == SMDDP_MAX ? 0
+							      : nranks * eps * sumabs + eps * fabs(acc);
+		return;
 	}
 	int sgn = !is_unsigned(dt);
 	uint64_t acc = norm(dt, (uint64_t)(int64_t)gen(dt, op, 0, j));
@@ -251,53 +273,83 @@ static int ok_reduced(enum smddp_dtype dt, enum smddp_op op, int nranks, const v
 	}
 	if (op == SMDDP_AVG) /* the wrapped sum, divided toward zero */
 		acc = sgn ? (uint64_t)((int64_t)acc / nranks) : acc / (uint64_t)nranks;
-	return load_int(out, i, dt) == norm(dt, acc);
+	e->iv = norm(dt, acc);
 }
 
-/* Is out[i] rank src's element j, unchanged? */
-static int ok_copied(enum smddp_dtype dt, enum smddp_op op, int src, const void *out, size_t i,
-		     size_t j)
+/* Rank src's element j, unchanged. */
+static void expect_copied(enum smddp_dtype dt, enum smddp_op op, int src, size_t j,
+			  struct expect *e)
 {
-	double want = gen(dt, op, src, j);
+	double v = gen(dt, op, src, j);
 
-	if (is_float(dt))
-		return load_float(out, i, dt) == want;
-	return load_int(out, i, dt) == norm(dt, (uint64_t)(int64_t)want);
+	e->acc = e->want = v;
+	e->tol = 0;
+	e->iv = norm(dt, (uint64_t)(int64_t)v);
+}
+
+static int ok(enum smddp_dtype dt, const struct expect *e, const void *out, size_t i)
+{
+	if (!is_float(dt))
+		return load_int(out, i, dt) == e->iv;
+	double got = load_float(out, i, dt);
+	if (got == e->want)
+		return 1;
+	if (isnan(got) || isinf(e->want))
+		return 0;
+	return fabs(got - e->acc) <= e->tol;
+}
+
+/* Wrong elements among out[off .. off+n), which must hold element
+ * jbase + i of rank src (src < 0: the reduction over all ranks). */
+static uint64_t count_wrong(enum smddp_dtype dt, enum smddp_op op, int src, int nranks,
+			    const void *out, size_t off, size_t n, size_t jbase)
+{
+	struct expect tab[17];
+	size_t p = period_of(op), k = 0;
+	uint64_t wrong = 0;
+
+	for (size_t t = 0; t < p; t++) {
+		if (src < 0)
+			expect_reduced(dt, op, nranks, jbase + t, &tab[t]);
+		else
+			expect_copied(dt, op, src, jbase + t, &tab[t]);
+	}
+	for (size_t i = 0; i < n; i++) {
+		wrong += !ok(dt, &tab[k], out, off + i);
+		if (++k == p)
+			k = 0;
+	}
+	return wrong;
 }
 
 uint64_t bench_check(enum bench_coll coll, enum smddp_dtype dtype, enum smddp_op op, int root,
 		     int rank, int nranks, size_t count, const void *out)
 {
 	uint64_t wrong = 0;
-	size_t n = (size_t)nranks;
+	size_t n = (size_t)nranks, me = (size_t)rank;
 
 	switch (coll) {
 	case COLL_REDUCE:
-		if (rank != root)
-			break;
-		/* fall through */
+		if (rank == root)
+			wrong = count_wrong(dtype, op, -1, nranks, out, 0, count, 0);
+		break;
 	case COLL_ALLREDUCE:
-		for (size_t i = 0; i < count; i++)
-			wrong += !ok_reduced(dtype, op, nranks, out, i, i);
+		wrong = count_wrong(dtype, op, -1, nranks, out, 0, count, 0);
 		break;
 	case COLL_REDUCESCATTER:
-		for (size_t i = 0; i < count; i++)
-			wrong += !ok_reduced(dtype, op, nranks, out, i, (size_t)rank * count + i);
+		wrong = count_wrong(dtype, op, -1, nranks, out, 0, count, me * count);
 		break;
 	case COLL_ALLGATHER:
 		for (size_t r = 0; r < n; r++)
-			for (size_t i = 0; i < count; i++)
-				wrong += !ok_copied(dtype, op, (int)r, out, r * count + i, i);
+			wrong += count_wrong(dtype, op, (int)r, nranks, out, r * count, count, 0);
 		break;
 	case COLL_BROADCAST:
-		for (size_t i = 0; i < count; i++)
-			wrong += !ok_copied(dtype, op, root, out, i, i);
+		wrong = count_wrong(dtype, op, root, nranks, out, 0, count, 0);
 		break;
 	case COLL_ALLTOALL:
 		for (size_t r = 0; r < n; r++)
-			for (size_t i = 0; i < count; i++)
-				wrong += !ok_copied(dtype, op, (int)r, out, r * count + i,
-						    (size_t)rank * count + i);
+			wrong += count_wrong(dtype, op, (int)r, nranks, out, r * count, count,
+					     me * count);
 		break;
 	default:
 		break;

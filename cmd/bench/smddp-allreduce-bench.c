@@ -553,11 +553,15 @@ static void progress_clear(void)
 
 static void progress_show(const struct result *r, const char *be)
 {
+	char root[24] = "";
+
 	if (!progress)
 		return;
-	fprintf(stderr, "\r\033[K%s: %s %s %s root %d: %" PRIu64 " B ...", be,
-		coll_names[r->coll], smddp_dtype_name(r->dtype),
-		r->op < 0 ? "none" : smddp_op_name((enum smddp_op)r->op), r->root, r->bytes);
+	if (r->root >= 0)
+		snprintf(root, sizeof(root), " root %d", r->root);
+	fprintf(stderr, "\r\033[K%s: %s %s%s%s%s: %" PRIu64 " B ...", be, coll_names[r->coll],
+		smddp_dtype_name(r->dtype), r->op < 0 ? "" : " ",
+		r->op < 0 ? "" : smddp_op_name((enum smddp_op)r->op), root, r->bytes);
 	fflush(stderr);
 }
 
