@@ -587,9 +587,12 @@ static void fmt_time(char *buf, size_t len, double us)
 	snprintf(buf, len, us >= 10000.0 ? "%7.0f" : us >= 100.0 ? "%7.1f" : "%7.2f", us);
 }
 
-static double ratio_of(double a, double b)
+/* busbw of ours / busbw of theirs; both moved the same bytes with the same
+ * factor, so this is their time over ours, which also holds where busbw
+ * is 0 (one rank, or a size that rounds to 0 elements). */
+static double ratio_of(const struct meas *ours, const struct meas *theirs)
 {
-	return b > 0 ? a / b : 0;
+	return ours->time_us > 0 ? theirs->time_us / ours->time_us : 0;
 }
 
 static void print_json_meas(const char *pfx, const struct meas *m)
@@ -619,8 +622,8 @@ static void print_row(const struct result *r, const char *impl, const struct res
 		printf(",\"nranks\":%d", nranks);
 		if (ours)
 			printf(",\"oop_ratio\":%.6g,\"ip_ratio\":%.6g",
-			       ratio_of(ours->m[0].busbw, r->m[0].busbw),
-			       ratio_of(ours->m[1].busbw, r->m[1].busbw));
+			       ratio_of(&ours->m[0], &r->m[0]),
+			       ratio_of(&ours->m[1], &r->m[1]));
 		printf("}\n");
 		fflush(stdout);
 		return;
@@ -637,8 +640,8 @@ static void print_row(const struct result *r, const char *impl, const struct res
 		printf("  %7s  %6.2f  %6.2f  %5s", t, r->m[k].algbw, r->m[k].busbw, w);
 	}
 	if (ours)
-		printf("  %6.2f  %6.2f", ratio_of(ours->m[0].busbw, r->m[0].busbw),
-		       ratio_of(ours->m[1].busbw, r->m[1].busbw));
+		printf("  %6.2f  %6.2f", ratio_of(&ours->m[0], &r->m[0]),
+		       ratio_of(&ours->m[1], &r->m[1]));
 	printf("\n");
 	fflush(stdout);
 }
