@@ -418,6 +418,15 @@ static void conn_free(struct conn *c)
 	free(c);
 }
 
+static const char *conn_name(const struct conn *c, char *buf, size_t n)
+{
+	if (c->rank >= 0)
+		snprintf(buf, n, "rank %d", c->rank);
+	else
+		snprintf(buf, n, "stranger at %s", c->addr);
+	return buf;
+}
+
 /* Send what the socket takes now.  0, or -1 with errno when the connection broke. */
 static int conn_flush(struct conn *c)
 {
@@ -449,6 +458,7 @@ static int conn_flush(struct conn *c)
 static int conn_send(struct conn *c, struct frame *f)
 {
 	struct oseg *s;
+	char name[100];
 
 	if (c->fd < 0)
 		return 0;
@@ -462,8 +472,8 @@ static int conn_send(struct conn *c, struct frame *f)
 	else
 		c->out_head = s;
 	c->out_tail = s;
-	SD_TRACE(SD_SUB_BOOT, "send %s (%zu bytes) to %s%d", type_name(f->type), f->len - 8,
-		 c->rank >= 0 ? "rank " : "stranger ", c->rank);
+	SD_TRACE(SD_SUB_BOOT, "send %s (%zu bytes) to %s", type_name(f->type), f->len - 8,
+		 conn_name(c, name, sizeof(name)));
 	(void)conn_flush(c);
 	return SMDDP_OK;
 }
@@ -725,10 +735,9 @@ static int on_frame(struct sd_boot *b, struct conn *c, uint32_t type, uint8_t **
 {
 	const uint8_t *p = *payload;
 	struct rd r = {p, len, 0, 0};
-	char reason[REASON_MAX + 1];
+	char reason[REASON_MAX + 1], name[100];
 
-	SD_TRACE(SD_SUB_BOOT, "recv %s (%u bytes) from %s%d", type_name(type), len,
-		 c->rank >= 0 ? "rank " : "stranger ", b->rank == 0 ? c->rank : 0);
+	SD_TRACE(SD_SUB_BOOT, "recv %s (%u bytes) from %s", type_name(type), len, conn_name(c, name, sizeof(name)));
 	if (b->rank == 0 && c->rank < 0) {
 		on_hello(b, c, p, len);
 		return 1; /* nothing more is read from a stranger before the WELCOME */
