@@ -95,8 +95,8 @@ struct conn {
 	uint8_t hdr[8];
 	size_t hdr_got;
 	uint32_t type, len;
-	uint8_t *in;
-	size_t in_got;
+	uint8_t *in;      /* grows with what arrives, not with what is announced */
+	size_t in_got, in_cap;
 	/* a GATHER (rank 0) or RESULT (others) that arrived before it was wanted */
 	uint8_t *stash;
 	size_t stash_len;
@@ -406,6 +406,7 @@ static void conn_close(struct conn *c)
 	conn_drop_output(c);
 	free(c->in);
 	c->in = NULL;
+	c->in_cap = 0;
 	/* The stash stays: a result followed by BYE and EOF is still a result. */
 }
 
@@ -837,8 +838,22 @@ static void conn_read(struct sd_boot *b, struct conn *c, uint64_t *nonce)
 			dst = c->hdr + c->hdr_got;
 			want = 8 - c->hdr_got;
 		} else {
+			if (c->in_got == c->in_cap && c->in_got < c->len) {
+				size_t cap = c->in_cap ? c->in_cap * 2 : 65536;
+				uint8_t *in;
+
+				if (cap > c->len)
+					cap = c->len;
+				in = realloc(c->in, cap);
+				if (!in) {
+					conn_lost(b, c, ENOMEM, NULL);
+					return;
+				}
+				c->in = in;
+				c->in_cap = cap;
+			}
 			dst = c->in + c->in_got;
-			want = c->len - c->in_got;
+			want = c->in_cap - c->in_got;
 		}
 		if (want) {
 			n = recv(c->fd, dst, want, MSG_DONTWAIT);
@@ -883,11 +898,8 @@ static void conn_read(struct sd_boot *b, struct conn *c, uint64_t *nonce)
 					return;
 				}
 				c->in_got = 0;
-				c->in = c->len ? malloc(c->len) : NULL;
-				if (c->len && !c->in) {
-					conn_lost(b, c, ENOMEM, NULL);
-					return;
-				}
+				c->in_cap = 0;
+				c->in = NULL;
 				if (c->len)
 					continue;
 			} else {
@@ -899,6 +911,7 @@ static void conn_read(struct sd_boot *b, struct conn *c, uint64_t *nonce)
 		/* A whole frame. */
 		uint8_t *payload = c->in;
 		c->in = NULL;
+		c->in_cap = 0;
 		c->hdr_got = 0;
 		int stop = on_frame(b, c, c->type, &payload, c->len, nonce);
 		free(payload);
@@ -1102,6 +1115,11 @@ static int listen_on(struct sd_boot *b, const struct sd_boot_params *p, char *er
 			continue;
 		}
 		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (ai->ai_family == AF_INET6) { /* "::" takes IPv4 ranks too */
+			int zero = 0;
+
+			(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+		}
 		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, b->size + 128 > 4096 ? b->size + 128 : 4096) == 0) {
 			b->lfd = fd;
 			break;
@@ -1705,13 +1723,14 @@ void sd_boot_close(struct sd_boot *b, int clean)
 
 		if (!c)
 			continue;
-		if (c->fd >= 0 && clean) {
+		if (c->fd >= 0) {
 			/* Read what the peer already sent (its own BYE, say): closing a socket
-			 * with unread data resets the connection. */
-			uint8_t sink[4096];
+			 * with unread data resets the connection, and a reset may overtake
+			 * our last frames (BYE, ABORT) at the far end.  Bounded. */
+			uint8_t sink[16384];
 
 			(void)shutdown(c->fd, SHUT_WR);
-			while (recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT) > 0)
+			for (int i = 0; i < 256 && recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
 				;
 		}
 		conn_free(c);

@@ -328,8 +328,19 @@ static void sc_size1(struct ctx *c)
 	      "nonce is random (%016llx then %016llx)", (unsigned long long)nonce, (unsigned long long)nonce2);
 	sd_boot_close(b, 0);
 	p.rank = 1;
-	CHECK(c, sd_boot_init(&p, &b, &peer, &nonce2, err, sizeof(err)) == SMDDP_EINVAL, "rank 1 of 1: EINVAL (%s)",
+	CHECK(c, sd_boot_init(&p, &b, &peer, &nonce2, err, sizeof(err)) == SMDDP_EINVAL && !b,
+	      "rank 1 of 1: EINVAL (%s)", err);
+	p.rank = 0;
+	char longer[400];
+	memset(longer, 'x', sizeof(longer) - 1);
+	longer[sizeof(longer) - 1] = '\0';
+	p.hostid = longer;
+	CHECK(c, sd_boot_init(&p, &b, &peer, &nonce2, err, sizeof(err)) == SMDDP_EINVAL, "a 399-byte host id: EINVAL (%s)",
 	      err);
+	p.hostid = "h";
+	p.token = longer;
+	CHECK(c, sd_boot_init(&p, &b, &peer, &nonce2, err, sizeof(err)) == SMDDP_ECONFIG,
+	      "a 399-byte job token: ECONFIG (%s)", err);
 }
 
 /* n ranks: rendezvous, all-gathers of 0, 1, 13 bytes and 4 MiB, clean close. */
