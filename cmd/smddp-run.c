@@ -625,7 +625,7 @@ static void signal_groups(struct run *r, int sig)
 /* The children of smddp-run: ranks, and orphans re-parented to it. */
 static size_t list_children(struct run *r, pid_t *out, size_t max)
 {
-	char path[64];
+	char path[320];
 	size_t n = 0;
 	snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)r->self, (int)r->self);
 	FILE *f = fopen(path, "re");

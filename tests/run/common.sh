@@ -17,8 +17,8 @@ cleanup() {
 	for p in $BG_PIDS; do
 		kill -KILL "$p" 2>/dev/null
 	done
-	for f in "$T"/pid.* "$T"/child.*; do
-		[ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
+	for f in $(find "$T" -name 'pid.*' -o -name 'child.*' 2>/dev/null); do
+		kill -KILL "$(cat "$f")" 2>/dev/null
 	done
 	rm -rf "$T"
 }

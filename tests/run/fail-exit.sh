@@ -3,10 +3,14 @@
 # others (and their children), and exits 3
 . "$top_srcdir/tests/run/common.sh"
 
+t0=$(now_ms)
 rc=0
-timeout 60 "$RUN" -n 4 --grace 10 "$PROG" pid "$T" child "$T" waitn "$T" 4 exit-if 2 3 sleep 50 \
+timeout 60 "$RUN" -n 4 --grace 10 "$PROG" child "$T" pid "$T" waitn "$T" 4 exit-if 2 3 sleep 50 \
 	>"$T/out" 2>"$T/err" || rc=$?
+dt=$(($(now_ms) - t0))
 [ "$rc" -eq 3 ] || fail "exit status $rc, not 3: $(cat "$T/err")"
+# the others die of SIGTERM at once, long before their sleep or the grace period ends
+[ "$dt" -lt 20000 ] || fail "the other ranks were not stopped at once: ${dt} ms"
 pid2=$(cat "$T/pid.2")
 grep -Fxq "smddp-run: rank 2 (pid $pid2) exited with status 3; stopping 3 other ranks" "$T/err" ||
 	fail "no summary line: $(cat "$T/err")"

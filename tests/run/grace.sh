@@ -10,7 +10,7 @@ dt=$(($(now_ms) - t0))
 [ "$rc" -eq 5 ] || fail "exit status $rc, not 5: $(cat "$T/err")"
 expect_dead 0 $(pids_in "$T"/pid.*)
 [ "$dt" -ge 1900 ] || fail "SIGKILL came before the grace period: ${dt} ms"
-[ "$dt" -lt 15000 ] || fail "SIGKILL came late: ${dt} ms"
+[ "$dt" -lt 9000 ] || fail "SIGKILL came late: ${dt} ms"
 
 # --grace 0: SIGKILL at once
 rm -f "$T"/pid.*

@@ -1,9 +1,9 @@
 #!/bin/bash
-# tests/run/sigterm.sh - SIGTERM, SIGINT and SIGHUP to smddp-run reach every
-# rank; smddp-run then dies by the same signal
+# tests/run/sigterm.sh - SIGTERM, SIGINT, SIGHUP, SIGQUIT to smddp-run reach every
+# rank; smddp-run then dies by the same signal (exits 131 for SIGQUIT)
 . "$top_srcdir/tests/run/common.sh"
 
-for sig in 15 2 1; do
+for sig in 15 2 1 3; do
 	d="$T/$sig"
 	mkdir "$d"
 	start_bg "$RUN" -n 3 --grace 20 "$PROG" catch "$sig" "$d" pid "$d" sleep 50

@@ -61,4 +61,8 @@ n=$(timeout 60 "$RUN" -n 2 "$PROG" lines 20000 200 | { sleep 2; cat; } | wc -l) 
 timeout 60 "$RUN" -n 2 "$PROG" lines 100000 100 | head -n 1 >/dev/null
 rc=${PIPESTATUS[0]}
 [ "$rc" -ne 124 ] || fail "smddp-run hung after its reader went away"
+
+# standard input goes to rank 0 only (the others read /dev/null)
+out=$(printf 'in 1\nin 2\n' | timeout 60 "$RUN" -n 3 cat) || fail "stdin: exit status $?"
+[ "$out" = "$(printf '[0] in 1\n[0] in 2')" ] || fail "stdin: $out"
 exit 0
