@@ -1134,7 +1134,7 @@ static int listen_on(struct sd_boot *b, const struct sd_boot_params *p, char *er
 		       : e == EADDRNOTAVAIL ? " (is MASTER_ADDR an address of rank 0's host?)"
 		       : e == EACCES	      ? " (ports below 1024 need privileges: pick another MASTER_PORT)"
 					      : "");
-		return SMDDP_ESYSTEM;
+		return e == EADDRNOTAVAIL ? SMDDP_ECONFIG : SMDDP_ESYSTEM;
 	}
 	SD_TRACE(SD_SUB_BOOT, "rank 0 listening on %s", b->where);
 	return SMDDP_OK;
@@ -1309,8 +1309,14 @@ static int connect_hub(struct sd_boot *b, const struct sd_boot_params *p, char *
 				snprintf(last, sizeof(last), "%s", strerror(e));
 			}
 			freeaddrinfo(res);
-		} else if (gai == EAI_AGAIN || gai == EAI_SYSTEM) {
-			snprintf(last, sizeof(last), "%s", gai == EAI_SYSTEM ? strerror(errno) : gai_strerror(gai));
+		} else if (gai == EAI_AGAIN || gai == EAI_SYSTEM || gai == EAI_NONAME || gai == EAI_FAIL
+#ifdef EAI_NODATA
+			   || gai == EAI_NODATA
+#endif
+		) {
+			/* Names of rank 0 may appear late (DNS of a starting cluster): retry. */
+			snprintf(last, sizeof(last), "cannot resolve %s: %s", p->addr,
+				 gai == EAI_SYSTEM ? strerror(errno) : gai_strerror(gai));
 		} else {
 			seterr(err, errlen, "rank %d cannot resolve rank 0's address %s (MASTER_ADDR/MASTER_PORT): %s",
 			       b->rank, b->where, gai_strerror(gai));
@@ -1397,6 +1403,18 @@ int sd_boot_init(const struct sd_boot_params *p, struct sd_boot **out, struct sd
 		seterr(err, errlen, "bootstrap: bad parameters (rank %d, size %d)", p ? p->rank : -1, p ? p->size : -1);
 		return SMDDP_EINVAL;
 	}
+	if (p->size > 1) {
+		char *end;
+		long port;
+
+		errno = 0;
+		port = strtol(p->port, &end, 10);
+		if (!p->port[0] || *end || errno || port < 1 || port > 65535) {
+			seterr(err, errlen, "rank %d: MASTER_PORT \"%s\" is not a port number (1..65535)", p->rank,
+			       p->port);
+			return SMDDP_ECONFIG;
+		}
+	}
 	hostid = p->hostid ? p->hostid : "";
 	token = p->token ? p->token : "";
 	if (strlen(hostid) >= SD_HOSTID_MAX) {
@@ -1438,8 +1456,7 @@ int sd_boot_init(const struct sd_boot_params *p, struct sd_boot **out, struct sd
 out:
 	if (rc) {
 		if (b && b->conns) {
-			drain_output(b, 200 * MS); /* the GIVEUP or DEATH notices */
-			sd_boot_close(b, 0);
+			sd_boot_close(b, 0); /* sends the GIVEUP or DEATH notices first */
 		} else if (b) {
 			free(b->ids);
 			free(b);

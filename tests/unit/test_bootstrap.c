@@ -687,6 +687,16 @@ static void sc_port_busy(struct ctx *c)
 	CHECK(c, rc == SMDDP_ESYSTEM && contains(err, want), "port in use: ESYSTEM (rc %d): %s", rc, err);
 	CHECK(c, now() - t0 < SEC, "at once");
 	close(fd);
+
+	p.port = "29x";
+	rc = sd_boot_init(&p, &b, peers, &nonce, err, sizeof(err));
+	CHECK(c, rc == SMDDP_ECONFIG && contains(err, "is not a port number"), "port \"29x\": ECONFIG (rc %d): %s", rc,
+	      err);
+	p.port = c->port;
+	p.addr = "192.0.2.1"; /* TEST-NET-1: never an address of this host; nothing is sent */
+	rc = sd_boot_init(&p, &b, peers, &nonce, err, sizeof(err));
+	CHECK(c, rc == SMDDP_ECONFIG && contains(err, "Cannot assign requested address"),
+	      "rank 0 on an address that is not its own: ECONFIG (rc %d): %s", rc, err);
 }
 
 /* A rank killed after the rendezvous; mode 0: others poll, 1: others are in an all-gather. */
