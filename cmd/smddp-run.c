@@ -741,6 +741,7 @@ static void stop_with(struct run *r, int sig)
 	}
 	r->phase = PH_STOP;
 	signal_groups(r, sig);
+	signal_groups(r, SIGCONT);   /* a stopped rank must see it now */
 	r->deadline = now_ms() + ms_from_s(r->opt.grace_s);
 }
 
@@ -795,6 +796,18 @@ static void got_signal(struct run *r, int sig)
 {
 	if (sig == SIGCHLD) {
 		check_children(r);
+		return;
+	}
+	if (sig == SIGTSTP) {
+		/* Ctrl-Z reaches only us (the ranks are not in the terminal's
+		 * foreground group): stop the ranks, then ourselves, so that the
+		 * shell's job control works on the whole job. */
+		signal_groups(r, SIGTSTP);
+		raise(SIGSTOP);
+		return;
+	}
+	if (sig == SIGCONT) {
+		signal_groups(r, SIGCONT);
 		return;
 	}
 	if (r->phase == PH_DRAIN) {
@@ -1211,6 +1224,8 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGQUIT);
+	sigaddset(&mask, SIGTSTP);
+	sigaddset(&mask, SIGCONT);
 	if (sigprocmask(SIG_BLOCK, &mask, &r->origmask) < 0) {
 		tool_warn_errno("sigprocmask");
 		return TOOL_EXIT_FAILURE;

@@ -5,7 +5,7 @@
 
 t0=$(now_ms)
 rc=0
-timeout 60 "$RUN" -n 4 --grace 10 "$PROG" child "$T" pid "$T" waitn "$T" 4 exit-if 2 3 sleep 50 \
+timeout 60 "$RUN" -n 4 --grace 10 "$PROG" child "$T" pid "$T" waitn "$T" 4 err "last words" exit-if 2 3 sleep 50 \
 	>"$T/out" 2>"$T/err" || rc=$?
 dt=$(($(now_ms) - t0))
 [ "$rc" -eq 3 ] || fail "exit status $rc, not 3: $(cat "$T/err")"
@@ -15,6 +15,10 @@ pid2=$(cat "$T/pid.2")
 grep -Fxq "smddp-run: rank 2 (pid $pid2) exited with status 3; stopping 3 other ranks" "$T/err" ||
 	fail "no summary line: $(cat "$T/err")"
 [ "$(grep -c '^smddp-run:' "$T/err")" -eq 1 ] || fail "more than one message: $(cat "$T/err")"
+# the summary comes after what the rank said last
+[ "$(grep -n -e '^\[2\] last words$' -e '^smddp-run:' "$T/err" | cut -d: -f2- | tr '\n' '|')" = \
+  "[2] last words|smddp-run: rank 2 (pid $pid2) exited with status 3; stopping 3 other ranks|" ] ||
+	fail "summary out of order: $(cat "$T/err")"
 # smddp-run waits for all of them before it exits: no delay allowed here
 expect_dead 0 $(pids_in "$T"/pid.* "$T"/child.*)
 [ "$(ls "$T"/pid.* | wc -l)" -eq 4 ] && [ "$(ls "$T"/child.* | wc -l)" -eq 4 ] || fail "pid files missing"

@@ -19,6 +19,37 @@ for sig in 15 2 1 3; do
 	rm -f "$d"/pid.*
 done
 
+# Ctrl-Z (SIGTSTP) stops the ranks with smddp-run; SIGCONT resumes them.
+rm -f "$T"/pid.*
+start_bg "$RUN" -n 2 "$PROG" pid "$T" sleep 50
+launcher=$BG
+wait_files 2 "$T/pid"
+pids=$(pids_in "$T"/pid.*)
+state() { sed -n 's/^[0-9]* (.*) \(.\).*/\1/p' "/proc/$1/stat"; }
+# all_in_state S PID...: within 10 s
+all_in_state() {
+	local want=$1 i p ok
+	shift
+	for ((i = 0; i < 100; i++)); do
+		ok=1
+		for p in "$@"; do
+			[ "$(state "$p")" = "$want" ] || ok=0
+		done
+		[ "$ok" = 1 ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+kill -TSTP "$launcher"
+all_in_state T "$launcher" $pids || fail "SIGTSTP: not all stopped: $(for p in $launcher $pids; do state $p; done)"
+kill -CONT "$launcher"
+all_in_state S "$launcher" $pids || fail "SIGCONT: not all resumed: $(for p in $launcher $pids; do state $p; done)"
+kill -TERM "$launcher"
+wait_bg "$launcher" 30
+[ "$RC" -eq 143 ] || fail "after SIGCONT: exit status $RC"
+expect_dead 0 $pids
+rm -f "$T"/pid.*
+
 # A second signal does not wait for the grace period.
 start_bg "$RUN" -n 2 --grace 50 "$PROG" ignore 15 pid "$T" sleep 50
 launcher=$BG
