@@ -375,6 +375,18 @@ static void sc_world(struct ctx *c)
 	sd_boot_close(b, 1);
 }
 
+/* Many ranks at once on the backlog: rendezvous, small all-gathers, clean close. */
+static void sc_many(struct ctx *c)
+{
+	struct sd_boot *b = join(c, c->idx, c->nproc, 10000);
+
+	if (!b)
+		return;
+	gather_check(c, b, c->idx, c->nproc, 0, 1, 0);
+	gather_check(c, b, c->idx, c->nproc, 300, 2, 1);
+	sd_boot_close(b, 1);
+}
+
 /* Rank 0 closes cleanly first: the others see no death, then a clear error. */
 static void sc_close0(struct ctx *c)
 {
@@ -899,7 +911,7 @@ static int free_port(int family, char *port, size_t n)
 struct run {
 	const char *name;
 	int nproc;
-	pid_t pids[16];
+	pid_t pids[64];
 	int alive;
 	uint64_t end;
 	unsigned killmask; /* processes that kill themselves */
@@ -1033,6 +1045,7 @@ int main(void)
 	run("world-2", 2, sc_world, "127.0.0.1", 15, 0);
 	run("world-3", 3, sc_world, "127.0.0.1", 15, 0);
 	run("world-8", 8, sc_world, "127.0.0.1", 15, 0);
+	run("world-48", 48, sc_many, "127.0.0.1", 15, 0);
 	run("close-rank0-first", 3, sc_close0, "127.0.0.1", 5, 0);
 	run("wrong-token", 3, sc_token, "127.0.0.1", 6, 0);
 	run("strangers", 12, sc_strangers, "127.0.0.1", 6, 0);
