@@ -998,7 +998,7 @@ static void pump(struct sd_boot *b, uint64_t deadline, uint64_t *nonce)
 		if (c->limit_ns < deadline)
 			deadline = c->limit_ns;
 	}
-	if (b->lfd >= 0) {
+	if (b->lfd >= 0 && b->npending < PENDING_MAX) { /* full: the backlog waits, no spinning */
 		b->pfd[n] = (struct pollfd){b->lfd, POLLIN, 0};
 		b->pconn[n++] = NULL;
 	}
