@@ -1062,6 +1062,13 @@ static void event_loop(struct run *r)
 				close_all_streams(r);   /* someone escaped with our pipe */
 			if (!streams_open(r) && !queues_pending(r))
 				break;
+			/* Output nobody reads may wait for the reader, but not past
+			 * --timeout. */
+			if (r->timeout_at && now_ms() >= r->timeout_at) {
+				if (r->cause == CAUSE_NONE)
+					r->cause = CAUSE_TIMEOUT;
+				break;
+			}
 		}
 
 		nfds_t n = 0;
@@ -1090,11 +1097,12 @@ static void event_loop(struct run *r)
 
 		int timeout = -1;
 		int64_t next = 0;
-		if (r->phase == PH_RUN && r->timeout_at)
-			next = r->timeout_at;
-		else if (r->phase == PH_STOP || r->phase == PH_KILL ||
-		         (r->phase == PH_DRAIN && streams_open(r)))
+		if (r->phase == PH_STOP || r->phase == PH_KILL ||
+		    (r->phase == PH_DRAIN && streams_open(r)))
 			next = r->deadline;
+		if ((r->phase == PH_RUN || r->phase == PH_DRAIN) && r->timeout_at &&
+		    (!next || r->timeout_at < next))
+			next = r->timeout_at;
 		if (next) {
 			int64_t left = next - now_ms();
 			timeout = left < 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
@@ -1109,6 +1117,8 @@ static void event_loop(struct run *r)
 				r->cause = CAUSE_LAUNCH;
 				r->status = TOOL_EXIT_FAILURE;
 			}
+			if (r->phase == PH_DRAIN)
+				break;   /* everyone is dead already: give up on output */
 			if (r->phase == PH_RUN || r->phase == PH_STOP)
 				enter_kill(r);
 			struct timespec ts = { 0, 10 * 1000 * 1000 };

@@ -22,6 +22,20 @@ dt=$(($(now_ms) - t0))
 [ "$dt" -ge 1400 ] && [ "$dt" -lt 15000 ] || fail "ignoring SIGTERM: took ${dt} ms"
 expect_dead 0 $(pids_in "$T"/pid.*)
 
+# a reader that never reads: --timeout still ends the job (ranks and all)
+rm -f "$T"/pid.*
+mkfifo "$T/fifo" || fail "mkfifo"
+exec 3<>"$T/fifo"   # hold it open, never read it
+start_bg "$RUN" -n 2 --timeout 1 --grace 1 "$PROG" pid "$T" lines 1000000 100 >"$T/fifo" 2>"$T/err"
+launcher=$BG
+t0=$(now_ms)
+wait_bg "$launcher" 30
+dt=$(($(now_ms) - t0))
+exec 3>&-
+[ "$RC" -eq 124 ] || fail "stuck reader: exit status $RC, not 124: $(cat "$T/err")"
+[ "$dt" -lt 15000 ] || fail "stuck reader: took ${dt} ms"
+expect_dead 0 $(pids_in "$T"/pid.*)
+
 # a job that ends in time is not affected
 rc=0
 timeout 60 "$RUN" -n 2 --timeout 30 "$PROG" out ok >/dev/null 2>"$T/err" || rc=$?
