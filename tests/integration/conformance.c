@@ -66,6 +66,15 @@ static const char *const rc_names[] = {
 
 static int world_rank = -1;
 static long n_pass, n_fail, n_skip;
+static double lib_s; /* seconds spent inside the collectives under test */
+static double now_s(void);
+#define LIBCALL(call)                                                               \
+	({                                                                          \
+		double t_ = now_s();                                                \
+		int r_ = (call);                                                    \
+		lib_s += now_s() - t_;                                              \
+		r_;                                                                 \
+	})
 static int verbose;
 
 static const char *rc_name(int rc)
@@ -83,12 +92,13 @@ static uint64_t mix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-/* The random word behind element i of rank r's input. */
+/* The random word behind element i of rank r's input (one mix per element:
+ * the reference regenerates every rank's inputs, so this is the hot path). */
 static uint64_t hval(int r, size_t i, int dtype, int op, int coll, int salt)
 {
-	uint64_t s = mix64(((uint64_t)(unsigned)r << 40) ^ ((uint64_t)dtype << 32) ^
-			   ((uint64_t)op << 24) ^ ((uint64_t)coll << 16) ^ (uint64_t)(unsigned)salt);
-	return mix64(s ^ mix64((uint64_t)i));
+	uint64_t s = ((uint64_t)(unsigned)r << 40) ^ ((uint64_t)dtype << 32) ^ ((uint64_t)op << 24) ^
+		     ((uint64_t)coll << 16) ^ (uint64_t)(unsigned)salt;
+	return mix64(s * 0xd1b54a32d192ed03ull ^ (uint64_t)i * 0x9e3779b97f4a7c15ull);
 }
 
 /* ---- fp16 and bf16, written independently of the library ---------------- */
@@ -144,9 +154,26 @@ static uint32_t fp_encode(double x, int ebits, int mbits)
 	       ((uint32_t)(r / ldexp(1.0, e - mbits)) & ((1u << mbits) - 1));
 }
 
-static double half_to_d(uint16_t h) { return fp_decode(h, 5, 10); }
+/* Decoding is hot (every rank's every input): tables, filled by fp_decode. */
+static double *half_table, *bf16_table;
+
+static void tables_init(void)
+{
+	uint32_t b;
+
+	half_table = malloc(65536 * sizeof(double));
+	bf16_table = malloc(65536 * sizeof(double));
+	if (!half_table || !bf16_table)
+		abort();
+	for (b = 0; b < 65536; b++) {
+		half_table[b] = fp_decode(b, 5, 10);
+		bf16_table[b] = fp_decode(b, 8, 7);
+	}
+}
+
+static double half_to_d(uint16_t h) { return half_table[h]; }
 static uint16_t d_to_half(double x) { return (uint16_t)fp_encode(x, 5, 10); }
-static double bf16_to_d(uint16_t b) { return fp_decode(b, 8, 7); }
+static double bf16_to_d(uint16_t b) { return bf16_table[b]; }
 static uint16_t d_to_bf16(double x) { return (uint16_t)fp_encode(x, 8, 7); }
 
 /* Position of a 16-bit float on the number line, in ulps (+0 and -0 both 0). */
@@ -154,6 +181,43 @@ static long ord16(uint16_t b)
 {
 	long mag = b & 0x7fff;
 	return (b & 0x8000) ? -mag : mag;
+}
+
+/* The conversions against known values, so that a wrong reference cannot
+ * pass for a right library. */
+static void self_test(void)
+{
+	static const struct {
+		double x;
+		uint16_t half, bf16;
+	} k[] = {
+		{1.0, 0x3c00, 0x3f80},
+		{-2.0, 0xc000, 0xc000},
+		{65504.0, 0x7bff, 0x4780},
+		{1.0 / 16777216, 0x0001, 0x3380},       /* smallest fp16 subnormal */
+		{1.0 + 1.0 / 2048, 0x3c00, 0x3f80},     /* tie: to even (down) */
+		{1.0 + 3.0 / 2048, 0x3c02, 0x3f80},     /* tie: to even (up) */
+		{1.0 + 1.0 / 256, 0x3c04, 0x3f80},      /* bf16 tie: to even (down) */
+		{1.0 + 3.0 / 256, 0x3c0c, 0x3f82},      /* bf16 tie: to even (up) */
+		{0.1, 0x2e66, 0x3dcd},
+		{65520.0, 0x7c00, 0x4780},              /* rounds to fp16 infinity */
+	};
+	size_t j;
+
+	for (j = 0; j < sizeof(k) / sizeof(k[0]); j++) {
+		if (d_to_half(k[j].x) != k[j].half || d_to_bf16(k[j].x) != k[j].bf16) {
+			printf("FAIL: test self-check: %.17g -> half 0x%04x (want 0x%04x), bf16 0x%04x (want 0x%04x)\n",
+			       k[j].x, d_to_half(k[j].x), k[j].half, d_to_bf16(k[j].x), k[j].bf16);
+			exit(1);
+		}
+		if (k[j].half != 0x7c00 && k[j].x != 1.0 + 1.0 / 2048 && k[j].x != 1.0 + 3.0 / 2048 &&
+		    k[j].x != 1.0 + 1.0 / 256 && k[j].x != 1.0 + 3.0 / 256 && k[j].x != 0.1 &&
+		    half_to_d(k[j].half) != k[j].x) {
+			printf("FAIL: test self-check: half 0x%04x decodes to %.17g\n", k[j].half,
+			       half_to_d(k[j].half));
+			exit(1);
+		}
+	}
 }
 
 /* ---- element access -------------------------------------------------------- */
@@ -239,6 +303,19 @@ static uint64_t mask_bits(uint64_t v, int dt)
 	return b == 64 ? v : v & ((1ull << b) - 1);
 }
 
+/* -8..8 in fp16 and bf16 */
+static uint64_t small_half[17], small_bf16[17];
+
+static void small_init(void)
+{
+	int k;
+
+	for (k = 0; k < 17; k++) {
+		small_half[k] = d_to_half(k - 8);
+		small_bf16[k] = d_to_bf16(k - 8);
+	}
+}
+
 /* The input value (its bit pattern) of element i on rank r for a reduction. */
 static uint64_t red_input(int r, size_t i, int dt, int op, int coll, int salt)
 {
@@ -253,11 +330,15 @@ static uint64_t red_input(int r, size_t i, int dt, int op, int coll, int salt)
 	}
 	switch (op) {
 	case SMDDP_PROD:
-		switch (dt) {
-		case SMDDP_FLOAT16: x = 1 + ldexp((double)((int)(lo % 33) - 16), -10); break;
-		case SMDDP_BFLOAT16: x = 1 + ldexp((double)((int)(lo % 17) - 8), -7); break;
-		default: x = 0.5 + (double)lo / 4294967296.0 * 1.5; break;
+		if (dt == SMDDP_FLOAT16 || dt == SMDDP_BFLOAT16) {
+			/* 1 + k ulp(1), |k| <= 16 (fp16) or 8 (bf16); 1 - |k| ulp(1) is
+			 * 2|k| ulps below 1, whose exponent is one less */
+			int k = dt == SMDDP_FLOAT16 ? (int)(lo % 33) - 16 : (int)(lo % 17) - 8;
+			uint64_t one = dt == SMDDP_FLOAT16 ? 0x3c00 : 0x3f80;
+			uint64_t b = k >= 0 ? one + (uint64_t)k : one - 2 * (uint64_t)(-k);
+			return hi % 8 == 0 ? b | 0x8000 : b;
 		}
+		x = 0.5 + (double)lo / 4294967296.0 * 1.5;
 		if (hi % 8 == 0)
 			x = -x;
 		return d_to_bits(x, dt);
@@ -276,12 +357,15 @@ static uint64_t red_input(int r, size_t i, int dt, int op, int coll, int salt)
 	default: /* SUM, AVG */
 		if (i % 2 == 0) {
 			x = (double)((int)(lo % 17) - 8);
+			if (dt == SMDDP_FLOAT16)
+				return small_half[lo % 17];
+			if (dt == SMDDP_BFLOAT16)
+				return small_bf16[lo % 17];
 		} else if (dt == SMDDP_FLOAT16 || dt == SMDDP_BFLOAT16) {
 			/* magnitude in [2^-6, 4): the float sum of 8 such is exact */
-			int mb = dt == SMDDP_FLOAT16 ? 10 : 7;
-			x = ldexp(1.0 + ldexp((double)(hi & ((1u << mb) - 1)), -mb), (int)(lo % 8) - 6);
-			if (h >> 63)
-				x = -x;
+			int mb = dt == SMDDP_FLOAT16 ? 10 : 7, bias = dt == SMDDP_FLOAT16 ? 15 : 127;
+			uint64_t e = (uint64_t)((int)(lo % 8) - 6 + bias);
+			return (h >> 63) << 15 | e << mb | (hi & ((1u << mb) - 1));
 		} else {
 			x = ((double)(h >> 11) / 9007199254740992.0 - 0.5) * 2000.0;
 		}
@@ -638,11 +722,11 @@ static void t_allreduce(struct group *g, int dt, int op, size_t count, int inpla
 	gbuf_alloc(&rb, bytes);
 	if (inplace) {
 		fill_red(gbuf_ptr(&rb), 0, count, wr, dt, op, C_ALLREDUCE, 0);
-		rc = smddp_allreduce(gbuf_ptr(&rb), gbuf_ptr(&rb), count, dt, op, g->comm, NULL);
+		rc = LIBCALL(smddp_allreduce(gbuf_ptr(&rb), gbuf_ptr(&rb), count, dt, op, g->comm, NULL));
 	} else {
 		gbuf_alloc(&sb, bytes);
 		fill_red(gbuf_ptr(&sb), 0, count, wr, dt, op, C_ALLREDUCE, 0);
-		rc = smddp_allreduce(gbuf_ptr(&sb), gbuf_ptr(&rb), count, dt, op, g->comm, NULL);
+		rc = LIBCALL(smddp_allreduce(gbuf_ptr(&sb), gbuf_ptr(&rb), count, dt, op, g->comm, NULL));
 	}
 	if (rc != SMDDP_OK)
 		die_rc(&k, rc, g->comm);
@@ -671,15 +755,15 @@ static void t_reduce_scatter(struct group *g, int dt, int op, size_t count, int 
 	fill_red(gbuf_ptr(&sb), 0, n * count, wr, dt, op, C_REDUCE_SCATTER, 0);
 	if (inplace) {
 		recv = (char *)gbuf_ptr(&sb) + (inplace == 2 ? (size_t)g->rank * count * sz : 0);
-		rc = smddp_reduce_scatter(gbuf_ptr(&sb), recv, count, dt, op, g->comm, NULL);
+		rc = LIBCALL(smddp_reduce_scatter(gbuf_ptr(&sb), recv, count, dt, op, g->comm, NULL));
 		if (rc != SMDDP_OK)
 			die_rc(&k, rc, g->comm);
 		check_red(&k, g, recv, (size_t)g->rank * count, count, 0);
 		check_guards(&k, &sb, "sendbuf=recvbuf");
 	} else {
 		gbuf_alloc(&rb, count * sz);
-		rc = smddp_reduce_scatter(gbuf_ptr(&sb), gbuf_ptr(&rb), count, dt, op, g->comm,
-					  NULL);
+		rc = LIBCALL(smddp_reduce_scatter(gbuf_ptr(&sb), gbuf_ptr(&rb), count, dt, op, g->comm,
+					  NULL));
 		if (rc != SMDDP_OK)
 			die_rc(&k, rc, g->comm);
 		check_red(&k, g, gbuf_ptr(&rb), (size_t)g->rank * count, count, 0);
@@ -704,11 +788,11 @@ static void t_reduce(struct group *g, int dt, int op, size_t count, int root, in
 	gbuf_alloc(&rb, bytes);
 	if (inplace) {
 		fill_red(gbuf_ptr(&rb), 0, count, wr, dt, op, C_REDUCE, salt);
-		rc = smddp_reduce(gbuf_ptr(&rb), gbuf_ptr(&rb), count, dt, op, root, g->comm, NULL);
+		rc = LIBCALL(smddp_reduce(gbuf_ptr(&rb), gbuf_ptr(&rb), count, dt, op, root, g->comm, NULL));
 	} else {
 		gbuf_alloc(&sb, bytes);
 		fill_red(gbuf_ptr(&sb), 0, count, wr, dt, op, C_REDUCE, salt);
-		rc = smddp_reduce(gbuf_ptr(&sb), gbuf_ptr(&rb), count, dt, op, root, g->comm, NULL);
+		rc = LIBCALL(smddp_reduce(gbuf_ptr(&sb), gbuf_ptr(&rb), count, dt, op, root, g->comm, NULL));
 	}
 	if (rc != SMDDP_OK)
 		die_rc(&k, rc, g->comm);
@@ -774,11 +858,11 @@ static void t_allgather(struct group *g, int dt, size_t count, int inplace)
 	if (inplace) {
 		char *mine = (char *)gbuf_ptr(&rb) + (size_t)g->rank * count * sz;
 		fill_move(mine, 0, count, wr, dt, C_ALLGATHER, 0);
-		rc = smddp_allgather(mine, gbuf_ptr(&rb), count, dt, g->comm, NULL);
+		rc = LIBCALL(smddp_allgather(mine, gbuf_ptr(&rb), count, dt, g->comm, NULL));
 	} else {
 		gbuf_alloc(&sb, count * sz);
 		fill_move(gbuf_ptr(&sb), 0, count, wr, dt, C_ALLGATHER, 0);
-		rc = smddp_allgather(gbuf_ptr(&sb), gbuf_ptr(&rb), count, dt, g->comm, NULL);
+		rc = LIBCALL(smddp_allgather(gbuf_ptr(&sb), gbuf_ptr(&rb), count, dt, g->comm, NULL));
 	}
 	if (rc != SMDDP_OK)
 		die_rc(&k, rc, g->comm);
@@ -808,7 +892,7 @@ static void t_broadcast(struct group *g, int dt, size_t count, int root)
 	gbuf_alloc(&b, count * sz);
 	if (g->rank == root)
 		fill_move(gbuf_ptr(&b), 0, count, g->ranks[root], dt, C_BROADCAST, root);
-	rc = smddp_broadcast(gbuf_ptr(&b), count, dt, root, g->comm, NULL);
+	rc = LIBCALL(smddp_broadcast(gbuf_ptr(&b), count, dt, root, g->comm, NULL));
 	if (rc != SMDDP_OK)
 		die_rc(&k, rc, g->comm);
 	check_move(&k, gbuf_ptr(&b), count, g->ranks[root], 0, root, "buf");
@@ -830,7 +914,7 @@ static void t_alltoall(struct group *g, int dt, size_t count, int inplace)
 	gbuf_alloc(&rb, n * count * sz);
 	if (inplace) {
 		fill_move(gbuf_ptr(&rb), 0, n * count, wr, dt, C_ALLTOALL, 0);
-		rc = smddp_alltoall(gbuf_ptr(&rb), gbuf_ptr(&rb), count, dt, g->comm, NULL);
+		rc = LIBCALL(smddp_alltoall(gbuf_ptr(&rb), gbuf_ptr(&rb), count, dt, g->comm, NULL));
 		if (rc == SMDDP_EINVAL || rc == SMDDP_EUNSUPPORTED) {
 			/* The header does not promise in-place alltoall; refusing it is fine
 			 * (the same on every rank), corrupting it is not. */
@@ -844,7 +928,7 @@ static void t_alltoall(struct group *g, int dt, size_t count, int inplace)
 	} else {
 		gbuf_alloc(&sb, n * count * sz);
 		fill_move(gbuf_ptr(&sb), 0, n * count, wr, dt, C_ALLTOALL, 0);
-		rc = smddp_alltoall(gbuf_ptr(&sb), gbuf_ptr(&rb), count, dt, g->comm, NULL);
+		rc = LIBCALL(smddp_alltoall(gbuf_ptr(&sb), gbuf_ptr(&rb), count, dt, g->comm, NULL));
 	}
 	if (rc != SMDDP_OK)
 		die_rc(&k, rc, g->comm);
@@ -890,7 +974,7 @@ static void t_barrier(struct group *g, int late_rank)
 	if (rc != SMDDP_OK)
 		die_rc(&k, rc, g->comm);
 	all = calloc((size_t)g->size * 2, sizeof(double));
-	rc = smddp_allgather(t, all, 2, SMDDP_FLOAT64, g->comm, NULL);
+	rc = LIBCALL(smddp_allgather(t, all, 2, SMDDP_FLOAT64, g->comm, NULL));
 	if (rc != SMDDP_OK)
 		die_rc(&k, rc, g->comm);
 	for (r = 0; r < g->size; r++)
@@ -1145,7 +1229,7 @@ static void check_group_order(struct group *g)
 	char what[96];
 
 	snprintf(what, sizeof(what), "%s order (allgather of world ranks)", g->name);
-	rc = smddp_allgather(&mine, all, 1, SMDDP_INT32, g->comm, NULL);
+	rc = LIBCALL(smddp_allgather(&mine, all, 1, SMDDP_INT32, g->comm, NULL));
 	check_true(what, rc == SMDDP_OK, "returned %s: %s", rc_name(rc), smddp_last_error(g->comm));
 	if (rc != SMDDP_OK)
 		exit(1);
@@ -1291,6 +1375,9 @@ int main(int argc, char **argv)
 		}
 	}
 
+	tables_init();
+	small_init();
+	self_test();
 	t_api_local();
 	rc = smddp_init(&w->comm);
 	if (rc != SMDDP_OK) {
@@ -1326,8 +1413,8 @@ int main(int argc, char **argv)
 	rc = smddp_comm_destroy(w->comm);
 	check_true("destroy world", rc == SMDDP_OK, "returned %s: %s", rc_name(rc),
 		   smddp_last_error(NULL));
-	printf("SUMMARY rank %d of %d: %ld passed, %ld failed, %ld skipped in %.1f s\n", world_rank,
-	       w->size, n_pass, n_fail, n_skip, now_s() - t0);
+	printf("SUMMARY rank %d of %d: %ld passed, %ld failed, %ld skipped in %.1f s (%.1f s in collectives)\n",
+	       world_rank, w->size, n_pass, n_fail, n_skip, now_s() - t0, lib_s);
 	free(w);
 	return n_fail ? 1 : 0;
 }

@@ -3,6 +3,7 @@
 # away), naming the dead rank and the collective; see fault.c for the checks.
 . "$top_srcdir/tests/integration/testlib.sh"
 export SMDDP_TIMEOUT=60
+LAUNCH_OPTS="--grace 30"
 
 run_job kill-rank1 60 4 "$FAULT" kill 1 5
 expect_witnesses kill-rank1 0 2 3

@@ -3,7 +3,9 @@
  * Usage (under smddp-run unless noted):
  *   fault kill VICTIM NGOOD     VICTIM does NGOOD allreduces, then raise(SIGKILL)
  *   fault exit VICTIM NGOOD     VICTIM does NGOOD allreduces, then exit(0) without destroy
- *   fault hang VICTIM SECONDS   VICTIM does 2 allreduces, then sleeps SECONDS before the 3rd
+ *   fault hang VICTIM SECONDS   VICTIM does 2 allreduces, then sleeps SECONDS
+ *   fault late VICTIM SECONDS   as hang, but VICTIM then calls the 3rd allreduce, which the
+ *                               others gave up on long ago: it must fail, not succeed
  *   fault abort VICTIM NGOOD    VICTIM does NGOOD allreduces, waits 0.5 s, smddp_comm_abort()
  *   fault mismatch KIND         rank 1 differs from the others in KIND: count, op, dtype,
  *                               root (broadcast) or coll (allgather instead of allreduce)
@@ -144,7 +146,9 @@ static void witness(struct smddp_comm *c, int rc, double elapsed, int at_call,
 
 	printf("FAULT rank=%d call=%d rc=%s elapsed=%.3f msg=%s\n", rank, at_call, rc_name(rc),
 	       elapsed, msg ? msg : "(null)");
-	if (rc != e->rc)
+	if (rc == SMDDP_OK)
+		note_bad("returned SMDDP_OK");
+	else if (rc != e->rc)
 		note_bad("returned %s, expected %s", rc_name(rc), rc_name(e->rc));
 	if (elapsed < e->min_s || elapsed > e->max_s)
 		note_bad("took %.3f s, expected %.1f to %.1f s", elapsed, e->min_s, e->max_s);
@@ -158,15 +162,25 @@ static void witness(struct smddp_comm *c, int rc, double elapsed, int at_call,
 		if (!mentions(msg, e->words[i]))
 			note_bad("smddp_last_error() does not mention \"%s\"", e->words[i]);
 
-	/* the communicator is broken: the next call must fail, and fast */
+	/* After EMISMATCH the communicator stays usable (smddp(3)): every rank
+	 * makes the same call next, which must then work; after anything else
+	 * it is broken, and the next call must fail, and fast. */
 	t0 = now_s();
 	rc2 = smddp_allreduce(&x, &y, 1, SMDDP_FLOAT32, SMDDP_SUM, c, NULL);
-	if (rc2 == SMDDP_OK)
-		note_bad("an allreduce after the failure returned SMDDP_OK");
-	if (now_s() - t0 > 2.0)
-		note_bad("an allreduce after the failure took %.3f s to fail", now_s() - t0);
 	printf("FAULT rank=%d next-call rc=%s elapsed=%.3f msg=%s\n", rank, rc_name(rc2),
 	       now_s() - t0, smddp_last_error(c));
+	if (e->rc == SMDDP_EMISMATCH) {
+		if (rc2 != SMDDP_OK)
+			note_bad("the matched allreduce after the mismatch returned %s",
+				 rc_name(rc2));
+		else if (y != (float)size)
+			note_bad("the allreduce after the mismatch gave %g, expected %d", y, size);
+	} else {
+		if (rc2 == SMDDP_OK)
+			note_bad("an allreduce after the failure returned SMDDP_OK");
+		if (now_s() - t0 > 2.0)
+			note_bad("an allreduce after the failure took %.3f s to fail", now_s() - t0);
+	}
 
 	/* and destroy still frees it, without hanging */
 	t0 = now_s();
@@ -259,7 +273,7 @@ static const char *mismatch_word(const char *kind)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: fault kill|exit|abort VICTIM NGOOD | hang VICTIM SECONDS | "
+	fprintf(stderr, "usage: fault kill|exit|abort VICTIM NGOOD | hang|late VICTIM SECONDS | "
 			"mismatch count|op|dtype|root|coll | init | freeport\n");
 	exit(2);
 }
@@ -289,7 +303,7 @@ int main(int argc, char **argv)
 		if (argc != 3)
 			usage();
 	} else if (!strcmp(mode, "kill") || !strcmp(mode, "exit") || !strcmp(mode, "abort") ||
-		   !strcmp(mode, "hang")) {
+		   !strcmp(mode, "hang") || !strcmp(mode, "late")) {
 		if (argc != 4)
 			usage();
 		victim = atoi(argv[2]);
@@ -329,7 +343,7 @@ int main(int argc, char **argv)
 		witness(c, rc, now_s() - t0, 2, &e);
 	}
 
-	if (!strcmp(mode, "hang"))
+	if (!strcmp(mode, "hang") || !strcmp(mode, "late"))
 		ngood = 2;
 	/* what a witness must see: the victim will not arrive at call ngood + 1 */
 	e.culprit = victim;
@@ -338,7 +352,7 @@ int main(int argc, char **argv)
 		e.rc = SMDDP_EPEER;
 	} else if (!strcmp(mode, "abort")) {
 		e.rc = SMDDP_EABORTED;
-	} else { /* hang, with SMDDP_TIMEOUT=2 */
+	} else { /* hang and late, with SMDDP_TIMEOUT=2 */
 		e.rc = SMDDP_ETIMEDOUT;
 		e.min_s = 1.5;
 		e.max_s = 6.0;
@@ -369,28 +383,41 @@ int main(int argc, char **argv)
 		} else if (!strcmp(mode, "exit")) {
 			exit(0);
 		} else if (!strcmp(mode, "hang")) {
+			/* stuck for good: only the launcher's SIGKILL (after --grace)
+			 * ends it, so that no witness sees it die before its own
+			 * timeout, which would rightly be SMDDP_EPEER */
+			sleep_s(arg);
+			printf("FAULT rank=%d woke up after %.0f s\n", rank, arg);
+			return 0;
+		} else if (!strcmp(mode, "late")) {
+			/* arrives after the others gave up and left: must not succeed */
 			sleep_s(arg);
 			t0 = now_s();
-			rc = good_allreduce(c, s, r, 3);
-			printf("FAULT rank=%d woke up: allreduce rc=%s elapsed=%.3f msg=%s\n", rank,
-			       rc_name(rc), now_s() - t0, smddp_last_error(c));
-			smddp_comm_destroy(c);
-			return rc == SMDDP_OK ? 1 : 0;
-		} else { /* abort */
+			rc = good_allreduce(c, s, r, ngood + 1);
+			e.rc = rc == SMDDP_OK ? SMDDP_EPEER : rc; /* any error will do */
+			e.culprit = -1;
+			e.words[0] = NULL;
+			e.min_s = 0;
+			e.max_s = 10.0;
+			witness(c, rc, now_s() - t0, ngood + 1, &e);
+		} else { /* abort: it frees the communicator (smddp(3)), so c is gone */
 			sleep_s(0.5);
 			t0 = now_s();
 			rc = smddp_comm_abort(c);
+			printf("FAULT rank=%d abort rc=%s elapsed=%.3f\n", rank, rc_name(rc),
+			       now_s() - t0);
 			if (now_s() - t0 > 1.0)
 				note_bad("smddp_comm_abort took %.3f s", now_s() - t0);
 			if (rc != SMDDP_OK)
 				note_bad("smddp_comm_abort returned %s", rc_name(rc));
-			e.rc = SMDDP_EABORTED;
-			e.culprit = -1;
-			e.words[0] = NULL;
-			e.max_s = 1.0;
-			t0 = now_s();
-			rc = good_allreduce(c, s, r, ngood + 1);
-			witness(c, rc, now_s() - t0, ngood + 1, &e);
+			if (bad_why[0]) {
+				printf("FAULT-BAD rank=%d: %s\n", rank, bad_why);
+				return 1;
+			}
+			printf("FAULT-OK rank=%d rc=%s\n", rank, rc_name(rc));
+			/* stay alive a while: the others must see the abort, not a death */
+			sleep_s(2.0);
+			return EXIT_SAW_IT;
 		}
 	}
 
