@@ -47,6 +47,7 @@
 #include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -138,6 +139,8 @@ struct run {
 	int sigfd;
 	sigset_t origmask;
 	struct sigaction origpipe, origchld;
+	struct rlimit orignofile;   /* restored in the ranks */
+	bool raised_nofile;
 	int devnull;
 
 	char job_id[64];
@@ -867,6 +870,8 @@ static void child_exec(const struct run *r, int errfd, int outfd, int errfd2, in
 	sigaction(SIGPIPE, &r->origpipe, NULL);
 	sigaction(SIGCHLD, &r->origchld, NULL);
 	sigprocmask(SIG_SETMASK, &r->origmask, NULL);
+	if (r->raised_nofile)
+		setrlimit(RLIMIT_NOFILE, &r->orignofile);
 	execvpe(r->opt.argv[0], r->opt.argv, env);
 fail:
 	e = errno;
@@ -1255,6 +1260,15 @@ int main(int argc, char **argv)
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
 		tool_warn_errno("cannot become a child subreaper; orphans of ranks may survive");
 
+	/* Two pipes per rank: 1024 ranks need more than the usual soft limit
+	 * of 1024 descriptors. The ranks get the limit they would have had. */
+	if (getrlimit(RLIMIT_NOFILE, &r->orignofile) == 0 &&
+	    r->orignofile.rlim_cur < r->orignofile.rlim_max &&
+	    r->orignofile.rlim_cur < (rlim_t)(2 * r->opt.nproc + 64)) {
+		struct rlimit more = r->orignofile;
+		more.rlim_cur = more.rlim_max;
+		r->raised_nofile = setrlimit(RLIMIT_NOFILE, &more) == 0;
+	}
 	r->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
 	const char *id = getenv("SMDDP_JOB_ID");

@@ -86,6 +86,15 @@ for r in 0 1; do
 	check "$out" "[$r] " TORCHELASTIC_RUN_ID myjob42
 done
 
+# ---- the most ranks, under the usual soft limit of 1024 descriptors
+hard=$(ulimit -Hn)
+if [ "$hard" = unlimited ] || [ "$hard" -ge 2200 ]; then
+	out=$(ulimit -Sn 1024 && timeout 60 "$RUN" -n 1024 "$PROG" env SMDDP_RANK) ||
+		fail "-n 1024 failed: $?"
+	[ "$(sed 's/^\[\([0-9]*\)\] SMDDP_RANK=\1$/ok/' <<<"$out" | sort | uniq -c | tr -s ' ')" = " 1024 ok" ] ||
+		fail "-n 1024: $(head -5 <<<"$out")"
+fi
+
 # ---- the default rank count: one per /dev/nvidiaN, else 1
 ngpu=$(ls /dev/ 2>/dev/null | grep -c '^nvidia[0-9][0-9]*$')
 [ "$ngpu" -ge 1 ] || ngpu=1
