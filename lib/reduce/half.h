@@ -31,6 +31,15 @@ static inline float f32_from_bits(uint32_t u)
 	return f;
 }
 
+/* c ? a : b without a branch (GCC does not if-convert the nested ?: of
+ * these functions, and a branch in a loop stops the vectoriser). */
+static inline uint32_t sel32(int c, uint32_t a, uint32_t b)
+{
+	const uint32_t m = 0u - (uint32_t)c;
+
+	return (a & m) | (b & ~m);
+}
+
 static inline float half_to_float_inline(uint16_t h)
 {
 	const uint32_t em = (uint32_t)(h & 0x7fff) << 13; /* exponent, mantissa */
@@ -39,10 +48,10 @@ static inline float half_to_float_inline(uint16_t h)
 	const uint32_t normal = em + ((uint32_t)(127 - 15) << 23);
 	/* Inf and NaN: exponent all ones; a NaN gets the quiet bit. */
 	const uint32_t special = (em + ((uint32_t)(255 - 31) << 23)) |
-				 (em > 0x0f800000 ? 0x00400000u : 0);
+				 ((uint32_t)(em > 0x0f800000) << 22);
 	/* Subnormal m * 2^-24: (1 + m/1024) * 2^-14 - 2^-14, exact. */
 	const float sub = f32_from_bits(em + (113u << 23)) - f32_from_bits(113u << 23);
-	const uint32_t r = exp == 0x0f800000 ? special : exp == 0 ? f32_bits(sub) : normal;
+	const uint32_t r = sel32(exp == 0x0f800000, special, sel32(exp == 0, f32_bits(sub), normal));
 
 	return f32_from_bits(r | sign);
 }
@@ -59,10 +68,9 @@ static inline uint16_t float_to_half_inline(float f)
 	 * 2^-24 in the low bits, rounded to nearest even by the addition. */
 	const uint32_t sub = f32_bits(f32_from_bits(a) + 0.5f) - 0x3f000000;
 	const uint32_t nan = 0x7e00 | ((a >> 13) & 0x3ff);
-	const uint32_t r = a > 0x7f800000   ? nan
-			   : a >= 0x47800000 ? 0x7c00 /* >= 65536: inf */
-			   : a < 0x38800000  ? sub
-					     : normal;
+	const uint32_t r = sel32(a > 0x7f800000, nan,
+				 sel32(a >= 0x47800000, 0x7c00, /* >= 65536: inf */
+				       sel32(a < 0x38800000, sub, normal)));
 
 	return (uint16_t)(r | sign);
 }
@@ -75,11 +83,13 @@ static inline float bf16_to_float_inline(uint16_t b)
 static inline uint16_t float_to_bf16_inline(float f)
 {
 	const uint32_t u = f32_bits(f);
-	/* No overflow past 32 bits: only a NaN could carry out, handled apart. */
-	const uint32_t rounded = (u + 0x7fff + ((u >> 16) & 1)) >> 16;
-	const uint32_t nan = (u >> 16) | 0x40;
+	/* All ones for a NaN: it gets the quiet bit and is truncated, not
+	 * rounded (rounding could carry into the sign).  Kept in 32 bits up to
+	 * the final shift, so that the vector code packs once. */
+	const uint32_t nan = 0u - (uint32_t)((u & 0x7fffffff) > 0x7f800000);
+	const uint32_t bias = (0x7fff + ((u >> 16) & 1)) & ~nan;
 
-	return (uint16_t)((u & 0x7fffffff) > 0x7f800000 ? nan : rounded);
+	return (uint16_t)(((u | (nan & 0x00400000)) + bias) >> 16);
 }
 
 #endif

@@ -6,6 +6,7 @@
  * Design.  Every dtype x op has three loops over restrict-qualified arrays,
  * which GCC vectorises without run-time alias checks:
  *   k2:   d = a op b       acc:  d = d op b       racc: d = a op d
+ * (and acc2: d = (d op a) op b, to take the sources two at a time).
  * The sources are walked in blocks of BLOCK_BYTES (L1-sized).  Two sources
  * combine straight into dst, whichever of them dst is.  More sources
  * accumulate, per block, in a buffer on the stack, and the last source is
@@ -13,8 +14,8 @@
  * dst may be any one of the sources: its block is written only after every
  * source's block has been read.  AVG is SUM then a pass over the block of
  * dst while it is in cache.  The order of the operands is srcs[0], srcs[1],
- * ... left to right, on every path.  fp16 and bf16 widen each block of each
- * source to float, reduce in float and narrow once, at the end.
+ * ... left to right, on every path.  fp16 and bf16 widen each source to
+ * float as they read it, reduce in float and narrow once, at the end.
  */
 
 #ifndef SD_REDUCE_ENTRY
@@ -22,7 +23,7 @@
 #endif
 
 #define BLOCK_BYTES 8192
-#define HBLOCK 2048 /* fp16/bf16 elements per block: two float buffers of 8 KiB */
+#define HBLOCK 2048 /* fp16/bf16 elements per block: a float accumulator of 8 KiB */
 
 typedef void k2_fn(void *restrict d, const void *restrict a, const void *restrict b, size_t n);
 typedef void k1_fn(void *restrict d, const void *restrict b, size_t n);
@@ -33,6 +34,7 @@ struct kset {
 	k2_fn *k2;
 	k1_fn *acc;
 	k1_fn *racc;
+	k2_fn *acc2; /* d = (d op a) op b: halves the trips of acc through L1 */
 };
 
 #define DEF_OP(name, T, EXPR)                                                              \
@@ -64,7 +66,19 @@ struct kset {
 			d[i] = (T)(EXPR);                                                  \
 		}                                                                          \
 	}                                                                                  \
-	static const struct kset name = {name##_k2, name##_acc, name##_racc};
+	static void name##_acc2(void *restrict dv, const void *restrict av,                \
+				const void *restrict bv, size_t n)                         \
+	{                                                                                  \
+		T *restrict d = dv;                                                        \
+		const T *restrict a = av, *restrict b = bv;                                \
+		for (size_t i = 0; i < n; i++) {                                           \
+			T x = d[i], y = a[i];                                              \
+			x = (T)(EXPR);                                                     \
+			y = b[i];                                                          \
+			d[i] = (T)(EXPR);                                                  \
+		}                                                                          \
+	}                                                                                  \
+	static const struct kset name = {name##_k2, name##_acc, name##_racc, name##_acc2};
 
 /* Sums and products wrap, so signed types use the unsigned kernels. */
 #define DEF_INT_OPS(tag, S, U)                                                             \
@@ -177,8 +191,12 @@ static void reduce_native(unsigned char *dst, const void *const *srcs, int nsrc,
 			else
 				k->k2(d, AT(srcs[0], off), AT(srcs[1], off), n);
 		} else {
+			int j = 2;
+
 			k->k2(acc, AT(srcs[0], off), AT(srcs[1], off), n);
-			for (int j = 2; j < nsrc - 1; j++)
+			for (; j + 1 < nsrc - 1; j += 2)
+				k->acc2(acc, AT(srcs[j], off), AT(srcs[j + 1], off), n);
+			if (j < nsrc - 1)
 				k->acc(acc, AT(srcs[j], off), n);
 			if (nsrc == 2)
 				memcpy(d, acc, n * sz);
@@ -192,76 +210,173 @@ static void reduce_native(unsigned char *dst, const void *const *srcs, int nsrc,
 	}
 }
 
-/* ---- fp16 and bf16 -------------------------------------------------------- */
+/* ---- fp16 and bf16 --------------------------------------------------------
+ * Per block: acc = widen(s0) op widen(s1), acc = acc op widen(sj) for the
+ * others, then dst = narrow(acc) (divided first for AVG), the only store to
+ * dst.  The widening is fused into the op, so a block of acc makes one trip
+ * through L1 per source.
+ */
 
-typedef void widen_fn(float *restrict d, const uint16_t *restrict s, size_t n);
-typedef void narrow_fn(uint16_t *restrict d, const float *restrict s, size_t n);
+typedef void first16_fn(float *restrict acc, const uint16_t *restrict a,
+			const uint16_t *restrict b, size_t n);
+typedef void acc16_fn(float *restrict acc, const uint16_t *restrict b, size_t n);
+
+struct kset16 {
+	first16_fn *first;
+	acc16_fn *acc;
+};
+
+struct fmt16 {
+	void (*widen)(float *restrict d, const uint16_t *restrict s, size_t n);
+	/* d = narrow(acc), or narrow(acc / q) when avg. */
+	void (*out)(uint16_t *restrict d, const float *restrict acc, size_t n, int avg, float q);
+	const struct kset16 *op[4];
+};
+
+/* Scalar element code that GCC vectorises. */
+#define DEF_OP16(name, WIDEN, EXPR)                                                        \
+	static void name##_first(float *restrict acc, const uint16_t *restrict a,          \
+				 const uint16_t *restrict b, size_t n)                     \
+	{                                                                                  \
+		for (size_t i = 0; i < n; i++) {                                           \
+			const float x = WIDEN(a[i]), y = WIDEN(b[i]);                      \
+			acc[i] = (EXPR);                                                   \
+		}                                                                          \
+	}                                                                                  \
+	static void name##_acc(float *restrict acc, const uint16_t *restrict b, size_t n)  \
+	{                                                                                  \
+		for (size_t i = 0; i < n; i++) {                                           \
+			const float x = acc[i], y = WIDEN(b[i]);                           \
+			acc[i] = (EXPR);                                                   \
+		}                                                                          \
+	}                                                                                  \
+	static const struct kset16 name = {name##_first, name##_acc};
+
+#define DEF_FMT16(tag, WIDEN, NARROW)                                                      \
+	static void tag##_widen(float *restrict d, const uint16_t *restrict s, size_t n)   \
+	{                                                                                  \
+		for (size_t i = 0; i < n; i++)                                             \
+			d[i] = WIDEN(s[i]);                                                \
+	}                                                                                  \
+	static void tag##_out(uint16_t *restrict d, const float *restrict acc, size_t n,   \
+			      int avg, float q)                                            \
+	{                                                                                  \
+		if (avg)                                                                   \
+			for (size_t i = 0; i < n; i++)                                     \
+				d[i] = NARROW(acc[i] / q);                                 \
+		else                                                                       \
+			for (size_t i = 0; i < n; i++)                                     \
+				d[i] = NARROW(acc[i]);                                     \
+	}
+
+/* Which operand a NaN comparison returns: as for float (minps order). */
+#define DEF_OPS16(tag, WIDEN, NARROW)                                                      \
+	DEF_OP16(tag##_sum, WIDEN, x + y)                                                  \
+	DEF_OP16(tag##_prod, WIDEN, x * y)                                                 \
+	DEF_OP16(tag##_min, WIDEN, x < y ? x : y)                                          \
+	DEF_OP16(tag##_max, WIDEN, x > y ? x : y)                                          \
+	DEF_FMT16(tag, WIDEN, NARROW)                                                      \
+	static const struct fmt16 tag##_fmt = {                                            \
+		tag##_widen, tag##_out, {&tag##_sum, &tag##_prod, &tag##_min, &tag##_max}};
+
+DEF_OPS16(bf16, bf16_to_float_inline, float_to_bf16_inline)
 
 #ifdef SD_REDUCE_F16C
+/* The F16C instructions convert 8 at a time, rounding to nearest even
+ * whatever MXCSR says; the scalar tails give the same bits (half.h).
+ * _mm256_min_ps(x, y) is x < y ? x : y, NaNs included. */
+static inline __m256 h8_load(const uint16_t *p)
+{
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+static inline void h8_store(uint16_t *p, __m256 v)
+{
+	_mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+
+#define DEF_OP16_F16C(name, VEXPR, EXPR)                                                   \
+	static void name##_first(float *restrict acc, const uint16_t *restrict a,          \
+				 const uint16_t *restrict b, size_t n)                     \
+	{                                                                                  \
+		size_t i = 0;                                                              \
+		for (; i + 8 <= n; i += 8) {                                               \
+			const __m256 x = h8_load(a + i), y = h8_load(b + i);               \
+			_mm256_storeu_ps(acc + i, VEXPR);                                  \
+		}                                                                          \
+		for (; i < n; i++) {                                                       \
+			const float x = half_to_float_inline(a[i]);                        \
+			const float y = half_to_float_inline(b[i]);                        \
+			acc[i] = (EXPR);                                                   \
+		}                                                                          \
+	}                                                                                  \
+	static void name##_acc(float *restrict acc, const uint16_t *restrict b, size_t n)  \
+	{                                                                                  \
+		size_t i = 0;                                                              \
+		for (; i + 8 <= n; i += 8) {                                               \
+			const __m256 x = _mm256_loadu_ps(acc + i), y = h8_load(b + i);     \
+			_mm256_storeu_ps(acc + i, VEXPR);                                  \
+		}                                                                          \
+		for (; i < n; i++) {                                                       \
+			const float x = acc[i], y = half_to_float_inline(b[i]);            \
+			acc[i] = (EXPR);                                                   \
+		}                                                                          \
+	}                                                                                  \
+	static const struct kset16 name = {name##_first, name##_acc};
+
+DEF_OP16_F16C(half_sum, _mm256_add_ps(x, y), x + y)
+DEF_OP16_F16C(half_prod, _mm256_mul_ps(x, y), x * y)
+DEF_OP16_F16C(half_min, _mm256_min_ps(x, y), x < y ? x : y)
+DEF_OP16_F16C(half_max, _mm256_max_ps(x, y), x > y ? x : y)
+
 static void half_widen(float *restrict d, const uint16_t *restrict s, size_t n)
 {
 	size_t i = 0;
 
 	for (; i + 8 <= n; i += 8)
-		_mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+		_mm256_storeu_ps(d + i, h8_load(s + i));
 	for (; i < n; i++)
 		d[i] = half_to_float_inline(s[i]);
 }
 
-static void half_narrow(uint16_t *restrict d, const float *restrict s, size_t n)
+static void half_out(uint16_t *restrict d, const float *restrict acc, size_t n, int avg, float q)
 {
+	const __m256 vq = _mm256_set1_ps(q);
 	size_t i = 0;
 
-	for (; i + 8 <= n; i += 8)
-		_mm_storeu_si128((__m128i *)(d + i),
-				 _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+	for (; i + 8 <= n; i += 8) {
+		const __m256 x = _mm256_loadu_ps(acc + i);
+
+		h8_store(d + i, avg ? _mm256_div_ps(x, vq) : x);
+	}
 	for (; i < n; i++)
-		d[i] = float_to_half_inline(s[i]);
+		d[i] = float_to_half_inline(avg ? acc[i] / q : acc[i]);
 }
+
+static const struct fmt16 half_fmt = {
+	half_widen, half_out, {&half_sum, &half_prod, &half_min, &half_max}};
 #else
-static void half_widen(float *restrict d, const uint16_t *restrict s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		d[i] = half_to_float_inline(s[i]);
-}
-
-static void half_narrow(uint16_t *restrict d, const float *restrict s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		d[i] = float_to_half_inline(s[i]);
-}
+DEF_OPS16(half, half_to_float_inline, float_to_half_inline)
 #endif
 
-static void bf16_widen(float *restrict d, const uint16_t *restrict s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		d[i] = bf16_to_float_inline(s[i]);
-}
-
-static void bf16_narrow(uint16_t *restrict d, const float *restrict s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		d[i] = float_to_bf16_inline(s[i]);
-}
-
-static void reduce_narrow(uint16_t *dst, const void *const *srcs, int nsrc, size_t count,
-			  widen_fn *widen, narrow_fn *narrow, enum smddp_op op, int avg_div)
+static void reduce_16(uint16_t *dst, const void *const *srcs, int nsrc, size_t count,
+		      const struct fmt16 *f, enum smddp_op op, int avg_div)
 {
 	float acc[HBLOCK] __attribute__((aligned(64)));
-	float tmp[HBLOCK] __attribute__((aligned(64)));
-	const struct kset *k = native[SMDDP_FLOAT32].op[op == SMDDP_AVG ? SMDDP_SUM : op];
+	const struct kset16 *k = f->op[op == SMDDP_AVG ? SMDDP_SUM : op];
+	const uint16_t *const *s = (const uint16_t *const *)srcs;
 
 	for (size_t i = 0; i < count; i += HBLOCK) {
 		const size_t n = count - i < HBLOCK ? count - i : HBLOCK;
 
-		widen(acc, (const uint16_t *)srcs[0] + i, n);
-		for (int j = 1; j < nsrc; j++) {
-			widen(tmp, (const uint16_t *)srcs[j] + i, n);
-			k->acc(acc, tmp, n);
+		if (nsrc == 1) {
+			f->widen(acc, s[0] + i, n);
+		} else {
+			k->first(acc, s[0] + i, s[1] + i, n);
+			for (int j = 2; j < nsrc; j++)
+				k->acc(acc, s[j] + i, n);
 		}
-		if (op == SMDDP_AVG)
-			f32_fin1(acc, n, avg_div);
-		narrow(dst + i, acc, n);
+		f->out(dst + i, acc, n, op == SMDDP_AVG, (float)avg_div);
 	}
 }
 
@@ -277,10 +392,10 @@ void SD_REDUCE_ENTRY(void *dst, const void *const *srcs, int nsrc, size_t count,
 	}
 	switch (dtype) {
 	case SMDDP_FLOAT16:
-		reduce_narrow(dst, srcs, nsrc, count, half_widen, half_narrow, op, avg_div);
+		reduce_16(dst, srcs, nsrc, count, &half_fmt, op, avg_div);
 		break;
 	case SMDDP_BFLOAT16:
-		reduce_narrow(dst, srcs, nsrc, count, bf16_widen, bf16_narrow, op, avg_div);
+		reduce_16(dst, srcs, nsrc, count, &bf16_fmt, op, avg_div);
 		break;
 	default:
 		reduce_native(dst, srcs, nsrc, count, &native[dtype], op, avg_div);
