@@ -24,10 +24,15 @@
  * Every output buffer has guard bytes on both sides, and the not-yet-written
  * part of it is poisoned; out-of-place send buffers must come back unchanged.
  *
- * Usage: conformance [--large N] [--counts a,b,c] [--skip-split] [--verbose]
+ * --threads runs the matrix on the world and, at the same time from a second
+ * thread, on a copy of it made by smddp_comm_split (distinct communicators
+ * may be used from distinct threads).
+ *
+ * Usage: conformance [--large N] [--counts a,b,c] [--skip-split] [--threads] [--verbose]
  * Exit status: 0 all passed, 1 a check failed, 2 usage error.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -65,8 +70,9 @@ static const char *const rc_names[] = {
 	"SMDDP_EABORTED",   "SMDDP_ECONFIG",  "SMDDP_EINTERNAL"};
 
 static int world_rank = -1;
-static long n_pass, n_fail, n_skip;
-static double lib_s; /* seconds spent inside the collectives under test */
+/* per thread: --threads runs two matrices at once on two communicators */
+static __thread long n_pass, n_fail, n_skip;
+static __thread double lib_s; /* seconds spent inside the collectives under test */
 static double now_s(void);
 #define LIBCALL(call)                                                               \
 	({                                                                          \
@@ -721,19 +727,19 @@ static void t_allreduce(struct group *g, int dt, int op, size_t count, int inpla
 	case_begin(&k, g->name, C_ALLREDUCE, dt, op, -1, inplace, count);
 	gbuf_alloc(&rb, bytes);
 	if (inplace) {
-		fill_red(gbuf_ptr(&rb), 0, count, wr, dt, op, C_ALLREDUCE, 0);
+		fill_red(gbuf_ptr(&rb), 0, count, wr, dt, op, C_ALLREDUCE, inplace);
 		rc = LIBCALL(smddp_allreduce(gbuf_ptr(&rb), gbuf_ptr(&rb), count, dt, op, g->comm, NULL));
 	} else {
 		gbuf_alloc(&sb, bytes);
-		fill_red(gbuf_ptr(&sb), 0, count, wr, dt, op, C_ALLREDUCE, 0);
+		fill_red(gbuf_ptr(&sb), 0, count, wr, dt, op, C_ALLREDUCE, inplace);
 		rc = LIBCALL(smddp_allreduce(gbuf_ptr(&sb), gbuf_ptr(&rb), count, dt, op, g->comm, NULL));
 	}
 	if (rc != SMDDP_OK)
 		die_rc(&k, rc, g->comm);
-	check_red(&k, g, gbuf_ptr(&rb), 0, count, 0);
+	check_red(&k, g, gbuf_ptr(&rb), 0, count, inplace);
 	check_guards(&k, &rb, "recvbuf");
 	if (!inplace) {
-		check_red_input(&k, g, gbuf_ptr(&sb), count, 0);
+		check_red_input(&k, g, gbuf_ptr(&sb), count, inplace);
 		check_guards(&k, &sb, "sendbuf");
 		gbuf_free(&sb);
 	}
@@ -752,13 +758,13 @@ static void t_reduce_scatter(struct group *g, int dt, int op, size_t count, int 
 
 	case_begin(&k, g->name, C_REDUCE_SCATTER, dt, op, -1, inplace, count);
 	gbuf_alloc(&sb, n * count * sz);
-	fill_red(gbuf_ptr(&sb), 0, n * count, wr, dt, op, C_REDUCE_SCATTER, 0);
+	fill_red(gbuf_ptr(&sb), 0, n * count, wr, dt, op, C_REDUCE_SCATTER, inplace);
 	if (inplace) {
 		recv = (char *)gbuf_ptr(&sb) + (inplace == 2 ? (size_t)g->rank * count * sz : 0);
 		rc = LIBCALL(smddp_reduce_scatter(gbuf_ptr(&sb), recv, count, dt, op, g->comm, NULL));
 		if (rc != SMDDP_OK)
 			die_rc(&k, rc, g->comm);
-		check_red(&k, g, recv, (size_t)g->rank * count, count, 0);
+		check_red(&k, g, recv, (size_t)g->rank * count, count, inplace);
 		check_guards(&k, &sb, "sendbuf=recvbuf");
 	} else {
 		gbuf_alloc(&rb, count * sz);
@@ -766,9 +772,9 @@ static void t_reduce_scatter(struct group *g, int dt, int op, size_t count, int 
 					  NULL));
 		if (rc != SMDDP_OK)
 			die_rc(&k, rc, g->comm);
-		check_red(&k, g, gbuf_ptr(&rb), (size_t)g->rank * count, count, 0);
+		check_red(&k, g, gbuf_ptr(&rb), (size_t)g->rank * count, count, inplace);
 		check_guards(&k, &rb, "recvbuf");
-		check_red_input(&k, g, gbuf_ptr(&sb), n * count, 0);
+		check_red_input(&k, g, gbuf_ptr(&sb), n * count, inplace);
 		check_guards(&k, &sb, "sendbuf");
 		gbuf_free(&rb);
 	}
@@ -782,7 +788,7 @@ static void t_reduce(struct group *g, int dt, int op, size_t count, int root, in
 	struct gbuf sb, rb;
 	struct kase k;
 	int rc, wr = g->ranks[g->rank];
-	int salt = root + 1;
+	int salt = 2 * root + inplace + 1; /* fresh inputs every call: stale data cannot pass */
 
 	case_begin(&k, g->name, C_REDUCE, dt, op, root, inplace, count);
 	gbuf_alloc(&rb, bytes);
@@ -857,11 +863,11 @@ static void t_allgather(struct group *g, int dt, size_t count, int inplace)
 	gbuf_alloc(&rb, n * count * sz);
 	if (inplace) {
 		char *mine = (char *)gbuf_ptr(&rb) + (size_t)g->rank * count * sz;
-		fill_move(mine, 0, count, wr, dt, C_ALLGATHER, 0);
+		fill_move(mine, 0, count, wr, dt, C_ALLGATHER, inplace);
 		rc = LIBCALL(smddp_allgather(mine, gbuf_ptr(&rb), count, dt, g->comm, NULL));
 	} else {
 		gbuf_alloc(&sb, count * sz);
-		fill_move(gbuf_ptr(&sb), 0, count, wr, dt, C_ALLGATHER, 0);
+		fill_move(gbuf_ptr(&sb), 0, count, wr, dt, C_ALLGATHER, inplace);
 		rc = LIBCALL(smddp_allgather(gbuf_ptr(&sb), gbuf_ptr(&rb), count, dt, g->comm, NULL));
 	}
 	if (rc != SMDDP_OK)
@@ -869,11 +875,11 @@ static void t_allgather(struct group *g, int dt, size_t count, int inplace)
 	for (r = 0; r < g->size; r++) {
 		snprintf(what, sizeof(what), "block %d", r);
 		check_move(&k, (char *)gbuf_ptr(&rb) + (size_t)r * count * sz, count, g->ranks[r], 0,
-			   0, what);
+			   inplace, what);
 	}
 	check_guards(&k, &rb, "recvbuf");
 	if (!inplace) {
-		check_move(&k, gbuf_ptr(&sb), count, wr, 0, 0, "sendbuf (must be unchanged)");
+		check_move(&k, gbuf_ptr(&sb), count, wr, 0, inplace, "sendbuf (must be unchanged)");
 		check_guards(&k, &sb, "sendbuf");
 		gbuf_free(&sb);
 	}
@@ -913,7 +919,7 @@ static void t_alltoall(struct group *g, int dt, size_t count, int inplace)
 	case_begin(&k, g->name, C_ALLTOALL, dt, -1, -1, inplace, count);
 	gbuf_alloc(&rb, n * count * sz);
 	if (inplace) {
-		fill_move(gbuf_ptr(&rb), 0, n * count, wr, dt, C_ALLTOALL, 0);
+		fill_move(gbuf_ptr(&rb), 0, n * count, wr, dt, C_ALLTOALL, inplace);
 		rc = LIBCALL(smddp_alltoall(gbuf_ptr(&rb), gbuf_ptr(&rb), count, dt, g->comm, NULL));
 		if (rc == SMDDP_EINVAL || rc == SMDDP_EUNSUPPORTED) {
 			/* The header does not promise in-place alltoall; refusing it is fine
@@ -927,7 +933,7 @@ static void t_alltoall(struct group *g, int dt, size_t count, int inplace)
 		}
 	} else {
 		gbuf_alloc(&sb, n * count * sz);
-		fill_move(gbuf_ptr(&sb), 0, n * count, wr, dt, C_ALLTOALL, 0);
+		fill_move(gbuf_ptr(&sb), 0, n * count, wr, dt, C_ALLTOALL, inplace);
 		rc = LIBCALL(smddp_alltoall(gbuf_ptr(&sb), gbuf_ptr(&rb), count, dt, g->comm, NULL));
 	}
 	if (rc != SMDDP_OK)
@@ -935,11 +941,11 @@ static void t_alltoall(struct group *g, int dt, size_t count, int inplace)
 	for (r = 0; r < g->size; r++) {
 		snprintf(what, sizeof(what), "block from rank %d", r);
 		check_move(&k, (char *)gbuf_ptr(&rb) + (size_t)r * count * sz, count, g->ranks[r],
-			   (size_t)g->rank * count, 0, what);
+			   (size_t)g->rank * count, inplace, what);
 	}
 	check_guards(&k, &rb, "recvbuf");
 	if (!inplace) {
-		check_move(&k, gbuf_ptr(&sb), n * count, wr, 0, 0, "sendbuf (must be unchanged)");
+		check_move(&k, gbuf_ptr(&sb), n * count, wr, 0, inplace, "sendbuf (must be unchanged)");
 		check_guards(&k, &sb, "sendbuf");
 		gbuf_free(&sb);
 	}
@@ -1328,6 +1334,60 @@ static void t_split(struct group *w, const struct plan *full)
 	free(s);
 }
 
+/* ---- two communicators from two threads -------------------------------------- */
+
+struct thread_run {
+	struct group *g;
+	const struct plan *p;
+	long pass, fail, skip;
+	double lib;
+};
+
+static void *thread_main(void *arg)
+{
+	struct thread_run *t = arg;
+
+	run_matrix(t->g, t->p);
+	t->pass = n_pass;
+	t->fail = n_fail;
+	t->skip = n_skip;
+	t->lib = lib_s;
+	return NULL;
+}
+
+static void t_threads(struct group *w, const struct plan *p)
+{
+	struct group *c = calloc(1, sizeof(*c));
+	struct thread_run t = {c, p, 0, 0, 0, 0};
+	struct kase k;
+	pthread_t th;
+	int rc, r;
+
+	case_begin(&k, "world", C_SPLIT, -1, -1, -1, 0, 0);
+	rc = smddp_comm_split(w->comm, 0, 0, &c->comm);
+	if (rc != SMDDP_OK)
+		die_rc(&k, rc, w->comm);
+	c->name = "copy-in-thread";
+	c->size = w->size;
+	c->rank = w->rank;
+	for (r = 0; r < w->size; r++)
+		c->ranks[r] = r;
+	if (pthread_create(&th, NULL, thread_main, &t) != 0) {
+		printf("FAIL rank %d: pthread_create failed\n", world_rank);
+		exit(1);
+	}
+	run_matrix(w, p);
+	pthread_join(th, NULL);
+	n_pass += t.pass;
+	n_fail += t.fail;
+	n_skip += t.skip;
+	lib_s += t.lib;
+	rc = smddp_comm_destroy(c->comm);
+	check_true("destroy copy-in-thread", rc == SMDDP_OK, "returned %s: %s", rc_name(rc),
+		   smddp_last_error(NULL));
+	free(c);
+}
+
 /* ---- main ------------------------------------------------------------------- */
 
 static int parse_counts(const char *s, struct plan *p)
@@ -1352,7 +1412,7 @@ int main(int argc, char **argv)
 	struct plan p = {{0, 1, 7, 1001, 262147}, 5, 1, (1 << SMDDP_NUM_DTYPES) - 1,
 			 (1 << SMDDP_NUM_OPS) - 1};
 	struct group *w = calloc(1, sizeof(*w));
-	int skip_split = 0, rc, r, i;
+	int skip_split = 0, threads = 0, rc, r, i;
 	double t0 = now_s();
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1366,11 +1426,13 @@ int main(int argc, char **argv)
 			}
 		} else if (!strcmp(argv[i], "--skip-split")) {
 			skip_split = 1;
+		} else if (!strcmp(argv[i], "--threads")) {
+			threads = 1;
 		} else if (!strcmp(argv[i], "--verbose")) {
 			verbose = 1;
 		} else {
 			fprintf(stderr,
-				"usage: conformance [--large N] [--counts a,b,c] [--skip-split] [--verbose]\n");
+				"usage: conformance [--large N] [--counts a,b,c] [--skip-split] [--threads] [--verbose]\n");
 			return 2;
 		}
 	}
@@ -1406,7 +1468,10 @@ int main(int argc, char **argv)
 	check_group_identity(w);
 	check_group_order(w);
 	t_arg_errors(w);
-	run_matrix(w, &p);
+	if (threads)
+		t_threads(w, &p);
+	else
+		run_matrix(w, &p);
 	if (!skip_split)
 		t_split(w, &p);
 

@@ -11,4 +11,7 @@ expect_witnesses kill-rank1 0 2 3
 # rank 0 is the hub of the rendezvous channel: its death must be seen too
 run_job kill-rank0 60 3 "$FAULT" kill 0 5
 expect_witnesses kill-rank0 1 2
+# death in the middle of a large allreduce (4 MiB per rank), not between calls
+run_job killmid-rank1 60 4 "$FAULT" killmid 1 700
+expect_witnesses killmid-rank1 0 2 3
 finish

@@ -3,6 +3,8 @@
  * Usage (under smddp-run unless noted):
  *   fault kill VICTIM NGOOD     VICTIM does NGOOD allreduces, then raise(SIGKILL)
  *   fault exit VICTIM NGOOD     VICTIM does NGOOD allreduces, then exit(0) without destroy
+ *   fault killmid VICTIM MS     everyone loops over large allreduces; a thread of VICTIM
+ *                               SIGKILLs it after MS milliseconds, in the middle of one
  *   fault hang VICTIM SECONDS   VICTIM does 2 allreduces, then sleeps SECONDS
  *   fault late VICTIM SECONDS   as hang, but VICTIM then calls the 3rd allreduce, which the
  *                               others gave up on long ago: it must fail, not succeed
@@ -32,6 +34,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -271,9 +274,48 @@ static const char *mismatch_word(const char *kind)
 	return rank == 1 ? "allreduce" : "allgather";
 }
 
+static void *killer(void *arg)
+{
+	sleep_s(*(double *)arg / 1000.0);
+	raise(SIGKILL);
+	return NULL;
+}
+
+/* Large allreduces until one fails; VICTIM dies during one of them. */
+static void mode_killmid(struct smddp_comm *c, int victim, double ms)
+{
+	struct expectation e = {SMDDP_EPEER, 0, 10.0, victim, {"allreduce", NULL}};
+	size_t n = 1u << 20, j;
+	float *s = malloc(n * sizeof(float)), *r = malloc(n * sizeof(float));
+	pthread_t th;
+	double t0;
+	int i, rc;
+
+	for (j = 0; j < n; j++)
+		s[j] = 1.0f;
+	if (rank == victim && pthread_create(&th, NULL, killer, &ms) != 0) {
+		printf("FAULT-BAD rank=%d: pthread_create failed\n", rank);
+		exit(1);
+	}
+	for (i = 1; i <= 100000; i++) {
+		t0 = now_s();
+		rc = smddp_allreduce(s, r, n, SMDDP_FLOAT32, SMDDP_SUM, c, NULL);
+		if (rc != SMDDP_OK)
+			witness(c, rc, now_s() - t0, i, &e);
+		if (r[0] != (float)size || r[n - 1] != (float)size) {
+			printf("FAULT-BAD rank=%d: allreduce #%d gave %g, %g before the fault\n", rank,
+			       i, r[0], r[n - 1]);
+			exit(1);
+		}
+	}
+	printf("FAULT-BAD rank=%d: no failure in %d allreduces\n", rank, i - 1);
+	exit(1);
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: fault kill|exit|abort VICTIM NGOOD | hang|late VICTIM SECONDS | "
+			"killmid VICTIM MS | "
 			"mismatch count|op|dtype|root|coll | init | freeport\n");
 	exit(2);
 }
@@ -303,7 +345,7 @@ int main(int argc, char **argv)
 		if (argc != 3)
 			usage();
 	} else if (!strcmp(mode, "kill") || !strcmp(mode, "exit") || !strcmp(mode, "abort") ||
-		   !strcmp(mode, "hang") || !strcmp(mode, "late")) {
+		   !strcmp(mode, "hang") || !strcmp(mode, "late") || !strcmp(mode, "killmid")) {
 		if (argc != 4)
 			usage();
 		victim = atoi(argv[2]);
@@ -328,6 +370,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	if (!strcmp(mode, "killmid"))
+		mode_killmid(c, victim, arg);
 	if (!strcmp(mode, "mismatch")) {
 		rc = good_allreduce(c, s, r, 1);
 		if (rc != SMDDP_OK) {
