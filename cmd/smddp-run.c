@@ -323,13 +323,16 @@ static int random_hex(char *out, size_t nhex)
 	return 0;
 }
 
-/* A job id that can be pasted into a /dev/shm name and matched exactly:
- * no '/', and no '-' (so "smddp-ID-" never matches another job's names). */
-static bool job_id_is_safe(const char *id)
+/* The job id as the library puts it in /dev/shm names: its letters, digits,
+ * '_' and '-', at most 32 of them (lib/core/comm.c, set_jobid()). */
+static void shm_job_id(const char *id, char *out, size_t outlen)
 {
-	return *id && strlen(id) < 64 &&
-	       strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") ==
-	       strlen(id) && strcmp(id, ".") != 0 && strcmp(id, "..") != 0;
+	size_t n = 0;
+	for (; *id && n < 32 && n + 1 < outlen; id++)
+		if ((*id >= 'a' && *id <= 'z') || (*id >= 'A' && *id <= 'Z') ||
+		    (*id >= '0' && *id <= '9') || *id == '_' || *id == '-')
+			out[n++] = *id;
+	out[n] = '\0';
 }
 
 /* A free TCP port on ADDR (or, when ADDR is not local, on any address):
@@ -1159,20 +1162,25 @@ out:
 
 /* ---- cleanup and exit ------------------------------------------------- */
 
-/* Shared-memory segments of this job, left behind by ranks that crashed. */
+/* Shared-memory segments of this job, left behind by ranks that crashed:
+ * "smddp-ID-SUFFIX" where the suffix has no '-' (the library's is hex), so
+ * that job "a" never takes job "a-b"'s "smddp-a-b-SUFFIX", nor the reverse. */
 static void remove_job_shm(const char *job_id)
 {
-	char prefix[80];
-	if (!job_id_is_safe(job_id))
+	char id[40], prefix[80];
+	shm_job_id(job_id, id, sizeof id);
+	if (!*id)
 		return;
-	int plen = snprintf(prefix, sizeof prefix, "smddp-%s-", job_id);
+	size_t plen = (size_t)snprintf(prefix, sizeof prefix, "smddp-%s-", id);
 	DIR *d = opendir("/dev/shm");
 	if (!d)
 		return;
 	struct dirent *de;
-	while ((de = readdir(d)))
-		if (strncmp(de->d_name, prefix, plen) == 0)
+	while ((de = readdir(d))) {
+		const char *rest = de->d_name + plen;
+		if (strncmp(de->d_name, prefix, plen) == 0 && *rest && !strchr(rest, '-'))
 			unlinkat(dirfd(d), de->d_name, 0);
+	}
 	closedir(d);
 }
 

@@ -21,6 +21,18 @@ left=$(ls "$mine"-* 2>/dev/null)
 [ -e "$keep1" ] && [ -e "$keep2" ] || fail "another job's segments were removed"
 [ "$(grep -c '^smddp-run:' "$T/err")" -eq 1 ] || fail "unexpected messages: $(cat "$T/err")"
 
+# an id with '-' (as the library allows): neither "a" nor "a-b" takes the other's
+id2="t$$-r$RANDOM"
+other1="/dev/shm/smddp-$id2-x-0123456789abcdef"   # job "$id2-x"
+other2="/dev/shm/smddp-${id2%-*}-0123456789abcdef" # job "${id2%-*}"
+trap 'rm -f "$mine"-* "$keep1" "$keep2" /dev/shm/smddp-"$id2"-* "$other1" "$other2"; cleanup' EXIT
+touch "$other1" "$other2" || fail "cannot create files in /dev/shm"
+rc=0
+SMDDP_JOB_ID=$id2 timeout 60 "$RUN" -n 2 "$PROG" shm seg kill-if 0 9 sleep 50 2>"$T/err" || rc=$?
+[ "$rc" -eq 137 ] || fail "id with '-': exit status $rc, not 137: $(cat "$T/err")"
+[ -z "$(ls /dev/shm/smddp-"$id2"-seg.* 2>/dev/null)" ] || fail "id with '-': segments left"
+[ -e "$other1" ] && [ -e "$other2" ] || fail "id with '-': another job's segments were removed"
+
 # and after a clean exit, with a generated job id
 rc=0
 out=$(timeout 60 "$RUN" -n 2 "$PROG" shm seg env SMDDP_JOB_ID) || rc=$?
