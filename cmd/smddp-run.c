@@ -270,7 +270,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 			tool_print_version();
 			exit(TOOL_EXIT_OK);
 		default:
-			tool_getopt_error(c, optopt, argv, optind);
+			tool_getopt_error_long(c, optopt, argv, optind, longopts);
 		}
 	}
 	if (optind >= argc)

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -87,6 +88,12 @@ noreturn void tool_usage_error(const char *fmt, ...)
 
 noreturn void tool_getopt_error(int c, int optopt_value, char *const argv[], int optind_value)
 {
+	tool_getopt_error_long(c, optopt_value, argv, optind_value, NULL);
+}
+
+noreturn void tool_getopt_error_long(int c, int optopt_value, char *const argv[],
+                                     int optind_value, const struct option *longopts)
+{
 	const char *arg = optind_value > 0 ? argv[optind_value - 1] : "";
 	/* For a short option, optopt holds it; for a long one, the text is in
 	 * argv (possibly with "=value" attached). */
@@ -101,6 +108,20 @@ noreturn void tool_getopt_error(int c, int optopt_value, char *const argv[], int
 		/* a known long option given a value it does not take */
 		tool_usage_error("option '%.*s' does not take an argument",
 		                 (int)strcspn(arg, "="), arg);
+	}
+	if (strncmp(arg, "--", 2) == 0 && longopts) {
+		size_t len = strcspn(arg + 2, "=");
+		char names[256] = "";
+		int matches = 0;
+		for (const struct option *o = longopts; o->name; o++) {
+			if (strncmp(o->name, arg + 2, len) != 0)
+				continue;
+			size_t used = strlen(names);
+			snprintf(names + used, sizeof names - used, "%s--%s", matches ? ", " : "", o->name);
+			matches++;
+		}
+		if (matches > 1)
+			tool_usage_error("option '%.*s' is ambiguous: %s", (int)len + 2, arg, names);
 	}
 	tool_usage_error("unrecognized option '%s'", arg);
 }

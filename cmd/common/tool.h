@@ -39,8 +39,12 @@ void tool_warn_errno(const char *fmt, ...) TOOL_PRINTF(1, 2);
 noreturn void tool_usage_error(const char *fmt, ...) TOOL_PRINTF(1, 2);
 
 /* Reports a getopt_long() failure ('?' or ':' returned with opterr = 0 and
- * an optstring starting with "+:" or ":") as a usage error. */
+ * an optstring starting with "+:" or ":") as a usage error. The _long form
+ * also names the candidates of an ambiguous abbreviation ("--ma"). */
+struct option;
 noreturn void tool_getopt_error(int c, int optopt_value, char *const argv[], int optind_value);
+noreturn void tool_getopt_error_long(int c, int optopt_value, char *const argv[],
+                                     int optind_value, const struct option *longopts);
 
 /* Strict number parsing: the whole string, within [min, max]. 0 or -1. */
 int tool_parse_long(const char *s, long min, long max, long *out);

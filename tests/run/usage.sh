@@ -41,6 +41,8 @@ bad --master-port 0 "$PROG"
 bad --master-port 65536 "$PROG"
 bad --master-addr "" "$PROG"
 bad --help=yes
+bad --ma 127.0.0.1 "$PROG"
+grep -q "ambiguous" "$T/err" || fail "--ma: $(cat "$T/err")"
 bad -n 2
 bad --
 
