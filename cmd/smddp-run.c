@@ -293,6 +293,18 @@ static int count_gpus(void)
 	return n;
 }
 
+/* Where this launcher's ranks sit in the job. Today the whole job runs on
+ * this machine. The mpirun mode will start one smddp-run per host and take
+ * nnodes and node_rank from OMPI_COMM_WORLD_SIZE and OMPI_COMM_WORLD_RANK
+ * here (they are then removed from the ranks' environment, as now); the
+ * master port then has to be given, or picked by node 0 and shared. */
+static void job_layout(const struct options *o, struct layout *l)
+{
+	l->nnodes = 1;
+	l->node_rank = 0;
+	l->local_size = (int)o->nproc;
+}
+
 /* ---- job identity and rendezvous ------------------------------------- */
 
 static int random_bytes(unsigned char *buf, size_t n)
@@ -1237,7 +1249,7 @@ int main(int argc, char **argv)
 	}
 	if (r->opt.tag < 0)
 		r->opt.tag = r->opt.nproc > 1;
-	r->lay = (struct layout){ .nnodes = 1, .node_rank = 0, .local_size = (int)r->opt.nproc };
+	job_layout(&r->opt, &r->lay);
 	r->self = getpid();
 
 	/* Signals are taken from a signalfd only; SIGPIPE becomes EPIPE. */
