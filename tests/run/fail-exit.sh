@@ -29,6 +29,12 @@ timeout 60 "$RUN" -n 1 "$PROG" exit-if 0 7 2>"$T/err1" || rc=$?
 [ "$rc" -eq 7 ] || fail "-n 1: exit status $rc, not 7"
 grep -Eq '^smddp-run: rank 0 \(pid [0-9]+\) exited with status 7$' "$T/err1" || fail "-n 1: $(cat "$T/err1")"
 
+# a rank that ends early with 0 does not stop the others
+rc=0
+out=$(timeout 60 "$RUN" -n 3 "$PROG" exit-if 0 0 sleep 1 out "still here" 2>"$T/err0") || rc=$?
+[ "$rc" -eq 0 ] || fail "early exit 0: exit status $rc: $(cat "$T/err0")"
+[ "$(sort <<<"$out" | tr '\n' '|')" = "[1] still here|[2] still here|" ] || fail "early exit 0: $out"
+
 # all ranks succeed: 0 and not a word
 rc=0
 timeout 60 "$RUN" -n 3 "$PROG" out ok >/dev/null 2>"$T/err0" || rc=$?
