@@ -42,18 +42,17 @@ static inline uint32_t sel32(int c, uint32_t a, uint32_t b)
 
 static inline float half_to_float_inline(uint16_t h)
 {
-	const uint32_t em = (uint32_t)(h & 0x7fff) << 13; /* exponent, mantissa */
-	const uint32_t exp = em & 0x0f800000;
-	const uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-	const uint32_t normal = em + ((uint32_t)(127 - 15) << 23);
-	/* Inf and NaN: exponent all ones; a NaN gets the quiet bit. */
-	const uint32_t special = (em + ((uint32_t)(255 - 31) << 23)) |
-				 ((uint32_t)(em > 0x0f800000) << 22);
-	/* Subnormal m * 2^-24: (1 + m/1024) * 2^-14 - 2^-14, exact. */
-	const float sub = f32_from_bits(em + (113u << 23)) - f32_from_bits(113u << 23);
-	const uint32_t r = sel32(exp == 0x0f800000, special, sel32(exp == 0, f32_bits(sub), normal));
+	const uint32_t w = (uint32_t)h << 16;
+	const uint32_t sign = w & 0x80000000;
+	const uint32_t two_w = w + w; /* exponent at the top, sign gone */
+	/* Normal, Inf, NaN: exponent and mantissa to float position, exponent
+	 * offset so that Inf/NaN land on 255, then scaled back by 2^-112, which
+	 * is exact, keeps Inf and quiets a NaN. */
+	const float normal = f32_from_bits((two_w >> 4) + (0xe0u << 23)) * 0x1p-112f;
+	/* Subnormal m * 2^-24: (0.5 + m * 2^-24) - 0.5, exact. */
+	const float sub = f32_from_bits((two_w >> 17) | 0x3f000000) - 0.5f;
 
-	return f32_from_bits(r | sign);
+	return f32_from_bits(sign | sel32(two_w < (1u << 27), f32_bits(sub), f32_bits(normal)));
 }
 
 static inline uint16_t float_to_half_inline(float f)
