@@ -23,14 +23,19 @@
  *
  * Every output buffer has guard bytes on both sides, and the not-yet-written
  * part of it is poisoned; out-of-place send buffers must come back unchanged.
+ * Buffers are aligned to 32 bytes, or off it by 8, 16 or 24, in turn.
  *
  * --threads runs the matrix on the world and, at the same time from a second
  * thread, on a copy of it made by smddp_comm_split (distinct communicators
  * may be used from distinct threads).
  *
- * Usage: conformance [--large N] [--counts a,b,c] [--skip-split] [--threads] [--verbose]
+ * --lifecycle instead checks that split/destroy cycles leak no descriptor or
+ * mapping, and that smddp_init works again after the world was destroyed.
+ *
+ * Usage: conformance [--large N] [--counts a,b,c] [--skip-split] [--threads] [--lifecycle] [--verbose]
  * Exit status: 0 all passed, 1 a check failed, 2 usage error.
  */
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -510,32 +515,40 @@ static void fmt_val(char *s, size_t n, uint64_t bits, int dt)
 /* ---- buffers with guards -------------------------------------------------- */
 
 struct gbuf {
-	unsigned char *base; /* GUARD bytes, then len bytes, then GUARD bytes */
-	size_t len;
+	unsigned char *base; /* front guard bytes, then len bytes, then GUARD bytes */
+	size_t len, front;
 };
 
 static unsigned char guard_byte(size_t k) { return (unsigned char)(0xa5 ^ (k * 29)); }
 static unsigned char poison_byte(size_t k) { return (unsigned char)(0x5a ^ (k * 13)); }
 
+/* Buffers start 0, 8, 16 or 24 bytes past a 32-byte boundary in turn (any
+ * element stays aligned to its size): vector code must cope with each, and
+ * send and receive buffers are rarely aligned alike. */
+static __thread unsigned n_allocs;
+
 static void gbuf_alloc(struct gbuf *b, size_t len)
 {
 	size_t k;
+	unsigned char *p;
 
 	b->len = len;
-	b->base = malloc(len + 2 * GUARD);
+	b->base = aligned_alloc(64, (len + 2 * GUARD + 24 + 63) / 64 * 64);
 	if (!b->base) {
 		fprintf(stderr, "rank %d: out of memory (%zu bytes)\n", world_rank, len);
 		exit(1);
 	}
-	for (k = 0; k < GUARD; k++) {
+	b->front = GUARD + 8 * (n_allocs++ % 4);
+	for (k = 0; k < b->front; k++)
 		b->base[k] = guard_byte(k);
-		b->base[GUARD + len + k] = guard_byte(k + GUARD);
-	}
+	p = b->base + b->front;
+	for (k = 0; k < GUARD; k++)
+		p[len + k] = guard_byte(k + GUARD);
 	for (k = 0; k < len; k++)
-		b->base[GUARD + k] = poison_byte(k);
+		p[k] = poison_byte(k);
 }
 
-static void *gbuf_ptr(struct gbuf *b) { return b->base + GUARD; }
+static void *gbuf_ptr(struct gbuf *b) { return b->base + b->front; }
 
 static void gbuf_free(struct gbuf *b)
 {
@@ -630,17 +643,20 @@ static void die_rc(struct kase *k, int rc, struct smddp_comm *comm)
 
 static void check_guards(struct kase *k, struct gbuf *b, const char *which)
 {
+	unsigned char *p = b->base + b->front;
 	size_t j;
 
-	for (j = 0; j < GUARD; j++) {
+	for (j = 0; j < b->front; j++) {
 		if (b->base[j] != guard_byte(j)) {
 			bad(k, "%s guard byte %zd before the buffer overwritten (0x%02x)", which,
-			    (ssize_t)j - GUARD, b->base[j]);
+			    (ssize_t)j - (ssize_t)b->front, b->base[j]);
 			return;
 		}
-		if (b->base[GUARD + b->len + j] != guard_byte(j + GUARD)) {
+	}
+	for (j = 0; j < GUARD; j++) {
+		if (p[b->len + j] != guard_byte(j + GUARD)) {
 			bad(k, "%s guard byte %zu after the end of the buffer overwritten (0x%02x)",
-			    which, j, b->base[GUARD + b->len + j]);
+			    which, j, p[b->len + j]);
 			return;
 		}
 	}
@@ -652,7 +668,7 @@ static void check_poison(struct kase *k, struct gbuf *b, size_t from, size_t to,
 	size_t j;
 
 	for (j = from; j < to; j++) {
-		if (b->base[GUARD + j] != poison_byte(j)) {
+		if (b->base[b->front + j] != poison_byte(j)) {
 			bad(k, "%s byte %zu was written but must not be", which, j);
 			return;
 		}
@@ -1388,6 +1404,132 @@ static void t_threads(struct group *w, const struct plan *p)
 	free(c);
 }
 
+/* ---- lifecycle: no leak across communicators, init again after destroy ------- */
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n - 1; /* the directory's own descriptor */
+}
+
+static int count_shm_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[1024];
+	int n = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "/dev/shm/"))
+			n++;
+	fclose(f);
+	return n;
+}
+
+static struct group *world_group(struct smddp_comm *c, const char *name)
+{
+	struct group *g = calloc(1, sizeof(*g));
+	int r;
+
+	g->comm = c;
+	g->name = name;
+	g->rank = smddp_comm_rank(c);
+	g->size = smddp_comm_size(c);
+	for (r = 0; r < g->size; r++)
+		g->ranks[r] = r;
+	return g;
+}
+
+/* 30 split/use/destroy cycles leave the descriptors and mappings as they
+ * were; after destroying the world, smddp_init works again in the same
+ * process, and the second world works. */
+static int t_lifecycle(void)
+{
+	struct smddp_comm *c;
+	struct group *w, *s;
+	int fds0 = count_fds(), fds1, maps1, rc, i, size;
+	char what[64];
+
+	rc = smddp_init(&c);
+	if (rc != SMDDP_OK) {
+		printf("FAIL: smddp_init returned %s: %s\n", rc_name(rc), smddp_last_error(NULL));
+		return 1;
+	}
+	w = world_group(c, "world");
+	world_rank = w->rank;
+	size = w->size;
+	t_allreduce(w, SMDDP_FLOAT32, SMDDP_SUM, 1001, 0);
+	fds1 = count_fds();
+	maps1 = count_shm_maps();
+	for (i = 0; i < 30; i++) {
+		struct smddp_comm *sc = NULL;
+		struct kase k;
+
+		case_begin(&k, "world", C_SPLIT, -1, -1, -1, 0, 0);
+		rc = smddp_comm_split(c, i % 3 == 2 ? 0 : world_rank % 2, world_rank, &sc);
+		if (rc != SMDDP_OK)
+			die_rc(&k, rc, c);
+		s = calloc(1, sizeof(*s));
+		s->comm = sc;
+		s->name = "cycle";
+		s->rank = smddp_comm_rank(sc);
+		s->size = smddp_comm_size(sc);
+		if (i % 3 == 2) {
+			for (rc = 0; rc < s->size; rc++)
+				s->ranks[rc] = rc;
+		} else {
+			int r, n = 0;
+			for (r = 0; r < w->size; r++)
+				if (r % 2 == world_rank % 2)
+					s->ranks[n++] = r;
+		}
+		t_allreduce(s, SMDDP_INT32, SMDDP_SUM, 65537, i % 2);
+		t_allgather(s, SMDDP_UINT8, 1001, 0);
+		rc = smddp_comm_destroy(sc);
+		snprintf(what, sizeof(what), "destroy cycle %d", i);
+		check_true(what, rc == SMDDP_OK, "returned %s", rc_name(rc));
+		free(s);
+	}
+	t_allreduce(w, SMDDP_FLOAT32, SMDDP_SUM, 1001, 1);
+	check_true("descriptors after 30 split/destroy cycles", count_fds() == fds1,
+		   "%d open, %d before", count_fds(), fds1);
+	check_true("/dev/shm mappings after 30 split/destroy cycles", count_shm_maps() == maps1,
+		   "%d mapped, %d before", count_shm_maps(), maps1);
+	rc = smddp_comm_destroy(c);
+	check_true("destroy world", rc == SMDDP_OK, "returned %s", rc_name(rc));
+	check_true("descriptors after destroying the world", count_fds() == fds0,
+		   "%d open, %d before smddp_init", count_fds(), fds0);
+	check_true("/dev/shm mappings after destroying the world", count_shm_maps() == 0,
+		   "%d still mapped", count_shm_maps());
+	free(w);
+
+	rc = smddp_init(&c);
+	check_true("smddp_init after destroying the world", rc == SMDDP_OK, "returned %s: %s",
+		   rc_name(rc), smddp_last_error(NULL));
+	if (rc == SMDDP_OK) {
+		w = world_group(c, "second-world");
+		check_group_identity(w);
+		t_allreduce(w, SMDDP_BFLOAT16, SMDDP_SUM, 1001, 0);
+		t_broadcast(w, SMDDP_INT64, 4099, w->size - 1);
+		rc = smddp_comm_destroy(c);
+		check_true("destroy the second world", rc == SMDDP_OK, "returned %s", rc_name(rc));
+		free(w);
+	}
+	printf("SUMMARY rank %d of %d: %ld passed, %ld failed, %ld skipped (lifecycle)\n",
+	       world_rank, size, n_pass, n_fail, n_skip);
+	return n_fail ? 1 : 0;
+}
+
 /* ---- main ------------------------------------------------------------------- */
 
 static int parse_counts(const char *s, struct plan *p)
@@ -1412,7 +1554,7 @@ int main(int argc, char **argv)
 	struct plan p = {{0, 1, 7, 1001, 262147}, 5, 1, (1 << SMDDP_NUM_DTYPES) - 1,
 			 (1 << SMDDP_NUM_OPS) - 1};
 	struct group *w = calloc(1, sizeof(*w));
-	int skip_split = 0, threads = 0, rc, r, i;
+	int skip_split = 0, threads = 0, lifecycle = 0, rc, r, i;
 	double t0 = now_s();
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1428,11 +1570,13 @@ int main(int argc, char **argv)
 			skip_split = 1;
 		} else if (!strcmp(argv[i], "--threads")) {
 			threads = 1;
+		} else if (!strcmp(argv[i], "--lifecycle")) {
+			lifecycle = 1;
 		} else if (!strcmp(argv[i], "--verbose")) {
 			verbose = 1;
 		} else {
 			fprintf(stderr,
-				"usage: conformance [--large N] [--counts a,b,c] [--skip-split] [--threads] [--verbose]\n");
+				"usage: conformance [--large N] [--counts a,b,c] [--skip-split] [--threads] [--lifecycle] [--verbose]\n");
 			return 2;
 		}
 	}
@@ -1440,6 +1584,8 @@ int main(int argc, char **argv)
 	tables_init();
 	small_init();
 	self_test();
+	if (lifecycle)
+		return t_lifecycle();
 	t_api_local();
 	rc = smddp_init(&w->comm);
 	if (rc != SMDDP_OK) {

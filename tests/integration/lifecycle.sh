@@ -1,0 +1,4 @@
+# lifecycle.sh - 30 split/use/destroy cycles leak no descriptor or /dev/shm mapping,
+# destroying the world unmaps everything, and smddp_init works again afterwards.
+. "$top_srcdir/tests/integration/testlib.sh"
+run_conformance 3 --lifecycle
