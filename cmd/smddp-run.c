@@ -1255,12 +1255,17 @@ int main(int argc, char **argv)
 	/* Signals are taken from a signalfd only; SIGPIPE becomes EPIPE. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGHUP);
-	sigaddset(&mask, SIGQUIT);
-	sigaddset(&mask, SIGTSTP);
 	sigaddset(&mask, SIGCONT);
+	/* A signal ignored on entry (SIGHUP under nohup) stays ignored and is
+	 * not forwarded: Linux queues a blocked signal even when ignored, so it
+	 * must stay out of the mask. */
+	static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP };
+	for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) {
+		struct sigaction old;
+		if (sigaction(forwarded[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+			continue;
+		sigaddset(&mask, forwarded[i]);
+	}
 	if (sigprocmask(SIG_BLOCK, &mask, &r->origmask) < 0) {
 		tool_warn_errno("sigprocmask");
 		return TOOL_EXIT_FAILURE;
@@ -1272,9 +1277,7 @@ int main(int argc, char **argv)
 	}
 	struct sigaction ign = { .sa_handler = SIG_IGN }, dfl = { .sa_handler = SIG_DFL };
 	sigaction(SIGPIPE, &ign, &r->origpipe);
-	/* SIGCHLD ignored on entry would reap the ranks behind our back. The
-	 * others keep their disposition: a signal ignored on entry (SIGHUP under
-	 * nohup) stays ignored and is not forwarded. */
+	/* SIGCHLD ignored on entry would reap the ranks behind our back. */
 	sigaction(SIGCHLD, &dfl, &r->origchld);
 	/* Orphans of the ranks become ours, so that none can outlive the job. */
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)

@@ -50,6 +50,20 @@ wait_bg "$launcher" 30
 expect_dead 0 $pids
 rm -f "$T"/pid.*
 
+# A signal ignored on entry (SIGHUP under nohup) stays ignored.
+start_bg nohup "$RUN" -n 2 "$PROG" catch 1 "$T" pid "$T" sleep 50
+launcher=$BG
+wait_files 2 "$T/pid"
+kill -HUP "$launcher"
+sleep 1
+is_alive "$launcher" || fail "SIGHUP ignored on entry: smddp-run died"
+[ ! -e "$T/got.0" ] && [ ! -e "$T/got.1" ] || fail "SIGHUP ignored on entry was forwarded"
+kill -TERM "$launcher"
+wait_bg "$launcher" 30
+[ "$RC" -eq 143 ] || fail "SIGHUP ignored on entry, then SIGTERM: exit status $RC"
+expect_dead 0 $(pids_in "$T"/pid.*)
+rm -f "$T"/pid.*
+
 # A second signal does not wait for the grace period.
 start_bg "$RUN" -n 2 --grace 50 "$PROG" ignore 15 pid "$T" sleep 50
 launcher=$BG
