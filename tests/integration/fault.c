@@ -210,7 +210,13 @@ static int mode_init(void)
 	printf("INIT rc=%s (%d) msg=%s\n", rc_name(rc), rc, smddp_last_error(NULL));
 	fflush(stdout);
 	if (rc == SMDDP_OK) {
-		printf("INIT rank=%d size=%d\n", smddp_comm_rank(c), smddp_comm_size(c));
+		printf("INIT rank=%d size=%d local_rank=%d local_size=%d\n", smddp_comm_rank(c),
+		       smddp_comm_size(c), smddp_comm_local_rank(c), smddp_comm_local_size(c));
+		{ /* and the communicator works */
+			int one = 1, sum = 0;
+			rc = smddp_allreduce(&one, &sum, 1, SMDDP_INT32, SMDDP_SUM, c, NULL);
+			printf("INIT allreduce rc=%s sum=%d\n", rc_name(rc), sum);
+		}
 		rc = smddp_comm_destroy(c);
 		if (rc != SMDDP_OK)
 			printf("INIT destroy rc=%s\n", rc_name(rc));
