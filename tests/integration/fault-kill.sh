@@ -14,4 +14,10 @@ expect_witnesses kill-rank0 1 2
 # death in the middle of a large allreduce (4 MiB per rank), not between calls
 run_job killmid-rank1 60 4 "$FAULT" killmid 1 700
 expect_witnesses killmid-rank1 0 2 3
+# a rank dies instead of calling a split, a barrier, a broadcast it is the
+# root of, a reduce_scatter, or destroy
+for where in split barrier broadcast reduce_scatter destroy; do
+	run_job "killat-$where" 60 3 "$FAULT" killat 2 "$where"
+	expect_witnesses "killat-$where" 0 1
+done
 finish

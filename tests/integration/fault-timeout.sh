@@ -8,4 +8,7 @@ LAUNCH_OPTS="--grace 5"
 
 run_job hang-rank1 60 3 "$FAULT" hang 1 30
 expect_witnesses hang-rank1 0 2
+# stuck (SIGSTOP) in the middle of a large allreduce, not before it
+run_job stopmid-rank1 60 3 "$FAULT" stopmid 1 700
+expect_witnesses stopmid-rank1 0 2
 finish

@@ -5,6 +5,10 @@
  *   fault exit VICTIM NGOOD     VICTIM does NGOOD allreduces, then exit(0) without destroy
  *   fault killmid VICTIM MS     everyone loops over large allreduces; a thread of VICTIM
  *                               SIGKILLs it after MS milliseconds, in the middle of one
+ *   fault stopmid VICTIM MS     likewise but SIGSTOP: alive and stuck mid-collective
+ *                               (run with SMDDP_TIMEOUT=2: the others time out)
+ *   fault killat VICTIM WHERE   VICTIM dies instead of calling WHERE: split, barrier,
+ *                               broadcast (VICTIM is the root), reduce_scatter or destroy
  *   fault hang VICTIM SECONDS   VICTIM does 2 allreduces, then sleeps SECONDS
  *   fault late VICTIM SECONDS   as hang, but VICTIM then calls the 3rd allreduce, which the
  *                               others gave up on long ago: it must fail, not succeed
@@ -280,15 +284,21 @@ static const char *mismatch_word(const char *kind)
 	return rank == 1 ? "allreduce" : "allgather";
 }
 
+static void usage(void);
+
+static double killer_ms;
+static int killer_sig;
+
 static void *killer(void *arg)
 {
-	sleep_s(*(double *)arg / 1000.0);
-	raise(SIGKILL);
+	(void)arg;
+	sleep_s(killer_ms / 1000.0);
+	raise(killer_sig);
 	return NULL;
 }
 
-/* Large allreduces until one fails; VICTIM dies during one of them. */
-static void mode_killmid(struct smddp_comm *c, int victim, double ms)
+/* Large allreduces until one fails; VICTIM gets sig during one of them. */
+static void mode_killmid(struct smddp_comm *c, int victim, double ms, int sig)
 {
 	struct expectation e = {SMDDP_EPEER, 0, 10.0, victim, {"allreduce", NULL}};
 	size_t n = 1u << 20, j;
@@ -299,7 +309,14 @@ static void mode_killmid(struct smddp_comm *c, int victim, double ms)
 
 	for (j = 0; j < n; j++)
 		s[j] = 1.0f;
-	if (rank == victim && pthread_create(&th, NULL, killer, &ms) != 0) {
+	if (sig == SIGSTOP) { /* with SMDDP_TIMEOUT=2 */
+		e.rc = SMDDP_ETIMEDOUT;
+		e.min_s = 1.5;
+		e.max_s = 6.0;
+	}
+	killer_ms = ms;
+	killer_sig = sig;
+	if (rank == victim && pthread_create(&th, NULL, killer, NULL) != 0) {
 		printf("FAULT-BAD rank=%d: pthread_create failed\n", rank);
 		exit(1);
 	}
@@ -318,10 +335,60 @@ static void mode_killmid(struct smddp_comm *c, int victim, double ms)
 	exit(1);
 }
 
+/* VICTIM dies (after one good allreduce) instead of calling where; the
+ * others call it and must get SMDDP_EPEER naming VICTIM and the call
+ * (destroy: it must return, whatever it says). */
+static void mode_killat(struct smddp_comm *c, int victim, const char *where)
+{
+	struct expectation e = {SMDDP_EPEER, 0, 10.0, victim, {where, NULL}};
+	struct smddp_comm *sub = NULL;
+	float *s = calloc((size_t)COUNT * (size + 1), sizeof(float));
+	float *r = calloc((size_t)COUNT * (size + 1), sizeof(float));
+	double t0;
+	int rc;
+
+	rc = good_allreduce(c, s, r, 1);
+	if (rc != SMDDP_OK) {
+		printf("FAULT-BAD rank=%d: the good allreduce returned %s\n", rank, rc_name(rc));
+		exit(1);
+	}
+	if (rank == victim)
+		raise(SIGKILL);
+	t0 = now_s();
+	if (!strcmp(where, "split")) {
+		rc = smddp_comm_split(c, 0, rank, &sub);
+	} else if (!strcmp(where, "barrier")) {
+		rc = smddp_barrier(c);
+	} else if (!strcmp(where, "broadcast")) {
+		rc = smddp_broadcast(r, COUNT, SMDDP_FLOAT32, victim, c, NULL);
+	} else if (!strcmp(where, "reduce_scatter")) {
+		rc = smddp_reduce_scatter(s, r, COUNT, SMDDP_FLOAT32, SMDDP_SUM, c, NULL);
+	} else if (!strcmp(where, "destroy")) {
+		rc = smddp_comm_destroy(c);
+		printf("FAULT rank=%d destroy without rank %d: rc=%s elapsed=%.3f\n", rank, victim,
+		       rc_name(rc), now_s() - t0);
+		if (now_s() - t0 > 10.0) {
+			printf("FAULT-BAD rank=%d: smddp_comm_destroy took %.3f s\n", rank,
+			       now_s() - t0);
+			exit(1);
+		}
+		printf("FAULT-OK rank=%d rc=%s\n", rank, rc_name(rc));
+		exit(EXIT_SAW_IT);
+	} else {
+		usage();
+	}
+	if (rc == SMDDP_OK) {
+		printf("FAULT-BAD rank=%d: %s without rank %d returned SMDDP_OK\n", rank, where,
+		       victim);
+		exit(1);
+	}
+	witness(c, rc, now_s() - t0, 2, &e);
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: fault kill|exit|abort VICTIM NGOOD | hang|late VICTIM SECONDS | "
-			"killmid VICTIM MS | "
+			"killmid|stopmid VICTIM MS | killat VICTIM split|barrier|broadcast|reduce_scatter|destroy | "
 			"mismatch count|op|dtype|root|coll | init | freeport\n");
 	exit(2);
 }
@@ -351,7 +418,8 @@ int main(int argc, char **argv)
 		if (argc != 3)
 			usage();
 	} else if (!strcmp(mode, "kill") || !strcmp(mode, "exit") || !strcmp(mode, "abort") ||
-		   !strcmp(mode, "hang") || !strcmp(mode, "late") || !strcmp(mode, "killmid")) {
+		   !strcmp(mode, "hang") || !strcmp(mode, "late") || !strcmp(mode, "killmid") ||
+		   !strcmp(mode, "stopmid") || !strcmp(mode, "killat")) {
 		if (argc != 4)
 			usage();
 		victim = atoi(argv[2]);
@@ -377,7 +445,11 @@ int main(int argc, char **argv)
 	}
 
 	if (!strcmp(mode, "killmid"))
-		mode_killmid(c, victim, arg);
+		mode_killmid(c, victim, arg, SIGKILL);
+	if (!strcmp(mode, "stopmid"))
+		mode_killmid(c, victim, arg, SIGSTOP);
+	if (!strcmp(mode, "killat"))
+		mode_killat(c, victim, argv[3]);
 	if (!strcmp(mode, "mismatch")) {
 		rc = good_allreduce(c, s, r, 1);
 		if (rc != SMDDP_OK) {
