@@ -2,6 +2,7 @@
 # they get SMDDP_EABORTED naming rank 2; rank 2's own next call fails fast.
 . "$top_srcdir/tests/integration/testlib.sh"
 export SMDDP_TIMEOUT=60
+WANT_STATUS=42 # a witness's exit is the first failure
 LAUNCH_OPTS="--grace 30"
 
 run_job abort-rank2 60 4 "$FAULT" abort 2 3

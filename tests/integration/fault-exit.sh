@@ -1,6 +1,7 @@
 # fault-exit.sh - a rank calls exit(0) without smddp_comm_destroy while the others are in an allreduce.
 . "$top_srcdir/tests/integration/testlib.sh"
 export SMDDP_TIMEOUT=60
+WANT_STATUS=42 # a witness's exit is the first failure
 LAUNCH_OPTS="--grace 30"
 
 run_job exit-rank1 60 3 "$FAULT" exit 1 2

@@ -4,6 +4,7 @@
 . "$top_srcdir/tests/integration/testlib.sh"
 export SMDDP_TIMEOUT=60
 LAUNCH_OPTS="--grace 30"
+WANT_STATUS=137 # the victim's SIGKILL is the first failure
 
 run_job kill-rank1 60 4 "$FAULT" kill 1 5
 expect_witnesses kill-rank1 0 2 3

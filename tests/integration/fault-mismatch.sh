@@ -2,6 +2,7 @@
 # dtype, broadcast root or collective: every rank must get SMDDP_EMISMATCH naming rank 1.
 . "$top_srcdir/tests/integration/testlib.sh"
 export SMDDP_TIMEOUT=60 SMDDP_CHECK_COLL=1
+WANT_STATUS=42 # a witness's exit is the first failure
 LAUNCH_OPTS="--grace 30"
 
 for kind in count op dtype root coll; do

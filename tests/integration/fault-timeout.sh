@@ -4,6 +4,7 @@
 . "$top_srcdir/tests/integration/testlib.sh"
 export SMDDP_TIMEOUT=2
 # the stuck rank ignores SIGTERM: smddp-run kills it 5 s after a witness exits
+WANT_STATUS=42 # a witness's exit is the first failure
 LAUNCH_OPTS="--grace 5"
 
 run_job hang-rank1 60 3 "$FAULT" hang 1 30

@@ -77,7 +77,7 @@ run_alone() {
 names_rank() { grep -Eiq "ranks?(\(s\))?:? *\[?([0-9]+ *(,|and|&|or|/) *)*$2([^0-9]|\$)" <<<"$1"; }
 
 # expect_witnesses NAME RANKS...: each rank printed FAULT-OK, none FAULT-BAD,
-# and the launcher's status is non-zero.
+# and the launcher's status is non-zero ($WANT_STATUS if set).
 expect_witnesses() {
 	local name=$1 r
 	shift
@@ -93,6 +93,8 @@ expect_witnesses() {
 	fi
 	if [ "$status" -eq 0 ]; then
 		fail "$name: smddp-run exited 0 although ranks failed"
+	elif [ -n "${WANT_STATUS:-}" ] && [ "$status" -ne "$WANT_STATUS" ]; then
+		fail "$name: smddp-run exited $status, expected $WANT_STATUS (the first rank to fail)"
 	else
 		pass "$name: smddp-run exited $status"
 	fi
