@@ -7,6 +7,12 @@
  *                               SIGKILLs it after MS milliseconds, in the middle of one
  *   fault stopmid VICTIM MS     likewise but SIGSTOP: alive and stuck mid-collective
  *                               (run with SMDDP_TIMEOUT=2: the others time out)
+ *   fault subabort VICTIM       VICTIM aborts a copy of the world (split) while the others
+ *                               are in an allreduce on it: they get SMDDP_EABORTED there,
+ *                               and the world itself must still work for every survivor
+ *   fault subkill VICTIM        VICTIM dies; the ranks of the other parity keep using their
+ *                               even/odd sub-communicator (VICTIM is not in it), then the
+ *                               world, where they must get SMDDP_EPEER
  *   fault killat VICTIM WHERE   VICTIM dies instead of calling WHERE: split, barrier,
  *                               broadcast (VICTIM is the root), reduce_scatter or destroy
  *   fault hang VICTIM SECONDS   VICTIM does 2 allreduces, then sleeps SECONDS
@@ -385,10 +391,105 @@ static void mode_killat(struct smddp_comm *c, int victim, const char *where)
 	witness(c, rc, now_s() - t0, 2, &e);
 }
 
+/* An abort (or a death) of a rank concerns the communicators it is in. */
+static void mode_sub(struct smddp_comm *c, int victim, int kill_it)
+{
+	struct smddp_comm *sub = NULL;
+	float *s = calloc((size_t)COUNT * (size + 1), sizeof(float));
+	float *r = calloc((size_t)COUNT * (size + 1), sizeof(float));
+	int color = kill_it ? rank % 2 : 0, rc, i;
+	double t0;
+
+	rc = smddp_comm_split(c, color, rank, &sub);
+	if (rc != SMDDP_OK) {
+		printf("FAULT-BAD rank=%d: split returned %s: %s\n", rank, rc_name(rc),
+		       smddp_last_error(c));
+		exit(1);
+	}
+	rc = good_allreduce(c, s, r, 1);
+	if (rc != SMDDP_OK) {
+		printf("FAULT-BAD rank=%d: the good allreduce returned %s\n", rank, rc_name(rc));
+		exit(1);
+	}
+	if (!kill_it) {
+		struct expectation e = {SMDDP_EABORTED, 0, 10.0, victim, {"allreduce", NULL}};
+
+		if (rank == victim) {
+			sleep_s(0.5);
+			rc = smddp_comm_abort(sub);
+			printf("FAULT rank=%d abort of the copy rc=%s\n", rank, rc_name(rc));
+		} else {
+			t0 = now_s();
+			rc = smddp_allreduce(s, r, COUNT, SMDDP_FLOAT32, SMDDP_SUM, sub, NULL);
+			printf("FAULT rank=%d copy: rc=%s elapsed=%.3f msg=%s\n", rank, rc_name(rc),
+			       now_s() - t0, smddp_last_error(sub));
+			if (rc != e.rc)
+				note_bad("allreduce on the aborted copy returned %s, expected %s",
+					 rc_name(rc), rc_name(e.rc));
+			else if (!mentions_rank(smddp_last_error(sub), victim))
+				note_bad("the message does not name rank %d", victim);
+			rc = smddp_comm_destroy(sub);
+			printf("FAULT rank=%d copy destroy rc=%s\n", rank, rc_name(rc));
+		}
+		/* the world is not the copy: it must still work, for everyone */
+		for (i = 2; i <= 4; i++) {
+			rc = good_allreduce(c, s, r, i);
+			if (rc != SMDDP_OK) {
+				note_bad("world allreduce #%d after the copy's abort returned %s: %s", i,
+					 rc_name(rc), smddp_last_error(c));
+				break;
+			}
+		}
+		rc = smddp_comm_destroy(c);
+		if (rc != SMDDP_OK)
+			note_bad("world destroy returned %s: %s", rc_name(rc), smddp_last_error(NULL));
+	} else {
+		struct expectation e = {SMDDP_EPEER, 0, 10.0, victim, {"allreduce", NULL}};
+
+		if (rank == victim)
+			raise(SIGKILL);
+		if (rank % 2 != victim % 2) {
+			/* the victim is not in this sub-communicator */
+			sleep_s(0.3);
+			for (i = 1; i <= 3; i++) {
+				int one = 1, sum = 0, n = (size - (rank % 2) + 1) / 2;
+				rc = smddp_allreduce(&one, &sum, 1, SMDDP_INT32, SMDDP_SUM, sub, NULL);
+				printf("FAULT rank=%d sub allreduce #%d without rank %d's group: rc=%s%s%s\n",
+				       rank, i, victim, rc_name(rc), rc ? " msg=" : "",
+				       rc ? smddp_last_error(sub) : "");
+				if (rc != SMDDP_OK) {
+					note_bad("an allreduce on a sub-communicator without rank %d "
+						 "returned %s", victim, rc_name(rc));
+					break;
+				}
+				if (sum != n)
+					note_bad("sub allreduce gave %d, expected %d", sum, n);
+			}
+			smddp_comm_destroy(sub);
+		}
+		t0 = now_s();
+		rc = good_allreduce(c, s, r, 2);
+		if (rc == SMDDP_OK) {
+			printf("FAULT-BAD rank=%d: world allreduce without rank %d returned SMDDP_OK\n",
+			       rank, victim);
+			exit(1);
+		}
+		witness(c, rc, now_s() - t0, 2, &e);
+	}
+	if (bad_why[0]) {
+		printf("FAULT-BAD rank=%d: %s\n", rank, bad_why);
+		exit(1);
+	}
+	printf("FAULT-OK rank=%d\n", rank);
+	if (rank == victim)
+		sleep_s(1.0);
+	exit(EXIT_SAW_IT);
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: fault kill|exit|abort VICTIM NGOOD | hang|late VICTIM SECONDS | "
-			"killmid|stopmid VICTIM MS | killat VICTIM split|barrier|broadcast|reduce_scatter|destroy | "
+			"killmid|stopmid VICTIM MS | subabort|subkill VICTIM | killat VICTIM split|barrier|broadcast|reduce_scatter|destroy | "
 			"mismatch count|op|dtype|root|coll | init | freeport\n");
 	exit(2);
 }
@@ -417,6 +518,10 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "mismatch")) {
 		if (argc != 3)
 			usage();
+	} else if (!strcmp(mode, "subabort") || !strcmp(mode, "subkill")) {
+		if (argc != 3)
+			usage();
+		victim = atoi(argv[2]);
 	} else if (!strcmp(mode, "kill") || !strcmp(mode, "exit") || !strcmp(mode, "abort") ||
 		   !strcmp(mode, "hang") || !strcmp(mode, "late") || !strcmp(mode, "killmid") ||
 		   !strcmp(mode, "stopmid") || !strcmp(mode, "killat")) {
@@ -450,6 +555,10 @@ int main(int argc, char **argv)
 		mode_killmid(c, victim, arg, SIGSTOP);
 	if (!strcmp(mode, "killat"))
 		mode_killat(c, victim, argv[3]);
+	if (!strcmp(mode, "subabort"))
+		mode_sub(c, victim, 0);
+	if (!strcmp(mode, "subkill"))
+		mode_sub(c, victim, 1);
 	if (!strcmp(mode, "mismatch")) {
 		rc = good_allreduce(c, s, r, 1);
 		if (rc != SMDDP_OK) {
