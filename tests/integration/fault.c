@@ -480,7 +480,7 @@ static void mode_sub(struct smddp_comm *c, int victim, int kill_it)
 		printf("FAULT-BAD rank=%d: %s\n", rank, bad_why);
 		exit(1);
 	}
-	printf("FAULT-OK rank=%d\n", rank);
+	printf("FAULT-OK rank=%d (the world still works)\n", rank);
 	if (rank == victim)
 		sleep_s(1.0);
 	exit(EXIT_SAW_IT);
