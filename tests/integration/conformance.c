@@ -32,12 +32,18 @@
  * --lifecycle instead checks that split/destroy cycles leak no descriptor or
  * mapping, and that smddp_init works again after the world was destroyed.
  *
- * Usage: conformance [--large N] [--counts a,b,c] [--skip-split] [--threads] [--lifecycle] [--verbose]
+ * --signals runs it all under a SIGALRM every 200 us (handler without
+ * SA_RESTART): interrupted waits must resume, not fail.
+ *
+ * Usage: conformance [--large N] [--counts a,b,c] [--skip-split] [--threads] [--lifecycle]
+ *                    [--signals] [--verbose]
  * Exit status: 0 all passed, 1 a check failed, 2 usage error.
  */
 #include <dirent.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/time.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1530,6 +1536,40 @@ static int t_lifecycle(void)
 	return n_fail ? 1 : 0;
 }
 
+/* ---- signals: waits interrupted all the time must still complete -------------- */
+
+static volatile sig_atomic_t n_signals;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	n_signals++;
+}
+
+/* SIGALRM every 200 us, without SA_RESTART, as a profiler or an interpreter's
+ * signal handling would: every blocking system call sees EINTR. */
+static void start_signals(void)
+{
+	struct sigaction sa;
+	struct itimerval it = {{0, 200}, {0, 200}};
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = 0;
+	sigaction(SIGALRM, &sa, NULL);
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static void stop_signals(void)
+{
+	struct itimerval it = {{0, 0}, {0, 0}};
+
+	setitimer(ITIMER_REAL, &it, NULL);
+	check_true("signals delivered during the run", n_signals > 100, "only %d",
+		   (int)n_signals);
+}
+
 /* ---- main ------------------------------------------------------------------- */
 
 static int parse_counts(const char *s, struct plan *p)
@@ -1554,7 +1594,7 @@ int main(int argc, char **argv)
 	struct plan p = {{0, 1, 7, 1001, 262147}, 5, 1, (1 << SMDDP_NUM_DTYPES) - 1,
 			 (1 << SMDDP_NUM_OPS) - 1};
 	struct group *w = calloc(1, sizeof(*w));
-	int skip_split = 0, threads = 0, lifecycle = 0, rc, r, i;
+	int skip_split = 0, threads = 0, lifecycle = 0, signals = 0, rc, r, i;
 	double t0 = now_s();
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1572,11 +1612,13 @@ int main(int argc, char **argv)
 			threads = 1;
 		} else if (!strcmp(argv[i], "--lifecycle")) {
 			lifecycle = 1;
+		} else if (!strcmp(argv[i], "--signals")) {
+			signals = 1;
 		} else if (!strcmp(argv[i], "--verbose")) {
 			verbose = 1;
 		} else {
 			fprintf(stderr,
-				"usage: conformance [--large N] [--counts a,b,c] [--skip-split] [--threads] [--lifecycle] [--verbose]\n");
+				"usage: conformance [--large N] [--counts a,b,c] [--skip-split] [--threads] [--lifecycle] [--signals] [--verbose]\n");
 			return 2;
 		}
 	}
@@ -1586,6 +1628,8 @@ int main(int argc, char **argv)
 	self_test();
 	if (lifecycle)
 		return t_lifecycle();
+	if (signals)
+		start_signals();
 	t_api_local();
 	rc = smddp_init(&w->comm);
 	if (rc != SMDDP_OK) {
@@ -1624,6 +1668,8 @@ int main(int argc, char **argv)
 	rc = smddp_comm_destroy(w->comm);
 	check_true("destroy world", rc == SMDDP_OK, "returned %s: %s", rc_name(rc),
 		   smddp_last_error(NULL));
+	if (signals)
+		stop_signals();
 	printf("SUMMARY rank %d of %d: %ld passed, %ld failed, %ld skipped in %.1f s (%.1f s in collectives)\n",
 	       world_rank, w->size, n_pass, n_fail, n_skip, now_s() - t0, lib_s);
 	free(w);
