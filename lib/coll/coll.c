@@ -14,6 +14,7 @@
  */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/comm.h"
@@ -44,6 +45,82 @@ static void part_range(size_t n, size_t part, int r, size_t *lo, size_t *hi)
 	*hi = l + part < n ? l + part : n;
 }
 
+#define SC_BLOCK (64 * 1024) /* bytes read from each peer per reduction pass */
+
+static int use_single_copy(struct smddp_comm *c, size_t bytes)
+{
+	return c->single_copy && c->size > 1 && c->tp->peer_read && bytes >= c->single_copy_min;
+}
+
+static int scratch(struct smddp_comm *c, char **out)
+{
+	if (!c->scratch) {
+		c->scratch = malloc((size_t)c->size * SC_BLOCK);
+		if (!c->scratch)
+			return sd_comm_error(c, SMDDP_ENOMEM, "out of memory for %d x %d bytes",
+					     c->size, SC_BLOCK);
+	}
+	*out = c->scratch;
+	return SMDDP_OK;
+}
+
+/* Reduce elements [lo, hi) of every rank's buffer at address `addr` (index
+ * 0 of its published pair, offset by base elements) into dst. */
+static int sc_reduce_range(struct smddp_comm *c, const void *mine, void *dst, size_t base,
+			   size_t lo, size_t hi, enum smddp_dtype dt, enum smddp_op op)
+{
+	const void *srcs[MAX_SRCS];
+	size_t es = smddp_dtype_size(dt), blk = SC_BLOCK / es;
+	char *tmp = NULL;
+	int P = c->size;
+
+	SD_CHECK(scratch(c, &tmp));
+	for (size_t b = lo; b < hi; b += blk) {
+		size_t n = hi - b < blk ? hi - b : blk;
+
+		for (int q = 0; q < P; q++) {
+			uintptr_t a, unused;
+
+			if (q == c->rank) {
+				srcs[q] = (const char *)mine + (base + b) * es;
+				continue;
+			}
+			c->tp->get_addrs(c, q, &a, &unused);
+			SD_CHECK(c->tp->peer_read(c, q, tmp + (size_t)q * SC_BLOCK,
+						  a + (base + b) * es, n * es));
+			srcs[q] = tmp + (size_t)q * SC_BLOCK;
+		}
+		sd_reduce((char *)dst + (b - lo) * es, srcs, P, n, dt, op, P);
+	}
+	return SMDDP_OK;
+}
+
+/* Allreduce: rank r reduces partition r reading its peers' send buffers,
+ * then reads every other partition from its owner's receive buffer. */
+static int sc_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			enum smddp_dtype dt, enum smddp_op op)
+{
+	const struct sd_transport_ops *tp = c->tp;
+	size_t es = smddp_dtype_size(dt), part = part_elems(count, c->size, es), lo, hi;
+
+	tp->put_addrs(c, sbuf, rbuf);
+	SD_CHECK(tp->barrier(c));
+	part_range(count, part, c->rank, &lo, &hi);
+	if (hi > lo)
+		SD_CHECK(sc_reduce_range(c, sbuf, (char *)rbuf + lo * es, 0, lo, hi, dt, op));
+	SD_CHECK(tp->barrier(c));
+	for (int q = 0; q < c->size; q++) {
+		uintptr_t unused, a;
+
+		part_range(count, part, q, &lo, &hi);
+		if (q == c->rank || hi == lo)
+			continue;
+		tp->get_addrs(c, q, &unused, &a);
+		SD_CHECK(tp->peer_read(c, q, (char *)rbuf + lo * es, a + lo * es, (hi - lo) * es));
+	}
+	return tp->barrier(c);
+}
+
 /* Shared body of allreduce (root < 0) and reduce (root >= 0). */
 static int reduce_common(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 			 enum smddp_dtype dt, enum smddp_op op, int root)
@@ -59,6 +136,8 @@ static int reduce_common(struct smddp_comm *c, const void *sbuf, void *rbuf, siz
 	if (P > MAX_SRCS)
 		return sd_comm_error(c, SMDDP_EUNSUPPORTED, "more than %d ranks on one node",
 				     MAX_SRCS);
+	if (root < 0 && use_single_copy(c, count * es))
+		return sc_allreduce(c, sbuf, rbuf, count, dt, op);
 	if (count * es * (size_t)P <= SMALL_TOTAL && count <= step_elems) {
 		int h = next_half(c);
 
@@ -123,6 +202,22 @@ int sd_coll_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t
 	char *out = rbuf;
 	int inplace = (const char *)sbuf == out + (size_t)me * m;
 
+	if (use_single_copy(c, m * (size_t)P)) {
+		tp->put_addrs(c, sbuf, rbuf);
+		SD_CHECK(tp->barrier(c));
+		for (int i = 1; i < P; i++) {
+			/* Start with the next rank so that ranks do not all
+			 * read from rank 0 at once. */
+			int q = (me + i) % P;
+			uintptr_t a, unused;
+
+			tp->get_addrs(c, q, &a, &unused);
+			SD_CHECK(tp->peer_read(c, q, out + (size_t)q * m, a, m));
+		}
+		if (!inplace)
+			memmove(out + (size_t)me * m, sbuf, m);
+		return tp->barrier(c);
+	}
 	for (size_t o = 0; o < m; o += half) {
 		size_t len = m - o < half ? m - o : half;
 		int h = next_half(c);
@@ -154,6 +249,44 @@ static int exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t c
 	int P = c->size, me = c->rank;
 	size_t step_elems = half / (es * (size_t)P);
 
+	if (P <= MAX_SRCS && use_single_copy(c, count * es * (size_t)P)) {
+		int conflict = 0;
+
+		tp->put_addrs(c, sbuf, rbuf);
+		SD_CHECK(tp->barrier(c));
+		/* A rank working in place with recvbuf == sendbuf would write
+		 * where a peer still reads (block 0 for reduce_scatter, every
+		 * block for alltoall).  Every rank sees every address, so all
+		 * take the same decision: stage the whole call instead. */
+		for (int q = 0; q < P; q++) {
+			uintptr_t a, b;
+
+			tp->get_addrs(c, q, &a, &b);
+			if (a == b && (!reduce || q != 0))
+				conflict = 1;
+		}
+		if (conflict)
+			goto staged;
+		if (reduce) {
+			SD_CHECK(sc_reduce_range(c, sbuf, rbuf, (size_t)me * count, 0, count, dt, op));
+		} else {
+			for (int i = 0; i < P; i++) {
+				int q = (me + i) % P;
+				uintptr_t a, unused;
+
+				if (q == me) {
+					memmove((char *)rbuf + (size_t)q * count * es,
+						(const char *)sbuf + (size_t)me * count * es, count * es);
+					continue;
+				}
+				tp->get_addrs(c, q, &a, &unused);
+				SD_CHECK(tp->peer_read(c, q, (char *)rbuf + (size_t)q * count * es,
+						       a + (size_t)me * count * es, count * es));
+			}
+		}
+		return tp->barrier(c);
+	}
+staged:
 	if (step_elems == 0 || P > MAX_SRCS)
 		return sd_comm_error(c, SMDDP_EUNSUPPORTED,
 				     "SMDDP_SHM_CHUNK of %zu bytes is too small for %d ranks of %zu-byte "
@@ -201,6 +334,17 @@ int sd_coll_broadcast(struct smddp_comm *c, void *buf, size_t count, enum smddp_
 	size_t m = count * smddp_dtype_size(dt);
 	size_t half = tp->half_bytes(c);
 
+	if (use_single_copy(c, m)) {
+		uintptr_t a, unused;
+
+		tp->put_addrs(c, buf, buf);
+		SD_CHECK(tp->barrier(c));
+		if (c->rank != root) {
+			tp->get_addrs(c, root, &a, &unused);
+			SD_CHECK(tp->peer_read(c, root, buf, a, m));
+		}
+		return tp->barrier(c);
+	}
 	for (size_t o = 0; o < m; o += half) {
 		size_t len = m - o < half ? m - o : half;
 		int h = next_half(c);

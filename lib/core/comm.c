@@ -221,6 +221,8 @@ static int read_tunables(struct smddp_comm *c)
 	if (c->chunk < 4096)
 		c->chunk = 4096;
 	c->chunk = (c->chunk + 63) & ~(size_t)63;
+	c->single_copy = (int)sd_param_int("SMDDP_SINGLE_COPY");
+	c->single_copy_min = (size_t)sd_param_int("SMDDP_SINGLE_COPY_MIN");
 	if (spin < 0)
 		/* Polling pays only while every rank has a core of its own. */
 		spin = c->size <= ncpu ? 20000 : 50;
@@ -285,6 +287,9 @@ static int setup_segment(struct smddp_comm *c, int want, struct smddp_comm *via,
 			}
 		}
 	}
+	/* Every member mapped the segment: now it can be used among them. */
+	if (c && !lrc)
+		lrc = c->tp->finish(c);
 	rc = lrc;
 out:
 	/* Every member has mapped it (or given up): the name can go. */
@@ -325,6 +330,7 @@ static void comm_free(struct smddp_comm *c, int clean)
 		c->tp->detach(c);
 	if (c->boot)
 		sd_boot_close(c->boot, clean);
+	free(c->scratch);
 	free(c->pids);
 	free(c);
 }
@@ -493,6 +499,8 @@ SD_EXPORT int smddp_comm_split(struct smddp_comm *comm, int color, int key, stru
 		c->spin = comm->spin;
 		c->liveness_ns = comm->liveness_ns;
 		c->chunk = comm->chunk;
+		c->single_copy = (int)sd_param_int("SMDDP_SINGLE_COPY");
+		c->single_copy_min = comm->single_copy_min;
 		memcpy(c->jobid, comm->jobid, sizeof(c->jobid));
 	}
 	rc = setup_segment(c, color >= 0, comm, c ? members[0] : 0, c && c->rank == 0, coll_gather,

@@ -53,6 +53,9 @@ struct smddp_comm {
 	int spin;
 	uint64_t liveness_ns;
 	size_t chunk;              /* bytes of one pipelined step per rank */
+	int single_copy;           /* peers' buffers can be read directly */
+	size_t single_copy_min;    /* bytes per rank from which they are */
+	void *scratch;             /* single copy: blocks read from peers */
 	char jobid[64];
 	char last_error[1024];
 };

@@ -93,6 +93,15 @@ static struct param params[] = {
 	TUNE("SMDDP_LIVENESS_MS", "liveness_ms", SD_PARAM_INT, "50", NULL, 1, INT32_MAX,
 	     "expected a positive integer (milliseconds)", NULL, 0,
 	     "milliseconds between checks for dead peers while asleep"),
+	TUNE("SMDDP_SINGLE_COPY", "single_copy", SD_PARAM_BOOL, "1", NULL, 0, 1, NULL, NULL, 0,
+	     "large messages: read peers' buffers directly (process_vm_readv), one copy "
+	     "instead of two through shared memory; used only where every rank may read every "
+	     "other (else staged through shared memory, logged at INFO)"),
+	TUNE("SMDDP_SINGLE_COPY_MIN", "single_copy_min", SD_PARAM_SIZE, "256K", NULL, 0,
+	     INT64_MAX, "expected a size like 256K or 1M", NULL, 0,
+	     "bytes per rank from which a collective takes the single-copy path"),
+	TUNE("SMDDP_TOPO_FILE", "topo_file", SD_PARAM_STR, "", NULL, 0, 0, NULL, NULL, 0,
+	     "topology JSON (smddp-topo --json) to use instead of discovering this node"),
 	TUNE("SMDATAPARALLEL_OPTIMIZE_SDP", "optimize_sdp", SD_PARAM_BOOL, "0", NULL, 0, 1, NULL,
 	     NULL, 0,
 	     "accepted for compatibility with SageMaker's library (its AllGather switch); "

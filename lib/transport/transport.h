@@ -15,6 +15,7 @@
 #define SD_TRANSPORT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct smddp_comm;
 
@@ -37,6 +38,16 @@ struct sd_transport_ops {
 	/* Publish this rank's descriptor and, after a barrier, read rank r's. */
 	void (*put_desc)(struct smddp_comm *c, const void *desc, size_t len);
 	void (*get_desc)(struct smddp_comm *c, int r, void *desc, size_t len);
+	/* After every rank attached: agree on single-copy reads (all ranks can
+	 * read all others, or nobody uses them).  Collective. */
+	int (*finish)(struct smddp_comm *c);
+	/* Single copy: publish two addresses of this process for the current
+	 * collective (readable by peers after the next barrier), read rank r's,
+	 * and copy len bytes at rank r's address src into dst.  peer_read is
+	 * NULL, or fails with SMDDP_EUNSUPPORTED, where not available. */
+	void (*put_addrs)(struct smddp_comm *c, const void *a, const void *b);
+	void (*get_addrs)(struct smddp_comm *c, int r, uintptr_t *a, uintptr_t *b);
+	int (*peer_read)(struct smddp_comm *c, int r, void *dst, uintptr_t src, size_t len);
 	/* Tell peers this rank aborts; local, never blocks. */
 	void (*abort)(struct smddp_comm *c);
 	/* Unmap and free. */

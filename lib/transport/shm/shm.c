@@ -26,15 +26,18 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,6 +63,10 @@ struct shm_ctl {
 	_Atomic uint32_t aborted;  /* this rank left: abort_rc says why */
 	int32_t pid;
 	int32_t abort_rc;          /* SMDDP_EABORTED, or the failure it left after */
+	int32_t cma_ok;            /* this rank could read every peer */
+	uint64_t probe;            /* a known value peers read to test single copy */
+	uintptr_t probe_addr;      /* &probe in this rank's address space */
+	uintptr_t addr[2];         /* this collective's buffers, in this rank's space */
 	unsigned char desc[DESC_MAX];
 	char abort_msg[320];       /* its last_error when it left after a failure */
 } __attribute__((aligned(128)));
@@ -220,6 +227,8 @@ static int shm_attach(struct smddp_comm *c, const char *name, int leader)
 					     c->size, s->half);
 	}
 	s->ctl[c->rank].pid = getpid();
+	s->ctl[c->rank].probe = SHM_MAGIC ^ (uint64_t)getpid();
+	s->ctl[c->rank].probe_addr = (uintptr_t)&s->ctl[c->rank].probe;
 	return open_pidfds(c, s);
 }
 
@@ -342,8 +351,11 @@ static int shm_barrier(struct smddp_comm *c)
 		if (r == c->size)
 			return SMDDP_OK;
 		if (spins < c->spin) {
-			spins++;
-			cpu_relax();
+			/* Now and then let a peer that shares this core run. */
+			if ((++spins & 255) == 0)
+				sched_yield();
+			else
+				cpu_relax();
 			continue;
 		}
 		uint64_t now = sd_now_ns();
@@ -373,6 +385,109 @@ static int shm_barrier(struct smddp_comm *c)
 		}
 		atomic_store_explicit(&me->sleeping, 0, memory_order_relaxed);
 	}
+}
+
+static int read_once(pid_t pid, void *dst, uintptr_t src, size_t len, size_t *got)
+{
+	struct iovec l = {.iov_base = dst, .iov_len = len};
+	struct iovec r = {.iov_base = (void *)src, .iov_len = len};
+	ssize_t n = SD_RETRY_EINTR(process_vm_readv(pid, &l, 1, &r, 1, 0));
+
+	if (n < 0)
+		return -1;
+	*got = (size_t)n;
+	return 0;
+}
+
+static int shm_peer_read(struct smddp_comm *c, int r, void *dst, uintptr_t src, size_t len)
+{
+	while (len) {
+		size_t got = 0;
+
+		if (read_once(c->pids[r], dst, src, len, &got) != 0 || got == 0) {
+			int e = got == 0 && errno == 0 ? EFAULT : errno;
+
+			if (e == ESRCH)
+				return sd_comm_error(c, SMDDP_EPEER,
+						     "rank %d (pid %d) died while this rank read its "
+						     "buffer",
+						     r, (int)c->pids[r]);
+			return sd_comm_error(c, SMDDP_ESYSTEM,
+					     "cannot read %zu bytes of rank %d's buffer at %#lx: %s "
+					     "(did rank %d pass a buffer shorter than count?)",
+					     len, r, (unsigned long)src, strerror(e), r);
+		}
+		dst = (char *)dst + got;
+		src += got;
+		len -= got;
+	}
+	return SMDDP_OK;
+}
+
+static void shm_put_addrs(struct smddp_comm *c, const void *a, const void *b)
+{
+	struct shm_ctl *me = &ST(c)->ctl[c->rank];
+
+	me->addr[0] = (uintptr_t)a;
+	me->addr[1] = (uintptr_t)b;
+}
+
+static void shm_get_addrs(struct smddp_comm *c, int r, uintptr_t *a, uintptr_t *b)
+{
+	struct shm_ctl *p = &ST(c)->ctl[r];
+
+	*a = p->addr[0];
+	*b = p->addr[1];
+}
+
+/* Single copy needs every rank to read every other's memory: the kernel
+ * allows it to the same user unless Yama's ptrace_scope, a seccomp filter
+ * (containers) or a capability rule says no.  Try it on a known word, tell
+ * the others, and use it only if all could. */
+static int shm_finish(struct smddp_comm *c)
+{
+	struct shm_state *s = ST(c);
+	int ok = 1, rc;
+
+	if (c->single_copy && c->size > 1) {
+#ifdef PR_SET_PTRACER
+		prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+#endif
+		/* Yama (scope 1) checks the reader against the target's
+		 * ptracer when it reads: everybody sets it, then everybody
+		 * reads. */
+		SD_CHECK(shm_barrier(c));
+		for (int r = 0; r < c->size && ok; r++) {
+			uint64_t v = 0;
+			size_t got = 0;
+
+			if (r == c->rank)
+				continue;
+			if (read_once(c->pids[r], &v, s->ctl[r].probe_addr, sizeof(v), &got) != 0 ||
+			    got != sizeof(v) || v != s->ctl[r].probe) {
+				SD_INFO(SD_SUB_SHM,
+					"single copy off: cannot read rank %d's memory (%s); large "
+					"messages are staged through shared memory",
+					r, got ? "wrong value" : strerror(errno));
+				ok = 0;
+			}
+		}
+	} else {
+		ok = c->size > 1 ? 0 : 1;
+	}
+	s->ctl[c->rank].cma_ok = ok;
+	rc = shm_barrier(c);
+	if (rc)
+		return rc;
+	for (int r = 0; r < c->size; r++)
+		if (!s->ctl[r].cma_ok)
+			ok = 0;
+	if (c->single_copy && !ok && c->size > 1)
+		SD_INFO(SD_SUB_SHM, "single copy off for this communicator: some rank cannot "
+				    "read its peers");
+	c->single_copy = ok && c->single_copy;
+	/* Nobody reads cma_ok again until the next communicator: no barrier. */
+	return SMDDP_OK;
 }
 
 static size_t shm_half_bytes(struct smddp_comm *c)
@@ -445,6 +560,10 @@ const struct sd_transport_ops sd_transport_shm = {
 	.slot = shm_slot,
 	.put_desc = shm_put_desc,
 	.get_desc = shm_get_desc,
+	.finish = shm_finish,
+	.put_addrs = shm_put_addrs,
+	.get_addrs = shm_get_addrs,
+	.peer_read = shm_peer_read,
 	.abort = shm_abort,
 	.detach = shm_detach,
 };
