@@ -451,7 +451,19 @@ static int shm_finish(struct smddp_comm *c)
 
 	if (c->single_copy && c->size > 1) {
 #ifdef PR_SET_PTRACER
-		prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+		/* Only where Yama would refuse (ptrace_scope 1), and only
+		 * because the peers are many: PR_SET_PTRACER names one pid or
+		 * any.  Documented in smddp(7); SMDDP_SINGLE_COPY=0 avoids it. */
+		FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+		int scope = 0;
+
+		if (f) {
+			if (fscanf(f, "%d", &scope) != 1)
+				scope = 0;
+			fclose(f);
+		}
+		if (scope == 1)
+			prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 #endif
 		/* Yama (scope 1) checks the reader against the target's
 		 * ptracer when it reads: everybody sets it, then everybody
