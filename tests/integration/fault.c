@@ -13,6 +13,8 @@
  *   fault subkill VICTIM        VICTIM dies; the ranks of the other parity keep using their
  *                               even/odd sub-communicator (VICTIM is not in it), then the
  *                               world, where they must get SMDDP_EPEER
+ *   fault noshow VICTIM         VICTIM dies without ever calling smddp_init; the others'
+ *                               smddp_init must time out (SMDDP_TIMEOUT=3) naming it
  *   fault killat VICTIM WHERE   VICTIM dies instead of calling WHERE: split, barrier,
  *                               broadcast (VICTIM is the root), reduce_scatter or destroy
  *   fault hang VICTIM SECONDS   VICTIM does 2 allreduces, then sleeps SECONDS
@@ -489,7 +491,7 @@ static void mode_sub(struct smddp_comm *c, int victim, int kill_it)
 static void usage(void)
 {
 	fprintf(stderr, "usage: fault kill|exit|abort VICTIM NGOOD | hang|late VICTIM SECONDS | "
-			"killmid|stopmid VICTIM MS | subabort|subkill VICTIM | killat VICTIM split|barrier|broadcast|reduce_scatter|destroy | "
+			"killmid|stopmid VICTIM MS | subabort|subkill|noshow VICTIM | killat VICTIM split|barrier|broadcast|reduce_scatter|destroy | "
 			"mismatch count|op|dtype|root|coll | init | freeport\n");
 	exit(2);
 }
@@ -518,7 +520,8 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "mismatch")) {
 		if (argc != 3)
 			usage();
-	} else if (!strcmp(mode, "subabort") || !strcmp(mode, "subkill")) {
+	} else if (!strcmp(mode, "subabort") || !strcmp(mode, "subkill") ||
+		   !strcmp(mode, "noshow")) {
 		if (argc != 3)
 			usage();
 		victim = atoi(argv[2]);
@@ -534,6 +537,33 @@ int main(int argc, char **argv)
 		usage();
 	}
 
+	if (!strcmp(mode, "noshow")) {
+		const char *er = getenv("SMDDP_RANK");
+		const char *msg;
+
+		rank = er ? atoi(er) : -1;
+		if (rank == victim) {
+			sleep_s(0.3);
+			raise(SIGKILL);
+		}
+		t0 = now_s();
+		rc = smddp_init(&c);
+		msg = smddp_last_error(NULL);
+		printf("FAULT rank=%d init rc=%s elapsed=%.3f msg=%s\n", rank, rc_name(rc),
+		       now_s() - t0, msg);
+		if (rc != SMDDP_ETIMEDOUT)
+			note_bad("smddp_init returned %s, expected SMDDP_ETIMEDOUT", rc_name(rc));
+		if (now_s() - t0 < 2.0 || now_s() - t0 > 8.0)
+			note_bad("smddp_init took %.3f s, expected 2 to 8", now_s() - t0);
+		if (!mentions_rank(msg, victim))
+			note_bad("the message does not name rank %d", victim);
+		if (bad_why[0]) {
+			printf("FAULT-BAD rank=%d: %s\n", rank, bad_why);
+			return 1;
+		}
+		printf("FAULT-OK rank=%d rc=%s\n", rank, rc_name(rc));
+		return EXIT_SAW_IT;
+	}
 	rc = smddp_init(&c);
 	if (rc != SMDDP_OK) {
 		printf("FAULT-BAD rank=?: smddp_init returned %s: %s\n", rc_name(rc),
