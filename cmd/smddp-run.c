@@ -37,10 +37,12 @@
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdnoreturn.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,13 +53,18 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+
+#include <cjson/cJSON.h>
 
 #include "common/tool.h"
 
 #define MAX_NPROC        1024
 #define DEFAULT_GRACE_S  5.0
+#define DEFAULT_PORT     29500   /* across hosts: torchrun's default */
+#define DEFAULT_WORKER_WAIT_S 600.0
 #define START_WAIT_MS    30000   /* a rank must reach exec() within this */
 #define KILL_WAIT_MS     10000   /* ranks must be gone this long after SIGKILL */
 #define SWEEP_WAIT_MS    5000    /* leftover descendants must be gone */
@@ -70,15 +77,34 @@ extern char **environ;
 
 /* ---- options and job shape ------------------------------------------ */
 
+enum bind { BIND_UNSET, BIND_NONE, BIND_CORE, BIND_NUMA };
+
+/* A growable, NULL-terminated vector of strings it owns. */
+struct strv {
+	char **v;
+	size_t n, cap;
+};
+
 struct options {
 	long nproc;             /* 0: detect */
 	int tag;                /* -1: default (on when nproc > 1) */
-	const char *master_addr;
-	long master_port;       /* 0: pick a free one */
+	const char *master_addr;  /* NULL: default */
+	long master_port;       /* 0: pick a free one (local) or DEFAULT_PORT */
 	double grace_s;
 	double timeout_s;       /* 0: none */
 	const char *timeout_arg;
 	char **argv;            /* PROGRAM ARGS... */
+
+	const char *hosts;      /* --hosts */
+	const char *hostfile;   /* --hostfile */
+	bool dry_run;
+	struct strv mpirun_args;  /* --mpirun-args, split into words */
+	struct strv envs;       /* --env VAR[=VALUE], in order */
+	enum bind bind;
+	const char *netif;      /* --network-interface */
+	int sagemaker;          /* -1: auto-detect, 0: --no-sagemaker, 1: --sagemaker */
+	const char *resource_config, *hyperparameters, *distribution;
+	double worker_wait_s;   /* --worker-wait */
 };
 
 /* Where this launcher's ranks sit in the job. Local mode: one node. */
@@ -135,6 +161,9 @@ enum cause {
 struct run {
 	struct options opt;
 	struct layout lay;
+	const struct plan *plan;
+	bool mpirun;            /* the one child is mpirun, not a rank */
+	char **mpirun_env;
 	pid_t self;
 	int sigfd;
 	sigset_t origmask;
@@ -176,28 +205,218 @@ static int64_t ms_from_s(double s)
 	return (int64_t)(s * 1000.0 + 0.5);
 }
 
+/* ---- small helpers ---------------------------------------------------- */
+
+noreturn static void out_of_memory(void)
+{
+	tool_warn("out of memory");
+	exit(TOOL_EXIT_FAILURE);
+}
+
+static char *xstrdup(const char *s)
+{
+	char *d = strdup(s);
+	if (!d)
+		out_of_memory();
+	return d;
+}
+
+TOOL_PRINTF(1, 2) static char *xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	va_start(ap, fmt);
+	int n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		out_of_memory();
+	return s;
+}
+
+/* Takes ownership of S. */
+static void strv_take(struct strv *sv, char *s)
+{
+	if (sv->n + 2 > sv->cap) {
+		size_t cap = sv->cap ? sv->cap * 2 : 16;
+		char **nv = realloc(sv->v, cap * sizeof *nv);
+		if (!nv)
+			out_of_memory();
+		sv->v = nv;
+		sv->cap = cap;
+	}
+	sv->v[sv->n++] = s;
+	sv->v[sv->n] = NULL;
+}
+
+static void strv_add(struct strv *sv, const char *s)
+{
+	strv_take(sv, xstrdup(s));
+}
+
+static bool strv_has(const struct strv *sv, const char *s)
+{
+	for (size_t i = 0; i < sv->n; i++)
+		if (strcmp(sv->v[i], s) == 0)
+			return true;
+	return false;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* "NAME=VALUE" entries: NAME's entry, or NULL. */
+static char *envv_find(const struct strv *e, const char *name)
+{
+	size_t n = strlen(name);
+	for (size_t i = 0; i < e->n; i++)
+		if (strncmp(e->v[i], name, n) == 0 && e->v[i][n] == '=')
+			return e->v[i];
+	return NULL;
+}
+
+/* Sets NAME=VALUE in E; an existing entry is replaced only with OVERRIDE. */
+static void envv_set(struct strv *e, const char *name, const char *value, bool override)
+{
+	size_t n = strlen(name);
+	for (size_t i = 0; i < e->n; i++)
+		if (strncmp(e->v[i], name, n) == 0 && e->v[i][n] == '=') {
+			if (override) {
+				free(e->v[i]);
+				e->v[i] = xasprintf("%s=%s", name, value);
+			}
+			return;
+		}
+	strv_take(e, xasprintf("%s=%s", name, value));
+}
+
+static bool valid_env_name(const char *s, size_t n)
+{
+	if (n == 0 || (s[0] >= '0' && s[0] <= '9'))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+			return false;
+	return true;
+}
+
+/* Splits S into words the way sh(1) would, without expansions: blanks
+ * separate, '...' and "..." quote, backslash escapes. -1 on an open quote. */
+static int split_words(const char *s, struct strv *out)
+{
+	size_t len = strlen(s);
+	char *w = malloc(len + 1);
+	if (!w)
+		out_of_memory();
+	const char *p = s;
+	for (;;) {
+		while (*p == ' ' || *p == '\t' || *p == '\n')
+			p++;
+		if (!*p)
+			break;
+		size_t n = 0;
+		while (*p && *p != ' ' && *p != '\t' && *p != '\n') {
+			if (*p == '\'') {
+				const char *q = strchr(p + 1, '\'');
+				if (!q)
+					goto open;
+				memcpy(w + n, p + 1, q - p - 1);
+				n += q - p - 1;
+				p = q + 1;
+			} else if (*p == '"') {
+				for (p++; *p && *p != '"'; p++) {
+					if (*p == '\\' && p[1] && strchr("\"\\$`", p[1]))
+						p++;
+					w[n++] = *p;
+				}
+				if (!*p)
+					goto open;
+				p++;
+			} else if (*p == '\\' && p[1]) {
+				w[n++] = p[1];
+				p += 2;
+			} else {
+				w[n++] = *p++;
+			}
+		}
+		w[n] = '\0';
+		strv_add(out, w);
+	}
+	free(w);
+	return 0;
+open:
+	free(w);
+	return -1;
+}
+
+/* S as one sh(1) word: bare when safe, else in single quotes. */
+static void print_quoted(FILE *f, const char *s)
+{
+	if (*s && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	                    "0123456789_@%+=:,./-") == strlen(s)) {
+		fputs(s, f);
+		return;
+	}
+	fputc('\'', f);
+	for (; *s; s++) {
+		if (*s == '\'')
+			fputs("'\\''", f);
+		else
+			fputc(*s, f);
+	}
+	fputc('\'', f);
+}
+
 /* ---- command line ---------------------------------------------------- */
 
 enum {
 	OPT_TAG = 256, OPT_NO_TAG, OPT_MASTER_ADDR, OPT_MASTER_PORT, OPT_GRACE,
-	OPT_TIMEOUT,
+	OPT_TIMEOUT, OPT_HOSTS, OPT_HOSTFILE, OPT_DRY_RUN, OPT_MPIRUN_ARGS, OPT_ENV,
+	OPT_BIND, OPT_NETIF, OPT_SAGEMAKER, OPT_NO_SAGEMAKER, OPT_RESOURCE_CONFIG,
+	OPT_HYPERPARAMETERS, OPT_DISTRIBUTION, OPT_WORKER_WAIT,
 };
 
 static void usage(void)
 {
 	printf(
 "Usage: smddp-run [OPTIONS] [--] PROGRAM [ARGS...]\n"
-"Start the ranks of a distributed job as processes of PROGRAM on this machine.\n"
+"Start the ranks of a distributed job: on this machine, or across machines\n"
+"through Open MPI's mpirun, or as SageMaker's configuration says.\n"
 "\n"
 "Options:\n"
-"  -n, --nproc N           number of ranks (default: one per NVIDIA GPU, else 1)\n"
+"  -n, --nproc N           ranks per host (default: one per NVIDIA GPU, else 1;\n"
+"                          with --hosts, the slots given there)\n"
 "      --tag-output        prefix each output line with \"[RANK] \" (default when N > 1)\n"
 "      --no-tag-output     let ranks write to smddp-run's stdout and stderr directly\n"
-"      --master-addr ADDR  rendezvous address given to the ranks (default 127.0.0.1)\n"
-"      --master-port PORT  rendezvous port (default: a free port on ADDR)\n"
+"      --master-addr ADDR  rendezvous address given to the ranks (default 127.0.0.1;\n"
+"                          across hosts: the first host)\n"
+"      --master-port PORT  rendezvous port (default: a free port on ADDR; across\n"
+"                          hosts: 29500)\n"
 "      --grace SECONDS     time between SIGTERM and SIGKILL when stopping ranks\n"
 "                          (default 5)\n"
 "      --timeout SECONDS   stop the job after this long and exit 124 (default: none)\n"
+"      --env VAR[=VALUE]   give VAR (set to VALUE) to every rank; repeatable\n"
+"      --network-interface IFNAME\n"
+"                          use IFNAME between hosts (Open MPI, NCCL, libsmddp)\n"
+"\n"
+"Across hosts (through mpirun):\n"
+"      --hosts H1[:N],H2[:N]...  run N ranks on each of these hosts\n"
+"      --hostfile FILE     the hosts, in Open MPI's format (\"HOST slots=N\")\n"
+"      --bind none|core|numa     bind each rank (default none)\n"
+"      --mpirun-args ARGS  more options for mpirun, split into words like sh\n"
+"      --dry-run           print the environment and command instead of running\n"
+"\n"
+"SageMaker (auto-detected from /opt/ml/input/config/resourceconfig.json):\n"
+"      --sagemaker         read SageMaker's configuration (files and SM_* variables)\n"
+"      --no-sagemaker      do not look for it\n"
+"      --resource-config FILE    instead of resourceconfig.json\n"
+"      --hyperparameters FILE    instead of hyperparameters.json\n"
+"      --distribution FILE|JSON  the estimator's distribution argument\n"
+"      --worker-wait SECONDS     how long a host that is not the master waits\n"
+"                          for mpirun to reach it (default 600)\n"
+"\n"
 "  -h, --help              show this help and exit\n"
 "  -V, --version           show the version and exit\n"
 "\n"
@@ -206,6 +425,19 @@ static void usage(void)
 "see smddp-run(1). When a rank fails, the others are stopped and smddp-run exits\n"
 "with the failed rank's status.\n");
 }
+
+static enum bind parse_bind(const char *s)
+{
+	if (strcmp(s, "none") == 0)
+		return BIND_NONE;
+	if (strcmp(s, "core") == 0)
+		return BIND_CORE;
+	if (strcmp(s, "numa") == 0)
+		return BIND_NUMA;
+	tool_usage_error("invalid --bind '%s': expected none, core or numa", s);
+}
+
+static bool is_rank_env_name(const char *name, size_t n);
 
 static void parse_options(int argc, char **argv, struct options *o)
 {
@@ -217,6 +449,19 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "master-port",   required_argument, NULL, OPT_MASTER_PORT },
 		{ "grace",         required_argument, NULL, OPT_GRACE },
 		{ "timeout",       required_argument, NULL, OPT_TIMEOUT },
+		{ "hosts",         required_argument, NULL, OPT_HOSTS },
+		{ "hostfile",      required_argument, NULL, OPT_HOSTFILE },
+		{ "dry-run",       no_argument,       NULL, OPT_DRY_RUN },
+		{ "mpirun-args",   required_argument, NULL, OPT_MPIRUN_ARGS },
+		{ "env",           required_argument, NULL, OPT_ENV },
+		{ "bind",          required_argument, NULL, OPT_BIND },
+		{ "network-interface", required_argument, NULL, OPT_NETIF },
+		{ "sagemaker",     no_argument,       NULL, OPT_SAGEMAKER },
+		{ "no-sagemaker",  no_argument,       NULL, OPT_NO_SAGEMAKER },
+		{ "resource-config", required_argument, NULL, OPT_RESOURCE_CONFIG },
+		{ "hyperparameters", required_argument, NULL, OPT_HYPERPARAMETERS },
+		{ "distribution",  required_argument, NULL, OPT_DISTRIBUTION },
+		{ "worker-wait",   required_argument, NULL, OPT_WORKER_WAIT },
 		{ "help",          no_argument,       NULL, 'h' },
 		{ "version",       no_argument,       NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -225,8 +470,9 @@ static void parse_options(int argc, char **argv, struct options *o)
 
 	memset(o, 0, sizeof *o);
 	o->tag = -1;
-	o->master_addr = "127.0.0.1";
 	o->grace_s = DEFAULT_GRACE_S;
+	o->sagemaker = -1;
+	o->worker_wait_s = DEFAULT_WORKER_WAIT_S;
 
 	opterr = 0;
 	/* '+': stop at PROGRAM, whose own options are not ours. */
@@ -263,6 +509,62 @@ static void parse_options(int argc, char **argv, struct options *o)
 				                 optarg);
 			o->timeout_arg = optarg;
 			break;
+		case OPT_HOSTS:
+			o->hosts = optarg;
+			break;
+		case OPT_HOSTFILE:
+			o->hostfile = optarg;
+			break;
+		case OPT_DRY_RUN:
+			o->dry_run = true;
+			break;
+		case OPT_MPIRUN_ARGS:
+			if (split_words(optarg, &o->mpirun_args) < 0)
+				tool_usage_error("--mpirun-args '%s': a quote is not closed", optarg);
+			break;
+		case OPT_ENV: {
+			size_t n = strcspn(optarg, "=");
+			if (!valid_env_name(optarg, n))
+				tool_usage_error("invalid --env '%s': expected VAR or VAR=VALUE, VAR made of "
+				                 "letters, digits and '_'", optarg);
+			if (is_rank_env_name(optarg, n))
+				tool_usage_error("--env '%s': smddp-run sets %.*s itself (see --master-addr, "
+				                 "--master-port, --nproc)", optarg, (int)n, optarg);
+			if (!optarg[n] && !getenv(optarg))
+				tool_usage_error("--env %s: %s is not set; give a value with --env %s=VALUE",
+				                 optarg, optarg, optarg);
+			strv_add(&o->envs, optarg);
+			break;
+		}
+		case OPT_BIND:
+			o->bind = parse_bind(optarg);
+			break;
+		case OPT_NETIF:
+			if (!*optarg || strlen(optarg) >= 16 || strpbrk(optarg, " \t/,:'\"\\"))
+				tool_usage_error("invalid --network-interface '%s': expected an interface "
+				                 "name such as eth0", optarg);
+			o->netif = optarg;
+			break;
+		case OPT_SAGEMAKER:
+			o->sagemaker = 1;
+			break;
+		case OPT_NO_SAGEMAKER:
+			o->sagemaker = 0;
+			break;
+		case OPT_RESOURCE_CONFIG:
+			o->resource_config = optarg;
+			break;
+		case OPT_HYPERPARAMETERS:
+			o->hyperparameters = optarg;
+			break;
+		case OPT_DISTRIBUTION:
+			o->distribution = optarg;
+			break;
+		case OPT_WORKER_WAIT:
+			if (tool_parse_double(optarg, 0, 1e9, &o->worker_wait_s) < 0)
+				tool_usage_error("invalid --worker-wait '%s': expected a number of seconds",
+				                 optarg);
+			break;
 		case 'h':
 			usage();
 			exit(TOOL_EXIT_OK);
@@ -276,6 +578,18 @@ static void parse_options(int argc, char **argv, struct options *o)
 	if (optind >= argc)
 		tool_usage_error("no program given");
 	o->argv = argv + optind;
+
+	if (o->hosts && o->hostfile)
+		tool_usage_error("--hosts and --hostfile exclude each other");
+	bool sm_flags = o->resource_config || o->hyperparameters || o->distribution;
+	if ((o->hosts || o->hostfile) && (o->sagemaker == 1 || sm_flags))
+		tool_usage_error("--%s and SageMaker's configuration exclude each other",
+		                 o->hosts ? "hosts" : "hostfile");
+	if (o->sagemaker == 0 && sm_flags)
+		tool_usage_error("--no-sagemaker with --resource-config, --hyperparameters or "
+		                 "--distribution");
+	if (sm_flags)
+		o->sagemaker = 1;
 }
 
 /* One rank per NVIDIA GPU device node (/dev/nvidia0, /dev/nvidia1...). */
@@ -293,16 +607,815 @@ static int count_gpus(void)
 	return n;
 }
 
-/* Where this launcher's ranks sit in the job. Today the whole job runs on
- * this machine. The mpirun mode will start one smddp-run per host and take
- * nnodes and node_rank from OMPI_COMM_WORLD_SIZE and OMPI_COMM_WORLD_RANK
- * here (they are then removed from the ranks' environment, as now); the
- * master port then has to be given, or picked by node 0 and shared. */
-static void job_layout(const struct options *o, struct layout *l)
+/* ---- host lists --------------------------------------------------------- */
+
+#define MAX_HOSTS 4096
+
+struct hostlist {
+	struct strv names;
+	long slots[MAX_HOSTS];  /* 0: not given */
+};
+
+/* Host names and addresses as Open MPI's --host takes them: no ':' (IPv6
+ * addresses are not supported there), no blanks, no commas. */
+static bool valid_host(const char *h)
 {
-	l->nnodes = 1;
-	l->node_rank = 0;
-	l->local_size = (int)o->nproc;
+	size_t n = strlen(h);
+	if (n == 0 || n > 255 || h[0] == '-' || h[0] == '.')
+		return false;
+	return strspn(h, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-_") == n;
+}
+
+static void hostlist_add(struct hostlist *hl, const char *name, long slots, const char *where)
+{
+	if (!valid_host(name))
+		tool_usage_error("%s: invalid host name '%s': expected letters, digits, '.', '-' "
+		                 "and '_'", where, name);
+	if (strv_has(&hl->names, name))
+		tool_usage_error("%s: host '%s' is given twice", where, name);
+	if (hl->names.n >= MAX_HOSTS)
+		tool_usage_error("%s: more than %d hosts", where, MAX_HOSTS);
+	hl->slots[hl->names.n] = slots;
+	strv_add(&hl->names, name);
+}
+
+/* "h1:8,h2:8" or "h1,h2". */
+static void parse_hosts_arg(const char *arg, struct hostlist *hl)
+{
+	char *copy = xstrdup(arg), *save = NULL;
+	char where[64];
+	snprintf(where, sizeof where, "--hosts");
+	if (!*arg || arg[0] == ',' || arg[strlen(arg) - 1] == ',' || strstr(arg, ",,"))
+		tool_usage_error("malformed host list '%s': an empty host name; expected "
+		                 "HOST[:N],HOST[:N]...", arg);
+	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		long slots = 0;
+		char *colon = strchr(tok, ':');
+		if (colon) {
+			*colon = '\0';
+			if (tool_parse_long(colon + 1, 1, MAX_NPROC, &slots) < 0)
+				tool_usage_error("malformed host list '%s': '%s:%s': expected a number of "
+				                 "ranks from 1 to %d after ':'", arg, tok, colon + 1,
+				                 MAX_NPROC);
+		}
+		hostlist_add(hl, tok, slots, where);
+	}
+	free(copy);
+}
+
+/* Open MPI's hostfile: "HOST [slots=N] [max_slots=M]", '#' comments. */
+static void parse_hostfile(const char *path, struct hostlist *hl)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
+	char line[4096], where[4200];
+	int lineno = 0;
+
+	if (!f) {
+		tool_warn_errno("cannot open hostfile '%s'", path);
+		exit(TOOL_EXIT_USAGE);
+	}
+	while (fgets(line, sizeof line, f)) {
+		lineno++;
+		snprintf(where, sizeof where, "%s:%d", path, lineno);
+		line[strcspn(line, "#\n")] = '\0';
+		char *save = NULL, *host = strtok_r(line, " \t\r", &save);
+		if (!host)
+			continue;
+		long slots = 0;
+		for (char *kv; (kv = strtok_r(NULL, " \t\r", &save));) {
+			long v;
+			const char *val = strchr(kv, '=');
+			if (!val || tool_parse_long(val + 1, 1, MAX_NPROC, &v) < 0 ||
+			    (strncmp(kv, "slots=", 6) != 0 && strncmp(kv, "max_slots=", 10) != 0 &&
+			     strncmp(kv, "max-slots=", 10) != 0))
+				tool_usage_error("%s: malformed hostfile entry '%s': expected "
+				                 "'HOST slots=N' (N from 1 to %d)", where, kv, MAX_NPROC);
+			if (strncmp(kv, "slots=", 6) == 0)
+				slots = v;
+		}
+		hostlist_add(hl, host, slots, where);
+	}
+	if (ferror(f)) {
+		tool_warn_errno("cannot read hostfile '%s'", path);
+		exit(TOOL_EXIT_USAGE);
+	}
+	if (f != stdin)
+		fclose(f);
+	if (hl->names.n == 0)
+		tool_usage_error("hostfile '%s' names no host", path);
+}
+
+/* ---- the plan: what runs where ------------------------------------------ */
+
+enum plan_kind {
+	PLAN_LOCAL,     /* smddp-run forks this host's ranks (one or many hosts) */
+	PLAN_MPIRUN,    /* smddp-run runs mpirun, which runs the wrapper per rank */
+	PLAN_WORKER,    /* SageMaker, an mpirun form, not the master: wait for it */
+	PLAN_IDLE,      /* SageMaker: this host is not in the training groups */
+};
+
+struct plan {
+	enum plan_kind kind;
+	const char *form;        /* "local", "hosts", "pytorchddp"... */
+	struct strv hosts;       /* in job order; the first is the master */
+	const char *current_host;
+	int node_rank;
+	long ppn;                /* ranks per host */
+	char *master_addr;
+	long master_port;        /* 0: pick a free one */
+	const char *netif;
+	const char *instance_type;
+	struct strv env;         /* NAME=VALUE set beyond the rank variables */
+	struct strv fwd;         /* more names for mpirun -x (--env VAR) */
+	struct strv mpi_opts;    /* custom_mpi_options, split into words */
+	char *tf_config[2];      /* parameter_server: local rank 0 (ps), 1 (worker) */
+};
+
+/* EFA-capable instance types (public AWS specifications) and whether they
+ * support RDMA reads from device memory (FI_EFA_USE_DEVICE_RDMA). */
+static const struct {
+	const char *type;
+	bool rdma;
+} efa_types[] = {
+	{ "p3dn.24xlarge",  false },
+	{ "p4d.24xlarge",   true },
+	{ "p4de.24xlarge",  true },
+	{ "p5.48xlarge",    true },
+	{ "p5e.48xlarge",   true },
+	{ "p5en.48xlarge",  true },
+	{ "trn1.32xlarge",  true },
+	{ "trn1n.32xlarge", true },
+	{ "g4dn.8xlarge",   false },
+	{ "g4dn.12xlarge",  false },
+	{ "g4dn.16xlarge",  false },
+	{ "g4dn.metal",     false },
+	{ "g5.48xlarge",    false },
+};
+
+/* -1: not an EFA type; else whether device RDMA works. "ml." is optional. */
+static int efa_rdma(const char *type)
+{
+	if (!type)
+		return -1;
+	if (strncmp(type, "ml.", 3) == 0)
+		type += 3;
+	for (size_t i = 0; i < sizeof efa_types / sizeof efa_types[0]; i++)
+		if (strcmp(type, efa_types[i].type) == 0)
+			return efa_types[i].rdma;
+	return -1;
+}
+
+/* Errors in SageMaker's configuration: a clear line, exit 2. */
+noreturn TOOL_PRINTF(1, 2) static void config_error(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	tool_warn("%s", msg);
+	exit(TOOL_EXIT_USAGE);
+}
+
+static char *read_file(const char *path, const char *what)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		config_error("cannot open %s '%s': %s", what, path, strerror(errno));
+	size_t cap = 4096, len = 0;
+	char *buf = malloc(cap);
+	if (!buf)
+		out_of_memory();
+	for (;;) {
+		if (len + 1 >= cap) {
+			if (cap >= (64u << 20))
+				config_error("%s '%s' is larger than 64 MiB", what, path);
+			char *nb = realloc(buf, cap *= 2);
+			if (!nb)
+				out_of_memory();
+			buf = nb;
+		}
+		size_t n = fread(buf + len, 1, cap - len - 1, f);
+		len += n;
+		if (n == 0)
+			break;
+	}
+	if (ferror(f))
+		config_error("cannot read %s '%s': %s", what, path, strerror(errno));
+	fclose(f);
+	buf[len] = '\0';
+	return buf;
+}
+
+/* TEXT as JSON; WHAT names it in errors, with the line of the problem. */
+static cJSON *parse_json(const char *text, const char *what)
+{
+	const char *end = NULL;
+	cJSON *j = cJSON_ParseWithOpts(text, &end, true);
+	if (!j) {
+		const char *at = end ? end : cJSON_GetErrorPtr();
+		int line = 1;
+		for (const char *p = text; at && p < at && *p; p++)
+			line += *p == '\n';
+		config_error("%s is not valid JSON (line %d, near '%.20s')", what, line,
+		             at && *at ? at : "end of input");
+	}
+	return j;
+}
+
+static cJSON *load_json_file(const char *path, const char *what)
+{
+	char *text = read_file(path, what);
+	char desc[4200];
+	snprintf(desc, sizeof desc, "%s '%s'", what, path);
+	cJSON *j = parse_json(text, desc);
+	free(text);
+	return j;
+}
+
+static const char *json_string(const cJSON *obj, const char *key, const char *what)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (!v || cJSON_IsNull(v))
+		return NULL;
+	if (!cJSON_IsString(v))
+		config_error("%s: \"%s\" must be a string", what, key);
+	return v->valuestring;
+}
+
+/* A JSON array of host names into SV. */
+static void json_hosts(const cJSON *arr, struct strv *sv, const char *what)
+{
+	const cJSON *h;
+	if (!cJSON_IsArray(arr))
+		config_error("%s: \"hosts\" must be an array of host names", what);
+	cJSON_ArrayForEach(h, arr) {
+		if (!cJSON_IsString(h) || !valid_host(h->valuestring))
+			config_error("%s: \"hosts\" holds an invalid host name", what);
+		if (!strv_has(sv, h->valuestring))
+			strv_add(sv, h->valuestring);
+	}
+}
+
+/* Hyperparameter values are JSON encoded into strings ("true", "8",
+ * "\"-x FOO\""); SM_HPS holds them decoded. Returns a new item. */
+static cJSON *hp_value(const cJSON *v)
+{
+	if (cJSON_IsString(v)) {
+		cJSON *d = cJSON_Parse(v->valuestring);
+		if (d)
+			return d;
+	}
+	return cJSON_Duplicate(v, true);
+}
+
+/* The hyperparameter form of the distribution, as the estimator's
+ * distribution argument, so that one parser reads both. */
+static cJSON *hp_to_distribution(const cJSON *hps, const char *what, const char **itype)
+{
+	static const struct {
+		const char *hp, *form, *sub, *key;
+	} map[] = {
+		{ "sagemaker_distributed_dataparallel_enabled", "smdistributed", "dataparallel", "enabled" },
+		{ "sagemaker_distributed_dataparallel_custom_mpi_options", "smdistributed", "dataparallel",
+		  "custom_mpi_options" },
+		{ "sagemaker_mpi_enabled", "mpi", NULL, "enabled" },
+		{ "sagemaker_mpi_num_of_processes_per_host", "mpi", NULL, "processes_per_host" },
+		{ "sagemaker_mpi_custom_mpi_options", "mpi", NULL, "custom_mpi_options" },
+		{ "sagemaker_pytorch_ddp_enabled", "pytorchddp", NULL, "enabled" },
+		{ "sagemaker_torch_distributed_enabled", "torch_distributed", NULL, "enabled" },
+		{ "sagemaker_parameter_server_enabled", "parameter_server", NULL, "enabled" },
+		{ "mp_parameters", "smdistributed", "modelparallel", "parameters" },
+		{ "sagemaker_distribution_instance_groups", "instance_groups", NULL, NULL },
+	};
+	static const char *const ours[] = {
+		"sagemaker_distributed_", "sagemaker_mpi_", "sagemaker_pytorch_", "sagemaker_torch_",
+		"sagemaker_parameter_server", "sagemaker_distribution_",
+	};
+	cJSON *d = cJSON_CreateObject();
+	const cJSON *kv;
+
+	if (!d)
+		out_of_memory();
+	cJSON_ArrayForEach(kv, hps) {
+		size_t i;
+		if (strcmp(kv->string, "sagemaker_instance_type") == 0) {
+			if (cJSON_IsString(kv)) {
+				cJSON *t = hp_value(kv);
+				*itype = xstrdup(cJSON_IsString(t) ? t->valuestring : kv->valuestring);
+				cJSON_Delete(t);
+			}
+			continue;
+		}
+		for (i = 0; i < sizeof map / sizeof map[0]; i++)
+			if (strcmp(kv->string, map[i].hp) == 0)
+				break;
+		if (i == sizeof map / sizeof map[0]) {
+			for (size_t k = 0; k < sizeof ours / sizeof ours[0]; k++)
+				if (strncmp(kv->string, ours[k], strlen(ours[k])) == 0)
+					config_error("%s: unknown hyperparameter \"%s\"", what, kv->string);
+			continue;   /* the program's own hyperparameter */
+		}
+		cJSON *val = hp_value(kv);
+		if (!map[i].key) {
+			cJSON_AddItemToObject(d, map[i].form, val);
+			continue;
+		}
+		cJSON *form = cJSON_GetObjectItemCaseSensitive(d, map[i].form);
+		if (!form)
+			form = cJSON_AddObjectToObject(d, map[i].form);
+		if (map[i].sub) {
+			cJSON *sub = cJSON_GetObjectItemCaseSensitive(form, map[i].sub);
+			if (!sub)
+				sub = cJSON_AddObjectToObject(form, map[i].sub);
+			form = sub;
+		}
+		if (strcmp(map[i].hp, "mp_parameters") == 0)
+			cJSON_AddTrueToObject(form, "enabled");
+		cJSON_AddItemToObject(form, map[i].key, val);
+	}
+	return d;
+}
+
+struct dist {
+	const char *form;        /* NULL: none enabled */
+	bool mpirun;
+	long ppn;                /* 0: not given */
+	struct strv mpi_opts;
+	char *mp_params;         /* smdistributed.modelparallel parameters, JSON */
+	struct strv groups;      /* instance_groups */
+};
+
+static bool dist_bool(const cJSON *v, const char *what, const char *key)
+{
+	if (cJSON_IsBool(v))
+		return cJSON_IsTrue(v);
+	if (cJSON_IsString(v) && (strcasecmp(v->valuestring, "true") == 0 ||
+	                          strcasecmp(v->valuestring, "false") == 0))
+		return strcasecmp(v->valuestring, "true") == 0;
+	config_error("%s: \"%s\" must be true or false", what, key);
+}
+
+/* Checks OBJ's keys against KNOWN (space-separated) and returns enabled. */
+static bool dist_form(const cJSON *obj, const char *what, const char *name, const char *known)
+{
+	const cJSON *kv;
+	bool enabled = false;
+	char path[128];
+
+	if (!cJSON_IsObject(obj))
+		config_error("%s: \"%s\" must be an object such as {\"enabled\": true}", what, name);
+	cJSON_ArrayForEach(kv, obj) {
+		size_t n = strlen(kv->string);
+		const char *k = known;
+		bool ok = false;
+		while (*k && !ok) {
+			size_t m = strcspn(k, " ");
+			ok = m == n && strncmp(k, kv->string, n) == 0;
+			k += m + (k[m] == ' ');
+		}
+		if (!ok)
+			config_error("%s: unknown key \"%s\" in \"%s\" (known: %s)", what, kv->string, name,
+			             known);
+		snprintf(path, sizeof path, "%s.%s", name, kv->string);
+		if (strcmp(kv->string, "enabled") == 0)
+			enabled = dist_bool(kv, what, path);
+	}
+	return enabled;
+}
+
+static void dist_mpi_options(const cJSON *obj, struct dist *d, const char *what, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "custom_mpi_options");
+	if (!v)
+		return;
+	if (!cJSON_IsString(v))
+		config_error("%s: \"%s.custom_mpi_options\" must be a string", what, name);
+	if (split_words(v->valuestring, &d->mpi_opts) < 0)
+		config_error("%s: \"%s.custom_mpi_options\": a quote is not closed", what, name);
+}
+
+static void parse_distribution(const cJSON *j, struct dist *d, const char *what)
+{
+	static const char known[] =
+		"torch_distributed pytorchddp smdistributed mpi parameter_server instance_groups";
+	const cJSON *kv;
+	bool torch = false, ddp = false, sdp = false, smp = false, mpi = false, ps = false;
+	const cJSON *jmpi = NULL, *jsdp = NULL, *jsmp = NULL;
+
+	memset(d, 0, sizeof *d);
+	if (!cJSON_IsObject(j))
+		config_error("%s must be a JSON object such as {\"torch_distributed\": "
+		             "{\"enabled\": true}}", what);
+	cJSON_ArrayForEach(kv, j) {
+		const char *k = kv->string;
+		if (strcmp(k, "torch_distributed") == 0) {
+			torch = dist_form(kv, what, k, "enabled");
+		} else if (strcmp(k, "pytorchddp") == 0) {
+			ddp = dist_form(kv, what, k, "enabled");
+		} else if (strcmp(k, "parameter_server") == 0) {
+			ps = dist_form(kv, what, k, "enabled");
+		} else if (strcmp(k, "mpi") == 0) {
+			mpi = dist_form(kv, what, k, "enabled processes_per_host custom_mpi_options");
+			jmpi = kv;
+		} else if (strcmp(k, "smdistributed") == 0) {
+			const cJSON *s;
+			if (!cJSON_IsObject(kv))
+				config_error("%s: \"smdistributed\" must be an object", what);
+			cJSON_ArrayForEach(s, kv) {
+				if (strcmp(s->string, "dataparallel") == 0) {
+					sdp = dist_form(s, what, "smdistributed.dataparallel",
+					                "enabled custom_mpi_options");
+					jsdp = s;
+				} else if (strcmp(s->string, "modelparallel") == 0) {
+					smp = dist_form(s, what, "smdistributed.modelparallel",
+					                "enabled parameters");
+					jsmp = s;
+				} else {
+					config_error("%s: unknown key \"%s\" in \"smdistributed\" (known: "
+					             "dataparallel modelparallel)", what, s->string);
+				}
+			}
+		} else if (strcmp(k, "instance_groups") == 0) {
+			const cJSON *g;
+			if (!cJSON_IsArray(kv))
+				config_error("%s: \"instance_groups\" must be an array", what);
+			cJSON_ArrayForEach(g, kv) {
+				const char *name = cJSON_IsString(g) ? g->valuestring
+				                   : json_string(g, "instance_group_name", what);
+				if (!name)
+					config_error("%s: \"instance_groups\" holds neither a name nor an object "
+					             "with \"instance_group_name\"", what);
+				strv_add(&d->groups, name);
+			}
+		} else {
+			config_error("%s: unknown key \"%s\" (known: %s)", what, k, known);
+		}
+	}
+
+	const char *on[6];
+	int non = 0;
+	if (torch)
+		on[non++] = "torch_distributed";
+	if (ddp)
+		on[non++] = "pytorchddp";
+	if (sdp)
+		on[non++] = "smdistributed.dataparallel";
+	if (smp)
+		on[non++] = "smdistributed.modelparallel";
+	if (ps)
+		on[non++] = "parameter_server";
+	if (mpi && !smp)
+		on[non++] = "mpi";
+	if (non > 1)
+		config_error("%s: conflicting distribution: %s and %s are both enabled", what, on[0],
+		             on[1]);
+	if (smp && !mpi)
+		config_error("%s: smdistributed.modelparallel runs through MPI: add \"mpi\": "
+		             "{\"enabled\": true, \"processes_per_host\": N}", what);
+	if (non == 0)
+		return;
+	d->form = on[0];
+	d->mpirun = !torch && !ps;
+	if (mpi) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(jmpi, "processes_per_host");
+		double x = 0;
+		if (v && cJSON_IsString(v))
+			tool_parse_double(v->valuestring, 1, MAX_NPROC, &x);
+		else if (v && cJSON_IsNumber(v))
+			x = v->valuedouble;
+		if (v && (x < 1 || x > MAX_NPROC || x != (long)x))
+			config_error("%s: \"mpi.processes_per_host\" must be a whole number from 1 to %d",
+			             what, MAX_NPROC);
+		d->ppn = (long)x;
+		dist_mpi_options(jmpi, d, what, "mpi");
+	}
+	if (sdp)
+		dist_mpi_options(jsdp, d, what, "smdistributed.dataparallel");
+	if (smp) {
+		const cJSON *p = cJSON_GetObjectItemCaseSensitive(jsmp, "parameters");
+		if (p && !cJSON_IsObject(p))
+			config_error("%s: \"smdistributed.modelparallel.parameters\" must be an object",
+			             what);
+		d->mp_params = p ? cJSON_PrintUnformatted(p) : xstrdup("{}");
+		if (!d->mp_params)
+			out_of_memory();
+	}
+}
+
+static const char *sm_config_dir(void)
+{
+	const char *d = getenv("SMDDP_SM_CONFIG_DIR");
+	return d && *d ? d : "/opt/ml/input/config";
+}
+
+static bool sm_detect(void)
+{
+	char path[4200];
+	snprintf(path, sizeof path, "%s/resourceconfig.json", sm_config_dir());
+	return access(path, F_OK) == 0;
+}
+
+static int count_gpus(void);
+
+/* SageMaker: resourceconfig.json, hyperparameters.json, the distribution
+ * and SM_* into a plan. Precedence: a file given by flag, then the SM_*
+ * variables, then the files of the configuration folder. */
+static void sagemaker_plan(const struct options *o, struct plan *p)
+{
+	char rcpath[4200], hppath[4200];
+	const char *env;
+	cJSON *rc = NULL, *hps = NULL;
+	const char *rcwhat, *hpwhat = NULL;
+
+	snprintf(rcpath, sizeof rcpath, "%s/resourceconfig.json", sm_config_dir());
+	snprintf(hppath, sizeof hppath, "%s/hyperparameters.json", sm_config_dir());
+
+	/* resourceconfig */
+	if (o->resource_config) {
+		rc = load_json_file(o->resource_config, "resource config");
+		rcwhat = o->resource_config;
+	} else if ((env = getenv("SM_RESOURCE_CONFIG")) && *env) {
+		rc = parse_json(env, "SM_RESOURCE_CONFIG");
+		rcwhat = "SM_RESOURCE_CONFIG";
+	} else if (access(rcpath, F_OK) == 0) {
+		rc = load_json_file(rcpath, "resource config");
+		rcwhat = rcpath;
+	} else {
+		rc = cJSON_CreateObject();
+		rcwhat = "SM_HOSTS";
+		if (!getenv("SM_HOSTS") || !getenv("SM_CURRENT_HOST"))
+			config_error("--sagemaker: no resource config: give --resource-config FILE, or "
+			             "set SM_RESOURCE_CONFIG, or SM_HOSTS and SM_CURRENT_HOST (looked for "
+			             "%s)", rcpath);
+	}
+	if (!cJSON_IsObject(rc))
+		config_error("%s: expected a JSON object", rcwhat);
+
+	const char *cur = json_string(rc, "current_host", rcwhat);
+	const char *netif = json_string(rc, "network_interface_name", rcwhat);
+	const char *itype = json_string(rc, "current_instance_type", rcwhat);
+	const char *g1 = json_string(rc, "current_group_name", rcwhat);
+	const char *g2 = json_string(rc, "current_instance_group", rcwhat);
+	if (g1 && g2 && strcmp(g1, g2) != 0)
+		config_error("%s: conflicting \"current_group_name\" (%s) and "
+		             "\"current_instance_group\" (%s)", rcwhat, g1, g2);
+	const char *group = g1 ? g1 : g2;
+	struct strv hosts = { 0 };
+	const cJSON *jh = cJSON_GetObjectItemCaseSensitive(rc, "hosts");
+	if (jh)
+		json_hosts(jh, &hosts, rcwhat);
+	if (!o->resource_config) {
+		if ((env = getenv("SM_CURRENT_HOST")) && *env)
+			cur = env;
+		if ((env = getenv("SM_NETWORK_INTERFACE_NAME")) && *env)
+			netif = env;
+		if ((env = getenv("SM_HOSTS")) && *env) {
+			cJSON *h = parse_json(env, "SM_HOSTS");
+			struct strv fresh = { 0 };
+			json_hosts(h, &fresh, "SM_HOSTS");
+			hosts = fresh;
+			cJSON_Delete(h);
+		}
+	}
+	if (!cur)
+		config_error("%s: no \"current_host\"", rcwhat);
+	if (!valid_host(cur))
+		config_error("%s: invalid current host '%s'", rcwhat, cur);
+	if (hosts.n == 0)
+		config_error("%s: no \"hosts\"", rcwhat);
+
+	/* hyperparameters */
+	if (o->hyperparameters) {
+		hps = load_json_file(o->hyperparameters, "hyperparameters");
+		hpwhat = o->hyperparameters;
+	} else if ((env = getenv("SM_HPS")) && *env) {
+		hps = parse_json(env, "SM_HPS");
+		hpwhat = "SM_HPS";
+	} else if (access(hppath, F_OK) == 0) {
+		hps = load_json_file(hppath, "hyperparameters");
+		hpwhat = hppath;
+	}
+	if (hps && !cJSON_IsObject(hps))
+		config_error("%s: expected a JSON object", hpwhat);
+
+	/* distribution: the flag, else the hyperparameter form */
+	struct dist d = { 0 }, dh = { 0 };
+	const char *hp_itype = NULL;
+	if (hps) {
+		cJSON *hd = hp_to_distribution(hps, hpwhat, &hp_itype);
+		parse_distribution(hd, &dh, hpwhat);
+		cJSON_Delete(hd);
+	}
+	if (o->distribution) {
+		const char *s = o->distribution + strspn(o->distribution, " \t\r\n");
+		cJSON *j = *s == '{' ? parse_json(s, "--distribution")
+		                     : load_json_file(o->distribution, "distribution");
+		parse_distribution(j, &d, "--distribution");
+		cJSON_Delete(j);
+		if (dh.form && (!d.form || strcmp(d.form, dh.form) != 0))
+			config_error("conflicting distribution: --distribution says %s, %s says %s",
+			             d.form ? d.form : "none", hpwhat, dh.form);
+	} else {
+		d = dh;
+	}
+	if (!itype)
+		itype = hp_itype;
+
+	/* instance groups: only their hosts train */
+	const cJSON *igs = cJSON_GetObjectItemCaseSensitive(rc, "instance_groups");
+	if (d.groups.n) {
+		struct strv kept = { 0 };
+		if (!cJSON_IsArray(igs))
+			config_error("the distribution names instance groups but %s has no "
+			             "\"instance_groups\"", rcwhat);
+		for (size_t i = 0; i < d.groups.n; i++) {
+			const cJSON *g, *found = NULL;
+			cJSON_ArrayForEach(g, igs)
+				if (cJSON_IsObject(g) && json_string(g, "instance_group_name", rcwhat) &&
+				    strcmp(json_string(g, "instance_group_name", rcwhat), d.groups.v[i]) == 0)
+					found = g;
+			if (!found)
+				config_error("instance group '%s' is not in %s", d.groups.v[i], rcwhat);
+			json_hosts(cJSON_GetObjectItemCaseSensitive(found, "hosts"), &kept, rcwhat);
+		}
+		hosts = kept;
+	}
+	if (!itype && group && cJSON_IsArray(igs)) {
+		const cJSON *g;
+		cJSON_ArrayForEach(g, igs)
+			if (cJSON_IsObject(g) && json_string(g, "instance_group_name", rcwhat) &&
+			    strcmp(json_string(g, "instance_group_name", rcwhat), group) == 0)
+				itype = json_string(g, "instance_type", rcwhat);
+	}
+
+	qsort(hosts.v, hosts.n, sizeof *hosts.v, cmp_str);
+	p->hosts = hosts;
+	p->current_host = xstrdup(cur);
+	p->node_rank = -1;
+	for (size_t i = 0; i < hosts.n; i++)
+		if (strcmp(hosts.v[i], cur) == 0)
+			p->node_rank = (int)i;
+	if (p->node_rank < 0) {
+		if (d.groups.n) {
+			p->kind = PLAN_IDLE;
+			p->form = d.form ? d.form : "local";
+			return;
+		}
+		config_error("%s: the current host '%s' is not among the hosts", rcwhat, cur);
+	}
+
+	p->form = d.form ? d.form : "local";
+	p->netif = o->netif ? o->netif : netif ? xstrdup(netif) : NULL;
+	p->instance_type = itype ? xstrdup(itype) : NULL;
+	p->mpi_opts = d.mpi_opts;
+	if (d.mp_params)
+		envv_set(&p->env, "SM_HP_MP_PARAMETERS", d.mp_params, true);
+
+	long gpus = 0;
+	if ((env = getenv("SM_NUM_GPUS")) && *env &&
+	    tool_parse_long(env, 0, MAX_NPROC, &gpus) < 0)
+		config_error("SM_NUM_GPUS='%s': expected a number from 0 to %d", env, MAX_NPROC);
+	if (!env || !*env)
+		gpus = count_gpus();
+	p->ppn = o->nproc ? o->nproc : d.ppn ? d.ppn : gpus > 0 ? gpus : 1;
+	if (p->ppn > MAX_NPROC)
+		p->ppn = MAX_NPROC;
+
+	if (d.form && strcmp(d.form, "parameter_server") == 0) {
+		/* One server and one worker per host, as SageMaker's TensorFlow
+		 * containers: workers on port 2222, servers on 2223. */
+		if (o->nproc)
+			config_error("parameter_server runs one server and one worker per host: "
+			             "-n does not apply");
+		p->ppn = 2;
+		char *cluster = xasprintf("{\"cluster\":{\"ps\":[");
+		for (int role = 0; role < 2; role++) {
+			for (size_t i = 0; i < hosts.n; i++) {
+				char *c = xasprintf("%s%s\"%s:%d\"", cluster, i ? "," : "", hosts.v[i],
+				                    role ? 2222 : 2223);
+				free(cluster);
+				cluster = c;
+			}
+			char *c = xasprintf("%s]%s", cluster, role ? "}" : ",\"worker\":[");
+			free(cluster);
+			cluster = c;
+		}
+		p->tf_config[0] = xasprintf("TF_CONFIG=%s,\"environment\":\"cloud\",\"task\":{\"type\":\"ps\","
+		                            "\"index\":%d}}", cluster, p->node_rank);
+		p->tf_config[1] = xasprintf("TF_CONFIG=%s,\"environment\":\"cloud\",\"task\":{\"type\":\"worker\","
+		                            "\"index\":%d}}", cluster, p->node_rank);
+		free(cluster);
+	}
+	if (d.mpirun)
+		p->kind = p->node_rank == 0 ? PLAN_MPIRUN : PLAN_WORKER;
+	else
+		p->kind = PLAN_LOCAL;
+	cJSON_Delete(rc);
+	cJSON_Delete(hps);
+}
+
+/* The plan from the command line (and SageMaker's configuration). */
+static void make_plan(const struct options *o, struct plan *p)
+{
+	memset(p, 0, sizeof *p);
+	p->netif = o->netif;
+	p->master_port = o->master_port;
+
+	if (o->hosts || o->hostfile) {
+		static struct hostlist hl;
+		if (o->hosts)
+			parse_hosts_arg(o->hosts, &hl);
+		else
+			parse_hostfile(o->hostfile, &hl);
+		p->kind = PLAN_MPIRUN;
+		p->form = "hosts";
+		p->hosts = hl.names;
+		p->ppn = o->nproc;
+		if (!p->ppn) {
+			long s = hl.slots[0];
+			for (size_t i = 1; i < hl.names.n; i++)
+				if (hl.slots[i] != s)
+					tool_usage_error("hosts with different rank counts (%s:%ld, %s:%ld): "
+					                 "give -n N to run N ranks on each",
+					                 hl.names.v[0], s, hl.names.v[i], hl.slots[i]);
+			if (!s) {
+				int gpus = count_gpus();
+				s = gpus > 0 ? (gpus > MAX_NPROC ? MAX_NPROC : gpus) : 1;
+			}
+			p->ppn = s;
+		}
+	} else if (o->sagemaker == 1 || (o->sagemaker < 0 && sm_detect())) {
+		sagemaker_plan(o, p);
+	} else {
+		int gpus;
+		p->kind = PLAN_LOCAL;
+		p->form = "local";
+		p->node_rank = 0;
+		p->ppn = o->nproc ? o->nproc : (gpus = count_gpus()) > 0 ?
+		         (gpus > MAX_NPROC ? MAX_NPROC : gpus) : 1;
+		p->master_addr = xstrdup(o->master_addr ? o->master_addr : "127.0.0.1");
+		return;
+	}
+	if (p->hosts.n * (size_t)p->ppn > (size_t)1 << 24)
+		tool_usage_error("too many ranks: %zu hosts x %ld", p->hosts.n, p->ppn);
+	p->master_addr = xstrdup(o->master_addr ? o->master_addr : p->hosts.n ? p->hosts.v[0]
+	                                                                       : "127.0.0.1");
+	if (!p->master_port && (p->kind != PLAN_LOCAL || p->hosts.n > 1))
+		p->master_port = DEFAULT_PORT;
+}
+
+/* The variables set beyond the rank variables: --env, the network
+ * interface, EFA. An explicit --env wins over what smddp-run would set;
+ * EFA settings also yield to the inherited environment. */
+static void plan_env(const struct options *o, struct plan *p)
+{
+	for (size_t i = 0; i < o->envs.n; i++) {
+		const char *e = o->envs.v[i];
+		size_t n = strcspn(e, "=");
+		char *name = strndup(e, n);
+		if (!name)
+			out_of_memory();
+		if (e[n])
+			envv_set(&p->env, name, e + n + 1, true);
+		if (!strv_has(&p->fwd, name))
+			strv_take(&p->fwd, name);
+		else
+			free(name);
+	}
+	if (p->netif) {
+		envv_set(&p->env, "NCCL_SOCKET_IFNAME", p->netif, false);
+		envv_set(&p->env, "GLOO_SOCKET_IFNAME", p->netif, false);
+		envv_set(&p->env, "SMDDP_SOCKET_IFNAME", p->netif, false);
+	}
+	int rdma = efa_rdma(p->instance_type);
+	if (rdma >= 0) {
+		static const char *const efa[][2] = {
+			{ "FI_PROVIDER", "efa" }, { "RDMAV_FORK_SAFE", "1" },
+			{ "FI_EFA_USE_DEVICE_RDMA", "1" },
+		};
+		for (int i = 0; i < (rdma ? 3 : 2); i++)
+			if (!getenv(efa[i][0]) && !strv_has(&p->fwd, efa[i][0]))
+				envv_set(&p->env, efa[i][0], efa[i][1], false);
+	}
+}
+
+/* Where this launcher's ranks sit in the job. Local plans fork this host's
+ * ranks here (SageMaker's torch_distributed: one smddp-run per host, the
+ * node rank from the host's place in the sorted host list); the mpirun plan
+ * runs mpirun as its single child, and each rank's wrapper
+ * (--rank-wrapper) derives its place from OMPI_COMM_WORLD_*. */
+static void job_layout(const struct plan *p, struct layout *l)
+{
+	if (p->kind == PLAN_MPIRUN) {
+		l->nnodes = 1;
+		l->node_rank = 0;
+		l->local_size = 1;
+		return;
+	}
+	l->nnodes = p->hosts.n > 1 ? (int)p->hosts.n : 1;
+	l->node_rank = p->node_rank;
+	l->local_size = (int)p->ppn;
 }
 
 /* ---- job identity and rendezvous ------------------------------------- */
@@ -416,6 +1529,14 @@ static const char *const rank_env_names[] = {
 };
 #define NRANK_ENV (sizeof rank_env_names / sizeof rank_env_names[0])
 
+static bool is_rank_env_name(const char *name, size_t n)
+{
+	for (size_t i = 0; i < NRANK_ENV; i++)
+		if (strlen(rank_env_names[i]) == n && strncmp(name, rank_env_names[i], n) == 0)
+			return true;
+	return false;
+}
+
 static bool env_is_ours(const char *kv)
 {
 	for (size_t i = 0; i < NRANK_ENV; i++) {
@@ -464,14 +1585,24 @@ static char **build_env(const struct run *r, int lr)
 	snprintf(v[16], sizeof v[16], "%s", r->job_id);
 	snprintf(v[17], sizeof v[17], "%s", r->job_id);
 
+	const struct strv *extra = &r->plan->env;
 	for (char **e = environ; *e; e++)
 		n++;
-	char **env = calloc(n + NRANK_ENV + 1, sizeof *env);
+	char **env = calloc(n + extra->n + 1 + NRANK_ENV + 1, sizeof *env);
 	if (!env)
 		return NULL;
-	for (char **e = environ; *e; e++)
-		if (!env_is_ours(*e) && !env_is_foreign_rank(*e))
+	for (char **e = environ; *e; e++) {
+		char name[256];
+		snprintf(name, sizeof name, "%.*s", (int)strcspn(*e, "="), *e);
+		if (!env_is_ours(*e) && !env_is_foreign_rank(*e) && !envv_find(extra, name) &&
+		    !(r->plan->tf_config[0] && strcmp(name, "TF_CONFIG") == 0))
 			env[k++] = *e;
+	}
+	/* not ours by name: free_env() leaves them alone */
+	for (size_t i = 0; i < extra->n; i++)
+		env[k++] = extra->v[i];
+	if (r->plan->tf_config[0])
+		env[k++] = r->plan->tf_config[lr ? 1 : 0];
 	for (size_t i = 0; i < NRANK_ENV; i++) {
 		const char *val = (i == 11 || i == 13) ? r->opt.master_addr : v[i];
 		size_t len = strlen(rank_env_names[i]) + 1 + strlen(val) + 1;
@@ -709,7 +1840,15 @@ static void rank_exited(struct run *r, struct rank *rk, const siginfo_t *si)
 	if (r->nlive > 0)
 		snprintf(others, sizeof others, "; stopping %d other rank%s",
 		         r->nlive, r->nlive == 1 ? "" : "s");
-	if (signaled)
+	if (r->mpirun) {
+		/* The rank's wrapper has named the host, rank and status already. */
+		if (signaled)
+			tool_warn("mpirun (pid %d) was killed by signal %d (%s)", (int)rk->pid,
+			          si->si_status, strsignal(si->si_status));
+		else
+			tool_warn("mpirun (pid %d) exited with status %d: the job failed", (int)rk->pid,
+			          si->si_status);
+	} else if (signaled)
 		tool_warn("rank %d (pid %d) was killed by signal %d (%s%s)%s", rk->rank, (int)rk->pid,
 		          si->si_status, strsignal(si->si_status),
 		          si->si_code == CLD_DUMPED ? ", core dumped" : "", others);
@@ -926,7 +2065,7 @@ static int start_rank(struct run *r, struct rank *rk, int lr)
 		launch_failed(r, "cannot create a pipe");
 		goto out;
 	}
-	env = build_env(r, lr);
+	env = r->mpirun ? r->mpirun_env : build_env(r, lr);
 	if (!env) {
 		errno = ENOMEM;
 		launch_failed(r, "cannot build the environment of a rank");
@@ -1003,7 +2142,8 @@ static int start_rank(struct run *r, struct rank *rk, int lr)
 	}
 	rc = 0;
 out:
-	free_env(env);
+	if (!r->mpirun)
+		free_env(env);
 	close_pair(ep);
 	close_pair(op);
 	close_pair(xp);
@@ -1232,6 +2372,493 @@ static void message_to_queue(const char *line, size_t len)
 	outq_put(the_run->qmsg, "", 0, line, len, false);
 }
 
+/* ---- the mpirun plan --------------------------------------------------- */
+
+/* Inherited variables that mpirun passes on to every rank (-x), besides the
+ * ones smddp-run sets: the program's search paths and the settings of the
+ * libraries a rank uses. */
+static bool env_forwarded(const char *kv)
+{
+	static const char *const prefixes[] = {
+		"SMDDP_", "NCCL_", "FI_", "SM_", "SMDATAPARALLEL_", "RDMAV_", "CUDA_",
+	};
+	static const char *const names[] = {
+		"PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "TF_CONFIG",
+	};
+	for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+		if (strncmp(kv, prefixes[i], strlen(prefixes[i])) == 0)
+			return true;
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		size_t n = strlen(names[i]);
+		if (strncmp(kv, names[i], n) == 0 && kv[n] == '=')
+			return true;
+	}
+	return false;
+}
+
+/* mpirun's environment: the inherited one without rank variables, plus the
+ * job's rendezvous (SET) and the plan's variables. */
+static void mpirun_environment(const struct run *r, struct strv *set, struct strv *names)
+{
+	const struct plan *p = r->plan;
+	envv_set(set, "MASTER_ADDR", p->master_addr, true);
+	envv_set(set, "MASTER_PORT", r->master_port, true);
+	envv_set(set, "SMDDP_MASTER_ADDR", p->master_addr, true);
+	envv_set(set, "SMDDP_MASTER_PORT", r->master_port, true);
+	envv_set(set, "SMDDP_JOB_ID", r->job_id, true);
+	envv_set(set, "SMDDP_JOB_TOKEN", r->token, true);
+	for (size_t i = 0; i < p->env.n; i++) {
+		size_t n = strcspn(p->env.v[i], "=");
+		char *name = strndup(p->env.v[i], n);
+		if (!name)
+			out_of_memory();
+		envv_set(set, name, p->env.v[i] + n + 1, true);
+		free(name);
+	}
+	qsort(set->v, set->n, sizeof *set->v, cmp_str);
+
+	for (size_t i = 0; i < set->n; i++)
+		strv_take(names, strndup(set->v[i], strcspn(set->v[i], "=")));
+	for (size_t i = 0; i < p->fwd.n; i++)
+		if (!strv_has(names, p->fwd.v[i]))
+			strv_add(names, p->fwd.v[i]);
+	for (char **e = environ; *e; e++) {
+		if (env_is_ours(*e) || env_is_foreign_rank(*e) || !env_forwarded(*e))
+			continue;
+		char *name = strndup(*e, strcspn(*e, "="));
+		if (!name)
+			out_of_memory();
+		if (strv_has(names, name))
+			free(name);
+		else
+			strv_take(names, name);
+	}
+	qsort(names->v, names->n, sizeof *names->v, cmp_str);
+}
+
+static const char *mpirun_program(void)
+{
+	const char *m = getenv("SMDDP_MPIRUN");
+	return m && *m ? m : "mpirun";
+}
+
+/* Whether mpirun (or SMDDP_MPIRUN) can be executed. */
+static bool mpirun_found(const char *prog)
+{
+	if (strchr(prog, '/'))
+		return access(prog, X_OK) == 0;
+	const char *path = getenv("PATH");
+	char *copy = xstrdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
+	char *save = NULL, full[4200];
+	bool found = false;
+	for (char *d = strtok_r(copy, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
+		snprintf(full, sizeof full, "%s/%s", *d ? d : ".", prog);
+		struct stat st;
+		found = stat(full, &st) == 0 && S_ISREG(st.st_mode) && access(full, X_OK) == 0;
+	}
+	free(copy);
+	return found;
+}
+
+/* This program's own path, for mpirun to start it on every host as the
+ * rank wrapper: hosts of one job share the installation (one container
+ * image, or one shared file system). */
+static char *self_path(void)
+{
+	char buf[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+	if (n <= 0)
+		return xstrdup("smddp-run");
+	buf[n] = '\0';
+	return xstrdup(buf);
+}
+
+static void mpirun_argv(const struct run *r, const struct strv *names, struct strv *av)
+{
+	const struct plan *p = r->plan;
+	const char *bind[] = { "none", "none", "core", "numa" };
+	size_t need = 1;
+
+	for (size_t i = 0; i < p->hosts.n; i++)
+		need += strlen(p->hosts.v[i]) + 8;
+	char *hosts = malloc(need);
+	if (!hosts)
+		out_of_memory();
+	hosts[0] = '\0';
+	size_t off = 0;
+	for (size_t i = 0; i < p->hosts.n; i++)
+		off += snprintf(hosts + off, need - off, "%s%s:%ld", i ? "," : "", p->hosts.v[i],
+		                p->ppn);
+
+	strv_add(av, mpirun_program());
+	/* Containers run as root; mpirun refuses that without this. */
+	strv_add(av, "--allow-run-as-root");
+	strv_add(av, "-np");
+	strv_take(av, xasprintf("%zu", p->hosts.n * (size_t)p->ppn));
+	strv_add(av, "--host");
+	strv_take(av, hosts);
+	strv_add(av, "--bind-to");
+	strv_add(av, bind[r->opt.bind]);
+	if (r->opt.tag > 0)
+		strv_add(av, "--tag-output");
+	if (p->netif) {
+		strv_add(av, "--mca");
+		strv_add(av, "btl_tcp_if_include");
+		strv_add(av, p->netif);
+		strv_add(av, "--mca");
+		strv_add(av, "oob_tcp_if_include");
+		strv_add(av, p->netif);
+	}
+	for (size_t i = 0; i < names->n; i++) {
+		strv_add(av, "-x");
+		strv_add(av, names->v[i]);
+	}
+	for (size_t i = 0; i < p->mpi_opts.n; i++)
+		strv_add(av, p->mpi_opts.v[i]);
+	for (size_t i = 0; i < r->opt.mpirun_args.n; i++)
+		strv_add(av, r->opt.mpirun_args.v[i]);
+	strv_take(av, self_path());
+	strv_add(av, "--rank-wrapper");
+	strv_add(av, "--");
+	for (char **a = r->opt.argv; *a; a++)
+		strv_add(av, *a);
+}
+
+/* ---- --dry-run ----------------------------------------------------------
+ *
+ * A sh(1) script, stable for scripts and tests: '#' lines describe the plan;
+ * "export NAME=VALUE" lines are the variables smddp-run sets (sorted; all
+ * else is inherited); then the command, one word per line joined by " \".
+ * A local plan lists each rank's own variables on "# rank" lines. */
+
+static void print_exports(const struct strv *set)
+{
+	for (size_t i = 0; i < set->n; i++) {
+		size_t n = strcspn(set->v[i], "=");
+		printf("export %.*s=", (int)n, set->v[i]);
+		print_quoted(stdout, set->v[i] + n + 1);
+		putchar('\n');
+	}
+}
+
+/* The words of AV; a line break (" \\") before each word that starts a new
+ * line: NEWLINE[i] says whether word i does. */
+static void print_words(char *const *av, const bool *newline)
+{
+	for (size_t i = 0; av[i]; i++) {
+		if (i && newline[i])
+			fputs(" \\\n  ", stdout);
+		else if (i)
+			putchar(' ');
+		print_quoted(stdout, av[i]);
+	}
+	putchar('\n');
+}
+
+static void print_command(char *const *av)
+{
+	size_t n = 0;
+	while (av[n])
+		n++;
+	bool *nl = calloc(n + 1, sizeof *nl);
+	if (!nl)
+		out_of_memory();
+	print_words(av, nl);
+	free(nl);
+}
+
+/* mpirun's options one per line with their values (known arities), then
+ * the command that it runs on one line. */
+static void print_mpirun_command(char *const *av)
+{
+	static const struct { const char *opt; int nargs; } arity[] = {
+		{ "-np", 1 }, { "--host", 1 }, { "--bind-to", 1 }, { "--mca", 2 }, { "-x", 1 },
+	};
+	size_t n = 0;
+	while (av[n])
+		n++;
+	bool *nl = calloc(n + 1, sizeof *nl);
+	if (!nl)
+		out_of_memory();
+	for (size_t i = 1; i < n; i++) {
+		nl[i] = true;
+		if (strcmp(av[i], "--rank-wrapper") == 0) {
+			nl[i] = false;
+			nl[i - 1] = true;
+			break;
+		}
+		for (size_t k = 0; k < sizeof arity / sizeof arity[0]; k++)
+			if (strcmp(av[i], arity[k].opt) == 0 && av[i + 1]) {
+				i += arity[k].nargs;
+				break;
+			}
+	}
+	print_words(av, nl);
+	free(nl);
+}
+
+static void dry_run_mpirun(const struct run *r, const struct strv *set, const struct strv *av)
+{
+	const struct plan *p = r->plan;
+	printf("# smddp-run --dry-run: %s through mpirun, %zu host%s x %ld rank%s\n", p->form,
+	       p->hosts.n, p->hosts.n == 1 ? "" : "s", p->ppn, p->ppn == 1 ? "" : "s");
+	print_exports(set);
+	print_mpirun_command(av->v);
+}
+
+static void dry_run_local(const struct run *r)
+{
+	const struct plan *p = r->plan;
+	const struct layout *l = &r->lay;
+	int world = l->nnodes * l->local_size;
+	struct strv set = { 0 };
+	char num[32];
+
+	printf("# smddp-run --dry-run: %s, host %d of %d", p->form, l->node_rank, l->nnodes);
+	if (p->current_host)
+		printf(" (%s)", p->current_host);
+	printf(", %d rank%s here\n", l->local_size, l->local_size == 1 ? "" : "s");
+	for (size_t i = 0; i < p->env.n; i++)
+		strv_add(&set, p->env.v[i]);
+	snprintf(num, sizeof num, "%d", world);
+	envv_set(&set, "WORLD_SIZE", num, true);
+	envv_set(&set, "SMDDP_WORLD_SIZE", num, true);
+	envv_set(&set, "ROLE_WORLD_SIZE", num, true);
+	snprintf(num, sizeof num, "%d", l->local_size);
+	envv_set(&set, "LOCAL_WORLD_SIZE", num, true);
+	envv_set(&set, "SMDDP_LOCAL_WORLD_SIZE", num, true);
+	snprintf(num, sizeof num, "%d", l->node_rank);
+	envv_set(&set, "GROUP_RANK", num, true);
+	envv_set(&set, "MASTER_ADDR", p->master_addr, true);
+	envv_set(&set, "SMDDP_MASTER_ADDR", p->master_addr, true);
+	envv_set(&set, "MASTER_PORT", r->master_port, true);
+	envv_set(&set, "SMDDP_MASTER_PORT", r->master_port, true);
+	envv_set(&set, "SMDDP_JOB_ID", r->job_id, true);
+	envv_set(&set, "TORCHELASTIC_RUN_ID", r->job_id, true);
+	envv_set(&set, "SMDDP_JOB_TOKEN", r->token, true);
+	qsort(set.v, set.n, sizeof *set.v, cmp_str);
+	print_exports(&set);
+	for (int lr = 0; lr < l->local_size; lr++) {
+		int rank = l->node_rank * l->local_size + lr;
+		printf("# rank %d: RANK=%d SMDDP_RANK=%d ROLE_RANK=%d LOCAL_RANK=%d SMDDP_LOCAL_RANK=%d",
+		       rank, rank, rank, rank, lr, lr);
+		if (p->tf_config[0]) {
+			fputs(" ", stdout);
+			print_quoted(stdout, p->tf_config[lr ? 1 : 0]);
+		}
+		putchar('\n');
+	}
+	print_command(r->opt.argv);
+}
+
+/* ---- --rank-wrapper: one rank under mpirun --------------------------------
+ *
+ * mpirun starts "smddp-run --rank-wrapper -- PROGRAM ARGS" once per rank.
+ * The wrapper gives PROGRAM the variables of local mode, computed from Open
+ * MPI's OMPI_COMM_WORLD_* (which stay, so that MPI programs work), runs it
+ * as its child, passes on the signals it gets, and when PROGRAM fails while
+ * nobody asked it to stop, names host, rank and status on stderr and exits
+ * with that status, for mpirun to end the job and return it. */
+
+static int wrapper_int(const char *name)
+{
+	const char *v = getenv(name);
+	long x;
+	if (!v || tool_parse_long(v, 0, 1 << 24, &x) < 0) {
+		tool_warn("--rank-wrapper: %s is %s: this mode runs under Open MPI's mpirun only",
+		          name, v ? "not a number" : "not set");
+		exit(TOOL_EXIT_USAGE);
+	}
+	return (int)x;
+}
+
+static int rank_wrapper(int argc, char **argv)
+{
+	int rank = wrapper_int("OMPI_COMM_WORLD_RANK");
+	int size = wrapper_int("OMPI_COMM_WORLD_SIZE");
+	int lrank = wrapper_int("OMPI_COMM_WORLD_LOCAL_RANK");
+	int lsize = wrapper_int("OMPI_COMM_WORLD_LOCAL_SIZE");
+	char host[256] = "?", num[32];
+
+	if (argc > 0 && strcmp(argv[0], "--") == 0) {
+		argc--;
+		argv++;
+	}
+	if (argc < 1) {
+		tool_warn("--rank-wrapper: no program given");
+		return TOOL_EXIT_USAGE;
+	}
+	if (lsize < 1 || lrank >= lsize || rank >= size) {
+		tool_warn("--rank-wrapper: inconsistent OMPI_COMM_WORLD_* variables");
+		return TOOL_EXIT_USAGE;
+	}
+	gethostname(host, sizeof host - 1);
+
+	/* mpirun places ranks by slot: host k has ranks k*L .. k*L+L-1. */
+	const struct { const char *name; int v; } vars[] = {
+		{ "SMDDP_RANK", rank }, { "RANK", rank }, { "ROLE_RANK", rank },
+		{ "SMDDP_WORLD_SIZE", size }, { "WORLD_SIZE", size }, { "ROLE_WORLD_SIZE", size },
+		{ "SMDDP_LOCAL_RANK", lrank }, { "LOCAL_RANK", lrank },
+		{ "SMDDP_LOCAL_WORLD_SIZE", lsize }, { "LOCAL_WORLD_SIZE", lsize },
+		{ "GROUP_RANK", rank / lsize },
+	};
+	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+		snprintf(num, sizeof num, "%d", vars[i].v);
+		setenv(vars[i].name, num, 1);
+	}
+	const char *id = getenv("SMDDP_JOB_ID");
+	if (id)
+		setenv("TORCHELASTIC_RUN_ID", id, 1);
+
+	sigset_t mask, orig;
+	sigemptyset(&mask);
+	static const int sigs[] = { SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2,
+	                            SIGCONT };
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+		sigaddset(&mask, sigs[i]);
+	sigprocmask(SIG_BLOCK, &mask, &orig);
+
+	int ep[2];
+	if (pipe2(ep, O_CLOEXEC) < 0) {
+		tool_warn_errno("rank %d on host %s: cannot create a pipe", rank, host);
+		return TOOL_EXIT_FAILURE;
+	}
+	pid_t self = getpid();
+	pid_t pid = fork();
+	if (pid < 0) {
+		tool_warn_errno("rank %d on host %s: cannot fork", rank, host);
+		return TOOL_EXIT_FAILURE;
+	}
+	if (pid == 0) {
+		close(ep[0]);
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != self)
+			_exit(127);
+		sigprocmask(SIG_SETMASK, &orig, NULL);
+		execvp(argv[0], argv);
+		int e = errno;
+		while (write(ep[1], &e, sizeof e) < 0 && errno == EINTR)
+			;
+		_exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
+	}
+	close(ep[1]);
+	int err = 0;
+	ssize_t got;
+	while ((got = read(ep[0], &err, sizeof err)) < 0 && errno == EINTR)
+		;
+	close(ep[0]);
+	if (got == sizeof err) {
+		errno = err;
+		tool_warn_errno("rank %d on host %s: cannot execute '%s'", rank, host, argv[0]);
+	}
+
+	int stopped_by = 0;   /* the signal mpirun (or someone) sent us */
+	for (;;) {
+		siginfo_t si;
+		int sig = sigwaitinfo(&mask, &si);
+		if (sig < 0)
+			continue;   /* EINTR */
+		if (sig != SIGCHLD) {
+			if (sig != SIGCONT && !stopped_by)
+				stopped_by = sig;
+			kill(pid, sig);
+			continue;
+		}
+		int st;
+		pid_t w = waitpid(pid, &st, WNOHANG);
+		if (w != pid)
+			continue;
+		if (WIFEXITED(st)) {
+			int code = WEXITSTATUS(st);
+			if (code && !stopped_by && got != sizeof err)
+				tool_warn("rank %d on host %s (pid %d) exited with status %d", rank, host,
+				          (int)pid, code);
+			return code;
+		}
+		if (WIFSIGNALED(st)) {
+			int s = WTERMSIG(st);
+			if (!stopped_by)
+				tool_warn("rank %d on host %s (pid %d) was killed by signal %d (%s%s)", rank,
+				          host, (int)pid, s, strsignal(s), WCOREDUMP(st) ? ", core dumped" : "");
+			return 128 + s;
+		}
+	}
+}
+
+/* ---- a SageMaker host that is not the master ----------------------------
+ *
+ * With an mpirun form, the master host's smddp-run starts mpirun, which
+ * reaches the other hosts (ssh, by default) and starts Open MPI's daemon
+ * there. The others' smddp-run must keep their container alive meanwhile:
+ * it waits (at most --worker-wait) for that daemon to appear, then for it
+ * to exit, without polling. */
+
+static pid_t find_daemon(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	pid_t found = 0;
+	if (!d)
+		return 0;
+	while (!found && (de = readdir(d))) {
+		char path[300], comm[64] = "";
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof path, "/proc/%s/comm", de->d_name);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof comm, f)) {
+			comm[strcspn(comm, "\n")] = '\0';
+			if (strcmp(comm, "orted") == 0 || strcmp(comm, "prted") == 0)
+				found = (pid_t)atol(de->d_name);
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return found;
+}
+
+static int worker_wait(const struct options *o, const struct plan *p)
+{
+	int64_t until = now_ms() + ms_from_s(o->worker_wait_s);
+	int64_t stop = o->timeout_s > 0 ? now_ms() + ms_from_s(o->timeout_s) : 0;
+	pid_t pid;
+
+	tool_warn("host %s runs ranks %ld..%ld of this %s job; waiting for mpirun on %s to "
+	          "start them", p->current_host, p->node_rank * p->ppn,
+	          p->node_rank * p->ppn + p->ppn - 1, p->form, p->hosts.v[0]);
+	while (!(pid = find_daemon())) {
+		if (now_ms() >= until) {
+			tool_warn("mpirun on %s did not reach host %s within %g seconds (--worker-wait)",
+			          p->hosts.v[0], p->current_host, o->worker_wait_s);
+			return TOOL_EXIT_FAILURE;
+		}
+		struct timespec ts = { 0, 200 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	for (;;) {
+		int left = -1;
+		if (stop) {
+			int64_t l = stop - now_ms();
+			if (l <= 0)
+				return 124;
+			left = l > INT_MAX ? INT_MAX : (int)l;
+		}
+		if (fd >= 0) {
+			struct pollfd pf = { .fd = fd, .events = POLLIN };
+			if (poll(&pf, 1, left) > 0)
+				return 0;
+		} else {
+			/* no pidfd (Linux < 5.3): the daemon is not our child */
+			if (kill(pid, 0) < 0 && errno == ESRCH)
+				return 0;
+			struct timespec ts = { 0, 500 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
 /* ---- main -------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -1240,16 +2867,39 @@ int main(int argc, char **argv)
 	struct run *r = &run;
 	sigset_t mask;
 
-	tool_init("smddp-run");
-	parse_options(argc, argv, &r->opt);
+	static struct plan plan;
 
-	if (r->opt.nproc == 0) {
-		int gpus = count_gpus();
-		r->opt.nproc = gpus > 0 ? (gpus > MAX_NPROC ? MAX_NPROC : gpus) : 1;
+	tool_init("smddp-run");
+	if (argc > 1 && strcmp(argv[1], "--rank-wrapper") == 0)
+		return rank_wrapper(argc - 2, argv + 2);
+	parse_options(argc, argv, &r->opt);
+	make_plan(&r->opt, &plan);
+	r->plan = &plan;
+	if (plan.kind == PLAN_IDLE) {
+		tool_warn("host %s is not in the instance groups that train; nothing to run here",
+		          plan.current_host);
+		return TOOL_EXIT_OK;
 	}
+	plan_env(&r->opt, &plan);
+	if (plan.kind == PLAN_LOCAL && (r->opt.mpirun_args.n || r->opt.bind > BIND_NONE))
+		tool_usage_error("--%s applies to jobs across hosts (--hosts, --hostfile, or "
+		                 "SageMaker's mpirun forms)",
+		                 r->opt.mpirun_args.n ? "mpirun-args" : "bind");
+	if (plan.kind == PLAN_WORKER) {
+		if (r->opt.dry_run) {
+			printf("# smddp-run --dry-run: %s through mpirun, started on %s; host %s (%d of "
+			       "%zu) waits for it\n", plan.form, plan.hosts.v[0], plan.current_host,
+			       plan.node_rank, plan.hosts.n);
+			return TOOL_EXIT_OK;
+		}
+		return worker_wait(&r->opt, &plan);
+	}
+	r->opt.master_addr = plan.master_addr;
+	r->opt.master_port = plan.master_port;
+	r->opt.nproc = plan.kind == PLAN_MPIRUN ? 1 : plan.ppn;
 	if (r->opt.tag < 0)
-		r->opt.tag = r->opt.nproc > 1;
-	job_layout(&r->opt, &r->lay);
+		r->opt.tag = plan.kind == PLAN_MPIRUN ? plan.hosts.n * plan.ppn > 1 : plan.ppn > 1;
+	job_layout(&plan, &r->lay);
 	r->self = getpid();
 
 	/* Signals are taken from a signalfd only; SIGPIPE becomes EPIPE. */
@@ -1319,6 +2969,40 @@ int main(int argc, char **argv)
 		}
 	}
 	snprintf(r->master_port, sizeof r->master_port, "%ld", port);
+
+	if (plan.kind == PLAN_MPIRUN) {
+		struct strv set = { 0 }, names = { 0 }, av = { 0 };
+		mpirun_environment(r, &set, &names);
+		mpirun_argv(r, &names, &av);
+		if (r->opt.dry_run) {
+			dry_run_mpirun(r, &set, &av);
+			return TOOL_EXIT_OK;
+		}
+		if (!mpirun_found(av.v[0])) {
+			tool_warn("%s not found%s: runs across hosts go through Open MPI's mpirun; "
+			          "install it (Debian, Ubuntu: apt-get install openmpi-bin; Amazon "
+			          "Linux, Fedora: dnf install openmpi) or set SMDDP_MPIRUN to its path",
+			          av.v[0], strchr(av.v[0], '/') ? "" : " in PATH");
+			return TOOL_EXIT_USAGE;
+		}
+		/* mpirun's environment: inherited, less rank variables, plus SET */
+		struct strv env = { 0 };
+		for (char **e = environ; *e; e++) {
+			char name[256];
+			snprintf(name, sizeof name, "%.*s", (int)strcspn(*e, "="), *e);
+			if (!env_is_ours(*e) && !env_is_foreign_rank(*e) && !envv_find(&set, name))
+				strv_add(&env, *e);
+		}
+		for (size_t i = 0; i < set.n; i++)
+			strv_add(&env, set.v[i]);
+		r->mpirun = true;
+		r->mpirun_env = env.v;
+		r->opt.tag = 0;   /* mpirun's --tag-output does it */
+		r->opt.argv = av.v;
+	} else if (r->opt.dry_run) {
+		dry_run_local(r);
+		return TOOL_EXIT_OK;
+	}
 
 	/* When stdout and stderr are one file, one queue keeps lines whole. */
 	outq_init(&r->qout, 1);
