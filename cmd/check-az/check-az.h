@@ -68,6 +68,7 @@ cJSON *emit_error_record(const char *error);
 
 /* Region of BUCKET from the x-amz-bucket-region header of an unsigned HEAD.
  * endpoint NULL: https://BUCKET.s3.amazonaws.com, else ENDPOINT/BUCKET. */
+bool s3_bucket_name_ok(const char *bucket);
 int s3_bucket_region(const char *endpoint, const char *bucket, double timeout_s,
                      char *region, size_t regionlen, char *err, size_t errlen);
 

@@ -78,7 +78,7 @@ int records_parse(cJSON *records, const char *text, const char *origin,
 		cJSON *v = cJSON_ParseWithOpts(p, &end, false);
 		if (!v) {
 			int line = 1;
-			for (const char *q = text; q < (end ? end : p); q++)
+			for (const char *q = text; q < p; q++)
 				line += *q == '\n';
 			snprintf(err, errlen, "%s:%d: not a JSON record", origin, line);
 			return -1;

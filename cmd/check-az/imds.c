@@ -216,9 +216,12 @@ static void request(struct imds *m, bool put, const char *path, struct reply *r)
 		r->rc = curl_easy_perform(c);
 		curl_slist_free_all(hl);
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-		curl_off_t connect_us = 0;
+		/* pretransfer: the request was about to go out on a connection,
+		 * new or reused (a reused one has no connect time) */
+		curl_off_t connect_us = 0, pretransfer_us = 0;
 		curl_easy_getinfo(c, CURLINFO_CONNECT_TIME_T, &connect_us);
-		r->connected = connect_us > 0 || r->status > 0;
+		curl_easy_getinfo(c, CURLINFO_PRETRANSFER_TIME_T, &pretransfer_us);
+		r->connected = connect_us > 0 || pretransfer_us > 0 || r->status > 0;
 		if (!r->curl_error[0] && r->rc != CURLE_OK)
 			snprintf(r->curl_error, sizeof r->curl_error, "%s", curl_easy_strerror(r->rc));
 		if (m->cfg.verbose) {

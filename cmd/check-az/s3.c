@@ -39,7 +39,7 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
-static bool bucket_name_ok(const char *b)
+bool s3_bucket_name_ok(const char *b)
 {
 	size_t n = strlen(b);
 	if (n < 3 || n > 63)
@@ -54,7 +54,7 @@ int s3_bucket_region(const char *endpoint, const char *bucket, double timeout_s,
                      char *region, size_t regionlen, char *err, size_t errlen)
 {
 	region[0] = '\0';
-	if (!bucket_name_ok(bucket)) {
+	if (!s3_bucket_name_ok(bucket)) {
 		snprintf(err, errlen, "'%s' is not an S3 bucket name (3 to 63 of a-z 0-9 . -)", bucket);
 		return -1;
 	}

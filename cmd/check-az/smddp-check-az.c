@@ -114,8 +114,9 @@ static void parse_args(int argc, char **argv, struct options *o)
 		case OPT_S3:
 			if (o->ns3 == MAX_ITEMS)
 				tool_usage_error("more than %d --s3 buckets", MAX_ITEMS);
-			if (!*optarg)
-				tool_usage_error("--s3 needs a bucket name");
+			if (!s3_bucket_name_ok(optarg))
+				tool_usage_error("--s3 '%s': not an S3 bucket name (3 to 63 of a-z 0-9 . -)",
+				                 optarg);
 			o->s3[o->ns3++] = optarg;
 			break;
 		case OPT_S3_ENDPOINT:
