@@ -1386,7 +1386,6 @@ static void plan_env(const struct options *o, struct plan *p)
 	if (p->netif) {
 		envv_set(&p->env, "NCCL_SOCKET_IFNAME", p->netif, false);
 		envv_set(&p->env, "GLOO_SOCKET_IFNAME", p->netif, false);
-		envv_set(&p->env, "SMDDP_SOCKET_IFNAME", p->netif, false);
 	}
 	int rdma = efa_rdma(p->instance_type);
 	if (rdma >= 0) {
