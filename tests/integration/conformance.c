@@ -1218,6 +1218,35 @@ static void t_arg_errors(struct group *g)
 	expect_rc("alltoall stream", smddp_alltoall(y, y + 32, 4, SMDDP_INT32, c, stream),
 		  SMDDP_EUNSUPPORTED, c);
 
+	/* What is allowed: NULL buffers with count 0 (an empty tensor's data
+	 * pointer), a NULL recvbuf on the ranks that are not reduce's root, and
+	 * a NULL communicator for the rank and size queries (-1). */
+	expect_rc("allreduce NULL count 0", smddp_allreduce(NULL, NULL, 0, SMDDP_FLOAT32, SMDDP_SUM, c,
+							  NULL), SMDDP_OK, c);
+	expect_rc("allgather NULL count 0", smddp_allgather(NULL, NULL, 0, SMDDP_FLOAT32, c, NULL),
+		  SMDDP_OK, c);
+	expect_rc("reduce_scatter NULL count 0",
+		  smddp_reduce_scatter(NULL, NULL, 0, SMDDP_FLOAT32, SMDDP_SUM, c, NULL), SMDDP_OK, c);
+	expect_rc("broadcast NULL count 0", smddp_broadcast(NULL, 0, SMDDP_FLOAT32, 0, c, NULL),
+		  SMDDP_OK, c);
+	expect_rc("reduce NULL count 0", smddp_reduce(NULL, NULL, 0, SMDDP_FLOAT32, SMDDP_SUM, 0, c,
+						      NULL), SMDDP_OK, c);
+	expect_rc("alltoall NULL count 0", smddp_alltoall(NULL, NULL, 0, SMDDP_FLOAT32, c, NULL),
+		  SMDDP_OK, c);
+	x[0] = g->rank + 1;
+	y[0] = -1;
+	rc = smddp_reduce(x, g->rank == n - 1 ? y : NULL, 1, SMDDP_INT32, SMDDP_SUM, n - 1, c, NULL);
+	expect_rc("reduce with a NULL recvbuf off the root", rc, SMDDP_OK, c);
+	if (g->rank == n - 1)
+		check_true("reduce with a NULL recvbuf off the root", rc != SMDDP_OK ||
+			   y[0] == n * (n + 1) / 2, "got %d, expected %d", y[0], n * (n + 1) / 2);
+	check_true("smddp_comm_rank(NULL)", smddp_comm_rank(NULL) == -1, "%d", smddp_comm_rank(NULL));
+	check_true("smddp_comm_size(NULL)", smddp_comm_size(NULL) == -1, "%d", smddp_comm_size(NULL));
+	check_true("smddp_comm_local_rank(NULL)", smddp_comm_local_rank(NULL) == -1, "%d",
+		   smddp_comm_local_rank(NULL));
+	check_true("smddp_comm_local_size(NULL)", smddp_comm_local_size(NULL) == -1, "%d",
+		   smddp_comm_local_size(NULL));
+
 	/* None of the above may have broken the communicator. */
 	x[0] = g->rank + 1;
 	rc = smddp_allreduce(x, y, 1, SMDDP_INT32, SMDDP_SUM, c, NULL);
