@@ -653,6 +653,9 @@ static void parse_hosts_arg(const char *arg, struct hostlist *hl)
 		char *colon = strchr(tok, ':');
 		if (colon) {
 			*colon = '\0';
+			if (strchr(colon + 1, ':'))
+				tool_usage_error("malformed host list '%s': '%s:%s': IPv6 addresses are "
+				                 "not supported; use a host name", arg, tok, colon + 1);
 			if (tool_parse_long(colon + 1, 1, MAX_NPROC, &slots) < 0)
 				tool_usage_error("malformed host list '%s': '%s:%s': expected a number of "
 				                 "ranks from 1 to %d after ':'", arg, tok, colon + 1,
@@ -1209,7 +1212,7 @@ static void sagemaker_plan(const struct options *o, struct plan *p)
 	}
 	if (o->distribution) {
 		const char *s = o->distribution + strspn(o->distribution, " \t\r\n");
-		cJSON *j = *s == '{' ? parse_json(s, "--distribution")
+		cJSON *j = *s == '{' || *s == '[' ? parse_json(s, "--distribution")
 		                     : load_json_file(o->distribution, "distribution");
 		parse_distribution(j, &d, "--distribution");
 		cJSON_Delete(j);
@@ -1361,7 +1364,8 @@ static void make_plan(const struct options *o, struct plan *p)
 		tool_usage_error("too many ranks: %zu hosts x %ld", p->hosts.n, p->ppn);
 	p->master_addr = xstrdup(o->master_addr ? o->master_addr : p->hosts.n ? p->hosts.v[0]
 	                                                                       : "127.0.0.1");
-	if (!p->master_port && (p->kind != PLAN_LOCAL || p->hosts.n > 1))
+	/* Every host must agree on the port without talking: a fixed default. */
+	if (!p->master_port)
 		p->master_port = DEFAULT_PORT;
 }
 
@@ -2613,10 +2617,9 @@ static void dry_run_local(const struct run *r)
 	struct strv set = { 0 };
 	char num[32];
 
-	printf("# smddp-run --dry-run: %s, host %d of %d", p->form, l->node_rank, l->nnodes);
-	if (p->current_host)
-		printf(" (%s)", p->current_host);
-	printf(", %d rank%s here\n", l->local_size, l->local_size == 1 ? "" : "s");
+	printf("# smddp-run --dry-run: %s on %s, node rank %d of %d host%s, %d rank%s here\n",
+	       p->form, p->current_host ? p->current_host : "this host", l->node_rank, l->nnodes,
+	       l->nnodes == 1 ? "" : "s", l->local_size, l->local_size == 1 ? "" : "s");
 	for (size_t i = 0; i < p->env.n; i++)
 		strv_add(&set, p->env.v[i]);
 	snprintf(num, sizeof num, "%d", world);
@@ -2886,9 +2889,9 @@ int main(int argc, char **argv)
 		                 r->opt.mpirun_args.n ? "mpirun-args" : "bind");
 	if (plan.kind == PLAN_WORKER) {
 		if (r->opt.dry_run) {
-			printf("# smddp-run --dry-run: %s through mpirun, started on %s; host %s (%d of "
-			       "%zu) waits for it\n", plan.form, plan.hosts.v[0], plan.current_host,
-			       plan.node_rank, plan.hosts.n);
+			printf("# smddp-run --dry-run: %s through mpirun, started on %s; %s (node rank "
+			       "%d of %zu hosts) waits for it\n", plan.form, plan.hosts.v[0],
+			       plan.current_host, plan.node_rank, plan.hosts.n);
 			return TOOL_EXIT_OK;
 		}
 		return worker_wait(&r->opt, &plan);

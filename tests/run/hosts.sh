@@ -1,0 +1,147 @@
+#!/bin/bash
+# tests/run/hosts.sh - --hosts and --hostfile: parsing, --dry-run plans, the
+# options of the mpirun mode, clear errors (exit 2) for malformed host lists
+# and a missing mpirun; --env and --network-interface in local mode
+. "$top_srcdir/tests/run/common.sh"
+
+# bad PATTERN ARGS...: exit 2, no stdout, stderr matches PATTERN
+bad() {
+	local pat=$1 rc=0
+	shift
+	env -i PATH=/usr/bin:/bin timeout 60 "$RUN" "$@" >"$T/out" 2>"$T/err" </dev/null || rc=$?
+	[ "$rc" -eq 2 ] || fail "'$*': exit status $rc, not 2: $(cat "$T/err")"
+	[ ! -s "$T/out" ] || fail "'$*': stdout: $(cat "$T/out")"
+	grep -Eq "^smddp-run: .*$pat" "$T/err" || fail "'$*': expected /$pat/ in: $(cat "$T/err")"
+}
+bad 'malformed host list .a,,b.: an empty host name' --hosts a,,b true
+bad 'malformed host list .,a.' --hosts ,a true
+bad 'malformed host list .a,.' --hosts a, true
+bad "malformed host list 'a:0': 'a:0': expected a number of ranks from 1 to 1024" --hosts a:0 true
+bad "'a:x'" --hosts a:x true
+bad "invalid host name 'a b'" --hosts 'a b' true
+bad "'fe80::1': IPv6 addresses are not supported" --hosts fe80::1 true
+bad "host 'a' is given twice" --hosts a:2,a:2 true
+bad 'hosts with different rank counts \(a:2, b:4\): give -n N' --hosts a:2,b:4 true
+bad '--hosts and --hostfile exclude each other' --hosts a --hostfile /dev/null true
+bad "cannot open hostfile '/nonexistent'" --hostfile /nonexistent true
+printf 'a slots=2\nb slot=2\n' >"$T/hf"
+bad "$T/hf:2: malformed hostfile entry 'slot=2'" --hostfile "$T/hf" true
+printf '# nothing\n\n' >"$T/hf"
+bad "hostfile '$T/hf' names no host" --hostfile "$T/hf" true
+bad "invalid --bind 'socket'" --bind socket true
+bad '--bind applies to jobs across hosts' --bind core -n 2 true
+bad '--mpirun-args applies to jobs across hosts' --mpirun-args -v true
+bad "--mpirun-args '-x \"A': a quote is not closed" --hosts a --mpirun-args '-x "A' true
+bad "invalid --env '1A=2'" --env 1A=2 true
+bad '--env NOT_SET_ANYWHERE: NOT_SET_ANYWHERE is not set' --env NOT_SET_ANYWHERE true
+bad "--env 'RANK=3': smddp-run sets RANK itself" --env RANK=3 true
+bad "invalid --network-interface 'a b'" --network-interface 'a b' true
+# mpirun missing: named, with the package to install
+mkdir "$T/nobin"
+rc=0
+env -i PATH="$T/nobin" "$(command -v timeout)" 60 "$RUN" --hosts a:1 true >"$T/out" 2>"$T/err" || rc=$?
+[ "$rc" -eq 2 ] && [ ! -s "$T/out" ] &&
+	grep -q '^smddp-run: mpirun not found in PATH: .*apt-get install openmpi-bin' "$T/err" ||
+	fail "no mpirun: exit status $rc: $(cat "$T/err")"
+rc=0
+SMDDP_MPIRUN=/nonexistent/mpirun timeout 60 "$RUN" --hosts a:1 true 2>"$T/err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q '^smddp-run: /nonexistent/mpirun not found: ' "$T/err" ||
+	fail "SMDDP_MPIRUN: $rc $(cat "$T/err")"
+# the wrapper outside mpirun
+rc=0
+env -u OMPI_COMM_WORLD_RANK timeout 60 "$RUN" --rank-wrapper -- true 2>"$T/err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q 'OMPI_COMM_WORLD_RANK is not set: this mode runs under Open MPI' "$T/err" ||
+	fail "--rank-wrapper: $rc $(cat "$T/err")"
+
+# ---- a hostfile with comments, blank lines and max_slots, in a --dry-run
+cat >"$T/hosts" <<'HF'
+# the training hosts
+node-a slots=4 max_slots=8
+
+node-b.example.com    slots=4   # the second one
+HF
+plan() {
+	env -i PATH=/usr/bin:/bin SMDDP_JOB_ID=job7 FOO=inherited timeout 60 "$RUN" "$@" |
+		sed -e 's/\(SMDDP_JOB_TOKEN=\)[0-9a-f]\{32\}$/\1TOKEN/' -e "s|$RUN|SMDDP_RUN|"
+}
+out=$(plan --hostfile "$T/hosts" --dry-run --bind numa --network-interface ens5 --env FOO \
+	--env 'BAR=x y' --master-port 1234 --mpirun-args "--mca pml ob1 -x 'Q=a b'" \
+	python3 -c 'print(1)') || fail "hostfile --dry-run failed"
+expected=$(cat <<'EXP'
+# smddp-run --dry-run: hosts through mpirun, 2 hosts x 4 ranks
+export BAR='x y'
+export GLOO_SOCKET_IFNAME=ens5
+export MASTER_ADDR=node-a
+export MASTER_PORT=1234
+export NCCL_SOCKET_IFNAME=ens5
+export SMDDP_JOB_ID=job7
+export SMDDP_JOB_TOKEN=TOKEN
+export SMDDP_MASTER_ADDR=node-a
+export SMDDP_MASTER_PORT=1234
+mpirun \
+  --allow-run-as-root \
+  -np 8 \
+  --host node-a:4,node-b.example.com:4 \
+  --bind-to numa \
+  --tag-output \
+  --mca btl_tcp_if_include ens5 \
+  --mca oob_tcp_if_include ens5 \
+  -x BAR \
+  -x FOO \
+  -x GLOO_SOCKET_IFNAME \
+  -x MASTER_ADDR \
+  -x MASTER_PORT \
+  -x NCCL_SOCKET_IFNAME \
+  -x PATH \
+  -x SMDDP_JOB_ID \
+  -x SMDDP_JOB_TOKEN \
+  -x SMDDP_MASTER_ADDR \
+  -x SMDDP_MASTER_PORT \
+  --mca pml ob1 \
+  -x 'Q=a b' \
+  SMDDP_RUN --rank-wrapper -- python3 -c 'print(1)'
+EXP
+)
+[ "$out" = "$expected" ] || fail "hostfile --dry-run:
+$(diff <(echo "$expected") <(echo "$out"))"
+
+# -n overrides the slots; one rank in all: no tagging; --master-addr wins
+out=$(plan --hosts a -n 1 --master-addr 10.0.0.9 --dry-run true) || fail "--hosts a -n 1"
+grep -qx -- '  -np 1 \\' <<<"$out" && grep -qx -- '  --host a:1 \\' <<<"$out" &&
+	! grep -q -- --tag-output <<<"$out" && grep -qx 'export MASTER_ADDR=10.0.0.9' <<<"$out" ||
+	fail "--hosts a -n 1: $out"
+out=$(plan --hosts a:8,b:8 -n 2 --no-tag-output --dry-run true) || fail "-n 2"
+grep -qx -- '  -np 4 \\' <<<"$out" && grep -qx -- '  --host a:2,b:2 \\' <<<"$out" ||
+	fail "-n 2: $out"
+
+# ---- local mode: --env and --network-interface reach the ranks
+out=$(BAR=old timeout 60 "$RUN" -n 2 --env BAR=new --env 'BAZ=a b' --network-interface lo \
+	"$PROG" env BAR env BAZ env NCCL_SOCKET_IFNAME env GLOO_SOCKET_IFNAME) || fail "local --env"
+for r in 0 1; do
+	for kv in BAR=new 'BAZ=a b' NCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo; do
+		grep -Fxq "[$r] $kv" <<<"$out" || fail "local --env: no '[$r] $kv' in: $out"
+	done
+done
+# an explicit --env wins over --network-interface
+out=$(timeout 60 "$RUN" -n 1 --network-interface lo --env NCCL_SOCKET_IFNAME=eth9 "$PROG" \
+	env NCCL_SOCKET_IFNAME) || fail "--env over --network-interface"
+[ "$out" = NCCL_SOCKET_IFNAME=eth9 ] || fail "--env over --network-interface: $out"
+
+# ---- through mpirun on this machine, when Open MPI is installed
+if command -v mpirun >/dev/null 2>&1; then
+	out=$(timeout 120 "$RUN" --hosts localhost:2 --no-tag-output \
+		--env SMDDP_TEST_X=1 "$PROG" env RANK env LOCAL_RANK env GROUP_RANK env WORLD_SIZE \
+		env SMDDP_TEST_X env SMDDP_JOB_TOKEN 2>"$T/err") || fail "mpirun: exit status $?: $(cat "$T/err")"
+	for kv in RANK=0 RANK=1 LOCAL_RANK=0 LOCAL_RANK=1 GROUP_RANK=0 WORLD_SIZE=2 SMDDP_TEST_X=1; do
+		grep -Fxq "$kv" <<<"$out" || fail "mpirun: no '$kv' in: $out"
+	done
+	[ "$(grep -c '^SMDDP_JOB_TOKEN=[0-9a-f]\{32\}$' <<<"$out")" -eq 2 ] &&
+		[ "$(grep '^SMDDP_JOB_TOKEN=' <<<"$out" | sort -u | wc -l)" -eq 1 ] || fail "mpirun: token: $out"
+	rc=0
+	timeout 120 "$RUN" --hosts localhost:3 "$PROG" exit-if 1 4 sleep 60 \
+		>"$T/out" 2>"$T/err" || rc=$?
+	[ "$rc" -eq 4 ] || fail "mpirun: a rank exits 4: exit status $rc: $(cat "$T/err")"
+	grep -Eq "smddp-run: rank 1 on host $(hostname) \(pid [0-9]+\) exited with status 4$" "$T/err" ||
+		fail "mpirun: no summary: $(cat "$T/err")"
+fi
+exit 0
