@@ -210,7 +210,7 @@ int main(void)
 	       fmt_msg(0,
 		       "%s: unknown key \"timout\" (did you mean \"timeout\"? known keys: timeout, "
 		       "check_coll, debug, debug_subsys, debug_file, shm_chunk, spin, liveness_ms, "
-		       "optimize_sdp)",
+		       "single_copy, single_copy_min, topo_file, optimize_sdp)",
 		       p),
 	       check_error_sticks);
 	p = data("wrong-type.json");
@@ -310,7 +310,7 @@ int main(void)
 	       fmt_msg(0,
 		       "%s: unknown key \"SMDDP_TIMEOUT\" (did you mean \"timeout\"? known keys: "
 		       "timeout, check_coll, debug, debug_subsys, debug_file, shm_chunk, spin, "
-		       "liveness_ms, optimize_sdp)",
+		       "liveness_ms, single_copy, single_copy_min, topo_file, optimize_sdp)",
 		       p),
 	       NULL);
 	p = TMPJSON("token.json", "{\"job_token\": \"s3cret\"}");

@@ -118,6 +118,67 @@ size_t smddp_dtype_size(enum smddp_dtype dtype);
 const char *smddp_dtype_name(enum smddp_dtype dtype);
 const char *smddp_op_name(enum smddp_op op);
 
+/* ---- node topology (man 3 smddp_topo, man 5 smddp-topo.json) -------------
+ * What this node has: CPU sockets, cores and NUMA nodes, GPUs (PCI bus id,
+ * memory, NUMA node, NVLinks), NICs (PCI address, NUMA node, speed, EFA,
+ * libfabric providers) and how close each GPU is to each GPU and NIC, in the
+ * words of nvidia-smi topo -m: NV<n> (n NVLinks), PIX, PXB, PHB, NODE, SYS.
+ * A topology is a read-only value, safe to share between threads.  Calls
+ * that fail return an enum smddp_result and leave a sentence for
+ * smddp_topo_error(). */
+struct smddp_topo; /* opaque */
+
+/* Discovers the node seen under sysroot (NULL or "/": this machine, using
+ * hwloc, NVML and libfabric where present; any other directory: its sys/
+ * and proc/ trees only, as captured for tests).  SMDDP_EINVAL: no sysroot. */
+int smddp_topo_discover(const char *sysroot, struct smddp_topo **out);
+/* Reads a topology written by smddp_topo_json() (or by hand) from a file or
+ * a string.  Bad JSON, a schema other than 1, an unknown key or a value of
+ * the wrong type: SMDDP_ECONFIG, smddp_topo_error() naming the field. */
+int smddp_topo_load(const char *path, struct smddp_topo **out);
+int smddp_topo_parse(const char *json, struct smddp_topo **out);
+/* What the library itself uses: the file SMDDP_TOPO_FILE names (environment
+ * or config key "topo_file"), else discovery of this machine. */
+int smddp_topo_get(struct smddp_topo **out);
+void smddp_topo_free(struct smddp_topo *topo);
+
+/* The topology as JSON, schema 1, ending in a newline; free() it. */
+int smddp_topo_json(const struct smddp_topo *topo, char **json);
+/* Compares topo with an expected layout (a partial topology file, see
+ * smddp-topo.json(5)): *ndiff differences, one line each in *report (free()
+ * it, "" when none).  A bad expect file: SMDDP_ECONFIG. */
+int smddp_topo_compare(const struct smddp_topo *topo, const char *expect_path, char **report,
+		       int *ndiff);
+/* The reason of this thread's last failed smddp_topo_* call. */
+const char *smddp_topo_error(void);
+
+int smddp_topo_num_gpus(const struct smddp_topo *topo);
+int smddp_topo_num_nics(const struct smddp_topo *topo);
+int smddp_topo_num_numa(const struct smddp_topo *topo);
+/* GPUs are numbered as in the JSON (NVML's order, else PCI order); NULL or
+ * -1 for an unknown value or an index out of range. */
+const char *smddp_topo_gpu_bus_id(const struct smddp_topo *topo, int gpu);
+int smddp_topo_gpu_numa(const struct smddp_topo *topo, int gpu);
+const char *smddp_topo_nic_name(const struct smddp_topo *topo, int nic);
+int smddp_topo_nic_numa(const struct smddp_topo *topo, int nic);
+int smddp_topo_nic_is_efa(const struct smddp_topo *topo, int nic);
+/* The NIC that gpu should send through: the closest one, among the RDMA
+ * NICs (EFA, InfiniBand, RoCE: those with an "ib_device") where the node has
+ * some; GPUs with the same closest NICs take turns over them.  -1 when the
+ * node has no NIC or gpu is out of range. */
+int smddp_topo_gpu_nic(const struct smddp_topo *topo, int gpu);
+
+/* ---- parameters (man 7 smddp) -----------------------------------------------
+ * Every SMDDP_* variable the library reads, i from 0 to smddp_param_count()-1:
+ * its name, default ("" for none), current value ("" when unset), where that
+ * came from ("default", "env" or "config") and one line of help.  The
+ * strings live as long as the process.  Any pointer may be NULL.  A bad
+ * value in the environment or the config file: SMDDP_ECONFIG, with the
+ * sentence in smddp_last_error(NULL); SMDDP_EINVAL: i out of range. */
+size_t smddp_param_count(void);
+int smddp_param_info(size_t i, const char **name, const char **def, const char **value,
+		     const char **source, const char **help);
+
 #ifdef __cplusplus
 }
 #endif

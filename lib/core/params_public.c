@@ -1,0 +1,40 @@
+/* params_public.c - the parameter registry, listed for users (smddp-topo --env). */
+#include "config.h"
+
+#include <stdio.h>
+
+#include "core/sd.h"
+
+SD_EXPORT size_t smddp_param_count(void)
+{
+	return sd_param_count();
+}
+
+SD_EXPORT int smddp_param_info(size_t i, const char **name, const char **def, const char **value,
+			       const char **source, const char **help)
+{
+	const struct sd_param_info *p = sd_param_at(i);
+	char err[1024];
+	int rc;
+
+	if (p == NULL)
+		return SMDDP_EINVAL;
+	/* Values come from the environment and the config file: a bad one is
+	 * the same error smddp_init() would give, with the same sentence. */
+	rc = sd_params_load(err, sizeof(err));
+	if (rc != SMDDP_OK) {
+		sd_set_init_error("%s", err);
+		return rc;
+	}
+	if (name != NULL)
+		*name = p->name;
+	if (def != NULL)
+		*def = p->def;
+	if (value != NULL)
+		*value = sd_param_str(p->name);
+	if (source != NULL)
+		*source = sd_param_source(p->name);
+	if (help != NULL)
+		*help = p->help;
+	return SMDDP_OK;
+}

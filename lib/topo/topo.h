@@ -1,0 +1,39 @@
+/* topo.h - internal interface of the node topology module (lib/topo/).
+ *
+ * A topology is held as one cJSON tree in the canonical shape of schema 1
+ * (man 5 smddp-topo.json): discovery builds it, loading a file checks the
+ * file and rebuilds it in the same shape, and everything else (JSON output,
+ * accessors, --expect comparison) reads that tree.  So a dumped topology
+ * loaded back is the same topology, byte for byte.
+ */
+#ifndef SD_TOPO_TOPO_H
+#define SD_TOPO_TOPO_H
+
+#include <cjson/cJSON.h>
+
+#define SD_TOPO_SCHEMA 1
+
+struct smddp_topo {
+	cJSON *root; /* canonical schema-1 tree */
+};
+
+/* The reason of the last failure of this thread (smddp_topo_error()). */
+void sd_topo_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* discover.c: builds the canonical tree of the machine seen under sysroot
+ * ("/" is the live machine: hwloc, NVML and libfabric are used there, never
+ * under another root). */
+int sd_topo_discover(const char *sysroot, cJSON **out);
+
+/* json.c: checks a parsed file against schema 1 and rebuilds it in the
+ * canonical shape (keys in order, absent optional fields filled in). */
+int sd_topo_normalize(const cJSON *in, cJSON **out);
+/* Compares have (canonical) with an expect tree (partial); appends one line
+ * per difference to *report (malloc'd) and counts them. */
+int sd_topo_compare_tree(const cJSON *have, const cJSON *expect, char **report, int *ndiff);
+
+/* Relations between two devices, best first, as nvidia-smi topo -m names
+ * them; "NV<n>" (NVLink) ranks before all of them. */
+int sd_topo_relation_rank(const char *rel);
+
+#endif

@@ -1,0 +1,24 @@
+#!/bin/bash
+# tests/topo/text.sh - the text view of each sysroot fixture, against the expected output
+. "$top_srcdir/tests/topo/common.sh"
+
+for f in vm two-socket; do
+	topo --sysroot "$SYSROOT/$f"
+	[ "$rc" -eq 0 ] || fail "$f: exit status $rc: $(cat "$T/err")"
+	[ ! -s "$T/err" ] || fail "$f: stderr: $(cat "$T/err")"
+	same "text of $f" "$D/expected/$f.txt" "$T/out"
+done
+
+# The GPU matrix is there only when there are GPUs.
+grep -q 'CPU Affinity' "$D/expected/two-socket.txt" || fail "two-socket: no GPU matrix"
+! grep -q 'CPU Affinity' "$D/expected/vm.txt" || fail "vm: a GPU matrix without GPUs"
+# The locality the fixture was built with (mk-two-socket.sh): each GPU shares a
+# PCIe switch with one NIC, the other socket is SYS, the ENA on GPU1's host bridge PHB.
+grep -q '^GPU0    X      SYS    PIX    SYS    SYS    0-3,8-11       0$' "$T/out" ||
+	fail "two-socket: GPU0 row: $(grep '^GPU0 ' "$T/out")"
+grep -q '^GPU1    SYS    X      SYS    PHB    PIX    4-7,12-15      1$' "$T/out" ||
+	fail "two-socket: GPU1 row: $(grep '^GPU1 ' "$T/out")"
+# lo (virtual) and the NVIDIA audio function are not listed
+! grep -qw 'lo' "$T/out" || fail "two-socket: lo listed"
+grep -q '^GPUs: 2$' "$T/out" || fail "two-socket: not 2 GPUs"
+exit 0
