@@ -12,7 +12,7 @@
  * record of a future, incompatible layout. */
 #define CHECKAZ_SCHEMA "smddp-check-az/1"
 
-#define CHECKAZ_ERRLEN 512
+#define CHECKAZ_ERRLEN 1024
 
 /* ---- imds.c: the EC2 instance metadata service, IMDSv2 first ---------- */
 
