@@ -67,6 +67,17 @@ static const char *n_or(const cJSON *o, const char *key, char *buf, size_t len)
 	return buf;
 }
 
+/* A quantity with its unit, "unknown" when null. */
+static const char *q_or(const cJSON *o, const char *key, const char *unit, char *buf, size_t len)
+{
+	const cJSON *v = cJSON_GetObjectItem(o, key);
+
+	if (!cJSON_IsNumber(v))
+		return "unknown";
+	snprintf(buf, len, "%.0f %s", v->valuedouble, unit);
+	return buf;
+}
+
 static const char *plural(double n, const char *one, const char *many)
 {
 	return n == 1 ? one : many;
@@ -90,8 +101,8 @@ static void print_cpu(const cJSON *t)
 	printf("NUMA nodes: %d\n", cJSON_GetArraySize(numa));
 	cJSON_ArrayForEach(n, numa)
 	{
-		printf("  node %s: cpus %s, memory %s MiB\n", n_or(n, "node", a, sizeof(a)),
-		       s_or(n, "cpus", "-"), n_or(n, "memory_mb", b, sizeof(b)));
+		printf("  node %s: cpus %s, memory %s\n", n_or(n, "node", a, sizeof(a)),
+		       s_or(n, "cpus", "unknown"), q_or(n, "memory_mb", "MiB", b, sizeof(b)));
 	}
 }
 
@@ -109,9 +120,9 @@ static void print_gpus(const cJSON *t)
 	{
 		char a[32], b[32], c[32];
 
-		printf("  GPU%d: %s, pci %s, numa %s, memory %s MiB, nvlinks %s\n", i++,
+		printf("  GPU%d: %s, pci %s, numa %s, memory %s, nvlinks %s\n", i++,
 		       s_or(g, "name", "unknown"), s_or(g, "pci_bus_id", "-"),
-		       n_or(g, "numa_node", a, sizeof(a)), n_or(g, "memory_mb", b, sizeof(b)),
+		       n_or(g, "numa_node", a, sizeof(a)), q_or(g, "memory_mb", "MiB", b, sizeof(b)),
 		       n_or(g, "nvlinks", c, sizeof(c)));
 	}
 }
@@ -132,9 +143,9 @@ static void print_nics(const cJSON *t)
 		char a[32], b[32];
 		int k = 0;
 
-		printf("  NIC%d: %s, pci %s, numa %s, speed %s Mb/s%s", i++, s_or(n, "name", "-"),
+		printf("  NIC%d: %s, pci %s, numa %s, speed %s%s", i++, s_or(n, "name", "-"),
 		       s_or(n, "pci_bus_id", "-"), n_or(n, "numa_node", a, sizeof(a)),
-		       n_or(n, "speed_mbps", b, sizeof(b)),
+		       q_or(n, "speed_mbps", "Mb/s", b, sizeof(b)),
 		       cJSON_IsTrue(cJSON_GetObjectItem(n, "efa")) ? ", EFA" : "");
 		if (cJSON_IsString(cJSON_GetObjectItem(n, "ib_device")))
 			printf(", rdma %s", s_or(n, "ib_device", "-"));

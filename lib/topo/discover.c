@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef HAVE_HWLOC
 #include <hwloc.h>
@@ -542,7 +543,10 @@ static int gpus_nvml(struct ctx *c)
 	*(void **)&count = dlsym(h, "nvmlDeviceGetCount_v2");
 	*(void **)&by_index = dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
 	*(void **)&name = dlsym(h, "nvmlDeviceGetName");
+	/* _v3 and _v2 fill the same structure; older drivers have only _v2. */
 	*(void **)&pci = dlsym(h, "nvmlDeviceGetPciInfo_v3");
+	if (pci == NULL)
+		*(void **)&pci = dlsym(h, "nvmlDeviceGetPciInfo_v2");
 	*(void **)&mem = dlsym(h, "nvmlDeviceGetMemoryInfo");
 	*(void **)&link_state = dlsym(h, "nvmlDeviceGetNvLinkState");
 	*(void **)&link_pci = dlsym(h, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
@@ -580,7 +584,9 @@ static int gpus_nvml(struct ctx *c)
 		cJSON_AddItemToObject(o, "memory_mb",
 				      num_or_null(mem(d, &m) == 0 ? (long long)(m.total >> 20) : -1));
 		gpu_fill_sysfs(c, g, o);
-		if (link_state != NULL && link_pci != NULL) {
+		if (link_state != NULL) {
+			/* A link whose far end is unknown ("") counts as one to
+			 * NVSwitch, which reaches every peer. */
 			g->remote = calloc(NVML_MAX_LINKS, sizeof(*g->remote));
 			g->nvlinks = 0;
 			for (unsigned l = 0; g->remote && l < NVML_MAX_LINKS; l++) {
@@ -589,7 +595,7 @@ static int gpus_nvml(struct ctx *c)
 
 				if (link_state(d, l, &active) != 0 || !active)
 					continue;
-				if (link_pci(d, l, &rp) == 0)
+				if (link_pci != NULL && link_pci(d, l, &rp) == 0)
 					nvml_bus(&rp, g->remote[g->nvlinks]);
 				g->nvlinks++;
 			}
@@ -930,8 +936,19 @@ int sd_topo_discover(const char *sysroot, cJSON **out)
 		return SMDDP_EINVAL;
 	}
 	c.live = strcmp(c.root, "/") == 0;
-	if (c.live)
+	if (c.live) {
 		c.root[0] = '\0';
+	} else {
+		char p[PATH_MAX * 2], q[PATH_MAX * 2];
+
+		/* A typo in --sysroot would otherwise describe an empty machine. */
+		snprintf(p, sizeof(p), "%s/sys", c.root);
+		snprintf(q, sizeof(q), "%s/proc", c.root);
+		if (access(p, F_OK) != 0 && access(q, F_OK) != 0) {
+			sd_topo_set_error("sysroot %s: neither sys/ nor proc/ under it", sysroot);
+			return SMDDP_EINVAL;
+		}
+	}
 
 	by = cJSON_CreateObject();
 	cpu = cJSON_CreateObject();

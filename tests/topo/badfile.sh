@@ -45,4 +45,7 @@ runtime_error SMDDP_TOPO_FILE "SMDDP_TOPO_FILE: $T/schema2.json: \"schema\": 2"
 # a sysroot that is not there
 topo --sysroot "$T/nowhere"
 runtime_error sysroot "sysroot $T/nowhere: No such file or directory"
+mkdir "$T/empty"
+topo --sysroot "$T/empty"
+runtime_error "empty sysroot" "sysroot $T/empty: neither sys/ nor proc/ under it"
 exit 0
