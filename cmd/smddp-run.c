@@ -2375,6 +2375,30 @@ static void message_to_queue(const char *line, size_t len)
 	outq_put(the_run->qmsg, "", 0, line, len, false);
 }
 
+/* NHEX hex digits that every host of PLAN computes alike from SALT, the
+ * hosts and the port (FNV-1a, 64 bits per 16 digits). An identifier that
+ * keeps two jobs' rendezvous apart, not a secret: who must keep strangers
+ * out sets SMDDP_JOB_TOKEN (hex, 8 to 32 digits) on every host. */
+static void shared_identity(const struct plan *p, const char *salt, char *out, size_t nhex)
+{
+	static const char digits[] = "0123456789abcdef";
+	char port[16];
+	snprintf(port, sizeof port, "%ld", p->master_port);
+	for (size_t block = 0; block * 16 < nhex; block++) {
+		uint64_t h = 0xcbf29ce484222325ull ^ (block * 0x9e3779b97f4a7c15ull);
+		const char *parts[3] = { salt, port, p->master_addr };
+		for (size_t i = 0; i < 3 + p->hosts.n; i++) {
+			const char *t = i < 3 ? parts[i] : p->hosts.v[i - 3];
+			for (; *t; t++)
+				h = (h ^ (unsigned char)*t) * 0x100000001b3ull;
+			h = (h ^ '\n') * 0x100000001b3ull;
+		}
+		for (size_t k = 0; k < 16 && block * 16 + k < nhex; k++)
+			out[block * 16 + k] = digits[(h >> (60 - 4 * k)) & 0xf];
+	}
+	out[nhex] = '\0';
+}
+
 /* ---- the mpirun plan --------------------------------------------------- */
 
 /* Inherited variables that mpirun passes on to every rank (-x), besides the
@@ -2794,16 +2818,24 @@ static int rank_wrapper(int argc, char **argv)
  * it waits (at most --worker-wait) for that daemon to appear, then for it
  * to exit, without polling. */
 
+/* Open MPI's daemon on this host: in our network namespace, so that hosts
+ * that share a kernel (containers, the test cluster) keep theirs apart. */
 static pid_t find_daemon(void)
 {
 	DIR *d = opendir("/proc");
 	struct dirent *de;
+	struct stat self_net, st;
 	pid_t found = 0;
 	if (!d)
 		return 0;
+	bool have_net = stat("/proc/self/ns/net", &self_net) == 0;
 	while (!found && (de = readdir(d))) {
 		char path[300], comm[64] = "";
 		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof path, "/proc/%s/ns/net", de->d_name);
+		if (have_net && (stat(path, &st) != 0 || st.st_ino != self_net.st_ino ||
+		                 st.st_dev != self_net.st_dev))
 			continue;
 		snprintf(path, sizeof path, "/proc/%s/comm", de->d_name);
 		FILE *f = fopen(path, "re");
@@ -2946,18 +2978,34 @@ int main(int argc, char **argv)
 	}
 	r->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
+	/* A job whose hosts each start their own ranks (SageMaker's
+	 * torch_distributed) has no one to hand out an id and a token: every
+	 * host derives the same ones (see shared_identity()). */
+	bool shared = plan.kind == PLAN_LOCAL && plan.hosts.n > 1;
 	const char *id = getenv("SMDDP_JOB_ID");
+	const char *jobname = getenv("TRAINING_JOB_NAME");   /* set by SageMaker */
+	if (!(id && *id) && shared && jobname && *jobname)
+		id = jobname;
 	if (id && *id) {
 		if (strlen(id) >= sizeof r->job_id) {
-			tool_warn("SMDDP_JOB_ID is too long (at most %zu characters)", sizeof r->job_id - 1);
+			tool_warn("%s is too long (at most %zu characters)",
+			          id == jobname ? "TRAINING_JOB_NAME" : "SMDDP_JOB_ID", sizeof r->job_id - 1);
 			return TOOL_EXIT_FAILURE;
 		}
 		strcpy(r->job_id, id);
+	} else if (shared) {
+		shared_identity(&plan, "", r->job_id, 12);
 	} else if (random_hex(r->job_id, 12) < 0) {
 		tool_warn_errno("getrandom");
 		return TOOL_EXIT_FAILURE;
 	}
-	if (random_hex(r->token, 32) < 0) {
+	const char *token = getenv("SMDDP_JOB_TOKEN");
+	if (shared && token && strlen(token) >= 8 && strlen(token) < sizeof r->token &&
+	    strspn(token, "0123456789abcdefABCDEF") == strlen(token)) {
+		strcpy(r->token, token);
+	} else if (shared) {
+		shared_identity(&plan, r->job_id, r->token, 32);
+	} else if (random_hex(r->token, 32) < 0) {
 		tool_warn_errno("getrandom");
 		return TOOL_EXIT_FAILURE;
 	}
