@@ -528,6 +528,13 @@ static void print_list(FILE *out, const char *tag, const cJSON *arr)
 		fprintf(out, "%s: %s\n", tag, e->valuestring);
 }
 
+/* a member for printing: "" where it is missing or empty */
+static const char *or_empty(const cJSON *o, const char *key)
+{
+	const char *s = str(o, key);
+	return s ? s : "";
+}
+
 static void print_human(const struct judge *j, FILE *out)
 {
 	fprintf(out, "hosts: %zu\n", j->nhosts);
@@ -543,27 +550,27 @@ static void print_human(const struct judge *j, FILE *out)
 	}
 	const cJSON *e;
 	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(j->out, "subnets"))
-		fprintf(out, "subnet: %s %s in %s, %d host(s)\n", str(e, "subnet_id"),
+		fprintf(out, "subnet: %s %s in %s, %d host(s)\n", or_empty(e, "subnet_id"),
 		        str(e, "cidr") ? str(e, "cidr") : "(no CIDR)",
 		        str(e, "zone") ? str(e, "zone") : "?",
 		        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(e, "hosts")));
 	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(j->out, "storage"))
-		fprintf(out, "storage: %s %s: %s: %s\n", str(e, "type"), str(e, "source"),
-		        str(e, "status"), str(e, "detail"));
+		fprintf(out, "storage: %s %s: %s: %s\n", or_empty(e, "type"), or_empty(e, "source"),
+		        or_empty(e, "status"), or_empty(e, "detail"));
 	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(j->out, "s3"))
-		fprintf(out, "s3: %s: %s: %s\n", str(e, "bucket"), str(e, "status"), str(e, "detail"));
+		fprintf(out, "s3: %s: %s: %s\n", or_empty(e, "bucket"), or_empty(e, "status"), or_empty(e, "detail"));
 	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(j->out, "peers")) {
 		const cJSON *rtt = cJSON_GetObjectItemCaseSensitive(e, "connect_rtt_us");
 		if (cJSON_IsNumber(rtt))
 			fprintf(out, "peer: %s: connect %.0f us (a hint only: tens of us within "
-			        "an AZ, about 1 ms or more across AZs)\n", str(e, "peer"), rtt->valuedouble);
+			        "an AZ, about 1 ms or more across AZs)\n", or_empty(e, "peer"), rtt->valuedouble);
 		else
-			fprintf(out, "peer: %s: %s\n", str(e, "peer"), str(e, "error"));
+			fprintf(out, "peer: %s: %s\n", or_empty(e, "peer"), or_empty(e, "error"));
 	}
 	print_list(out, "warning", j->warnings);
 	print_list(out, "MISMATCH", j->mismatches);
 	print_list(out, "UNDECIDED", j->undecided);
-	const char *v = str(j->out, "verdict");
+	const char *v = or_empty(j->out, "verdict");
 	if (strcmp(v, "same-az") == 0) {
 		const cJSON *zones = cJSON_GetObjectItemCaseSensitive(j->out,
 			j->by_id ? "availability_zone_ids" : "availability_zones");
