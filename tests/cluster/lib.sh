@@ -8,7 +8,8 @@
 #                         machine's own interfaces and routes are never touched;
 #                         RATE (e.g. 1gbit) shapes every eth0 with tc tbf.
 #   on_host N CMD...      runs CMD in host N: its network namespace and a UTS
-#                         namespace of its own whose hostname is hN.
+#                         namespace of its own whose hostname is hN; bound it
+#                         with timeout(1).
 #   CL_AGENT              a launch agent for mpirun (--mca plm_rsh_agent):
 #                         "AGENT [OPTIONS] 10.77.0.N COMMAND..." runs COMMAND
 #                         through sh in host N, as ssh would.
@@ -29,6 +30,7 @@ ENVCHECK="$top_builddir/tests/cluster/envcheck"
 CL_ID="smddp-$$"
 CL_NS=""
 CL_DIR=""
+CL_PIDS=""
 
 skip() {
 	echo "SKIP: $*" >&2
@@ -42,6 +44,9 @@ fail() {
 
 cluster_cleanup() {
 	local ns p
+	for p in $CL_PIDS; do
+		kill -KILL "$p" 2>/dev/null
+	done
 	for ns in $CL_NS; do
 		for p in $(ip netns pids "$ns" 2>/dev/null); do
 			kill -KILL "$p" 2>/dev/null
@@ -56,7 +61,7 @@ cluster_cleanup() {
 trap cluster_cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-[ "$(id -u)" -eq 0 ] || skip "network namespaces need root"
+[ "${EUID:-$(id -u)}" -eq 0 ] || skip "network namespaces need root"
 for tool in ip unshare timeout; do
 	command -v "$tool" >/dev/null 2>&1 || skip "$tool is not installed (Debian: iproute2, util-linux, coreutils)"
 done
@@ -146,10 +151,15 @@ cl_wait_reach() {
 	return 1
 }
 
+# (in the background, waited for: a signal to the test is handled at once)
 on_host() {
-	local n=$1
+	local n=$1 pid rc=0
 	shift
-	ip netns exec "$CL_ID-h$n" unshare --uts /bin/sh -c 'hostname "$0" && exec "$@"' "h$n" "$@"
+	ip netns exec "$CL_ID-h$n" unshare --uts /bin/sh -c 'hostname "$0" && exec "$@"' "h$n" "$@" &
+	pid=$!
+	CL_PIDS="$CL_PIDS $pid"
+	wait "$pid" || rc=$?
+	return "$rc"
 }
 
 cl_mpirun_args() {
