@@ -36,6 +36,7 @@
 #include <limits.h>
 #include <netdb.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -178,6 +179,7 @@ struct run {
 
 	struct rank *ranks;
 	int nranks;             /* local ranks */
+	cpu_set_t *cpus;        /* --bind on one machine: per local rank; else NULL */
 	int nstarted;
 	int nlive;              /* started and not yet exited */
 
@@ -399,12 +401,12 @@ static void usage(void)
 "      --timeout SECONDS   stop the job after this long and exit 124 (default: none)\n"
 "      --env VAR[=VALUE]   give VAR (set to VALUE) to every rank; repeatable\n"
 "      --network-interface IFNAME\n"
-"                          use IFNAME between hosts (Open MPI, NCCL, libsmddp)\n"
+"                          use IFNAME between hosts (Open MPI, NCCL, Gloo)\n"
+"      --bind none|core|numa     bind each rank to a core or NUMA node (default none)\n"
 "\n"
 "Across hosts (through mpirun):\n"
 "      --hosts H1[:N],H2[:N]...  run N ranks on each of these hosts\n"
 "      --hostfile FILE     the hosts, in Open MPI's format (\"HOST slots=N\")\n"
-"      --bind none|core|numa     bind each rank (default none)\n"
 "      --mpirun-args ARGS  more options for mpirun, split into words like sh\n"
 "      --dry-run           print the environment and command instead of running\n"
 "\n"
@@ -2013,7 +2015,7 @@ static void read_signals(struct run *r)
 
 /* In the child, between fork() and exec(): async-signal-safe calls only. */
 static void child_exec(const struct run *r, int errfd, int outfd, int errfd2, int infd,
-                       char **env)
+                       char **env, int lr)
 {
 	int e;
 
@@ -2029,6 +2031,8 @@ static void child_exec(const struct run *r, int errfd, int outfd, int errfd2, in
 	sigprocmask(SIG_SETMASK, &r->origmask, NULL);
 	if (r->raised_nofile)
 		setrlimit(RLIMIT_NOFILE, &r->orignofile);
+	if (r->cpus)   /* a CPU gone offline since: run unbound rather than not at all */
+		sched_setaffinity(0, sizeof r->cpus[lr], &r->cpus[lr]);
 	execvpe(r->opt.argv[0], r->opt.argv, env);
 fail:
 	e = errno;
@@ -2085,7 +2089,7 @@ static int start_rank(struct run *r, struct rank *rk, int lr)
 		goto out;
 	}
 	if (pid == 0)
-		child_exec(r, ep[1], op[1], xp[1], infd, env);
+		child_exec(r, ep[1], op[1], xp[1], infd, env, lr);
 
 	/* Also here, so that the group exists before anyone signals it. */
 	setpgid(pid, pid);
@@ -2893,6 +2897,103 @@ static int worker_wait(const struct options *o, const struct plan *p)
 	}
 }
 
+/* ---- --bind on one machine --------------------------------------------
+ *
+ * What mpirun's --bind-to does, for the ranks smddp-run starts itself: the
+ * CPUs this process may use are grouped by core (a CPU and its hardware
+ * threads, from sysfs) or by NUMA node, and local rank i gets group
+ * i mod groups. */
+
+static int parse_cpulist(const char *s, cpu_set_t *set)
+{
+	CPU_ZERO(set);
+	while (*s && *s != '\n') {
+		char *end;
+		long a = strtol(s, &end, 10), b = a;
+		if (end == s)
+			return -1;
+		if (*end == '-') {
+			s = end + 1;
+			b = strtol(s, &end, 10);
+			if (end == s)
+				return -1;
+		}
+		for (long c = a; c <= b && c < CPU_SETSIZE; c++)
+			CPU_SET((int)c, set);
+		s = end + (*end == ',');
+	}
+	return 0;
+}
+
+static bool read_cpulist(const char *path, cpu_set_t *set)
+{
+	char buf[4096];
+	FILE *f = fopen(path, "re");
+	bool ok = false;
+	if (f) {
+		ok = fgets(buf, sizeof buf, f) && parse_cpulist(buf, set) == 0;
+		fclose(f);
+	}
+	return ok;
+}
+
+static int add_group(cpu_set_t *groups, int n, const cpu_set_t *g)
+{
+	for (int i = 0; i < n; i++)
+		if (CPU_EQUAL(&groups[i], g))
+			return n;
+	groups[n] = *g;
+	return n + 1;
+}
+
+static cpu_set_t *bind_sets(enum bind how, int nranks)
+{
+	cpu_set_t allowed, g;
+	if (sched_getaffinity(0, sizeof allowed, &allowed) < 0) {
+		tool_warn_errno("--bind: cannot read this process's CPUs");
+		return NULL;
+	}
+	cpu_set_t *groups = calloc(CPU_SETSIZE, sizeof *groups);
+	cpu_set_t *out = calloc(nranks, sizeof *out);
+	if (!groups || !out)
+		out_of_memory();
+	int n = 0;
+	if (how == BIND_NUMA) {
+		char path[128];
+		for (int node = 0; node < 1024; node++) {
+			snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpulist", node);
+			if (!read_cpulist(path, &g))
+				continue;
+			CPU_AND(&g, &g, &allowed);
+			if (CPU_COUNT(&g))
+				n = add_group(groups, n, &g);
+		}
+	} else {
+		char path[128];
+		for (int c = 0; c < CPU_SETSIZE; c++) {
+			if (!CPU_ISSET(c, &allowed))
+				continue;
+			snprintf(path, sizeof path,
+			         "/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list", c);
+			if (!read_cpulist(path, &g)) {
+				CPU_ZERO(&g);
+				CPU_SET(c, &g);
+			}
+			CPU_AND(&g, &g, &allowed);
+			n = add_group(groups, n, &g);
+		}
+	}
+	if (n == 0)
+		groups[n++] = allowed;
+	if (how == BIND_CORE && nranks > n)
+		tool_warn("--bind core: %d ranks on %d core%s; ranks share them", nranks, n,
+		          n == 1 ? "" : "s");
+	for (int i = 0; i < nranks; i++)
+		out[i] = groups[i % n];
+	free(groups);
+	return out;
+}
+
 /* ---- main -------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -2915,10 +3016,9 @@ int main(int argc, char **argv)
 		return TOOL_EXIT_OK;
 	}
 	plan_env(&r->opt, &plan);
-	if (plan.kind == PLAN_LOCAL && (r->opt.mpirun_args.n || r->opt.bind > BIND_NONE))
-		tool_usage_error("--%s applies to jobs across hosts (--hosts, --hostfile, or "
-		                 "SageMaker's mpirun forms)",
-		                 r->opt.mpirun_args.n ? "mpirun-args" : "bind");
+	if (plan.kind == PLAN_LOCAL && r->opt.mpirun_args.n)
+		tool_usage_error("--mpirun-args applies to jobs across hosts (--hosts, --hostfile, "
+		                 "or SageMaker's mpirun forms)");
 	if (plan.kind == PLAN_WORKER) {
 		if (r->opt.dry_run) {
 			printf("# smddp-run --dry-run: %s through mpirun, started on %s; %s (node rank "
@@ -3068,6 +3168,8 @@ int main(int argc, char **argv)
 	}
 
 	r->nranks = r->lay.local_size;
+	if (!r->mpirun && r->opt.bind > BIND_NONE)
+		r->cpus = bind_sets(r->opt.bind, r->nranks);
 	r->ranks = calloc(r->nranks, sizeof *r->ranks);
 	if (!r->ranks) {
 		tool_warn("out of memory");

@@ -29,7 +29,6 @@ bad "$T/hf:2: malformed hostfile entry 'slot=2'" --hostfile "$T/hf" true
 printf '# nothing\n\n' >"$T/hf"
 bad "hostfile '$T/hf' names no host" --hostfile "$T/hf" true
 bad "invalid --bind 'socket'" --bind socket true
-bad '--bind applies to jobs across hosts' --bind core -n 2 true
 bad '--mpirun-args applies to jobs across hosts' --mpirun-args -v true
 bad "--mpirun-args '-x \"A': a quote is not closed" --hosts a --mpirun-args '-x "A' true
 bad "invalid --env '1A=2'" --env 1A=2 true
@@ -126,6 +125,23 @@ done
 out=$(timeout 60 "$RUN" -n 1 --network-interface lo --env NCCL_SOCKET_IFNAME=eth9 "$PROG" \
 	env NCCL_SOCKET_IFNAME) || fail "--env over --network-interface"
 [ "$out" = NCCL_SOCKET_IFNAME=eth9 ] || fail "--env over --network-interface: $out"
+
+# ---- --bind on one machine: core i mod cores, or the NUMA node i mod nodes
+allowed=$(sed -n 's/^Cpus_allowed_list:\t//p' /proc/self/status)
+out=$(timeout 60 "$RUN" -n 2 --bind core sh -c 'sed -n "s/^Cpus_allowed_list:\t//p" /proc/self/status' \
+	2>"$T/err") || fail "--bind core: $(cat "$T/err")"
+b0=$(sed -n 's/^\[0\] //p' <<<"$out")
+b1=$(sed -n 's/^\[1\] //p' <<<"$out")
+[ -n "$b0" ] && [ -n "$b1" ] && [ "$b0" != "$allowed" ] || [ "$(nproc)" -eq 1 ] ||
+	fail "--bind core: rank 0 not bound: '$b0' (all: '$allowed')"
+cores=$(cat /sys/devices/system/cpu/cpu*/topology/thread_siblings_list 2>/dev/null | sort -u | wc -l)
+[ "$cores" -lt 2 ] || [ "$b0" != "$b1" ] || fail "--bind core: ranks 0 and 1 share '$b0' on $cores cores"
+out=$(timeout 60 "$RUN" -n 2 --bind numa sh -c 'sed -n "s/^Cpus_allowed_list:\t//p" /proc/self/status' \
+	2>"$T/err") || fail "--bind numa: $(cat "$T/err")"
+[ ! -s "$T/err" ] || fail "--bind numa: $(cat "$T/err")"
+node0=$(cat /sys/devices/system/node/node0/cpulist 2>/dev/null) || node0=$allowed
+[ "$(sed -n 's/^\[0\] //p' <<<"$out")" = "$node0" ] || [ "$node0" != "$allowed" ] ||
+	fail "--bind numa: rank 0: $out (node 0: $node0)"
 
 # ---- through mpirun on this machine, when Open MPI is installed
 if command -v mpirun >/dev/null 2>&1; then
