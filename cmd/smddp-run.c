@@ -402,13 +402,12 @@ static void usage(void)
 "      --env VAR[=VALUE]   give VAR (set to VALUE) to every rank; repeatable\n"
 "      --network-interface IFNAME\n"
 "                          use IFNAME between hosts (Open MPI, NCCL, Gloo)\n"
-"      --bind none|core|numa     bind each rank to a core or NUMA node (default none)\n"
+"      --bind none|core|numa     bind each rank to a core or NUMA node (default none)\n""      --dry-run           print the environment and command instead of running\n"
 "\n"
 "Across hosts (through mpirun):\n"
 "      --hosts H1[:N],H2[:N]...  run N ranks on each of these hosts\n"
 "      --hostfile FILE     the hosts, in Open MPI's format (\"HOST slots=N\")\n"
 "      --mpirun-args ARGS  more options for mpirun, split into words like sh\n"
-"      --dry-run           print the environment and command instead of running\n"
 "\n"
 "SageMaker (auto-detected from /opt/ml/input/config/resourceconfig.json):\n"
 "      --sagemaker         read SageMaker's configuration (files and SM_* variables)\n"
@@ -1991,8 +1990,11 @@ static void got_signal(struct run *r, int sig)
 		r->cause = CAUSE_SIGNAL;
 		r->signo = sig;
 	}
-	tool_warn("got signal %d (%s); forwarding it to %d rank%s", sig, strsignal(sig),
-	          r->nlive, r->nlive == 1 ? "" : "s");
+	if (r->mpirun)
+		tool_warn("got signal %d (%s); forwarding it to mpirun", sig, strsignal(sig));
+	else
+		tool_warn("got signal %d (%s); forwarding it to %d rank%s", sig, strsignal(sig),
+		          r->nlive, r->nlive == 1 ? "" : "s");
 	stop_with(r, sig);
 }
 
@@ -2215,8 +2217,12 @@ static void event_loop(struct run *r)
 		if (r->phase == PH_RUN && r->timeout_at && now >= r->timeout_at) {
 			if (r->cause == CAUSE_NONE)
 				r->cause = CAUSE_TIMEOUT;
-			tool_warn("timeout: the job ran for %s seconds; stopping %d rank%s",
-			          r->opt.timeout_arg, r->nlive, r->nlive == 1 ? "" : "s");
+			if (r->mpirun)
+				tool_warn("timeout: the job ran for %s seconds; stopping mpirun",
+				          r->opt.timeout_arg);
+			else
+				tool_warn("timeout: the job ran for %s seconds; stopping %d rank%s",
+				          r->opt.timeout_arg, r->nlive, r->nlive == 1 ? "" : "s");
 			stop_ranks(r);
 		}
 		if (r->phase == PH_STOP && now >= r->deadline)

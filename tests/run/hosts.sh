@@ -159,5 +159,13 @@ if command -v mpirun >/dev/null 2>&1; then
 	[ "$rc" -eq 4 ] || fail "mpirun: a rank exits 4: exit status $rc: $(cat "$T/err")"
 	grep -Eq "smddp-run: rank 1 on host $(hostname) \(pid [0-9]+\) exited with status 4$" "$T/err" ||
 		fail "mpirun: no summary: $(cat "$T/err")"
+	# --timeout stops mpirun and with it every rank: 124
+	rc=0
+	timeout 120 "$RUN" --hosts localhost:2 --timeout 2 --grace 5 "$PROG" pid "$T" sleep 60 \
+		>"$T/out" 2>"$T/err" || rc=$?
+	[ "$rc" -eq 124 ] || fail "mpirun --timeout: exit status $rc: $(cat "$T/err")"
+	grep -q '^smddp-run: timeout: the job ran for 2 seconds; stopping mpirun$' "$T/err" ||
+		fail "mpirun --timeout: $(cat "$T/err")"
+	expect_dead 10 $(pids_in "$T"/pid.*)
 fi
 exit 0
