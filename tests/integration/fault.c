@@ -34,6 +34,7 @@
  *   FAULT-BAD rank=R: why    and exits 1.
  * A rank for which nothing is expected exits 0 (or dies, as asked).
  * SIGTERM is ignored: run it with smddp-run --grace long enough to finish.
+ * Witnesses linger FAULT_LINGER seconds (default 1) before they exit.
  */
 #define _GNU_SOURCE /* strcasestr */
 #include <arpa/inet.h>
@@ -148,6 +149,17 @@ struct expectation {
 	const char *words[4]; /* and words it must contain (case-insensitive) */
 };
 
+/* A witness stays alive a while (FAULT_LINGER seconds, default 1) after its
+ * verdict, so that the other witnesses judge the fault under test, not the
+ * exit of a witness that gave up a moment earlier (fault-cascade.sh sets it
+ * to 0 to look at exactly that). */
+static void linger(void)
+{
+	const char *v = getenv("FAULT_LINGER");
+
+	sleep_s(v ? atof(v) : 1.0);
+}
+
 /* The failing call returned rc after elapsed seconds: judge it, then check
  * that the communicator fails fast and can be destroyed, print the verdict
  * and exit. */
@@ -211,6 +223,7 @@ static void witness(struct smddp_comm *c, int rc, double elapsed, int at_call,
 	}
 	printf("FAULT-OK rank=%d rc=%s\n", rank, rc_name(rc));
 	fflush(stdout);
+	linger();
 	exit(EXIT_SAW_IT);
 }
 
@@ -331,6 +344,13 @@ static void mode_killmid(struct smddp_comm *c, int victim, double ms, int sig)
 	for (i = 1; i <= 100000; i++) {
 		t0 = now_s();
 		rc = smddp_allreduce(s, r, n, SMDDP_FLOAT32, SMDDP_SUM, c, NULL);
+		if (rc != SMDDP_OK && rank == victim) {
+			/* stopped, then continued by the launcher's SIGCONT: whatever it
+			 * sees now is not the point of the test */
+			printf("FAULT rank=%d (the victim) rc=%s msg=%s\n", rank, rc_name(rc),
+			       smddp_last_error(c));
+			exit(0);
+		}
 		if (rc != SMDDP_OK)
 			witness(c, rc, now_s() - t0, i, &e);
 		if (r[0] != (float)size || r[n - 1] != (float)size) {
