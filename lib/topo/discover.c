@@ -10,9 +10,13 @@
  *
  * Locality comes from the PCI paths that sysfs device links resolve to
  * (/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/...): the longer the
- * common prefix of two devices' paths, the closer they are.  Paths are
- * resolved with realpath() inside the sysroot, so a fixture's relative
- * symlinks behave as the kernel's do.
+ * common prefix of two devices' paths, the closer they are.
+ *
+ * Under a sysroot, paths are resolved by resolve() below, confined to the
+ * root, and a "link file" stands in for a symlink: a regular file whose
+ * text is "!<symlink>TARGET".  Sysfs links form cycles (net/eth0/device
+ * points back up to an ancestor), which tar -h (make dist) and other
+ * copiers follow forever; link files keep a captured tree a plain tree.
  */
 #include "config.h"
 
@@ -24,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifdef HAVE_HWLOC
@@ -57,14 +62,131 @@ struct ctx {
 
 /* ---- small readers -------------------------------------------------------- */
 
-static int rd(const struct ctx *c, const char *rel, char *buf, size_t len)
+#define LINK_MAGIC "!<symlink>"
+
+/* Reads the target of a link file; -1 when path is not one. */
+static int link_file(const char *path, char *target, size_t len)
 {
-	char p[PATH_MAX * 2];
-	FILE *f;
+	char buf[PATH_MAX + sizeof(LINK_MAGIC)];
+	FILE *f = fopen(path, "re");
 	size_t n;
 
-	snprintf(p, sizeof(p), "%s%s", c->root, rel);
-	f = fopen(p, "re");
+	if (f == NULL)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	if (strncmp(buf, LINK_MAGIC, strlen(LINK_MAGIC)) != 0)
+		return -1;
+	buf[strcspn(buf, "\n")] = '\0';
+	snprintf(target, len, "%s", buf + strlen(LINK_MAGIC));
+	return 0;
+}
+
+/* Resolves rel (which may cross symlinks and link files) to the path the
+ * kernel would show ("/sys/devices/..."), without leaving the root: ".."
+ * stops at it and absolute targets start from it.  NULL if it does not
+ * exist.  On the live machine this is realpath(). */
+static char *resolve(const struct ctx *c, const char *rel)
+{
+	char cur[PATH_MAX] = "", rest[PATH_MAX * 2], full[PATH_MAX * 2], target[PATH_MAX];
+	int hops = 0;
+
+	if (c->live) {
+		char r[PATH_MAX];
+
+		return realpath(rel, r) ? strdup(r) : NULL;
+	}
+	snprintf(rest, sizeof(rest), "%s", rel);
+	while (rest[0] != '\0') {
+		char comp[NAME_MAX + 1], tail[PATH_MAX * 2];
+		size_t l;
+		struct stat st;
+		const char *p = rest;
+
+		while (*p == '/')
+			p++;
+		l = strcspn(p, "/");
+		if (l == 0)
+			break;
+		if (l > NAME_MAX)
+			return NULL;
+		memcpy(comp, p, l);
+		comp[l] = '\0';
+		snprintf(tail, sizeof(tail), "%s", p + l);
+		if (strcmp(comp, ".") == 0) {
+			snprintf(rest, sizeof(rest), "%s", tail);
+			continue;
+		}
+		if (strcmp(comp, "..") == 0) {
+			char *slash = strrchr(cur, '/');
+
+			if (slash != NULL)
+				*slash = '\0';
+			snprintf(rest, sizeof(rest), "%s", tail);
+			continue;
+		}
+		snprintf(full, sizeof(full), "%s%s/%s", c->root, cur, comp);
+		if (lstat(full, &st) != 0)
+			return NULL;
+		if (S_ISLNK(st.st_mode) || (S_ISREG(st.st_mode) && st.st_size < PATH_MAX &&
+					    link_file(full, target, sizeof(target)) == 0)) {
+			ssize_t n;
+
+			if (++hops > 40)
+				return NULL; /* a loop */
+			if (S_ISLNK(st.st_mode)) {
+				n = readlink(full, target, sizeof(target) - 1);
+				if (n <= 0)
+					return NULL;
+				target[n] = '\0';
+			}
+			if (target[0] == '/')
+				cur[0] = '\0';
+			if (strlen(target) + strlen(tail) + 2 > sizeof(rest))
+				return NULL;
+			snprintf(rest, sizeof(rest), "%s%s", target, tail);
+			continue;
+		}
+		if (strlen(cur) + l + 2 > sizeof(cur))
+			return NULL;
+		strcat(cur, "/");
+		strcat(cur, comp);
+		snprintf(rest, sizeof(rest), "%s", tail);
+	}
+	return strdup(cur[0] ? cur : "/");
+}
+
+/* fopen/opendir of a path under the root, through links. */
+static FILE *open_rel(const struct ctx *c, const char *rel)
+{
+	char p[PATH_MAX * 2];
+	char *r = c->live ? NULL : resolve(c, rel);
+
+	if (!c->live && r == NULL)
+		return NULL;
+	snprintf(p, sizeof(p), "%s%s", c->root, c->live ? rel : r);
+	free(r);
+	return fopen(p, "re");
+}
+
+static DIR *opendir_rel(const struct ctx *c, const char *rel)
+{
+	char p[PATH_MAX * 2];
+	char *r = c->live ? NULL : resolve(c, rel);
+
+	if (!c->live && r == NULL)
+		return NULL;
+	snprintf(p, sizeof(p), "%s%s", c->root, c->live ? rel : r);
+	free(r);
+	return opendir(p);
+}
+
+static int rd(const struct ctx *c, const char *rel, char *buf, size_t len)
+{
+	FILE *f = open_rel(c, rel);
+	size_t n;
+
 	if (f == NULL)
 		return -1;
 	n = fread(buf, 1, len - 1, f);
@@ -88,21 +210,6 @@ static int rd_long(const struct ctx *c, const char *rel, int base, long *out)
 	errno = 0;
 	*out = strtol(buf, &end, base);
 	return errno != 0 || (*end != '\0' && !isspace((unsigned char)*end)) ? -1 : 0;
-}
-
-/* Resolves rel (which may cross symlinks) to a path under the root, as the
- * kernel would show it ("/devices/..."). */
-static char *resolve(const struct ctx *c, const char *rel)
-{
-	char p[PATH_MAX * 2], r[PATH_MAX];
-	size_t n = strlen(c->root);
-
-	snprintf(p, sizeof(p), "%s%s", c->root, rel);
-	if (realpath(p, r) == NULL)
-		return NULL;
-	if (strncmp(r, c->root, n) != 0 || (r[n] != '/' && r[n] != '\0'))
-		return NULL; /* a link out of the sysroot */
-	return strdup(r + n);
 }
 
 static int is_bdf(const char *s, size_t len)
@@ -197,15 +304,13 @@ static int names_cmp(const void *a, const void *b)
 /* The entries of a directory under the root, sorted naturally; NULL-ended. */
 static char **list_dir(const struct ctx *c, const char *rel, int *n)
 {
-	char p[PATH_MAX * 2];
 	DIR *d;
 	struct dirent *e;
 	char **v = NULL;
 	int cap = 0;
 
 	*n = 0;
-	snprintf(p, sizeof(p), "%s%s", c->root, rel);
-	d = opendir(p);
+	d = opendir_rel(c, rel);
 	if (d == NULL)
 		return NULL;
 	while ((e = readdir(d)) != NULL) {
@@ -276,12 +381,11 @@ static int cpu_one(void *arg, int cpu)
 
 static void cpu_model(const struct ctx *c, char *model, size_t len)
 {
-	char p[PATH_MAX * 2], line[512];
+	char line[512];
 	FILE *f;
 
 	model[0] = '\0';
-	snprintf(p, sizeof(p), "%s/proc/cpuinfo", c->root);
-	f = fopen(p, "re");
+	f = open_rel(c, "/proc/cpuinfo");
 	if (f == NULL)
 		return;
 	while (fgets(line, sizeof(line), f) != NULL) {
@@ -301,12 +405,11 @@ static void cpu_model(const struct ctx *c, char *model, size_t len)
 
 static long long meminfo_mb(const struct ctx *c, const char *rel)
 {
-	char p[PATH_MAX * 2], line[256];
+	char line[256];
 	FILE *f;
 	long long mb = -1;
 
-	snprintf(p, sizeof(p), "%s%s", c->root, rel);
-	f = fopen(p, "re");
+	f = open_rel(c, rel);
 	if (f == NULL)
 		return -1;
 	while (fgets(line, sizeof(line), f) != NULL) {

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/topo/capture.sh - copies the few /sys and /proc files smddp-topo reads into DIR,
-# as a sysroot fixture for smddp-topo --sysroot DIR (symlinks stay relative links).
+# as a sysroot fixture for smddp-topo --sysroot DIR (symlinks become link files).
 #
 #   tests/topo/capture.sh DIR      (then check DIR: no serial numbers, MAC addresses...)
 set -eu
@@ -14,13 +14,15 @@ copy() { # copy FILE (a path under /) if readable
 	cat "$src/$1" >"$out/$1" 2>/dev/null || rm -f "$out/$1"
 }
 
-# link PATH: recreate the symlink PATH as the kernel has it, and make its
-# target a directory; prints the target's path under /.
+# link PATH: recreate the symlink PATH as the kernel has it, as a link file
+# ("!<symlink>TARGET": sysfs links form cycles, which tar -h and other
+# copiers follow forever), and make its target a directory; prints the
+# target's path under /.
 link() {
 	local t r
 	t=$(readlink "$src/$1") || return 1
 	mkdir -p "$out/$(dirname "$1")"
-	ln -sfn "$t" "$out/$1"
+	printf '!<symlink>%s\n' "$t" >"$out/$1"
 	r=$(realpath "$src/$1") || return 1
 	r=${r#"$src"}
 	mkdir -p "$out/$r"

@@ -8,6 +8,8 @@ set -eu
 R=sysroot/two-socket
 rm -rf "$R"
 w() { mkdir -p "$(dirname "$R/$1")"; printf '%s\n' "$2" >"$R/$1"; }
+# lnk TARGET PATH: a link file, smddp-topo's stand-in for a symlink (see capture.sh)
+lnk() { w "$2" "!<symlink>$1"; }
 mkdir -p "$R/sys/bus/pci/devices" "$R/sys/class/net" "$R/sys/class/infiniband"
 
 w proc/sys/kernel/hostname two-socket
@@ -29,7 +31,7 @@ w sys/devices/system/node/node1/meminfo "Node 1 MemTotal:       67108864 kB"
 pcidev() {
 	local p=sys/devices/$1 bdf=${1##*/}
 	w $p/class $2; w $p/vendor $3; w $p/device $4; w $p/numa_node $5; w $p/local_cpulist $6
-	ln -s ../../../devices/$1 "$R/sys/bus/pci/devices/$bdf"
+	lnk ../../../devices/$1 sys/bus/pci/devices/$bdf
 }
 n0=0-3,8-11 n1=4-7,12-15
 pcidev pci0000:00/0000:00:01.0 0x060400 0x8086 0x347a 0 $n0
@@ -51,21 +53,21 @@ pcidev pci0000:80/0000:80:05.0 0x020000 0x1d0f 0xec20 1 $n1
 netdev() {
 	local d=sys/devices/$2/net/$1
 	w $d/speed $3
-	ln -s ../../../$(basename "$2") "$R/$d/device"
-	ln -s ../../devices/$2/net/$1 "$R/sys/class/net/$1"
+	lnk ../../../$(basename "$2") $d/device
+	lnk ../../devices/$2/net/$1 sys/class/net/$1
 }
 netdev eth0 pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0/0000:04:00.0 100000
 netdev eth1 pci0000:80/0000:80:05.0 25000
 mkdir -p "$R/sys/devices/virtual/net/lo"
 touch "$R/sys/devices/virtual/net/lo/.keep"
-ln -s ../../devices/virtual/net/lo "$R/sys/class/net/lo"
+lnk ../../devices/virtual/net/lo sys/class/net/lo
 
 # rdma NAME PCI-PATH RATE
 rdma() {
 	local d=sys/devices/$2/infiniband/$1
 	w $d/ports/1/rate "$3"
-	ln -s ../../../$(basename "$2") "$R/$d/device"
-	ln -s ../../devices/$2/infiniband/$1 "$R/sys/class/infiniband/$1"
+	lnk ../../../$(basename "$2") $d/device
+	lnk ../../devices/$2/infiniband/$1 sys/class/infiniband/$1
 }
 rdma mlx5_0 pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0/0000:04:00.0 "100 Gb/sec (4X EDR)"
 rdma rdmap132s0 pci0000:80/0000:80:01.0/0000:81:00.0/0000:82:01.0/0000:84:00.0 "100 Gb/sec (4X EDR)"

@@ -21,4 +21,20 @@ grep -q '^GPU1    SYS    X      SYS    PHB    PIX    4-7,12-15      1$' "$T/out"
 # lo (virtual) and the NVIDIA audio function are not listed
 ! grep -qw 'lo' "$T/out" || fail "two-socket: lo listed"
 grep -q '^GPUs: 2$' "$T/out" || fail "two-socket: not 2 GPUs"
+
+# A tree with real symlinks (cp -a of a capture) reads as the link files do,
+# and a link loop is given up on, not followed forever.
+cp -r "$SYSROOT/two-socket" "$T/ts"
+grep -rl '^!<symlink>' "$T/ts" >"$T/links"
+[ "$(wc -l <"$T/links")" -gt 20 ] || fail "two-socket: link files missing"
+while read -r f; do
+	t=$(sed 's/^!<symlink>//' "$f")
+	rm "$f"
+	ln -s "$t" "$f"
+done <"$T/links"
+ln -s loop "$T/ts/sys/class/net/loop"
+printf '!<symlink>loop2\n' >"$T/ts/sys/class/net/loop2"
+topo --sysroot "$T/ts"
+[ "$rc" -eq 0 ] || fail "symlinks: exit status $rc: $(cat "$T/err")"
+same "two-socket with symlinks" "$D/expected/two-socket.txt" "$T/out"
 exit 0
