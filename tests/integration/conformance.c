@@ -35,8 +35,11 @@
  * --signals runs it all under a SIGALRM every 200 us (handler without
  * SA_RESTART): interrupted waits must resume, not fail.
  *
+ * --reuse N runs N rounds of every collective on 512 KiB per rank, wiping the
+ * send buffer the moment each call returns (instead of the matrix).
+ *
  * Usage: conformance [--large N] [--counts a,b,c] [--skip-split] [--threads] [--lifecycle]
- *                    [--signals] [--verbose]
+ *                    [--signals] [--reuse N] [--verbose]
  * Exit status: 0 all passed, 1 a check failed, 2 usage error.
  */
 #include <dirent.h>
@@ -1565,6 +1568,72 @@ static int t_lifecycle(void)
 	return n_fail ? 1 : 0;
 }
 
+/* ---- buffer reuse: a call's buffers are the caller's again once it returns ------ */
+
+/* Each call's send buffer (and in place, its whole buffer) is overwritten
+ * with NaNs the moment the call returns, as a training loop reuses its
+ * gradient buckets: no peer may still be reading it.  Sizes take the
+ * single-copy path (peers read each other's buffers directly). */
+static void t_reuse(struct group *g, int iters)
+{
+	size_t n = (size_t)g->size, count = 131072 + 3, j;
+	float *s = malloc(n * count * sizeof(float)), *r = malloc(n * count * sizeof(float));
+	struct kase k;
+	int it, c, rc = 0;
+
+	for (it = 0; it < iters; it++) {
+		for (c = 0; c < 6; c++) {
+			float mine = (float)(g->rank + 1 + it % 7), want = 0;
+			int root = it % g->size;
+
+			case_begin(&k, g->name, c == 0 ? C_ALLREDUCE : c == 1 ? C_ALLGATHER :
+					 c == 2 ? C_REDUCE_SCATTER : c == 3 ? C_BROADCAST :
+					 c == 4 ? C_REDUCE : C_ALLTOALL,
+				   SMDDP_FLOAT32, -1, root, 0, count);
+			for (j = 0; j < n * count; j++) {
+				s[j] = mine + (float)(j / count); /* block b holds mine + b */
+				r[j] = -1;
+			}
+			switch (c) {
+			case 0: rc = LIBCALL(smddp_allreduce(s, r, count, SMDDP_FLOAT32, SMDDP_SUM, g->comm, NULL)); break;
+			case 1: rc = LIBCALL(smddp_allgather(s, r, count, SMDDP_FLOAT32, g->comm, NULL)); break;
+			case 2: rc = LIBCALL(smddp_reduce_scatter(s, r, count, SMDDP_FLOAT32, SMDDP_SUM, g->comm, NULL)); break;
+			case 3: rc = LIBCALL(smddp_broadcast(g->rank == root ? s : r, count, SMDDP_FLOAT32, root, g->comm, NULL)); break;
+			case 4: rc = LIBCALL(smddp_reduce(s, r, count, SMDDP_FLOAT32, SMDDP_SUM, root, g->comm, NULL)); break;
+			default: rc = LIBCALL(smddp_alltoall(s, r, count, SMDDP_FLOAT32, g->comm, NULL)); break;
+			}
+			memset(s, 0xff, n * count * sizeof(float)); /* NaN, at once */
+			if (c == 3 && g->rank == root)
+				memset(r, 0, n * count * sizeof(float));
+			if (rc != SMDDP_OK)
+				die_rc(&k, rc, g->comm);
+			for (j = 0; j < count * (c == 1 || c == 5 ? n : 1); j++) {
+				size_t b = j / count;
+				float sum_ranks = (float)(g->size * (g->size + 1) / 2 + g->size * (it % 7));
+				if (c == 3 && g->rank == root)
+					break;
+				if (c == 4 && g->rank != root)
+					break;
+				switch (c) {
+				case 0: case 4: want = sum_ranks; break;
+				case 1: want = (float)(b + 1 + it % 7); break;
+				case 2: want = sum_ranks + (float)(g->size * g->rank); break;
+				case 3: want = (float)(root + 1 + it % 7); break;
+				default: want = (float)(b + 1 + it % 7) + (float)g->rank; break;
+				}
+				if (r[j] != want) {
+					bad(&k, "iteration %d index %zu: got %g, expected %g (was the send buffer "
+					    "still read after the call returned?)", it, j, r[j], want);
+					break;
+				}
+			}
+			case_end(&k);
+		}
+	}
+	free(s);
+	free(r);
+}
+
 /* ---- signals: waits interrupted all the time must still complete -------------- */
 
 static volatile sig_atomic_t n_signals;
@@ -1623,7 +1692,7 @@ int main(int argc, char **argv)
 	struct plan p = {{0, 1, 7, 1001, 262147}, 5, 1, (1 << SMDDP_NUM_DTYPES) - 1,
 			 (1 << SMDDP_NUM_OPS) - 1};
 	struct group *w = calloc(1, sizeof(*w));
-	int skip_split = 0, threads = 0, lifecycle = 0, signals = 0, rc, r, i;
+	int skip_split = 0, threads = 0, lifecycle = 0, signals = 0, reuse = 0, rc, r, i;
 	double t0 = now_s();
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1643,11 +1712,13 @@ int main(int argc, char **argv)
 			lifecycle = 1;
 		} else if (!strcmp(argv[i], "--signals")) {
 			signals = 1;
+		} else if (!strcmp(argv[i], "--reuse") && i + 1 < argc) {
+			reuse = atoi(argv[++i]);
 		} else if (!strcmp(argv[i], "--verbose")) {
 			verbose = 1;
 		} else {
 			fprintf(stderr,
-				"usage: conformance [--large N] [--counts a,b,c] [--skip-split] [--threads] [--lifecycle] [--signals] [--verbose]\n");
+				"usage: conformance [--large N] [--counts a,b,c] [--skip-split] [--threads] [--lifecycle] [--signals] [--reuse N] [--verbose]\n");
 			return 2;
 		}
 	}
@@ -1687,7 +1758,9 @@ int main(int argc, char **argv)
 	check_group_identity(w);
 	check_group_order(w);
 	t_arg_errors(w);
-	if (threads)
+	if (reuse)
+		t_reuse(w, reuse);
+	else if (threads)
 		t_threads(w, &p);
 	else
 		run_matrix(w, &p);
