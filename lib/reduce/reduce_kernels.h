@@ -3,10 +3,10 @@
  * Include after defining SD_REDUCE_ENTRY (the name of the entry point) and,
  * where the F16C instructions may be used, SD_REDUCE_F16C.
  *
- * Design.  Every dtype x op has three loops over restrict-qualified arrays,
+ * Design.  Every dtype x op has four loops over restrict-qualified arrays,
  * which GCC vectorises without run-time alias checks:
  *   k2:   d = a op b       acc:  d = d op b       racc: d = a op d
- * (and acc2: d = (d op a) op b, to take the sources two at a time).
+ *   acc2: d = (d op a) op b, to take the sources two at a time.
  * The sources are walked in blocks of BLOCK_BYTES (L1-sized).  Two sources
  * combine straight into dst, whichever of them dst is.  More sources
  * accumulate, per block, in a buffer on the stack, and the last source is
