@@ -407,9 +407,21 @@ SD_EXPORT int smddp_init(struct smddp_comm **out)
 		peers[0].pid = getpid();
 		nonce = sd_now_ns() ^ ((uint64_t)getpid() << 40);
 	}
-	for (int r = 0; r < c->size; r++) {
+	for (int r = 0; r < c->size; r++)
 		c->pids[r] = peers[r].pid;
+	for (int r = 0; r < c->size; r++) {
 		if (strcmp(peers[r].hostid, peers[0].hostid) != 0) {
+			char sync = 0, all_sync[1];
+			char *buf = c->size > 1 ? malloc((size_t)c->size) : all_sync;
+
+			/* Every rank sees the same table and fails alike; one more
+			 * gather keeps rank 0 from leaving (its sockets reset) before
+			 * all have read it. */
+			if (buf) {
+				boot_gather(c, &sync, buf, 1);
+				if (buf != all_sync)
+					free(buf);
+			}
 			rc = sd_comm_error(c, SMDDP_EUNSUPPORTED,
 					   "rank %d runs on host %s and rank 0 on %s: this build of "
 					   "libsmddp has no transport between hosts yet; run all ranks "
