@@ -8,6 +8,10 @@
 #include "reduce/half.h"
 #include "reduce/reduce.h"
 
+#ifdef SD_REDUCE_HAVE_AVX2
+#include <cpuid.h>
+#endif
+
 static const struct {
 	const char *name;
 	sd_reduce_fn *fn;
@@ -22,8 +26,14 @@ static int isa_usable(size_t i)
 {
 #ifdef SD_REDUCE_HAVE_AVX2
 	if (isas[i].fn == sd_reduce_avx2) {
+		unsigned a, b, c, d;
+
+		/* avx2 through the builtin, which also checks that the OS saves
+		 * the ymm registers; f16c through cpuid (not every compiler's
+		 * builtin knows it). */
 		__builtin_cpu_init();
-		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+		return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) &&
+		       (c & bit_F16C);
 	}
 #endif
 	return 1;
