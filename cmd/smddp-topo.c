@@ -31,7 +31,8 @@ static void usage(void)
 	       "\n"
 	       "  -j, --json            print the topology as JSON (man 5 smddp-topo.json)\n"
 	       "  -s, --sysroot DIR     read DIR/sys and DIR/proc instead of this machine's\n"
-	       "  -t, --topo FILE       show the topology in FILE instead of discovering one\n"
+	       "  -t, --topo FILE       show the topology in FILE (- for stdin) instead of\n"
+	       "                        discovering one\n"
 	       "  -e, --expect FILE     compare with an expected layout; exit 3 on differences\n"
 	       "                        (FILE may name a shipped one: p4d.24xlarge, p5.48xlarge)\n"
 	       "      --env             list every SMDDP_* variable: value, source, default\n"
@@ -375,7 +376,7 @@ int main(int argc, char **argv)
 		return list_env(json);
 
 	if (topo != NULL)
-		rc = smddp_topo_load(topo, &t);
+		rc = smddp_topo_load(strcmp(topo, "-") == 0 ? "/dev/stdin" : topo, &t);
 	else if (sysroot != NULL)
 		rc = smddp_topo_discover(sysroot, &t);
 	else

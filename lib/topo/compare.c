@@ -215,9 +215,13 @@ static void cmp(struct rep *r, const char *path, const cJSON *exp, const cJSON *
 		{
 			const cJSON *h = cJSON_GetObjectItemCaseSensitive(have, k->string);
 
+			/* What names this host or this run is not a property of the
+			 * layout: another host's full dump is a fair expectation. */
 			if (top && (strcmp(k->string, "schema") == 0 ||
 				    strcmp(k->string, "description") == 0 ||
-				    strcmp(k->string, "nics_match") == 0))
+				    strcmp(k->string, "nics_match") == 0 ||
+				    strcmp(k->string, "host") == 0 ||
+				    strcmp(k->string, "discovered_by") == 0))
 				continue;
 			snprintf(p, sizeof(p), "%s%s%s", path, *path ? "." : "", k->string);
 			if (h == NULL) {

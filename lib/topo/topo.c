@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -535,6 +536,32 @@ SD_EXPORT int smddp_topo_get(struct smddp_topo **out)
 			smddp_topo_num_gpus(*out), smddp_topo_num_nics(*out),
 			smddp_topo_num_numa(*out));
 	return rc;
+}
+
+/* One topology per process for the library's own use (communicators):
+ * discovery costs NVML and fi_getinfo, and the node does not change. */
+static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
+static struct smddp_topo *shared_topo;
+static int shared_rc;
+static char shared_err[sizeof(topo_error)];
+
+static void shared_init(void)
+{
+	shared_rc = smddp_topo_get(&shared_topo);
+	if (shared_rc != SMDDP_OK)
+		snprintf(shared_err, sizeof(shared_err), "%s", topo_error);
+}
+
+int sd_topo_shared(const struct smddp_topo **out)
+{
+	pthread_once(&shared_once, shared_init);
+	if (shared_rc != SMDDP_OK) {
+		sd_topo_set_error("%s", shared_err);
+		*out = NULL;
+		return shared_rc;
+	}
+	*out = shared_topo;
+	return SMDDP_OK;
 }
 
 SD_EXPORT void smddp_topo_free(struct smddp_topo *t)

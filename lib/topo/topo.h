@@ -11,11 +11,19 @@
 
 #include <cjson/cJSON.h>
 
+#include <smddp/smddp.h>
+
 #define SD_TOPO_SCHEMA 1
 
 struct smddp_topo {
 	cJSON *root; /* canonical schema-1 tree */
 };
+
+/* The topology the library itself uses: smddp_topo_get()'s (SMDDP_TOPO_FILE,
+ * else discovery), made once per process on first call, thread-safe, kept
+ * until exit: do not free it.  A failure is remembered and returned to every
+ * caller, with its sentence in smddp_topo_error(). */
+int sd_topo_shared(const struct smddp_topo **out);
 
 /* The reason of the last failure of this thread (smddp_topo_error()). */
 void sd_topo_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

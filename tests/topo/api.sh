@@ -17,4 +17,12 @@ rc=0
 rc=0
 SMDDP_TOPO_FILE="$T/bad.json" "$API" get >"$T/out" || rc=$?
 [ "$rc" -eq 1 ] && grep -q '^error 11: SMDDP_TOPO_FILE: ' "$T/out" || fail "get bad: $rc $(cat "$T/out")"
+
+# the library's own copy (sd_topo_shared): made once, from any thread
+SHARED="$top_builddir/tests/topo/shared"
+"$TOPO" --sysroot "$SYSROOT/two-socket" --json >"$T/ts.json"
+out=$(SMDDP_TOPO_FILE="$T/ts.json" "$SHARED") || fail "shared: $out"
+[ "$out" = "gpus 2" ] || fail "shared: $out"
+out=$(SMDDP_TOPO_FILE="$T/bad.json" "$SHARED") || fail "shared bad: $out"
+[[ "$out" == "error 11: SMDDP_TOPO_FILE: $T/bad.json: gpus: expected an array"* ]] || fail "shared bad: $out"
 exit 0
