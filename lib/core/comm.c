@@ -18,6 +18,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/comm.h"
+#include "topo/topo.h"
 #include "transport/transport.h"
 
 #define REC_NAME 64
@@ -355,6 +356,23 @@ SD_EXPORT int smddp_init(struct smddp_comm **out)
 		sd_set_init_error("%s", err);
 		SD_WARN(SD_SUB_CONFIG, "%s", err);
 		return rc;
+	}
+	if (*sd_param_str("SMDDP_TOPO_FILE")) {
+		/* A topology given by the user replaces discovery: check it
+		 * now, so that a bad file fails here and not in the middle of
+		 * a job.  (Discovery itself costs ~0.4 s and is done only when
+		 * a choice needs it: NICs between hosts.) */
+		const struct smddp_topo *topo;
+
+		rc = sd_topo_shared(&topo);
+		if (rc) {
+			sd_set_init_error("%s", smddp_topo_error());
+			SD_WARN(SD_SUB_INIT, "%s", sd_init_error());
+			return rc;
+		}
+		SD_INFO(SD_SUB_INIT, "topology: %d GPUs, %d NICs, %d NUMA nodes",
+			smddp_topo_num_gpus(topo),
+			smddp_topo_num_nics(topo), smddp_topo_num_numa(topo));
 	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
