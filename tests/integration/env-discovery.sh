@@ -1,6 +1,7 @@
 # env-discovery.sh - rank discovery without smddp-run (DESIGN 4): SMDDP_RANK/SMDDP_WORLD_SIZE,
 # torchrun's RANK/WORLD_SIZE, Open MPI's OMPI_COMM_WORLD_*, Slurm's SLURM_*; the
 # first match wins, and SMDDP_MASTER_* wins over MASTER_*.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 . "$top_srcdir/tests/integration/testlib.sh"
 
 # job NAME "VARS OF RANK 0" "VARS OF RANK 1": both started by hand; each must

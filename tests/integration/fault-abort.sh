@@ -1,5 +1,6 @@
 # fault-abort.sh - rank 2 calls smddp_comm_abort while the others are in an allreduce:
 # they get SMDDP_EABORTED naming rank 2; rank 2's own next call fails fast.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 . "$top_srcdir/tests/integration/testlib.sh"
 export SMDDP_TIMEOUT=60
 WANT_STATUS=42 # a witness's exit is the first failure

@@ -1,5 +1,6 @@
 # fault-config.sh - a bad SMDDP_CONFIG file (invalid JSON, unknown key, wrong type) makes
 # smddp_init return SMDDP_ECONFIG with a message naming the file and the key.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 . "$top_srcdir/tests/integration/testlib.sh"
 
 port=$("$FAULT" freeport) || { echo "ERROR: no free port"; exit 99; }

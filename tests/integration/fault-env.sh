@@ -1,4 +1,5 @@
 # fault-env.sh - a bad environment makes smddp_init fail at once with a sentence that says what is wrong.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 . "$top_srcdir/tests/integration/testlib.sh"
 
 port=$("$FAULT" freeport) || { echo "ERROR: no free port"; exit 99; }

@@ -1,6 +1,7 @@
 # fault-kill.sh - a rank SIGKILLs itself while the others are inside an allreduce.
 # The survivors must get SMDDP_EPEER within 10 s (SMDDP_TIMEOUT=60 is far
 # away), naming the dead rank and the collective; see fault.c for the checks.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 . "$top_srcdir/tests/integration/testlib.sh"
 export SMDDP_TIMEOUT=60
 LAUNCH_OPTS="--grace 30"

@@ -1,5 +1,6 @@
 # fault-mismatch.sh - with SMDDP_CHECK_COLL=1, rank 1 differs from ranks 0 and 2 in count, op,
 # dtype, broadcast root or collective: every rank must get SMDDP_EMISMATCH naming rank 1.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 . "$top_srcdir/tests/integration/testlib.sh"
 export SMDDP_TIMEOUT=60 SMDDP_CHECK_COLL=1
 WANT_STATUS=42 # a witness's exit is the first failure

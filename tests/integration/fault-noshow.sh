@@ -4,6 +4,7 @@
 # rank 0's; rank 1 then hangs up, and rank 0 reports SMDDP_EPEER blaming rank
 # 1 ("closed its connection ... died or was killed") instead of the rank that
 # never connected.  Not in TESTS until the library fixes that race.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 . "$top_srcdir/tests/integration/testlib.sh"
 export SMDDP_TIMEOUT=3
 LAUNCH_OPTS="--grace 30"

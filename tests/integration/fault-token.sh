@@ -2,6 +2,7 @@
 # Rank 1 (wrong token) is refused: SMDDP_ECONFIG mentioning the token.  Rank 0
 # times out (SMDDP_TIMEOUT=3) with SMDDP_ETIMEDOUT naming rank 1 and logs a
 # WARN line about the rejected connection.  Neither crashes.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 . "$top_srcdir/tests/integration/testlib.sh"
 
 port=$("$FAULT" freeport) || { echo "ERROR: no free port"; exit 99; }

@@ -3,6 +3,7 @@
 # Other builds may run jobs on this machine at the same time, so a process
 # counts only when it runs from this build tree, and a segment only when no
 # live process of another build holds it.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 set -u
 : "${top_builddir:?top_builddir is not set: run me through make check}"
 
