@@ -41,6 +41,8 @@
 #include "core/sd.h"
 #include "bootstrap/bootstrap.h"
 
+/* How long a rank waits for rank 0 past its own deadline (see its uses). */
+#define HUB_GRACE_NS (3ull * 1000000000ull)
 #define PROTO_VERSION 1
 #define HELLO_MAGIC "SMDDPB1" /* 8 bytes with the NUL */
 #define TOKEN_MAX 256
@@ -683,8 +685,11 @@ static uint32_t frame_limit(struct sd_boot *b, struct conn *c, uint32_t type)
 			return 12 + (uint32_t)b->size * (8 + SD_HOSTID_MAX - 1);
 		break;
 	case F_REJECT:
-	case F_GIVEUP:
 		if (b->rank != 0 && !b->ready)
+			return SMALL_MAX;
+		break;
+	case F_GIVEUP: /* rendezvous, or an all-gather rank 0 timed out on */
+		if (b->rank != 0)
 			return SMALL_MAX;
 		break;
 	case F_GATHER:
@@ -760,7 +765,10 @@ static int on_frame(struct sd_boot *b, struct conn *c, uint32_t type, uint8_t **
 			conn_lost(b, c, 0, "bad GIVEUP");
 			return 1;
 		}
-		fail(b, code, 0, "rank 0 at %s gave up the rendezvous: %s", b->where, reason);
+		if (b->ready)
+			fail(b, code, 0, "rank 0 gave up: %s", reason);
+		else
+			fail(b, code, 0, "rank 0 at %s gave up the rendezvous: %s", b->where, reason);
 		conn_close(c);
 		return 1;
 	}
@@ -1373,15 +1381,20 @@ static int rendezvous(struct sd_boot *b, const struct sd_boot_params *p, uint64_
 	memcpy(q + 32 + hl, token, tl);
 	(void)conn_send(c, f);
 	frame_unref(f);
+	/* Wait a little past our own deadline: rank 0 is the one that knows
+	 * which ranks are missing, and its deadline may end after ours (it
+	 * may have started later).  Its sentence beats ours. */
+	uint64_t until = p->deadline_ns + HUB_GRACE_NS;
+
 	while (!b->ready && !b->failed) {
-		if (sd_now_ns() >= p->deadline_ns) {
+		if (sd_now_ns() >= until) {
 			seterr(err, errlen,
 			       "rank 0 at %s took rank %d's hello but did not complete the rendezvous within %g s "
 			       "(are other ranks missing? rank 0's log names them)",
-			       b->where, b->rank, span(p->deadline_ns, start));
+			       b->where, b->rank, span(until, start));
 			return SMDDP_ETIMEDOUT;
 		}
-		pump(b, p->deadline_ns, nonce);
+		pump(b, until, nonce);
 	}
 	if (b->failed)
 		return report_fail(b, NULL, err, errlen);
@@ -1568,6 +1581,16 @@ static int ag_rank0(struct sd_boot *b, void *all, size_t len, uint64_t deadline,
 			       "out-of-band all-gather #%llu: rank(s) %s of %d did not contribute within %g s",
 			       (unsigned long long)b->seq, list, b->size, span(deadline, start));
 			rc = SMDDP_ETIMEDOUT;
+			/* The ranks that did contribute wait for us a little past
+			 * their deadline: tell them who is missing, and let the
+			 * words leave before this rank may exit (bounded). */
+			give_up(b, rc, err);
+			{
+				uint64_t until = sd_now_ns() + 1000000000ull;
+
+				while (output_pending(b) && sd_now_ns() < until)
+					pump(b, until, NULL);
+			}
 			goto out;
 		}
 		pump(b, deadline, NULL);
@@ -1648,14 +1671,15 @@ static int ag_other(struct sd_boot *b, const void *mine, void *all, size_t len, 
 			       (unsigned long long)b->seq);
 			return SMDDP_EPEER;
 		}
-		if (sd_now_ns() >= deadline) {
+		/* As in the rendezvous: give rank 0 the chance to name who is missing. */
+		if (sd_now_ns() >= deadline + HUB_GRACE_NS) {
 			seterr(err, errlen,
 			       "out-of-band all-gather #%llu: rank 0 did not send the result within %g s (some rank "
 			       "did not call it; rank 0's error names them)",
-			       (unsigned long long)b->seq, span(deadline, start));
+			       (unsigned long long)b->seq, span(deadline + HUB_GRACE_NS, start));
 			return SMDDP_ETIMEDOUT;
 		}
-		pump(b, deadline, NULL);
+		pump(b, deadline + HUB_GRACE_NS, NULL);
 	}
 }
 

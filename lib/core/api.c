@@ -133,8 +133,14 @@ int sd_api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op
  * the communicator for good. */
 static int leave(struct smddp_comm *c, int rc)
 {
-	if (rc && rc != SMDDP_EMISMATCH && rc != SMDDP_EINVAL && rc != SMDDP_EUNSUPPORTED)
+	if (rc && rc != SMDDP_EMISMATCH && rc != SMDDP_EINVAL && rc != SMDDP_EUNSUPPORTED &&
+	    !c->failed) {
 		c->failed = rc;
+		/* Tell the peers now, with the reason, rather than when the
+		 * communicator is destroyed: they then report the root cause,
+		 * not this rank's later exit. */
+		c->tp->abort(c);
+	}
 	memset(&c->cur, 0, sizeof(c->cur));
 	return rc;
 }

@@ -89,13 +89,19 @@ int sd_comm_error(struct smddp_comm *c, int rc, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	char who[24] = "";
+
+	/* Before rank discovery succeeded this process has no rank to name. */
+	if (c->rank >= 0)
+		snprintf(who, sizeof(who), "rank %d: ", c->rank);
 	if (c->cur.seq || c->cur.coll == SD_COLL_INIT) {
 		sd_coll_describe(&c->cur, what, sizeof(what));
-		snprintf(c->last_error, sizeof(c->last_error), "rank %d: %s: %s", c->rank, what, msg);
+		snprintf(c->last_error, sizeof(c->last_error), "%s%s: %s", who, what, msg);
 	} else {
-		snprintf(c->last_error, sizeof(c->last_error), "rank %d: %s", c->rank, msg);
+		snprintf(c->last_error, sizeof(c->last_error), "%s%s", who, msg);
 	}
-	SD_WARN(SD_SUB_COLL, "%s (%s)", c->last_error, smddp_strerror(rc));
+	SD_WARN(c->cur.coll == SD_COLL_INIT ? SD_SUB_INIT : SD_SUB_COLL, "%s (%s)", c->last_error,
+		smddp_strerror(rc));
 	return rc;
 }
 
@@ -382,6 +388,7 @@ SD_EXPORT int smddp_init(struct smddp_comm **out)
 	c->is_world = 1;
 	c->tp = &sd_transport_shm;
 	c->cur.coll = SD_COLL_INIT;
+	c->rank = -1;
 	rc = discover(c);
 	if (rc)
 		goto fail;

@@ -2,9 +2,10 @@
 # witness exits as soon as it has timed out (FAULT_LINGER=0): a witness that
 # times out a moment after another must still name the stopped rank, not
 # report the early leaver as dead.
-# Known to fail: with the single-copy path (process_vm_readv), a witness that
-# was reading the early leaver's buffer reports SMDDP_EPEER "rank 0 died while
-# this rank read its buffer" and loses the root cause.  Not in TESTS.
+# Regression: with the single-copy path (process_vm_readv), a witness that was
+# reading the early leaver's buffer reported SMDDP_EPEER "rank 0 died while this
+# rank read its buffer" and lost the root cause.  A failing rank now publishes
+# its reason at once, and a failed read quotes it.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 . "$top_srcdir/tests/integration/testlib.sh"
 export SMDDP_TIMEOUT=2 FAULT_LINGER=0

@@ -81,7 +81,8 @@ int smddp_init(struct smddp_comm **comm);
 int smddp_comm_split(struct smddp_comm *comm, int color, int key, struct smddp_comm **out);
 /* Collective: wait for every rank, then free everything. */
 int smddp_comm_destroy(struct smddp_comm *comm);
-/* Local: never blocks; peers waiting on this rank fail with SMDDP_EABORTED. */
+/* Local: never blocks; peers waiting on this rank fail with SMDDP_EABORTED.
+ * Frees comm, like smddp_comm_destroy: do not use it afterwards. */
 int smddp_comm_abort(struct smddp_comm *comm);
 int smddp_comm_rank(const struct smddp_comm *comm);
 int smddp_comm_size(const struct smddp_comm *comm);

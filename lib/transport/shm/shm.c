@@ -58,6 +58,7 @@ struct shm_hdr {
 
 struct shm_ctl {
 	_Atomic uint64_t arrive;   /* last barrier epoch this rank reached */
+	_Atomic uint64_t done;     /* last barrier epoch this rank saw complete */
 	_Atomic uint32_t bell;     /* futex word: bumped to wake this rank */
 	_Atomic uint32_t sleeping; /* this rank is (about to be) asleep on bell */
 	_Atomic uint32_t aborted;  /* this rank left: abort_rc says why */
@@ -290,9 +291,9 @@ static int check_health(struct smddp_comm *c, uint64_t target, uint64_t start, u
 		if (atomic_load_explicit(&s->ctl[r].aborted, memory_order_acquire) == 0 &&
 		    peer_gone(c, s, r))
 			return sd_comm_error(c, SMDDP_EPEER,
-					     "rank %d (pid %d) died before arriving: its process "
-					     "ended (killed, crashed or exited without "
-					     "smddp_comm_destroy)",
+					     "rank %d (pid %d) is gone: its process ended "
+					     "(killed, crashed or exited without "
+					     "smddp_comm_destroy) before it reached this step",
 					     r, (int)c->pids[r]);
 		if (nmissing < 16 && off < sizeof(missing) - 16)
 			off += (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%d",
@@ -348,8 +349,18 @@ static int shm_barrier(struct smddp_comm *c)
 		while (r < c->size &&
 		       atomic_load_explicit(&s->ctl[r].arrive, memory_order_acquire) >= target)
 			r++;
-		if (r == c->size)
+		if (r == c->size) {
+			/* Everyone arrived, but a rank that gave up waiting here
+			 * (or earlier) before we came left without completing:
+			 * this rank must not report success alone. */
+			for (int q = 0; q < c->size; q++)
+				if (atomic_load_explicit(&s->ctl[q].aborted, memory_order_acquire) &&
+				    atomic_load_explicit(&s->ctl[q].done, memory_order_relaxed) <
+					    target)
+					return check_health(c, target, sd_now_ns(), UINT64_MAX);
+			atomic_store_explicit(&me->done, target, memory_order_relaxed);
 			return SMDDP_OK;
+		}
 		if (spins < c->spin) {
 			/* Now and then let a peer that shares this core run. */
 			if ((++spins & 255) == 0)
@@ -407,6 +418,19 @@ static int shm_peer_read(struct smddp_comm *c, int r, void *dst, uintptr_t src, 
 		if (read_once(c->pids[r], dst, src, len, &got) != 0 || got == 0) {
 			int e = got == 0 && errno == 0 ? EFAULT : errno;
 
+			if (e == ESRCH && atomic_load_explicit(&ST(c)->ctl[r].aborted,
+							      memory_order_acquire)) {
+				struct shm_ctl *p = &ST(c)->ctl[r];
+
+				if (!p->abort_msg[0])
+					return sd_comm_error(c, SMDDP_EABORTED,
+							     "rank %d (pid %d) aborted the "
+							     "communicator (smddp_comm_abort)",
+							     r, (int)c->pids[r]);
+				return sd_comm_error(c, p->abort_rc,
+						     "rank %d (pid %d) gave up after: %.300s", r,
+						     (int)c->pids[r], p->abort_msg);
+			}
 			if (e == ESRCH)
 				return sd_comm_error(c, SMDDP_EPEER,
 						     "rank %d (pid %d) died while this rank read its "
