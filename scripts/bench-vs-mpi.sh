@@ -1,0 +1,51 @@
+#!/bin/bash
+# scripts/bench-vs-mpi.sh - libsmddp against Open MPI, side by side in the same processes,
+# repeated, medians per size: the measurement behind the README's speed table.
+# usage: scripts/bench-vs-mpi.sh [-n RANKS] [-r REPEATS] [-C COLLECTIVE] [-- BENCH-ARGS...]
+# Needs a build in ./build (scripts/demo.sh makes one) configured with Open MPI.
+set -eu
+cd "$(dirname "$0")/.."
+nranks=2 repeats=5 coll=allreduce
+while [ $# -gt 0 ]; do
+	case $1 in
+	-n) nranks=$2; shift 2 ;;
+	-r) repeats=$2; shift 2 ;;
+	-C) coll=$2; shift 2 ;;
+	--) shift; break ;;
+	*) echo "usage: $0 [-n RANKS] [-r REPEATS] [-C COLLECTIVE] [-- BENCH-ARGS...]" >&2; exit 2 ;;
+	esac
+done
+[ $# -gt 0 ] || set -- -b 8 -e 256M -f 4 -n 20 -w 5 -c 0
+bench=build/cmd/bench/smddp-allreduce-bench
+[ -x "$bench" ] || { echo "$0: $bench not built: run scripts/demo.sh first" >&2; exit 1; }
+command -v mpirun >/dev/null || { echo "$0: mpirun not found: apt-get install openmpi-bin" >&2; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+out=$(mktemp -d "${TMPDIR:-/tmp}/smddp-bench.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+for i in $(seq 1 "$repeats"); do
+	port=$((30000 + RANDOM % 20000))
+	# --oversubscribe: more ranks than cores is part of what is measured.
+	timeout 1200 mpirun -np "$nranks" --oversubscribe --bind-to none \
+		-x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=$port \
+		"$bench" -C "$coll" --compare mpi --json "$@" >"$out/run$i.json"
+	echo "run $i of $repeats done" >&2
+done
+python3 - "$out" "$nranks" "$coll" <<'PY'
+import json, os, statistics, sys
+d, n, coll = sys.argv[1], sys.argv[2], sys.argv[3]
+rows = {}
+for f in sorted(os.listdir(d)):
+    for line in open(os.path.join(d, f)):
+        r = json.loads(line)
+        key = (r["size_bytes"], r["type"], r["redop"])
+        rows.setdefault(key, {"smddp": [], "mpi": []})[r["impl"]].append(r["oop_busbw_gbps"] or 0.0)
+        rows[key].setdefault(r["impl"] + "_t", []).append(r["oop_time_us"])
+print(f"# {coll}, {n} ranks, out of place, median of {len(os.listdir(d))} runs (busbw GB/s, time us)")
+print(f"{'size':>12} {'smddp us':>10} {'mpi us':>10} {'smddp GB/s':>11} {'mpi GB/s':>9} {'ratio':>7}")
+for (size, t, op), v in sorted(rows.items()):
+    if not v["mpi"]:
+        continue
+    st, mt = statistics.median(v["smddp_t"]), statistics.median(v["mpi_t"])
+    sb, mb = statistics.median(v["smddp"]), statistics.median(v["mpi"])
+    print(f"{size:>12} {st:>10.2f} {mt:>10.2f} {sb:>11.3f} {mb:>9.3f} {mt / st if st else 0:>7.2f}")
+PY
