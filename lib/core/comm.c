@@ -22,6 +22,9 @@
 #include "transport/transport.h"
 
 #define REC_NAME 64
+#ifndef YIELD_SPIN
+#define YIELD_SPIN 50
+#endif
 #define REC_MSG 184
 
 /* What the segment's creator tells the others, and what each rank says back. */
@@ -230,10 +233,14 @@ static int read_tunables(struct smddp_comm *c)
 	c->chunk = (c->chunk + 63) & ~(size_t)63;
 	c->single_copy = (int)sd_param_int("SMDDP_SINGLE_COPY");
 	c->single_copy_min = (size_t)sd_param_int("SMDDP_SINGLE_COPY_MIN");
+	/* With a core per rank, poll (yielding now and then to whatever else
+	 * runs there); with more ranks than cores, every poll yields, so that
+	 * the rank being waited for gets the core, and a short while later
+	 * sleep on the futex. */
 	if (spin < 0)
-		/* Polling pays only while every rank has a core of its own. */
-		spin = c->size <= ncpu ? 20000 : 50;
+		spin = c->size <= ncpu ? 20000 : YIELD_SPIN;
 	c->spin = (int)spin;
+	c->yield_mask = c->size <= ncpu ? 255 : 0;
 	return SMDDP_OK;
 }
 
@@ -534,6 +541,7 @@ SD_EXPORT int smddp_comm_split(struct smddp_comm *comm, int color, int key, stru
 		c->timeout_ns = comm->timeout_ns;
 		c->check_coll = comm->check_coll;
 		c->spin = comm->spin;
+		c->yield_mask = comm->yield_mask;
 		c->liveness_ns = comm->liveness_ns;
 		c->chunk = comm->chunk;
 		c->single_copy = (int)sd_param_int("SMDDP_SINGLE_COPY");

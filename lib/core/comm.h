@@ -51,6 +51,7 @@ struct smddp_comm {
 	uint64_t timeout_ns;
 	int check_coll;
 	int spin;
+	unsigned yield_mask;       /* poll count & mask == 0: sched_yield instead */
 	uint64_t liveness_ns;
 	size_t chunk;              /* bytes of one pipelined step per rank */
 	int single_copy;           /* peers' buffers can be read directly */

@@ -137,6 +137,15 @@ static struct param params[] = {
 	ENVONLY("SMDDP_HOSTID", SD_PARAM_STR, 0, 0, NULL, NULL,
 		"test-only: overrides this host's identity, to make ranks of one machine look "
 		"like several hosts"),
+	/* Read by the tools, not the library: listed so that they are documented
+	 * and not reported as unknown. */
+	ENVONLY("SMDDP_MPIRUN", SD_PARAM_STR, 0, 0, NULL, NULL,
+		"smddp-run: the mpirun program to launch across hosts with (else mpirun on PATH)"),
+	ENVONLY("SMDDP_SM_CONFIG_DIR", SD_PARAM_STR, 0, 0, NULL, NULL,
+		"smddp-run: where SageMaker's resourceconfig.json and hyperparameters.json are "
+		"(else /opt/ml/input/config)"),
+	ENVONLY("SMDDP_CHECK_AZ_S3_ENDPOINT", SD_PARAM_STR, 0, 0, NULL, NULL,
+		"smddp-check-az: the S3 endpoint URL asked for a bucket's region (tests)"),
 };
 
 #define NPARAMS (sizeof(params) / sizeof(params[0]))

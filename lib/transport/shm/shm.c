@@ -363,7 +363,7 @@ static int shm_barrier(struct smddp_comm *c)
 		}
 		if (spins < c->spin) {
 			/* Now and then let a peer that shares this core run. */
-			if ((++spins & 255) == 0)
+			if ((++spins & c->yield_mask) == 0)
 				sched_yield();
 			else
 				cpu_relax();
