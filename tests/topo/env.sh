@@ -28,7 +28,7 @@ rc=0
 SMDDP_TIMEOUT=42 timeout 60 "$TOPO" --env --json >"$T/out" 2>"$T/err" || rc=$?
 [ "$rc" -eq 0 ] || fail "--env --json: exit status $rc"
 # JSON lines: one variable a line
-[ "$(grep -c '^{"name":"[A-Z_]*","value":' "$T/out")" -eq "$(grep -c '' "$T/out")" ] || fail "--env --json: $(cat "$T/out")"
+[ "$(grep -c '^{"name":"[A-Z0-9_]*","value":' "$T/out")" -eq "$(grep -c '' "$T/out")" ] || fail "--env --json: $(cat "$T/out")"
 if command -v python3 >/dev/null; then
 	python3 - "$T/out" <<'X' || fail "--env --json: $(head -n 20 "$T/out")"
 import json, sys
