@@ -95,16 +95,64 @@ static int sc_reduce_range(struct smddp_comm *c, const void *mine, void *dst, si
 	return SMDDP_OK;
 }
 
-/* Allreduce: rank r reduces partition r reading its peers' send buffers,
- * then reads every other partition from its owner's receive buffer. */
-static int sc_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+/* Allreduce: rank r reduces partition r, a cache-sized block at a time,
+ * reading its peers' send buffers, and writes each reduced block into its
+ * own receive buffer and straight into every peer's.  Each region of a
+ * peer's buffers is touched by one rank only (partition r by rank r), and
+ * a block is read before the same block is written, so this holds in place
+ * too.  The final barrier: every rank's partition has arrived everywhere.
+ * Used when every rank works in place: the lines written, here and in the
+ * peer, are those just read, still in cache.  Out of place the writes hit
+ * cold lines and cost as much as the pull below. */
+static int sc_allreduce_push(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			enum smddp_dtype dt, enum smddp_op op)
+{
+	const struct sd_transport_ops *tp = c->tp;
+	const void *srcs[MAX_SRCS];
+	size_t es = smddp_dtype_size(dt), part = part_elems(count, c->size, es), lo, hi;
+	size_t blk = SC_BLOCK / es;
+	int P = c->size, me = c->rank;
+	char *tmp = NULL, *out;
+
+	SD_CHECK(scratch(c, &tmp));
+	out = tmp + (size_t)me * SC_BLOCK;
+	part_range(count, part, me, &lo, &hi);
+	for (size_t b = lo; b < hi; b += blk) {
+		size_t n = hi - b < blk ? hi - b : blk;
+
+		for (int q = 0; q < P; q++) {
+			uintptr_t a, unused;
+
+			if (q == me) {
+				srcs[q] = (const char *)sbuf + b * es;
+				continue;
+			}
+			tp->get_addrs(c, q, &a, &unused);
+			SD_CHECK(tp->peer_read(c, q, tmp + (size_t)q * SC_BLOCK, a + b * es, n * es));
+			srcs[q] = tmp + (size_t)q * SC_BLOCK;
+		}
+		sd_reduce(out, srcs, P, n, dt, op, P);
+		memcpy((char *)rbuf + b * es, out, n * es);
+		for (int i = 1; i < P; i++) {
+			int q = (me + i) % P;
+			uintptr_t unused, a;
+
+			tp->get_addrs(c, q, &unused, &a);
+			SD_CHECK(tp->peer_write(c, q, a + b * es, out, n * es));
+		}
+	}
+	return tp->barrier(c);
+}
+
+/* Allreduce, pull: rank r reduces partition r reading its peers' send
+ * buffers, then reads every other partition from its owner's receive
+ * buffer. */
+static int sc_allreduce_pull(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 			enum smddp_dtype dt, enum smddp_op op)
 {
 	const struct sd_transport_ops *tp = c->tp;
 	size_t es = smddp_dtype_size(dt), part = part_elems(count, c->size, es), lo, hi;
 
-	tp->put_addrs(c, sbuf, rbuf);
-	SD_CHECK(tp->barrier(c));
 	part_range(count, part, c->rank, &lo, &hi);
 	if (hi > lo)
 		SD_CHECK(sc_reduce_range(c, sbuf, (char *)rbuf + lo * es, 0, lo, hi, dt, op));
@@ -119,6 +167,26 @@ static int sc_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size
 		SD_CHECK(tp->peer_read(c, q, (char *)rbuf + lo * es, a + lo * es, (hi - lo) * es));
 	}
 	return tp->barrier(c);
+}
+
+/* Every rank sees every rank's addresses after the first barrier, so all
+ * choose the same way. */
+static int sc_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			enum smddp_dtype dt, enum smddp_op op)
+{
+	int inplace = 1;
+
+	c->tp->put_addrs(c, sbuf, rbuf);
+	SD_CHECK(c->tp->barrier(c));
+	for (int q = 0; q < c->size; q++) {
+		uintptr_t a, b;
+
+		c->tp->get_addrs(c, q, &a, &b);
+		inplace &= a == b;
+	}
+	if (inplace && c->tp->peer_write)
+		return sc_allreduce_push(c, sbuf, rbuf, count, dt, op);
+	return sc_allreduce_pull(c, sbuf, rbuf, count, dt, op);
 }
 
 /* Shared body of allreduce (root < 0) and reduce (root >= 0). */

@@ -48,6 +48,8 @@ struct sd_transport_ops {
 	void (*put_addrs)(struct smddp_comm *c, const void *a, const void *b);
 	void (*get_addrs)(struct smddp_comm *c, int r, uintptr_t *a, uintptr_t *b);
 	int (*peer_read)(struct smddp_comm *c, int r, void *dst, uintptr_t src, size_t len);
+	/* The other way: len bytes of src into rank r's memory at dst. */
+	int (*peer_write)(struct smddp_comm *c, int r, uintptr_t dst, const void *src, size_t len);
 	/* Tell peers this rank aborts; local, never blocks. */
 	void (*abort)(struct smddp_comm *c);
 	/* Unmap and free. */
