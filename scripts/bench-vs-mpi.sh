@@ -37,15 +37,19 @@ rows = {}
 for f in sorted(os.listdir(d)):
     for line in open(os.path.join(d, f)):
         r = json.loads(line)
-        key = (r["size_bytes"], r["type"], r["redop"])
-        rows.setdefault(key, {"smddp": [], "mpi": []})[r["impl"]].append(r["oop_busbw_gbps"] or 0.0)
-        rows[key].setdefault(r["impl"] + "_t", []).append(r["oop_time_us"])
-print(f"# {coll}, {n} ranks, out of place, median of {len(os.listdir(d))} runs (busbw GB/s, time us)")
-print(f"{'size':>12} {'smddp us':>10} {'mpi us':>10} {'smddp GB/s':>11} {'mpi GB/s':>9} {'ratio':>7}")
+        v = rows.setdefault((r["size_bytes"], r["type"], r["redop"]), {})
+        for place in ("oop", "ip"):
+            v.setdefault((r["impl"], place), []).append(r[place + "_time_us"])
+med = statistics.median
+print(f"# {coll}, {n} ranks, median of {len(os.listdir(d))} runs; time in us; "
+      "ratio = MPI's time / ours, out of place (oop) and in place (ip)")
+print(f"{'size':>12} {'oop smddp':>10} {'oop mpi':>10} {'ratio':>6} {'ip smddp':>10} {'ip mpi':>10} {'ratio':>6}")
 for (size, t, op), v in sorted(rows.items()):
-    if not v["mpi"]:
+    if ("mpi", "oop") not in v:
         continue
-    st, mt = statistics.median(v["smddp_t"]), statistics.median(v["mpi_t"])
-    sb, mb = statistics.median(v["smddp"]), statistics.median(v["mpi"])
-    print(f"{size:>12} {st:>10.2f} {mt:>10.2f} {sb:>11.3f} {mb:>9.3f} {mt / st if st else 0:>7.2f}")
+    cols = []
+    for place in ("oop", "ip"):
+        s_, m_ = med(v[("smddp", place)]), med(v[("mpi", place)])
+        cols.append(f"{s_:>10.2f} {m_:>10.2f} {m_ / s_ if s_ else 0:>6.2f}")
+    print(f"{size:>12} " + " ".join(cols))
 PY
