@@ -64,33 +64,40 @@ static int scratch(struct smddp_comm *c, char **out)
 	return SMDDP_OK;
 }
 
-/* Reduce elements [lo, hi) of every rank's buffer at address `addr` (index
- * 0 of its published pair, offset by base elements) into dst. */
+/* One block of a single-copy reduction: srcs[q] points at elements
+ * [off, off+n) of rank q's published send buffer (index 0 of its pair),
+ * ours in place, a peer's read into its slot of the scratch. */
+static int fetch_block(struct smddp_comm *c, const void *mine, size_t off, size_t n, size_t es,
+		       char *tmp, const void **srcs)
+{
+	for (int q = 0; q < c->size; q++) {
+		uintptr_t a, unused;
+
+		if (q == c->rank) {
+			srcs[q] = (const char *)mine + off * es;
+			continue;
+		}
+		c->tp->get_addrs(c, q, &a, &unused);
+		SD_CHECK(c->tp->peer_read(c, q, tmp + (size_t)q * SC_BLOCK, a + off * es, n * es));
+		srcs[q] = tmp + (size_t)q * SC_BLOCK;
+	}
+	return SMDDP_OK;
+}
+
+/* Reduce elements [base+lo, base+hi) of every rank's send buffer into dst. */
 static int sc_reduce_range(struct smddp_comm *c, const void *mine, void *dst, size_t base,
 			   size_t lo, size_t hi, enum smddp_dtype dt, enum smddp_op op)
 {
 	const void *srcs[MAX_SRCS];
 	size_t es = smddp_dtype_size(dt), blk = SC_BLOCK / es;
 	char *tmp = NULL;
-	int P = c->size;
 
 	SD_CHECK(scratch(c, &tmp));
 	for (size_t b = lo; b < hi; b += blk) {
 		size_t n = hi - b < blk ? hi - b : blk;
 
-		for (int q = 0; q < P; q++) {
-			uintptr_t a, unused;
-
-			if (q == c->rank) {
-				srcs[q] = (const char *)mine + (base + b) * es;
-				continue;
-			}
-			c->tp->get_addrs(c, q, &a, &unused);
-			SD_CHECK(c->tp->peer_read(c, q, tmp + (size_t)q * SC_BLOCK,
-						  a + (base + b) * es, n * es));
-			srcs[q] = tmp + (size_t)q * SC_BLOCK;
-		}
-		sd_reduce((char *)dst + (b - lo) * es, srcs, P, n, dt, op, P);
+		SD_CHECK(fetch_block(c, mine, base + b, n, es, tmp, srcs));
+		sd_reduce((char *)dst + (b - lo) * es, srcs, c->size, n, dt, op, c->size);
 	}
 	return SMDDP_OK;
 }
@@ -120,17 +127,7 @@ static int sc_allreduce_push(struct smddp_comm *c, const void *sbuf, void *rbuf,
 	for (size_t b = lo; b < hi; b += blk) {
 		size_t n = hi - b < blk ? hi - b : blk;
 
-		for (int q = 0; q < P; q++) {
-			uintptr_t a, unused;
-
-			if (q == me) {
-				srcs[q] = (const char *)sbuf + b * es;
-				continue;
-			}
-			tp->get_addrs(c, q, &a, &unused);
-			SD_CHECK(tp->peer_read(c, q, tmp + (size_t)q * SC_BLOCK, a + b * es, n * es));
-			srcs[q] = tmp + (size_t)q * SC_BLOCK;
-		}
+		SD_CHECK(fetch_block(c, sbuf, b, n, es, tmp, srcs));
 		sd_reduce(out, srcs, P, n, dt, op, P);
 		memcpy((char *)rbuf + b * es, out, n * es);
 		for (int i = 1; i < P; i++) {

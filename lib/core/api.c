@@ -77,17 +77,12 @@ static int compare_descs(struct smddp_comm *c)
 	/* The second barrier keeps a rank from overwriting its descriptor
 	 * with the next call's while a slower one still reads it. */
 	SD_CHECK(c->tp->barrier(c));
-	if (bad) {
-		char saved[160];
-
-		snprintf(saved, sizeof(saved), "%s", mine);
+	if (bad)
 		/* Not sticky: every rank saw the same descriptors and stopped
 		 * before moving data, so the communicator stays usable. */
-		sd_comm_error(c, SMDDP_EMISMATCH,
-			      "ranks disagree (SMDDP_CHECK_COLL): this rank called %s, but %s%s",
-			      saved, msg, bad > 4 ? "; ..." : "");
-		return SMDDP_EMISMATCH;
-	}
+		return sd_comm_error(c, SMDDP_EMISMATCH,
+				     "ranks disagree (SMDDP_CHECK_COLL): this rank called %s, but %s%s",
+				     mine, msg, bad > 4 ? "; ..." : "");
 	return SMDDP_OK;
 }
 

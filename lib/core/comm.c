@@ -220,17 +220,12 @@ static int read_tunables(struct smddp_comm *c)
 	int64_t spin = sd_param_int("SMDDP_SPIN");
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 
+	/* The registry has checked the ranges: timeout and liveness positive,
+	 * the chunk from 4K. */
 	c->timeout_ns = (uint64_t)sd_param_int("SMDDP_TIMEOUT") * 1000000000ull;
-	if (!c->timeout_ns)
-		c->timeout_ns = 600ull * 1000000000ull;
 	c->check_coll = (int)sd_param_int("SMDDP_CHECK_COLL");
 	c->liveness_ns = (uint64_t)sd_param_int("SMDDP_LIVENESS_MS") * 1000000ull;
-	if (!c->liveness_ns)
-		c->liveness_ns = 50000000ull;
-	c->chunk = (size_t)sd_param_int("SMDDP_SHM_CHUNK");
-	if (c->chunk < 4096)
-		c->chunk = 4096;
-	c->chunk = (c->chunk + 63) & ~(size_t)63;
+	c->chunk = ((size_t)sd_param_int("SMDDP_SHM_CHUNK") + 63) & ~(size_t)63;
 	c->single_copy = (int)sd_param_int("SMDDP_SINGLE_COPY");
 	c->single_copy_min = (size_t)sd_param_int("SMDDP_SINGLE_COPY_MIN");
 	/* With a core per rank, poll (yielding now and then to whatever else
@@ -443,17 +438,14 @@ SD_EXPORT int smddp_init(struct smddp_comm **out)
 		c->pids[r] = peers[r].pid;
 	for (int r = 0; r < c->size; r++) {
 		if (strcmp(peers[r].hostid, peers[0].hostid) != 0) {
-			char sync = 0, all_sync[1];
-			char *buf = c->size > 1 ? malloc((size_t)c->size) : all_sync;
+			char sync = 0, *all = malloc((size_t)c->size);
 
 			/* Every rank sees the same table and fails alike; one more
 			 * gather keeps rank 0 from leaving (its sockets reset) before
-			 * all have read it. */
-			if (buf) {
-				boot_gather(c, &sync, buf, 1);
-				if (buf != all_sync)
-					free(buf);
-			}
+			 * all have read it.  (Two hosts mean two ranks at least.) */
+			if (all)
+				boot_gather(c, &sync, all, 1);
+			free(all);
 			rc = sd_comm_error(c, SMDDP_EUNSUPPORTED,
 					   "rank %d runs on host %s and rank 0 on %s: this build of "
 					   "libsmddp has no transport between hosts yet; run all ranks "
@@ -544,6 +536,8 @@ SD_EXPORT int smddp_comm_split(struct smddp_comm *comm, int color, int key, stru
 		c->yield_mask = comm->yield_mask;
 		c->liveness_ns = comm->liveness_ns;
 		c->chunk = comm->chunk;
+		/* Asked for afresh: the parent's probe may have turned it off
+		 * for ranks that are not in this communicator. */
 		c->single_copy = (int)sd_param_int("SMDDP_SINGLE_COPY");
 		c->single_copy_min = comm->single_copy_min;
 		memcpy(c->jobid, comm->jobid, sizeof(c->jobid));

@@ -272,6 +272,20 @@ static int peer_gone(struct smddp_comm *c, struct shm_state *s, int r)
 	return kill(c->pids[r], 0) != 0 && errno == ESRCH;
 }
 
+/* Rank r has left the communicator (its aborted flag is set): say why, in
+ * its own words when it gave up after a failure of its own. */
+static int report_left(struct smddp_comm *c, int r)
+{
+	struct shm_ctl *p = &ST(c)->ctl[r];
+
+	if (!p->abort_msg[0])
+		return sd_comm_error(c, SMDDP_EABORTED,
+				     "rank %d (pid %d) aborted the communicator (smddp_comm_abort)", r,
+				     (int)c->pids[r]);
+	return sd_comm_error(c, p->abort_rc, "rank %d (pid %d) gave up after: %.300s", r,
+			     (int)c->pids[r], p->abort_msg);
+}
+
 /* Called while asleep: is any rank we still need dead or aborted, is the
  * deadline gone, has the bootstrap channel heard of a failure? */
 static int check_health(struct smddp_comm *c, uint64_t target, uint64_t start, uint64_t deadline)
@@ -306,15 +320,8 @@ static int check_health(struct smddp_comm *c, uint64_t target, uint64_t start, u
 		for (int r = 0; r < c->size; r++) {
 			if (!atomic_load_explicit(&s->ctl[r].aborted, memory_order_acquire))
 				continue;
-			if (pass == 0 && !s->ctl[r].abort_msg[0])
-				return sd_comm_error(c, SMDDP_EABORTED,
-						     "rank %d (pid %d) aborted the communicator "
-						     "(smddp_comm_abort)",
-						     r, (int)c->pids[r]);
-			if (pass == 1)
-				return sd_comm_error(c, s->ctl[r].abort_rc,
-						     "rank %d (pid %d) gave up after: %.300s", r,
-						     (int)c->pids[r], s->ctl[r].abort_msg);
+			if ((pass == 0) == !s->ctl[r].abort_msg[0])
+				return report_left(c, r);
 		}
 	}
 	if (c->boot) {
@@ -433,18 +440,8 @@ static int peer_xfer(struct smddp_comm *c, int r, void *local, uintptr_t remote,
 			int e = got == 0 && errno == 0 ? EFAULT : errno;
 
 			if (e == ESRCH && atomic_load_explicit(&ST(c)->ctl[r].aborted,
-							      memory_order_acquire)) {
-				struct shm_ctl *p = &ST(c)->ctl[r];
-
-				if (!p->abort_msg[0])
-					return sd_comm_error(c, SMDDP_EABORTED,
-							     "rank %d (pid %d) aborted the "
-							     "communicator (smddp_comm_abort)",
-							     r, (int)c->pids[r]);
-				return sd_comm_error(c, p->abort_rc,
-						     "rank %d (pid %d) gave up after: %.300s", r,
-						     (int)c->pids[r], p->abort_msg);
-			}
+							      memory_order_acquire))
+				return report_left(c, r);
 			if (e == ESRCH)
 				return sd_comm_error(c, SMDDP_EPEER,
 						     "rank %d (pid %d) died while this rank %s its "
