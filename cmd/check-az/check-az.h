@@ -40,6 +40,10 @@ const char *imds_version(const struct imds *m);
 
 /* ---- storage.c: file systems this host mounts -------------------------- */
 
+/* String arrays used as sets: is s in arr; add s (unless NULL or there). */
+bool json_array_has(const cJSON *arr, const char *s);
+void json_add_unique(cJSON *arr, const char *s);
+
 /* A JSON array of the lustre/nfs/efs entries of a mounts file
  * (/proc/mounts format); NULL with err when it cannot be read. */
 cJSON *storage_from_mounts(const char *path, bool resolve, char *err, size_t errlen);

@@ -37,21 +37,6 @@ static const char *str(const cJSON *o, const char *key)
 	return cJSON_IsString(v) && v->valuestring[0] ? v->valuestring : NULL;
 }
 
-static bool str_in(const cJSON *arr, const char *s)
-{
-	const cJSON *e;
-	cJSON_ArrayForEach(e, arr)
-		if (cJSON_IsString(e) && strcmp(e->valuestring, s) == 0)
-			return true;
-	return false;
-}
-
-static void add_unique(cJSON *arr, const char *s)
-{
-	if (s && !str_in(arr, s))
-		cJSON_AddItemToArray(arr, cJSON_CreateString(s));
-}
-
 TOOL_PRINTF(2, 3)
 static void addf(cJSON *arr, const char *fmt, ...)
 {
@@ -208,10 +193,10 @@ static void judge_zones(struct judge *j)
 		const struct host *h = &j->hosts[i];
 		if (h->error)
 			continue;
-		add_unique(ids, h->azid);
-		add_unique(names, h->az);
-		add_unique(regions, h->region);
-		add_unique(vpcs, h->vpc);
+		json_add_unique(ids, h->azid);
+		json_add_unique(names, h->az);
+		json_add_unique(regions, h->region);
+		json_add_unique(vpcs, h->vpc);
 	}
 	if (valid == 0) {
 		cJSON_AddNullToObject(j->out, "basis");
@@ -325,7 +310,7 @@ static void collect_subnets(struct judge *j)
 				s->hosts = cJSON_AddArrayToObject(o, "hosts");
 				cJSON_AddItemToArray(list, o);
 			}
-			add_unique(s->hosts, h->label);
+			json_add_unique(s->hosts, h->label);
 		}
 	}
 }
@@ -348,7 +333,7 @@ static void judge_storage(struct judge *j)
 				if (strcmp(str(e, "source"), source) == 0)
 					o = e;
 			if (o) {
-				add_unique(cJSON_GetObjectItemCaseSensitive(o, "hosts"), h->label);
+				json_add_unique(cJSON_GetObjectItemCaseSensitive(o, "hosts"), h->label);
 				continue;
 			}
 			o = cJSON_CreateObject();
@@ -356,7 +341,7 @@ static void judge_storage(struct judge *j)
 			cJSON_AddStringToObject(o, "type", type ? type : "unknown");
 			cJSON_AddStringToObject(o, "source", source);
 			cJSON_AddItemToObject(o, "hosts", cJSON_CreateArray());
-			add_unique(cJSON_GetObjectItemCaseSensitive(o, "hosts"), h->label);
+			json_add_unique(cJSON_GetObjectItemCaseSensitive(o, "hosts"), h->label);
 			cJSON *ips = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(st, "ips"), true);
 			cJSON_AddItemToObject(o, "ips", ips && cJSON_IsArray(ips) ? ips : cJSON_CreateArray());
 			ips = cJSON_GetObjectItemCaseSensitive(o, "ips");
@@ -452,7 +437,7 @@ static void judge_storage(struct judge *j)
 			const struct host *m = &j->hosts[k];
 			const char *mz = zone_of(m, j->by_id);
 			if (m->error || !mz || strcmp(mz, z) == 0
-			    || !str_in(cJSON_GetObjectItemCaseSensitive(o, "hosts"), m->label))
+			    || !json_array_has(cJSON_GetObjectItemCaseSensitive(o, "hosts"), m->label))
 				continue;
 			cJSON_ReplaceItemInObjectCaseSensitive(o, "status", cJSON_CreateString("mismatch"));
 			char d[1024];

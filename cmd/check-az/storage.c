@@ -50,7 +50,7 @@ static bool is_ip_literal(const char *s)
 	return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
 }
 
-static bool array_has(const cJSON *arr, const char *s)
+bool json_array_has(const cJSON *arr, const char *s)
 {
 	const cJSON *e;
 	cJSON_ArrayForEach(e, arr)
@@ -59,9 +59,9 @@ static bool array_has(const cJSON *arr, const char *s)
 	return false;
 }
 
-static void add_unique(cJSON *arr, const char *s)
+void json_add_unique(cJSON *arr, const char *s)
 {
-	if (!array_has(arr, s))
+	if (s && !json_array_has(arr, s))
 		cJSON_AddItemToArray(arr, cJSON_CreateString(s));
 }
 
@@ -70,11 +70,11 @@ static void add_server(cJSON *entry, const char *server, bool resolve, bool need
 {
 	cJSON *servers = cJSON_GetObjectItemCaseSensitive(entry, "servers");
 	cJSON *ips = cJSON_GetObjectItemCaseSensitive(entry, "ips");
-	if (!*server || array_has(servers, server))
+	if (!*server || json_array_has(servers, server))
 		return;
 	cJSON_AddItemToArray(servers, cJSON_CreateString(server));
 	if (is_ip_literal(server)) {
-		add_unique(ips, server);
+		json_add_unique(ips, server);
 		return;
 	}
 	struct fs_dns d;
@@ -105,7 +105,7 @@ static void add_server(cJSON *entry, const char *server, bool resolve, bool need
 			: (const void *)&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr;
 		if ((a->ai_family == AF_INET || a->ai_family == AF_INET6)
 		    && inet_ntop(a->ai_family, src, buf, sizeof buf))
-			add_unique(ips, buf);
+			json_add_unique(ips, buf);
 	}
 	freeaddrinfo(res);
 }
@@ -153,7 +153,7 @@ static void nfs_servers(cJSON *entry, const char *source, const char *opts, bool
 		if (n < sizeof ip) {
 			snprintf(ip, sizeof ip, "%.*s", (int)n, a + 5);
 			if (is_ip_literal(ip))
-				add_unique(cJSON_GetObjectItemCaseSensitive(entry, "ips"), ip);
+				json_add_unique(cJSON_GetObjectItemCaseSensitive(entry, "ips"), ip);
 		}
 	}
 	add_server(entry, host, resolve,
