@@ -157,29 +157,32 @@ static char *resolve(const struct ctx *c, const char *rel)
 	return strdup(cur[0] ? cur : "/");
 }
 
+/* The real path of rel under the root, through links; 0 when it does not
+ * resolve. */
+static int path_rel(const struct ctx *c, const char *rel, char *p, size_t len)
+{
+	char *r = c->live ? NULL : resolve(c, rel);
+
+	if (!c->live && r == NULL)
+		return 0;
+	snprintf(p, len, "%s%s", c->root, c->live ? rel : r);
+	free(r);
+	return 1;
+}
+
 /* fopen/opendir of a path under the root, through links. */
 static FILE *open_rel(const struct ctx *c, const char *rel)
 {
 	char p[PATH_MAX * 2];
-	char *r = c->live ? NULL : resolve(c, rel);
 
-	if (!c->live && r == NULL)
-		return NULL;
-	snprintf(p, sizeof(p), "%s%s", c->root, c->live ? rel : r);
-	free(r);
-	return fopen(p, "re");
+	return path_rel(c, rel, p, sizeof(p)) ? fopen(p, "re") : NULL;
 }
 
 static DIR *opendir_rel(const struct ctx *c, const char *rel)
 {
 	char p[PATH_MAX * 2];
-	char *r = c->live ? NULL : resolve(c, rel);
 
-	if (!c->live && r == NULL)
-		return NULL;
-	snprintf(p, sizeof(p), "%s%s", c->root, c->live ? rel : r);
-	free(r);
-	return opendir(p);
+	return path_rel(c, rel, p, sizeof(p)) ? opendir(p) : NULL;
 }
 
 static int rd(const struct ctx *c, const char *rel, char *buf, size_t len)
