@@ -1,4 +1,13 @@
-/* api.c - the public collective entry points: argument checks, SMDDP_CHECK_COLL, dispatch. */
+/* api.c - the public collective entry points: argument checks, SMDDP_CHECK_COLL, dispatch.
+ *
+ * Every collective first sorts its buffers: host memory goes to lib/coll/
+ * (the call blocks until done; stream must be NULL), CUDA device memory to
+ * lib/cuda/ (stream-ordered on the given stream, NULL meaning CUDA's legacy
+ * default stream), in builds with --with-cuda.  A call mixing the two, or a
+ * stream with host memory, is SMDDP_EINVAL.  Host work first waits until
+ * the device calls queued before it have finished, so that one thread at a
+ * time uses the transport.
+ */
 #include "config.h"
 
 #include <dlfcn.h>
@@ -7,12 +16,15 @@
 #include <string.h>
 
 #include "core/comm.h"
+#include "cuda/cuda.h"
 #include "transport/transport.h"
 
 /* ---- device pointers ----------------------------------------------------
- * This build moves host memory only.  When the process has the CUDA driver
- * loaded, a pointer it knows as device memory is refused instead of being
- * read by the CPU (a crash).  The driver is never loaded by us. */
+ * When the process has the CUDA driver loaded, the driver says which
+ * pointers are device memory: moved by lib/cuda/ in builds with CUDA,
+ * refused otherwise instead of being read by the CPU (a crash).  The driver
+ * is never loaded by this test: a process without it has host memory only.
+ * Managed memory is host-readable and counts as host memory. */
 typedef int (*cu_ptr_attr_fn)(void *data, int attribute, unsigned long long ptr);
 static cu_ptr_attr_fn cu_ptr_attr;
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
@@ -45,12 +57,89 @@ static int check_ptr(struct smddp_comm *c, const void *p, const char *what, size
 {
 	if (!p && count)
 		return sd_comm_error(c, SMDDP_EINVAL, "%s is NULL with count %zu", what, count);
-	if (count && is_device_ptr(p))
-		return sd_comm_error(c, SMDDP_EUNSUPPORTED,
-				     "%s is CUDA device memory, which this build of libsmddp does "
-				     "not move yet: pass host memory",
-				     what);
 	return SMDDP_OK;
+}
+
+/* The buffers call k uses on this rank, by name. */
+static int call_buffers(const struct smddp_comm *c, const struct sd_cuda_call *k,
+			const void **p, const char **name)
+{
+	int n = 0;
+
+	if (k->coll == SD_COLL_BROADCAST) {
+		p[n] = k->recvbuf;
+		name[n++] = "buf";
+		return n;
+	}
+	p[n] = k->sendbuf;
+	name[n++] = "sendbuf";
+	if (k->coll != SD_COLL_REDUCE || c->rank == k->root) {
+		p[n] = k->recvbuf;
+		name[n++] = "recvbuf";
+	}
+	return n;
+}
+
+enum { MEM_HOST = 0, MEM_DEVICE = 1 };
+
+/* Host or device memory, or an error (positive, with a sentence in msg).
+ * Local: nothing is written to the communicator. */
+static int classify(const struct smddp_comm *c, const struct sd_cuda_call *k, char *msg,
+		    size_t len)
+{
+	const void *p[2];
+	const char *name[2];
+	int n = call_buffers(c, k, p, name), dev[2] = {0, 0}, ndev = 0, nhost = 0;
+	const char *coll = sd_coll_name(k->coll);
+
+	for (int i = 0; i < n && k->count; i++) {
+		if (!p[i])
+			continue; /* NULL with a count: the path's own check says so */
+		dev[i] = is_device_ptr(p[i]);
+		ndev += dev[i];
+		nhost += !dev[i];
+	}
+#ifdef HAVE_CUDA
+	if (ndev && nhost) {
+		snprintf(msg, len,
+			 "%s: %s is %s memory but %s is %s memory: pass device buffers (with a "
+			 "stream) or host buffers (with stream NULL), not both",
+			 coll, name[0], dev[0] ? "CUDA device" : "host", name[1],
+			 dev[1] ? "CUDA device" : "host");
+		return SMDDP_EINVAL;
+	}
+	if (ndev)
+		return MEM_DEVICE;
+	if (k->stream && k->count) {
+		/* "Not supported by this memory": host calls are not
+		 * stream-ordered. */
+		snprintf(msg, len,
+			 "%s: a CUDA stream was given with host memory: host calls block until "
+			 "done and take stream NULL; pass device buffers to order the call on "
+			 "the stream",
+			 coll);
+		return SMDDP_EUNSUPPORTED;
+	}
+	return k->stream ? MEM_DEVICE : MEM_HOST;
+#else
+	if (k->stream) {
+		snprintf(msg, len,
+			 "%s: a CUDA stream was given, but this build of libsmddp moves host memory "
+			 "only (configure --with-cuda for device memory): pass NULL",
+			 coll);
+		return SMDDP_EUNSUPPORTED;
+	}
+	for (int i = 0; i < n; i++) {
+		if (dev[i]) {
+			snprintf(msg, len,
+				 "%s is CUDA device memory, which this build of libsmddp does not "
+				 "move (configure --with-cuda): pass host memory",
+				 name[i]);
+			return SMDDP_EUNSUPPORTED;
+		}
+	}
+	return MEM_HOST;
+#endif
 }
 
 static int compare_descs(struct smddp_comm *c)
@@ -86,21 +175,14 @@ static int compare_descs(struct smddp_comm *c)
 	return SMDDP_OK;
 }
 
-int sd_api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op, int root,
-		 void *stream)
+/* The checks of every entry; compare: SMDDP_CHECK_COLL may compare the call
+ * across ranks (host path only: the device path compares on its proxy). */
+static int api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op, int root,
+		     int compare)
 {
-	if (!c) {
-		sd_set_init_error("%s: communicator is NULL", sd_coll_name(coll));
-		return SMDDP_EINVAL;
-	}
 	if (c->failed)
 		return c->failed;
 	memset(&c->cur, 0, sizeof(c->cur));
-	if (stream)
-		return sd_comm_error(c, SMDDP_EUNSUPPORTED,
-				     "%s: a CUDA stream was given, but this build of libsmddp moves "
-				     "host memory only: pass NULL",
-				     sd_coll_name(coll));
 	if ((unsigned)dtype >= SMDDP_NUM_DTYPES)
 		return sd_comm_error(c, SMDDP_EINVAL, "%s: unknown dtype %d", sd_coll_name(coll),
 				     dtype);
@@ -119,9 +201,26 @@ int sd_api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op
 	c->cur.op = op;
 	c->cur.root = root;
 	c->last_error[0] = 0;
-	if (c->check_coll && !(count == 0 && coll <= SD_COLL_ALLTOALL))
+	if (compare && c->check_coll && !(count == 0 && coll <= SD_COLL_ALLTOALL))
 		return compare_descs(c);
 	return SMDDP_OK;
+}
+
+/* Host work (and split, destroy): after the device calls queued before. */
+int sd_api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op, int root,
+		 void *stream)
+{
+	int rc;
+
+	(void)stream;
+	if (!c) {
+		sd_set_init_error("%s: communicator is NULL", sd_coll_name(coll));
+		return SMDDP_EINVAL;
+	}
+	rc = sd_cuda_collect(c, 1);
+	if (rc)
+		return rc;
+	return api_enter(c, coll, count, dtype, op, root, 1);
 }
 
 /* A failure that leaves ranks at different places in the protocol breaks
@@ -140,73 +239,146 @@ static int leave(struct smddp_comm *c, int rc)
 	return rc;
 }
 
-#define ENTER(coll, count, dtype, op, root)                                                   \
-	do {                                                                                 \
-		int rc_ = sd_api_enter(comm, (coll), (count), (dtype), (op), (root), stream); \
-		if (rc_)                                                                     \
-			return comm ? leave(comm, rc_) : rc_;                                \
-		if ((count) == 0)                                                            \
-			return leave(comm, SMDDP_OK);                                        \
-	} while (0)
+static int host_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
+{
+	const void *sb = k->sendbuf;
+	void *rb = k->recvbuf;
+	size_t n = k->count;
+	int rc = sd_api_enter(comm, k->coll, n, k->dtype, k->op, k->root, NULL);
+
+	if (rc)
+		return leave(comm, rc);
+	if (n == 0)
+		return leave(comm, SMDDP_OK);
+	if (k->coll == SD_COLL_BROADCAST)
+		rc = check_ptr(comm, rb, "buf", n);
+	else
+		rc = check_ptr(comm, sb, "sendbuf", n) ||
+		     ((k->coll != SD_COLL_REDUCE || comm->rank == k->root) &&
+		      check_ptr(comm, rb, "recvbuf", n));
+	if (rc)
+		return leave(comm, SMDDP_EINVAL);
+	switch (k->coll) {
+	case SD_COLL_ALLREDUCE:
+		rc = sd_coll_allreduce(comm, sb, rb, n, k->dtype, k->op);
+		break;
+	case SD_COLL_ALLGATHER:
+		rc = sd_coll_allgather(comm, sb, rb, n, k->dtype);
+		break;
+	case SD_COLL_REDUCE_SCATTER:
+		rc = sd_coll_reduce_scatter(comm, sb, rb, n, k->dtype, k->op);
+		break;
+	case SD_COLL_BROADCAST:
+		rc = sd_coll_broadcast(comm, rb, n, k->dtype, k->root);
+		break;
+	case SD_COLL_REDUCE:
+		rc = sd_coll_reduce(comm, sb, rb, n, k->dtype, k->op, k->root);
+		break;
+	case SD_COLL_ALLTOALL:
+		rc = sd_coll_alltoall(comm, sb, rb, n, k->dtype);
+		break;
+	default:
+		rc = sd_comm_error(comm, SMDDP_EINTERNAL, "no host algorithm for %s",
+				   sd_coll_name(k->coll));
+	}
+	return leave(comm, rc);
+}
+
+/* Device memory: checked and queued; see lib/cuda/proxy.c.  The error of an
+ * earlier queued call comes first. */
+static int device_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
+{
+	int rc = sd_cuda_collect(comm, 0);
+
+	if (!rc)
+		rc = api_enter(comm, k->coll, k->count, k->dtype, k->op, k->root, 0);
+	if (rc)
+		return leave(comm, rc);
+	if (k->count == 0)
+		return leave(comm, SMDDP_OK);
+	if (k->coll == SD_COLL_BROADCAST ? check_ptr(comm, k->recvbuf, "buf", k->count)
+					 : check_ptr(comm, k->sendbuf, "sendbuf", k->count) ||
+						   ((k->coll != SD_COLL_REDUCE ||
+						     comm->rank == k->root) &&
+						    check_ptr(comm, k->recvbuf, "recvbuf", k->count)))
+		return leave(comm, SMDDP_EINVAL);
+#ifdef HAVE_CUDA
+	return leave(comm, sd_cuda_enqueue(comm, k));
+#else
+	return leave(comm, sd_comm_error(comm, SMDDP_EINTERNAL, "device call in a build "
+							       "without CUDA"));
+#endif
+}
+
+static int collective(struct smddp_comm *comm, int coll, const void *sendbuf, void *recvbuf,
+		      size_t count, int dtype, int op, int root, void *stream)
+{
+	struct sd_cuda_call k = {coll, sendbuf, recvbuf, count, dtype, op, root, stream};
+	char msg[400];
+	int kind;
+
+	if (!comm) {
+		sd_set_init_error("%s: communicator is NULL", sd_coll_name(coll));
+		return SMDDP_EINVAL;
+	}
+	/* root is checked by the entry; classify only needs it in range. */
+	if (root < 0 || root >= comm->size)
+		k.root = 0;
+	kind = classify(comm, &k, msg, sizeof(msg));
+	k.root = root;
+	if (kind == MEM_HOST)
+		return host_call(comm, &k);
+	if (kind == MEM_DEVICE)
+		return device_call(comm, &k);
+	/* A bad mix: counted like any call, then refused. */
+	int rc = sd_cuda_collect(comm, 0);
+
+	if (!rc)
+		rc = api_enter(comm, coll, count, dtype, op, root, 0);
+	if (!rc)
+		rc = sd_comm_error(comm, kind, "%s", msg);
+	return leave(comm, rc);
+}
 
 SD_EXPORT int smddp_allreduce(const void *sendbuf, void *recvbuf, size_t count,
 			      enum smddp_dtype dtype, enum smddp_op op, struct smddp_comm *comm,
 			      void *stream)
 {
-	ENTER(SD_COLL_ALLREDUCE, count, dtype, op, 0);
-	if (check_ptr(comm, sendbuf, "sendbuf", count) || check_ptr(comm, recvbuf, "recvbuf", count))
-		return leave(comm, SMDDP_EINVAL);
-	return leave(comm, sd_coll_allreduce(comm, sendbuf, recvbuf, count, dtype, op));
+	return collective(comm, SD_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0, stream);
 }
 
 SD_EXPORT int smddp_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
 			      enum smddp_dtype dtype, struct smddp_comm *comm, void *stream)
 {
-	ENTER(SD_COLL_ALLGATHER, sendcount, dtype, 0, 0);
-	if (check_ptr(comm, sendbuf, "sendbuf", sendcount) ||
-	    check_ptr(comm, recvbuf, "recvbuf", sendcount))
-		return leave(comm, SMDDP_EINVAL);
-	return leave(comm, sd_coll_allgather(comm, sendbuf, recvbuf, sendcount, dtype));
+	return collective(comm, SD_COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, 0, 0,
+			  stream);
 }
 
 SD_EXPORT int smddp_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 				   enum smddp_dtype dtype, enum smddp_op op,
 				   struct smddp_comm *comm, void *stream)
 {
-	ENTER(SD_COLL_REDUCE_SCATTER, recvcount, dtype, op, 0);
-	if (check_ptr(comm, sendbuf, "sendbuf", recvcount) ||
-	    check_ptr(comm, recvbuf, "recvbuf", recvcount))
-		return leave(comm, SMDDP_EINVAL);
-	return leave(comm, sd_coll_reduce_scatter(comm, sendbuf, recvbuf, recvcount, dtype, op));
+	return collective(comm, SD_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0,
+			  stream);
 }
 
 SD_EXPORT int smddp_broadcast(void *buf, size_t count, enum smddp_dtype dtype, int root,
 			      struct smddp_comm *comm, void *stream)
 {
-	ENTER(SD_COLL_BROADCAST, count, dtype, 0, root);
-	if (check_ptr(comm, buf, "buf", count))
-		return leave(comm, SMDDP_EINVAL);
-	return leave(comm, sd_coll_broadcast(comm, buf, count, dtype, root));
+	return collective(comm, SD_COLL_BROADCAST, buf, buf, count, dtype, 0, root, stream);
 }
 
 SD_EXPORT int smddp_reduce(const void *sendbuf, void *recvbuf, size_t count,
 			   enum smddp_dtype dtype, enum smddp_op op, int root,
 			   struct smddp_comm *comm, void *stream)
 {
-	ENTER(SD_COLL_REDUCE, count, dtype, op, root);
-	if (check_ptr(comm, sendbuf, "sendbuf", count) ||
-	    (comm->rank == root && check_ptr(comm, recvbuf, "recvbuf", count)))
-		return leave(comm, SMDDP_EINVAL);
-	return leave(comm, sd_coll_reduce(comm, sendbuf, recvbuf, count, dtype, op, root));
+	return collective(comm, SD_COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root, stream);
 }
 
 SD_EXPORT int smddp_alltoall(const void *sendbuf, void *recvbuf, size_t count,
 			     enum smddp_dtype dtype, struct smddp_comm *comm, void *stream)
 {
-	ENTER(SD_COLL_ALLTOALL, count, dtype, 0, 0);
-	if (check_ptr(comm, sendbuf, "sendbuf", count) || check_ptr(comm, recvbuf, "recvbuf", count))
-		return leave(comm, SMDDP_EINVAL);
-	return leave(comm, sd_coll_alltoall(comm, sendbuf, recvbuf, count, dtype));
+	return collective(comm, SD_COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, 0, 0, stream);
 }
 
 SD_EXPORT int smddp_barrier(struct smddp_comm *comm)

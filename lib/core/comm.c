@@ -18,6 +18,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/comm.h"
+#include "cuda/cuda.h"
 #include "topo/topo.h"
 #include "transport/transport.h"
 
@@ -335,6 +336,7 @@ static void comm_free(struct smddp_comm *c, int clean)
 {
 	if (!c)
 		return;
+	sd_cuda_comm_free(c);
 	if (c->tp && c->tp_state)
 		c->tp->detach(c);
 	if (c->boot)

@@ -59,6 +59,7 @@ struct smddp_comm {
 	void *scratch;             /* single copy: blocks read from peers */
 	char jobid[64];
 	char last_error[1024];
+	void *cuda;  /* lib/cuda state, NULL until a device call */
 };
 
 /* Record a failure: formats last_error as "rank R: <coll #seq (...)>: msg"

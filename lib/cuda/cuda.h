@@ -1,0 +1,53 @@
+/* cuda.h - the device-memory path of the collectives (lib/cuda/), as lib/core sees it.
+ *
+ * Built into every libsmddp; without --with-cuda the functions are inline
+ * no-ops and the core refuses device memory as before.
+ */
+#ifndef SD_CUDA_CUDA_H
+#define SD_CUDA_CUDA_H
+
+#include <stddef.h>
+
+struct smddp_comm;
+
+/* One collective call as the API received it (buffers already classified as
+ * device memory by the caller; stream NULL means CUDA's legacy default
+ * stream). */
+struct sd_cuda_call {
+	int coll; /* enum sd_coll */
+	const void *sendbuf;
+	void *recvbuf;
+	size_t count;
+	int dtype, op, root;
+	void *stream;
+};
+
+#ifdef HAVE_CUDA
+/* Host thread, comm entered (sd_api_enter's checks done, count > 0):
+ * checks the device buffers (device, size, kind of allocation) and queues
+ * the call on the communicator's proxy, stream-ordered: returns as soon as
+ * the stream is told to wait for it.  SMDDP_EINVAL (bad buffer) and
+ * SMDDP_EUNSUPPORTED (ranks on several hosts) queue nothing. */
+int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *call);
+/* Host thread, before anything else on comm: the error an earlier queued
+ * call met (moved into c->last_error; sticky ones also into c->failed),
+ * else 0.  With drain, first waits until the proxy has finished every
+ * queued call, so that the caller may use the transport itself. */
+int sd_cuda_collect(struct smddp_comm *c, int drain);
+/* comm_free(): stops the proxy (releasing every waiting stream), waits
+ * briefly for the streams to pass their waits, frees everything. */
+void sd_cuda_comm_free(struct smddp_comm *c);
+#else
+static inline int sd_cuda_collect(struct smddp_comm *c, int drain)
+{
+	(void)c;
+	(void)drain;
+	return 0;
+}
+static inline void sd_cuda_comm_free(struct smddp_comm *c)
+{
+	(void)c;
+}
+#endif
+
+#endif

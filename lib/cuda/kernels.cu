@@ -1,0 +1,360 @@
+/* kernels.cu - device reduction and copy kernels of the CUDA collectives.
+ *
+ * Design.  The collectives are memory bound, so the kernels are written for
+ * bytes in flight: every thread moves 16-byte vectors (uint4 loads and
+ * stores, coalesced across the warp), UNROLL vectors per source at a time so
+ * that several independent loads are outstanding before the first use, over
+ * a grid-stride loop on a grid of a few blocks per multiprocessor.  The
+ * sources are combined left to right in an accumulator type (float for fp16
+ * and bf16, rounded once at the end), exactly as lib/reduce/ does on the
+ * host, so that a rank's result is bitwise the same whichever rank computes
+ * it.  Pointers that do not share one alignment modulo 16 take a scalar
+ * loop (still coalesced); otherwise the elements before the first aligned
+ * vector and after the last are done one by one.
+ *
+ * Loads and stores are streaming (evict-first): every byte is touched once.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include <smddp/smddp.h>
+
+#include "cuda/kernels.h"
+
+#define THREADS 512
+#define UNROLL 4
+
+struct kargs {
+	const char *src[SD_CUDA_MAX_RANKS];
+	char *dst[SD_CUDA_MAX_RANKS];
+	int nsrc, ndst;
+	size_t count; /* elements */
+	size_t head;  /* scalar elements before the vectors */
+	size_t nvec;  /* 16-byte vectors after head */
+	int div;      /* AVG divisor */
+};
+
+/* ---- element types: storage S, accumulation A ---------------------------- */
+
+template <typename T, typename U> struct int_traits {
+	typedef T S;
+	typedef T A;
+	static __device__ __forceinline__ A ld(S x) { return x; }
+	static __device__ __forceinline__ S st(A x) { return x; }
+	/* Sums and products wrap: computed in the unsigned type. */
+	static __device__ __forceinline__ A add(A x, A y) { return (A)(U)((U)x + (U)y); }
+	static __device__ __forceinline__ A mul(A x, A y) { return (A)(U)((U)x * (U)y); }
+	/* The wrapped sum, divided truncating toward zero (C's x / div). */
+	static __device__ __forceinline__ A avg(A x, int div) { return (A)(x / (A)div); }
+};
+
+template <typename T> struct float_traits {
+	typedef T S;
+	typedef T A;
+	static __device__ __forceinline__ A ld(S x) { return x; }
+	static __device__ __forceinline__ S st(A x) { return x; }
+	static __device__ __forceinline__ A add(A x, A y) { return add_rn(x, y); }
+	static __device__ __forceinline__ A mul(A x, A y) { return mul_rn(x, y); }
+	static __device__ __forceinline__ A avg(A x, int div) { return x / (A)div; }
+	/* _rn: never contracted into an FMA, so the host's bits. */
+	static __device__ __forceinline__ float add_rn(float x, float y) { return __fadd_rn(x, y); }
+	static __device__ __forceinline__ double add_rn(double x, double y) { return __dadd_rn(x, y); }
+	static __device__ __forceinline__ float mul_rn(float x, float y) { return __fmul_rn(x, y); }
+	static __device__ __forceinline__ double mul_rn(double x, double y) { return __dmul_rn(x, y); }
+};
+
+struct half_traits {
+	typedef unsigned short S;
+	typedef float A;
+	static __device__ __forceinline__ A ld(S x) { return __half2float(__ushort_as_half(x)); }
+	static __device__ __forceinline__ S st(A x) { return __half_as_ushort(__float2half_rn(x)); }
+	static __device__ __forceinline__ A add(A x, A y) { return __fadd_rn(x, y); }
+	static __device__ __forceinline__ A mul(A x, A y) { return __fmul_rn(x, y); }
+	static __device__ __forceinline__ A avg(A x, int div) { return __fdiv_rn(x, (float)div); }
+};
+
+struct bf16_traits {
+	typedef unsigned short S;
+	typedef float A;
+	static __device__ __forceinline__ A ld(S x) { return __bfloat162float(__ushort_as_bfloat16(x)); }
+	static __device__ __forceinline__ S st(A x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+	static __device__ __forceinline__ A add(A x, A y) { return __fadd_rn(x, y); }
+	static __device__ __forceinline__ A mul(A x, A y) { return __fmul_rn(x, y); }
+	static __device__ __forceinline__ A avg(A x, int div) { return __fdiv_rn(x, (float)div); }
+};
+
+/* x is the accumulated value, y the next source: the operand order of the
+ * host kernels, which decides which NaN comes out of MIN and MAX. */
+template <typename Tr, int OP>
+__device__ __forceinline__ typename Tr::A combine(typename Tr::A x, typename Tr::A y)
+{
+	switch (OP) {
+	case SMDDP_PROD: return Tr::mul(x, y);
+	case SMDDP_MIN: return x < y ? x : y;
+	case SMDDP_MAX: return x > y ? x : y;
+	default: return Tr::add(x, y); /* SUM, AVG */
+	}
+}
+
+/* ---- the reduction kernel ------------------------------------------------ */
+
+template <typename Tr, int OP>
+__device__ __forceinline__ void reduce_one(const kargs &a, size_t i)
+{
+	typedef typename Tr::S S;
+	typedef typename Tr::A A;
+	A acc = Tr::ld(((const S *)a.src[0])[i]);
+
+	for (int s = 1; s < a.nsrc; s++)
+		acc = combine<Tr, OP>(acc, Tr::ld(((const S *)a.src[s])[i]));
+	if (OP == SMDDP_AVG)
+		acc = Tr::avg(acc, a.div);
+	const S out = Tr::st(acc);
+	for (int d = 0; d < a.ndst; d++)
+		((S *)a.dst[d])[i] = out;
+}
+
+template <typename Tr, int OP>
+__global__ void __launch_bounds__(THREADS) k_reduce(const kargs a)
+{
+	typedef typename Tr::S S;
+	typedef typename Tr::A A;
+	constexpr int V = 16 / sizeof(S);
+	const size_t nthreads = (size_t)gridDim.x * blockDim.x;
+	const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	const size_t body_end = a.head + a.nvec * V;
+
+	/* Scalar elements: the head, then the tail. */
+	const size_t nscalar = a.head + (a.count - body_end);
+	for (size_t k = tid; k < nscalar; k += nthreads)
+		reduce_one<Tr, OP>(a, k < a.head ? k : body_end + (k - a.head));
+
+	/* 16-byte vectors, UNROLL per thread per trip, strided by the block
+	 * so that a warp's loads stay contiguous. */
+	for (size_t base = (size_t)blockIdx.x * blockDim.x * UNROLL + threadIdx.x; base < a.nvec;
+	     base += nthreads * UNROLL) {
+		A acc[UNROLL][V];
+		uint4 v[UNROLL];
+
+#pragma unroll
+		for (int u = 0; u < UNROLL; u++) {
+			const size_t j = base + (size_t)u * blockDim.x;
+			if (j < a.nvec)
+				v[u] = __ldcs((const uint4 *)(a.src[0] + a.head * sizeof(S)) + j);
+		}
+#pragma unroll
+		for (int u = 0; u < UNROLL; u++) {
+			const S *e = (const S *)&v[u];
+#pragma unroll
+			for (int k = 0; k < V; k++)
+				acc[u][k] = Tr::ld(e[k]);
+		}
+		for (int s = 1; s < a.nsrc; s++) {
+#pragma unroll
+			for (int u = 0; u < UNROLL; u++) {
+				const size_t j = base + (size_t)u * blockDim.x;
+				if (j < a.nvec)
+					v[u] = __ldcs((const uint4 *)(a.src[s] + a.head * sizeof(S)) + j);
+			}
+#pragma unroll
+			for (int u = 0; u < UNROLL; u++) {
+				const S *e = (const S *)&v[u];
+#pragma unroll
+				for (int k = 0; k < V; k++)
+					acc[u][k] = combine<Tr, OP>(acc[u][k], Tr::ld(e[k]));
+			}
+		}
+#pragma unroll
+		for (int u = 0; u < UNROLL; u++) {
+			S *e = (S *)&v[u];
+#pragma unroll
+			for (int k = 0; k < V; k++)
+				e[k] = Tr::st(OP == SMDDP_AVG ? Tr::avg(acc[u][k], a.div) : acc[u][k]);
+		}
+		for (int d = 0; d < a.ndst; d++) {
+#pragma unroll
+			for (int u = 0; u < UNROLL; u++) {
+				const size_t j = base + (size_t)u * blockDim.x;
+				if (j < a.nvec)
+					__stcs((uint4 *)(a.dst[d] + a.head * sizeof(S)) + j, v[u]);
+			}
+		}
+	}
+}
+
+/* ---- copies: npairs of (src, dst), blockIdx.y picks the pair --------------- */
+
+struct pargs {
+	const char *src[SD_CUDA_MAX_RANKS];
+	char *dst[SD_CUDA_MAX_RANKS];
+	size_t bytes;
+};
+
+__global__ void __launch_bounds__(THREADS) k_copy_pairs(const pargs a)
+{
+	const char *s = a.src[blockIdx.y];
+	char *d = a.dst[blockIdx.y];
+	const size_t nthreads = (size_t)gridDim.x * blockDim.x;
+	const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	size_t head = 0, nvec = 0;
+
+	if ((((uintptr_t)s ^ (uintptr_t)d) & 15) == 0) {
+		head = (16 - ((uintptr_t)s & 15)) & 15;
+		if (head > a.bytes)
+			head = a.bytes;
+		nvec = (a.bytes - head) / 16;
+	} else {
+		head = a.bytes;
+	}
+	const size_t body_end = head + nvec * 16, nscalar = head + (a.bytes - body_end);
+
+	for (size_t k = tid; k < nscalar; k += nthreads) {
+		const size_t i = k < head ? k : body_end + (k - head);
+		d[i] = s[i];
+	}
+	const uint4 *vs = (const uint4 *)(s + head);
+	uint4 *vd = (uint4 *)(d + head);
+	for (size_t base = (size_t)blockIdx.x * blockDim.x * UNROLL + threadIdx.x; base < nvec;
+	     base += nthreads * UNROLL) {
+		uint4 v[UNROLL];
+#pragma unroll
+		for (int u = 0; u < UNROLL; u++) {
+			const size_t j = base + (size_t)u * blockDim.x;
+			if (j < nvec)
+				v[u] = __ldcs(vs + j);
+		}
+#pragma unroll
+		for (int u = 0; u < UNROLL; u++) {
+			const size_t j = base + (size_t)u * blockDim.x;
+			if (j < nvec)
+				__stcs(vd + j, v[u]);
+		}
+	}
+}
+
+/* ---- launch ------------------------------------------------------------- */
+
+static int sm_count(void)
+{
+	static int cache[64];
+	int dev = 0, n = 0;
+
+	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
+		return 132;
+	if (dev < 64 && cache[dev])
+		return cache[dev];
+	if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+		n = 132;
+	if (dev < 64)
+		cache[dev] = n;
+	return n;
+}
+
+static unsigned grid_for(size_t work_threads, int max_blocks)
+{
+	size_t blocks = (work_threads + THREADS - 1) / THREADS;
+	size_t cap = max_blocks > 0 ? (size_t)max_blocks : (size_t)sm_count() * 4;
+
+	if (blocks > cap)
+		blocks = cap;
+	return blocks ? (unsigned)blocks : 1;
+}
+
+template <typename Tr, int OP>
+static int launch(kargs &a, cudaStream_t st, int max_blocks)
+{
+	constexpr size_t es = sizeof(typename Tr::S);
+	uintptr_t mis = (uintptr_t)a.src[0] & 15;
+	int same = 1;
+
+	for (int s = 0; s < a.nsrc; s++)
+		same &= ((uintptr_t)a.src[s] & 15) == mis;
+	for (int d = 0; d < a.ndst; d++)
+		same &= ((uintptr_t)a.dst[d] & 15) == mis;
+	if (same && mis % es == 0) {
+		a.head = ((16 - mis) & 15) / es;
+		if (a.head > a.count)
+			a.head = a.count;
+		a.nvec = (a.count - a.head) / (16 / es);
+	} else {
+		a.head = a.count;
+		a.nvec = 0;
+	}
+	size_t work = a.nvec ? (a.nvec + UNROLL - 1) / UNROLL : a.count;
+	k_reduce<Tr, OP><<<grid_for(work, max_blocks), THREADS, 0, st>>>(a);
+	return (int)cudaGetLastError();
+}
+
+template <typename Tr>
+static int launch_op(kargs &a, int op, cudaStream_t st, int max_blocks)
+{
+	switch (op) {
+	case SMDDP_SUM: return launch<Tr, SMDDP_SUM>(a, st, max_blocks);
+	case SMDDP_PROD: return launch<Tr, SMDDP_PROD>(a, st, max_blocks);
+	case SMDDP_MIN: return launch<Tr, SMDDP_MIN>(a, st, max_blocks);
+	case SMDDP_MAX: return launch<Tr, SMDDP_MAX>(a, st, max_blocks);
+	case SMDDP_AVG: return launch<Tr, SMDDP_AVG>(a, st, max_blocks);
+	default: return (int)cudaErrorInvalidValue;
+	}
+}
+
+extern "C" int sd_cuda_kernel_reduce(const struct sd_cuda_kargs *in, int dtype, int op,
+				     int avg_div, void *stream, int max_blocks)
+{
+	kargs a;
+
+	if (in->nsrc < 1 || in->nsrc > SD_CUDA_MAX_RANKS || in->ndst < 1 ||
+	    in->ndst > SD_CUDA_MAX_RANKS)
+		return (int)cudaErrorInvalidValue;
+	if (in->count == 0)
+		return 0;
+	for (int i = 0; i < in->nsrc; i++)
+		a.src[i] = (const char *)in->src[i];
+	for (int i = 0; i < in->ndst; i++)
+		a.dst[i] = (char *)in->dst[i];
+	a.nsrc = in->nsrc;
+	a.ndst = in->ndst;
+	a.count = in->count;
+	a.div = avg_div < 1 ? 1 : avg_div;
+	/* One source and no division: a copy, whatever the type (NaN bits kept). */
+	if (in->nsrc == 1 && op != SMDDP_AVG)
+		op = SMDDP_SUM;
+	cudaStream_t st = (cudaStream_t)stream;
+	switch (dtype) {
+	case SMDDP_INT8: return launch_op<int_traits<int8_t, uint8_t>>(a, op, st, max_blocks);
+	case SMDDP_UINT8: return launch_op<int_traits<uint8_t, uint8_t>>(a, op, st, max_blocks);
+	case SMDDP_INT32: return launch_op<int_traits<int32_t, uint32_t>>(a, op, st, max_blocks);
+	case SMDDP_UINT32: return launch_op<int_traits<uint32_t, uint32_t>>(a, op, st, max_blocks);
+	case SMDDP_INT64: return launch_op<int_traits<int64_t, uint64_t>>(a, op, st, max_blocks);
+	case SMDDP_UINT64: return launch_op<int_traits<uint64_t, uint64_t>>(a, op, st, max_blocks);
+	case SMDDP_FLOAT16: return launch_op<half_traits>(a, op, st, max_blocks);
+	case SMDDP_BFLOAT16: return launch_op<bf16_traits>(a, op, st, max_blocks);
+	case SMDDP_FLOAT32: return launch_op<float_traits<float>>(a, op, st, max_blocks);
+	case SMDDP_FLOAT64: return launch_op<float_traits<double>>(a, op, st, max_blocks);
+	default: return (int)cudaErrorInvalidValue;
+	}
+}
+
+extern "C" int sd_cuda_kernel_copy_pairs(const void *const *src, void *const *dst, int npairs,
+					 size_t bytes, void *stream, int max_blocks)
+{
+	pargs a;
+
+	if (npairs < 1 || npairs > SD_CUDA_MAX_RANKS)
+		return (int)cudaErrorInvalidValue;
+	if (bytes == 0)
+		return 0;
+	for (int i = 0; i < npairs; i++) {
+		a.src[i] = (const char *)src[i];
+		a.dst[i] = (char *)dst[i];
+	}
+	a.bytes = bytes;
+	/* The blocks of all pairs together: a few per multiprocessor. */
+	int cap = max_blocks > 0 ? max_blocks : sm_count() * 4;
+	int per = (cap + npairs - 1) / npairs;
+	dim3 grid(grid_for((bytes / 16 + UNROLL - 1) / UNROLL + 1, per), (unsigned)npairs);
+	k_copy_pairs<<<grid, THREADS, 0, (cudaStream_t)stream>>>(a);
+	return (int)cudaGetLastError();
+}

@@ -1,0 +1,46 @@
+/* kernels.h - the device kernels of lib/cuda/kernels.cu, callable from C.
+ *
+ * One kernel does every data movement of the device collectives: each
+ * element i < count is reduced from src[0][i], ..., src[nsrc-1][i], left
+ * to right (the order of lib/reduce/, so that every rank and the host path
+ * agree), and the result is written to every dst[k][i].  With nsrc == 1 and
+ * an op other than AVG it is a copy to ndst places, read once.
+ *
+ * Semantics are those of sd_reduce() (lib/core/sd.h): integer SUM and PROD
+ * wrap; fp16 and bf16 reduce in float and round once to nearest even; AVG is
+ * the sum divided by avg_div (floats in their accumulation type, integers
+ * the wrapped sum divided truncating toward zero).  A dst may be one of the
+ * srcs (each thread reads an element from every source before it writes
+ * it); partial overlaps are the caller's to avoid.
+ */
+#ifndef SD_CUDA_KERNELS_H
+#define SD_CUDA_KERNELS_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SD_CUDA_MAX_RANKS 32 /* sources and destinations of one launch */
+
+struct sd_cuda_kargs {
+	const void *src[SD_CUDA_MAX_RANKS];
+	void *dst[SD_CUDA_MAX_RANKS];
+	int nsrc, ndst;
+	size_t count; /* elements */
+};
+
+/* Launches the kernel on stream (a cudaStream_t) with at most max_blocks
+ * blocks (0: sized from the device).  Returns a cudaError_t (0: queued). */
+int sd_cuda_kernel_reduce(const struct sd_cuda_kargs *a, int dtype, int op, int avg_div,
+			  void *stream, int max_blocks);
+
+/* npairs copies of bytes bytes each, src[k] to dst[k], in one launch. */
+int sd_cuda_kernel_copy_pairs(const void *const *src, void *const *dst, int npairs, size_t bytes,
+			      void *stream, int max_blocks);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,743 @@
+/* gpu-conformance.c - the device collectives checked against an independent reference, on one or more GPUs.
+ *
+ * Run under smddp-run (any number of ranks; several may share a GPU: each
+ * rank takes GPU local_rank % count, or SMDDP_GPU).  Each rank's input
+ * element j is a pure function of (case, rank, j), so every rank computes
+ * what every other rank sent and derives the expected output by itself:
+ * exact wrapped arithmetic for integers (inputs over the whole range, so
+ * sums and products wrap), float64 for floats (inputs small integers and
+ * quarters, so sums are exact; AVG and fp16/bf16 within the rounding of the
+ * type).  Nothing of the library computes a reference.
+ *
+ * Everything goes through the stream: poison the output, copy the input in,
+ * the call, copy the output out, one synchronize; a result that is right is
+ * also proof that the call waited for the work before it and that the work
+ * after it waited for the call.  Every allreduce result is hashed and the
+ * hashes compared across ranks (bitwise equal everywhere).
+ *
+ * Modes:
+ *   gpu-conformance [--large N] [--quick] [--small]
+ *                                           the matrix: every collective x dtype x
+ *                                           op x in/out of place x counts 1, 7, 1003, N
+ *                                           (--quick: N for float32 and bfloat16 only;
+ *                                           --small: no N, int32, float16, float32 only,
+ *                                           for compute-sanitizer)
+ *   gpu-conformance order                   stream ordering with a stream held back
+ *                                           300 ms by a host function
+ *   gpu-conformance errors                  bad calls get the documented errors
+ *   gpu-conformance dead VICTIM             VICTIM is SIGKILLed; the others get an
+ *                                           error from the next call, and their
+ *                                           streams are released (FAULT-OK lines)
+ * Exit: 0 passed, 1 failed, 2 usage, 77 no GPU here.
+ */
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_runtime.h>
+
+#include <smddp/smddp.h>
+
+static int rank, nranks, failures, passed;
+static struct smddp_comm *comm;
+static cudaStream_t stream;
+
+#define CK(call)                                                                            \
+	do {                                                                                \
+		cudaError_t e_ = (call);                                                    \
+		if (e_ != cudaSuccess) {                                                    \
+			fprintf(stderr, "rank %d: %s:%d: %s: %s\n", rank, __FILE__, __LINE__, \
+				#call, cudaGetErrorString(e_));                             \
+			exit(1);                                                            \
+		}                                                                           \
+	} while (0)
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- element types, written here so as not to trust the library ---------- */
+
+static const size_t es_of[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+static int is_float(int dt)
+{
+	return dt >= SMDDP_FLOAT16;
+}
+static int is_signed_int(int dt)
+{
+	return dt == SMDDP_INT8 || dt == SMDDP_INT32 || dt == SMDDP_INT64;
+}
+
+static uint16_t f32_to_f16(float f)
+{
+	uint32_t x, sign, man;
+	int e;
+
+	memcpy(&x, &f, 4);
+	sign = (x >> 16) & 0x8000;
+	man = x & 0x7fffff;
+	e = (int)((x >> 23) & 0xff) - 127 + 15;
+	if (((x >> 23) & 0xff) == 0xff)
+		return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
+	if (e >= 31)
+		return (uint16_t)(sign | 0x7c00);
+	if (e <= 0) {
+		if (e < -10)
+			return (uint16_t)sign;
+		man |= 0x800000;
+		unsigned sh = (unsigned)(14 - e);
+		uint32_t h = man >> sh, rem = man & ((1u << sh) - 1), half = 1u << (sh - 1);
+		if (rem > half || (rem == half && (h & 1)))
+			h++;
+		return (uint16_t)(sign | h);
+	}
+	uint32_t h = ((uint32_t)e << 10) | (man >> 13), rem = man & 0x1fff;
+	if (rem > 0x1000 || (rem == 0x1000 && (h & 1)))
+		h++;
+	return (uint16_t)(sign | h);
+}
+
+static float f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, x;
+	float f;
+
+	if (exp == 0) {
+		f = ldexpf((float)man, -24);
+		return sign ? -f : f;
+	}
+	x = exp == 31 ? sign | 0x7f800000 | (man << 13) : sign | ((exp + 112) << 23) | (man << 13);
+	memcpy(&f, &x, 4);
+	return f;
+}
+
+static uint16_t f32_to_bf16(float f)
+{
+	uint32_t x;
+
+	memcpy(&x, &f, 4);
+	x += 0x7fff + ((x >> 16) & 1);
+	return (uint16_t)(x >> 16);
+}
+
+static float bf16_to_f32(uint16_t b)
+{
+	uint32_t x = (uint32_t)b << 16;
+	float f;
+
+	memcpy(&f, &x, 4);
+	return f;
+}
+
+static uint64_t mix(uint64_t z)
+{
+	z += 0x9e3779b97f4a7c15ull;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Rank r's element j of case cs: integers as raw bits (any value), floats
+ * as a double every type holds exactly. */
+static uint64_t gen_int(uint64_t cs, int r, size_t j)
+{
+	uint64_t v = mix(cs * 1000003u ^ ((uint64_t)r << 40) ^ j);
+
+	return (j & 3) ? v : v % 7; /* every fourth element small */
+}
+
+static double gen_float(uint64_t cs, int r, size_t j, int op)
+{
+	uint64_t v = mix(cs * 1000003u ^ ((uint64_t)r << 40) ^ j);
+
+	if (op == SMDDP_PROD) {
+		static const double pv[6] = {1, -1, 2, -2, 0.5, -0.5};
+		return pv[v % 6];
+	}
+	return (double)((int64_t)(v % 129) - 64) / 4.0; /* -16 .. 16 in quarters */
+}
+
+static void store(void *buf, size_t i, int dt, uint64_t bits, double f)
+{
+	switch (dt) {
+	case SMDDP_INT8:
+	case SMDDP_UINT8: ((uint8_t *)buf)[i] = (uint8_t)bits; break;
+	case SMDDP_INT32:
+	case SMDDP_UINT32: ((uint32_t *)buf)[i] = (uint32_t)bits; break;
+	case SMDDP_INT64:
+	case SMDDP_UINT64: ((uint64_t *)buf)[i] = bits; break;
+	case SMDDP_FLOAT16: ((uint16_t *)buf)[i] = f32_to_f16((float)f); break;
+	case SMDDP_BFLOAT16: ((uint16_t *)buf)[i] = f32_to_bf16((float)f); break;
+	case SMDDP_FLOAT32: ((float *)buf)[i] = (float)f; break;
+	default: ((double *)buf)[i] = f; break;
+	}
+}
+
+static uint64_t load_int(const void *buf, size_t i, int dt)
+{
+	switch (dt) {
+	case SMDDP_INT8: return (uint64_t)(int64_t)((const int8_t *)buf)[i];
+	case SMDDP_UINT8: return ((const uint8_t *)buf)[i];
+	case SMDDP_INT32: return (uint64_t)(int64_t)((const int32_t *)buf)[i];
+	case SMDDP_UINT32: return ((const uint32_t *)buf)[i];
+	default: return ((const uint64_t *)buf)[i];
+	}
+}
+
+static double load_float(const void *buf, size_t i, int dt)
+{
+	switch (dt) {
+	case SMDDP_FLOAT16: return f16_to_f32(((const uint16_t *)buf)[i]);
+	case SMDDP_BFLOAT16: return bf16_to_f32(((const uint16_t *)buf)[i]);
+	case SMDDP_FLOAT32: return ((const float *)buf)[i];
+	default: return ((const double *)buf)[i];
+	}
+}
+
+/* Sign- or zero-extends the low bits of the type. */
+static uint64_t norm(int dt, uint64_t v)
+{
+	switch (dt) {
+	case SMDDP_INT8: return (uint64_t)(int64_t)(int8_t)v;
+	case SMDDP_UINT8: return (uint8_t)v;
+	case SMDDP_INT32: return (uint64_t)(int64_t)(int32_t)v;
+	case SMDDP_UINT32: return (uint32_t)v;
+	default: return v;
+	}
+}
+
+/* ---- the expected value of one element ------------------------------------ */
+
+struct val {
+	uint64_t i;
+	double f;
+};
+
+static struct val input(uint64_t cs, int dt, int op, int r, size_t j)
+{
+	struct val v = {0, 0};
+
+	if (is_float(dt))
+		v.f = gen_float(cs, r, j, op);
+	else
+		v.i = norm(dt, gen_int(cs, r, j));
+	return v;
+}
+
+static struct val reduced(uint64_t cs, int dt, int op, size_t j)
+{
+	struct val acc = input(cs, dt, op, 0, j);
+
+	for (int r = 1; r < nranks; r++) {
+		struct val x = input(cs, dt, op, r, j);
+
+		if (is_float(dt)) {
+			switch (op) {
+			case SMDDP_PROD: acc.f *= x.f; break;
+			case SMDDP_MIN: acc.f = x.f < acc.f ? x.f : acc.f; break;
+			case SMDDP_MAX: acc.f = x.f > acc.f ? x.f : acc.f; break;
+			default: acc.f += x.f; break;
+			}
+		} else {
+			int sg = is_signed_int(dt);
+			switch (op) {
+			case SMDDP_PROD: acc.i = norm(dt, acc.i * x.i); break;
+			case SMDDP_MIN:
+				if (sg ? (int64_t)x.i < (int64_t)acc.i : x.i < acc.i)
+					acc.i = x.i;
+				break;
+			case SMDDP_MAX:
+				if (sg ? (int64_t)x.i > (int64_t)acc.i : x.i > acc.i)
+					acc.i = x.i;
+				break;
+			default: acc.i = norm(dt, acc.i + x.i); break;
+			}
+		}
+	}
+	if (op == SMDDP_AVG) {
+		if (is_float(dt))
+			acc.f /= nranks;
+		else if (is_signed_int(dt))
+			acc.i = norm(dt, (uint64_t)((int64_t)acc.i / nranks));
+		else
+			acc.i = norm(dt, acc.i / (uint64_t)nranks);
+	}
+	return acc;
+}
+
+static int matches(int dt, int op, const void *out, size_t i, struct val want, double *got_f,
+		   uint64_t *got_i)
+{
+	if (!is_float(dt)) {
+		*got_i = norm(dt, load_int(out, i, dt));
+		return *got_i == want.i;
+	}
+	double g = load_float(out, i, dt), tol;
+
+	*got_f = g;
+	if (op != SMDDP_AVG)
+		return g == want.f; /* sums of quarters, products of +-2^k, MIN, MAX: exact */
+	tol = dt == SMDDP_FLOAT16 ? 1.0 / 1024 : dt == SMDDP_BFLOAT16 ? 1.0 / 128
+		: dt == SMDDP_FLOAT32 ? 1e-7 : 1e-15;
+	return fabs(g - want.f) <= tol * fabs(want.f) + 1e-300;
+}
+
+/* ---- the matrix ------------------------------------------------------------ */
+
+static const char *const coll_names[] = {"allreduce", "allgather", "reduce_scatter",
+					 "broadcast", "reduce",    "alltoall"};
+enum { ALLREDUCE, ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALLTOALL, NCOLL };
+
+static char *dsend, *drecv, *hbuf, *hout;
+static size_t cap_bytes;
+static int nshown;
+
+static void report(const char *what, size_t i, int dt, struct val want, double gf, uint64_t gi)
+{
+	if (nshown++ >= 20)
+		return;
+	if (is_float(dt))
+		printf("FAIL rank %d: %s: element %zu is %.9g, expected %.9g\n", rank, what, i, gf,
+		       want.f);
+	else
+		printf("FAIL rank %d: %s: element %zu is %#llx, expected %#llx\n", rank, what, i,
+		       (unsigned long long)gi, (unsigned long long)want.i);
+}
+
+static uint64_t fnv(const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	uint64_t h = 1469598103934665603ull;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 1099511628211ull;
+	return h;
+}
+
+/* One call; variant picks the in-place layout (0: out of place) and, for
+ * reduce_scatter in place, NCCL's (1) or MPI's (2) layout. */
+static void run_case(uint64_t cs, int coll, int dt, int op, size_t count, int variant, int root,
+		     int use_null_stream)
+{
+	size_t es = es_of[dt], n = (size_t)nranks, m = count * es;
+	size_t sc = count, rc = count;
+	char what[160];
+	cudaStream_t st = use_null_stream ? 0 : stream;
+	int rcode = 0;
+
+	switch (coll) {
+	case ALLGATHER: rc = n * count; break;
+	case REDUCE_SCATTER: sc = n * count; break;
+	case ALLTOALL: sc = rc = n * count; break;
+	default: break;
+	}
+	snprintf(what, sizeof(what), "%s %s %s count %zu %s root %d%s", coll_names[coll],
+		 smddp_dtype_name(dt), smddp_op_name(op), count,
+		 variant == 0 ? "out of place" : variant == 1 ? "in place" : "in place (mpi)", root,
+		 use_null_stream ? " stream NULL" : "");
+	/* Where input and output live, in device memory. */
+	char *sbuf = dsend, *rbuf = drecv, *inp;
+	size_t out_off = 0; /* output within rbuf, in bytes */
+
+	if (variant) {
+		sbuf = rbuf = drecv;
+		if (coll == ALLGATHER)
+			sbuf = drecv + (size_t)rank * m;
+		if (coll == REDUCE_SCATTER && variant == 1)
+			rbuf = drecv + (size_t)rank * m, out_off = 0;
+	}
+	inp = sbuf;
+	/* Build the input on the host, poison the whole receive area. */
+	size_t in_elems = coll == BROADCAST ? count : sc;
+	for (size_t j = 0; j < in_elems; j++) {
+		struct val v = input(cs, dt, op, rank, j);
+		store(hbuf, j, dt, v.i, v.f);
+	}
+	size_t span = (coll == ALLTOALL || coll == REDUCE_SCATTER || coll == ALLGATHER ? n : 1) * m;
+	CK(cudaMemsetAsync(drecv, 0xa5, span + 64, st));
+	if (coll == BROADCAST) {
+		inp = rbuf;
+		if (rank == root)
+			CK(cudaMemcpyAsync(inp, hbuf, m, cudaMemcpyHostToDevice, st));
+	} else {
+		CK(cudaMemcpyAsync(inp, hbuf, in_elems * es, cudaMemcpyHostToDevice, st));
+	}
+	switch (coll) {
+	case ALLREDUCE: rcode = smddp_allreduce(sbuf, rbuf, count, dt, op, comm, st); break;
+	case ALLGATHER: rcode = smddp_allgather(sbuf, rbuf, count, dt, comm, st); break;
+	case REDUCE_SCATTER:
+		rcode = smddp_reduce_scatter(sbuf, rbuf, count, dt, op, comm, st);
+		break;
+	case BROADCAST: rcode = smddp_broadcast(rbuf, count, dt, root, comm, st); break;
+	case REDUCE: rcode = smddp_reduce(sbuf, rbuf, count, dt, op, root, comm, st); break;
+	case ALLTOALL: rcode = smddp_alltoall(sbuf, rbuf, count, dt, comm, st); break;
+	}
+	if (rcode) {
+		printf("FAIL rank %d: %s: returned %s: %s\n", rank, what, smddp_strerror(rcode),
+		       smddp_last_error(comm));
+		failures++;
+		return;
+	}
+	CK(cudaMemcpyAsync(hout, rbuf + out_off, rc * es, cudaMemcpyDeviceToHost, st));
+	CK(cudaStreamSynchronize(st));
+
+	int bad = 0;
+	double gf = 0;
+	uint64_t gi = 0;
+
+	if (coll == REDUCE && rank != root) {
+		passed++;
+		return;
+	}
+	for (size_t i = 0; i < rc; i++) {
+		struct val want;
+		int wop = op;
+
+		switch (coll) {
+		case ALLREDUCE:
+		case REDUCE: want = reduced(cs, dt, op, i); break;
+		case REDUCE_SCATTER: want = reduced(cs, dt, op, (size_t)rank * count + i); break;
+		case ALLGATHER: want = input(cs, dt, op, (int)(i / count), i % count); wop = -1; break;
+		case BROADCAST: want = input(cs, dt, op, root, i); wop = -1; break;
+		default: /* ALLTOALL */
+			want = input(cs, dt, op, (int)(i / count), (size_t)rank * count + i % count);
+			wop = -1;
+			break;
+		}
+		if (wop < 0 && is_float(dt)) {
+			/* A copy: the value the sender stored. */
+			char tmp[8];
+			store(tmp, 0, dt, 0, want.f);
+			want.f = load_float(tmp, 0, dt);
+		}
+		if (!matches(dt, wop < 0 ? SMDDP_SUM : wop, hout, i, want, &gf, &gi)) {
+			if (!bad)
+				report(what, i, dt, want, gf, gi);
+			bad++;
+		}
+	}
+	if (coll == ALLREDUCE) {
+		uint64_t h = fnv(hout, rc * es), *all = calloc(n, sizeof(*all));
+		int r2 = smddp_allgather(&h, all, 1, SMDDP_UINT64, comm, NULL);
+
+		if (r2) {
+			printf("FAIL rank %d: allgather of hashes: %s\n", rank, smddp_last_error(comm));
+			exit(1);
+		}
+		for (int q = 0; q < nranks; q++)
+			if (all[q] != h && !bad) {
+				printf("FAIL rank %d: %s: rank %d's result differs in its bits\n", rank,
+				       what, q);
+				bad++;
+				break;
+			}
+		free(all);
+	}
+	if (bad) {
+		failures++;
+		if (nshown <= 20)
+			printf("FAIL rank %d: %s: %d wrong elements\n", rank, what, bad);
+	} else {
+		passed++;
+	}
+}
+
+static void matrix(size_t large, int quick, int small)
+{
+	size_t counts[] = {1, 7, 1003, large};
+	int ncounts = small ? 3 : 4;
+	uint64_t cs = 1;
+	double t0 = now_s();
+
+	for (int coll = 0; coll < NCOLL; coll++) {
+		int reducing = coll == ALLREDUCE || coll == REDUCE_SCATTER || coll == REDUCE;
+		for (int dt = 0; dt < SMDDP_NUM_DTYPES; dt++) {
+			for (int op = 0; op < (reducing ? SMDDP_NUM_OPS : 1); op++) {
+				for (int ci = 0; ci < ncounts; ci++) {
+					size_t count = counts[ci];
+					int nvar = coll == BROADCAST ? 1 : coll == REDUCE_SCATTER ? 3 : 2;
+
+					if (quick && ci == 3 && !(dt == SMDDP_FLOAT32 || dt == SMDDP_BFLOAT16))
+						continue;
+					if (small && !(dt == SMDDP_INT32 || dt == SMDDP_FLOAT16 ||
+						       dt == SMDDP_FLOAT32))
+						continue;
+					for (int v = 0; v < nvar; v++) {
+						int root = (int)(cs % (uint64_t)nranks);
+						int null_stream = cs % 5 == 0;
+
+						run_case(cs++, coll, dt, op, count, v, root, null_stream);
+					}
+				}
+			}
+		}
+		if (rank == 0)
+			printf("# %s done (%.1f s)\n", coll_names[coll], now_s() - t0);
+		fflush(stdout);
+	}
+}
+
+/* ---- stream ordering --------------------------------------------------------- */
+
+static void CUDART_CB hold(void *arg)
+{
+	struct timespec ts = {0, 300 * 1000000L};
+
+	(void)arg;
+	nanosleep(&ts, NULL);
+}
+
+static void order(void)
+{
+	size_t count = 1 << 20, m = count * 4;
+	float *hin, *hres;
+	char *after;
+
+	CK(cudaMallocHost((void **)&hin, m));
+	CK(cudaMallocHost((void **)&hres, m));
+	CK(cudaMalloc((void **)&after, m));
+	/* The first call sets the communicator's GPU side up: not timed. */
+	if (smddp_allreduce(dsend, drecv, 16, SMDDP_FLOAT32, SMDDP_SUM, comm, stream) != SMDDP_OK) {
+		printf("FAIL rank %d: order: first allreduce: %s\n", rank, smddp_last_error(comm));
+		failures++;
+		return;
+	}
+	for (int round = 0; round < 3; round++) {
+		for (size_t j = 0; j < count; j++)
+			hin[j] = (float)(rank + 1) * (float)(j % 100 + round);
+		CK(cudaMemsetAsync(dsend, 0, m, stream));
+		CK(cudaMemsetAsync(drecv, 0xff, m, stream));
+		/* Held back 300 ms, then the input arrives: a call that read
+		 * early would sum zeros. */
+		CK(cudaLaunchHostFunc(stream, hold, NULL));
+		CK(cudaMemcpyAsync(dsend, hin, m, cudaMemcpyHostToDevice, stream));
+		double t0 = now_s();
+		int rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+		double dt = now_s() - t0;
+		/* The copy after: reads the output the moment the stream allows. */
+		CK(cudaMemcpyAsync(after, drecv, m, cudaMemcpyDeviceToDevice, stream));
+		CK(cudaMemcpyAsync(hres, after, m, cudaMemcpyDeviceToHost, stream));
+		if (rc) {
+			printf("FAIL rank %d: order: allreduce returned %s: %s\n", rank,
+			       smddp_strerror(rc), smddp_last_error(comm));
+			failures++;
+			return;
+		}
+		if (dt > 0.1) {
+			printf("FAIL rank %d: order: the call blocked %.3f s while its stream was "
+			       "held: it must only queue\n", rank, dt);
+			failures++;
+		}
+		CK(cudaStreamSynchronize(stream));
+		float tri = (float)(nranks * (nranks + 1) / 2);
+		int bad = 0;
+		for (size_t j = 0; j < count && bad < 3; j++) {
+			float want = tri * (float)(j % 100 + round);
+			if (hres[j] != want) {
+				printf("FAIL rank %d: order round %d: element %zu is %g, expected %g\n",
+				       rank, round, j, hres[j], want);
+				bad++;
+			}
+		}
+		if (bad)
+			failures++;
+		else
+			passed++;
+		if (rank == 0)
+			printf("# order round %d: the call returned in %.1f us while its stream was "
+			       "held 300 ms\n", round, dt * 1e6);
+	}
+	cudaFree(after);
+	cudaFreeHost(hin);
+	cudaFreeHost(hres);
+}
+
+/* ---- errors ------------------------------------------------------------------ */
+
+static void expect(const char *what, int got, int want)
+{
+	if (got == want) {
+		passed++;
+		if (rank == 0)
+			printf("ok: %s -> %s: %s\n", what, smddp_strerror(got), smddp_last_error(comm));
+		return;
+	}
+	printf("FAIL rank %d: %s returned %s, expected %s: %s\n", rank, what, smddp_strerror(got),
+	       smddp_strerror(want), smddp_last_error(comm));
+	failures++;
+}
+
+static void errors(void)
+{
+	static float host[64];
+	char *small;
+
+	/* Every call below fails on every rank before any rank waits. */
+	expect("device sendbuf, host recvbuf",
+	       smddp_allreduce(dsend, host, 16, SMDDP_FLOAT32, SMDDP_SUM, comm, stream), SMDDP_EINVAL);
+	expect("host sendbuf, device recvbuf",
+	       smddp_allgather(host, drecv, 4, SMDDP_FLOAT32, comm, stream), SMDDP_EINVAL);
+	expect("host memory with a stream",
+	       smddp_allreduce(host, host, 16, SMDDP_FLOAT32, SMDDP_SUM, comm, stream),
+	       SMDDP_EUNSUPPORTED);
+	CK(cudaMalloc((void **)&small, 256));
+	expect("recvbuf shorter than count",
+	       smddp_allreduce(dsend, small, 1024, SMDDP_FLOAT32, SMDDP_SUM, comm, stream),
+	       SMDDP_EINVAL);
+	expect("sendbuf and recvbuf overlapping, not in place",
+	       smddp_allreduce(drecv, drecv + 4, 1024, SMDDP_FLOAT32, SMDDP_SUM, comm, stream),
+	       SMDDP_EINVAL);
+	expect("NULL sendbuf", smddp_allreduce(NULL, drecv, 16, SMDDP_FLOAT32, SMDDP_SUM, comm,
+					       stream), SMDDP_EINVAL);
+	/* The communicator still works, on a stream and on stream NULL. */
+	CK(cudaMemsetAsync(dsend, 0, 4096, stream));
+	expect("allreduce after the errors",
+	       smddp_allreduce(dsend, drecv, 1024, SMDDP_FLOAT32, SMDDP_SUM, comm, stream), SMDDP_OK);
+	expect("allreduce on stream NULL",
+	       smddp_allreduce(dsend, drecv, 1024, SMDDP_FLOAT32, SMDDP_SUM, comm, NULL), SMDDP_OK);
+	CK(cudaDeviceSynchronize());
+	/* cudaFree of a buffer another rank has mapped, then a new one at
+	 * (perhaps) the same address: mapped afresh, right results. */
+	for (int round = 0; round < 3; round++) {
+		float *b, h[256];
+		CK(cudaMalloc((void **)&b, 1024));
+		for (int i = 0; i < 256; i++)
+			h[i] = (float)(rank + round);
+		CK(cudaMemcpy(b, h, 1024, cudaMemcpyHostToDevice));
+		expect("allreduce on a fresh buffer",
+		       smddp_allreduce(b, b, 256, SMDDP_FLOAT32, SMDDP_SUM, comm, stream), SMDDP_OK);
+		CK(cudaMemcpyAsync(h, b, 1024, cudaMemcpyDeviceToHost, stream));
+		CK(cudaStreamSynchronize(stream));
+		float want = (float)(nranks * (nranks - 1) / 2 + nranks * round);
+		if (h[0] != want || h[255] != want) {
+			printf("FAIL rank %d: reallocated buffer round %d: %g, expected %g\n", rank,
+			       round, h[0], want);
+			failures++;
+		}
+		/* Everybody is done with b before it goes. */
+		if (smddp_barrier(comm))
+			exit(1);
+		CK(cudaFree(b));
+	}
+	cudaFree(small);
+}
+
+/* ---- a peer dies ------------------------------------------------------------------ */
+
+static int dead(int victim)
+{
+	size_t count = 1 << 16;
+	int rc = 0;
+	double t0;
+
+	for (int i = 0; i < 5; i++) {
+		rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+		if (rc) {
+			printf("FAULT-BAD rank=%d good call %d failed: %s\n", rank, i,
+			       smddp_last_error(comm));
+			return 1;
+		}
+	}
+	CK(cudaStreamSynchronize(stream));
+	if (rank == victim) {
+		fflush(stdout);
+		raise(SIGKILL);
+	}
+	t0 = now_s();
+	/* Queued: succeeds (or already knows); the stream must be released. */
+	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (!rc)
+		CK(cudaStreamSynchronize(stream));
+	if (!rc)
+		rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (!rc)
+		rc = smddp_barrier(comm);
+	double took = now_s() - t0;
+	const char *msg = smddp_last_error(comm);
+	char want[32];
+
+	snprintf(want, sizeof(want), "rank %d", victim);
+	if ((rc == SMDDP_EPEER || rc == SMDDP_EABORTED) && strstr(msg, want) && took < 20)
+		printf("FAULT-OK rank=%d %s after %.2f s: %s\n", rank, smddp_strerror(rc), took, msg);
+	else
+		printf("FAULT-BAD rank=%d got %s after %.2f s: %s\n", rank, smddp_strerror(rc), took,
+		       msg);
+	CK(cudaStreamSynchronize(stream));
+	smddp_comm_abort(comm);
+	return 0;
+}
+
+/* ---- main ---------------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 && argv[1][0] != '-' ? argv[1] : "matrix";
+	size_t large = 262147;
+	int quick = 0, small = 0, ndev = 0, dev, rc;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--large") && i + 1 < argc)
+			large = strtoull(argv[++i], NULL, 10);
+		else if (!strcmp(argv[i], "--quick"))
+			quick = 1;
+		else if (!strcmp(argv[i], "--small"))
+			small = 1;
+	}
+	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
+		printf("SKIP: no CUDA GPU here\n");
+		return 77;
+	}
+	rc = smddp_init(&comm);
+	if (rc) {
+		fprintf(stderr, "smddp_init: %s: %s\n", smddp_strerror(rc), smddp_last_error(NULL));
+		return 1;
+	}
+	rank = smddp_comm_rank(comm);
+	nranks = smddp_comm_size(comm);
+	dev = getenv("SMDDP_GPU") ? atoi(getenv("SMDDP_GPU")) : smddp_comm_local_rank(comm) % ndev;
+	CK(cudaSetDevice(dev));
+	CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+	cap_bytes = (size_t)nranks * (large + 64) * 8 + 4096;
+	CK(cudaMalloc((void **)&dsend, cap_bytes));
+	CK(cudaMalloc((void **)&drecv, cap_bytes));
+	CK(cudaMallocHost((void **)&hbuf, cap_bytes));
+	CK(cudaMallocHost((void **)&hout, cap_bytes));
+	if (rank == 0)
+		printf("# gpu-conformance %s: %d ranks, GPU %d of %d\n", mode, nranks, dev, ndev);
+
+	if (!strcmp(mode, "matrix")) {
+		matrix(large, quick, small);
+	} else if (!strcmp(mode, "order")) {
+		order();
+	} else if (!strcmp(mode, "errors")) {
+		errors();
+	} else if (!strcmp(mode, "dead") && argc > 2) {
+		return dead(atoi(argv[2]));
+	} else {
+		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | "
+				"errors | dead VICTIM]\n");
+		return 2;
+	}
+	printf("SUMMARY rank %d of %d: %d passed, %d failed\n", rank, nranks, passed, failures);
+	rc = smddp_comm_destroy(comm);
+	if (rc) {
+		printf("FAIL rank %d: smddp_comm_destroy: %s: %s\n", rank, smddp_strerror(rc),
+		       smddp_last_error(NULL));
+		failures++;
+	}
+	cudaFree(dsend);
+	cudaFree(drecv);
+	cudaFreeHost(hbuf);
+	cudaFreeHost(hout);
+	cudaStreamDestroy(stream);
+	return failures ? 1 : 0;
+}

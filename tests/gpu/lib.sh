@@ -1,0 +1,46 @@
+# tests/gpu/lib.sh - helpers of the GPU tests (sourced): skip without a CUDA build or a GPU.
+set -u
+: "${top_builddir:?top_builddir is not set: run me through make check}"
+# run-on-device.sh points these at the real binaries (no libtool wrappers there).
+RUN=${SMDDP_RUN_BIN:-$top_builddir/cmd/smddp-run}
+GPUPROG=${GPU_CONFORMANCE_BIN:-$top_builddir/tests/gpu/gpu-conformance}
+if [ ! -x "$GPUPROG" ]; then
+	echo "SKIP: built without CUDA (configure --with-cuda builds the GPU tests)"
+	exit 77
+fi
+if ! { [ -e /dev/nvidia0 ] || [ -e /dev/nvidiactl ]; } || ! nvidia-smi -L 2>/dev/null | grep -q GPU; then
+	echo "SKIP: no NVIDIA GPU on this machine (tests/gpu/run-on-device.sh runs these on one)"
+	exit 77
+fi
+TDIR=$(mktemp -d "${TMPDIR:-/tmp}/smddp-gpu.XXXXXX")
+trap 'rm -rf "$TDIR"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+finish() {
+	[ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
+	echo "all checks passed"
+	exit 0
+}
+
+# run_gpu NAME SECONDS NRANKS [smddp-run options --] ARGS...: output in $TDIR/NAME.out, status in $status
+run_gpu() {
+	local name=$1 secs=$2 n=$3
+	shift 3
+	timeout -k 5 $((secs + 30)) "$RUN" -n "$n" --timeout "$secs" ${LAUNCH_OPTS:-} \
+		"$GPUPROG" "$@" >"$TDIR/$name.out" 2>&1
+	status=$?
+	echo "--- $name: $n ranks: gpu-conformance $* -> exit $status"
+	sed 's/^/    /' "$TDIR/$name.out"
+}
+
+# expect_summary NAME NRANKS: every rank printed a clean SUMMARY and the job exited 0
+expect_summary() {
+	local s
+	s=$(grep -c "SUMMARY rank [0-9]* of $2: [0-9]* passed, 0 failed" "$TDIR/$1.out")
+	if [ "$status" -eq 0 ] && [ "$s" -eq "$2" ]; then
+		pass "$1: every one of $2 ranks passed"
+	else
+		fail "$1: exit $status, $s of $2 ranks printed a clean summary"
+	fi
+}
