@@ -100,6 +100,9 @@ static struct param params[] = {
 	TUNE("SMDDP_SINGLE_COPY_MIN", "single_copy_min", SD_PARAM_SIZE, "256K", NULL, 0,
 	     INT64_MAX, "expected a size like 256K or 1M", NULL, 0,
 	     "bytes per rank from which a collective takes the single-copy path"),
+	TUNE("SMDDP_CUDA_ASYNC", "cuda_async", SD_PARAM_BOOL, "0", NULL, 0, 1, NULL, NULL, 0,
+	     "device-memory calls return as soon as they are queued, the stream waiting on the "
+	     "GPU (cuStreamWaitValue32); 0: the call returns when its collective is done"),
 	TUNE("SMDDP_TOPO_FILE", "topo_file", SD_PARAM_STR, "", NULL, 0, 0, NULL, NULL, 0,
 	     "topology JSON (smddp-topo --json) to use instead of discovering this node"),
 	TUNE("SMDATAPARALLEL_OPTIMIZE_SDP", "optimize_sdp", SD_PARAM_BOOL, "0", NULL, 0, 1, NULL,

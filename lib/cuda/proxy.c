@@ -1,10 +1,12 @@
 /* proxy.c - stream-ordered collectives on CUDA device memory among the ranks of one node.
  *
- * Design.  A call on device memory returns as soon as it is queued, like
- * NCCL's: the host thread records an event on the user's stream (the input
- * is ready when the stream passes it), makes the stream wait until a word
- * in pinned host memory reaches the call's number (cuStreamWaitValue32),
- * and hands the call to the communicator's proxy thread.  The proxy waits
+ * Design.  A call on device memory is ordered on the user's stream: the
+ * host thread records an event on the stream (the input is ready when the
+ * stream passes it) and hands the call to the communicator's proxy thread.
+ * By default the call then waits until the proxy is done (work queued on
+ * the stream after the call comes after it); with SMDDP_CUDA_ASYNC=1 it
+ * returns at once, like NCCL's, having made the stream wait until a word in
+ * pinned host memory reaches the call's number (cuStreamWaitValue32).  The proxy waits
  * for the event, meets the peers through the communicator's shared-memory
  * transport (its barrier has the deadlines, dead-peer detection and abort
  * of the host path), moves the data with kernels on its own stream through
@@ -180,6 +182,7 @@ struct sd_cuda {
 	void *scratch;
 	size_t scratch_len;
 	int max_blocks;
+	int async;              /* SMDDP_CUDA_ASYNC: return before the call is done */
 };
 
 static int cuda_error(struct smddp_comm *c, cudaError_t e, const char *what)
@@ -273,6 +276,7 @@ static int state_init(struct smddp_comm *c, int dev)
 	if (!cu)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	cu->dev = dev;
+	cu->async = (int)sd_param_int("SMDDP_CUDA_ASYNC");
 	cudaGetDevice(&old);
 	if ((e = cudaSetDevice(dev)) != cudaSuccess) {
 		rc = cuda_error(c, e, "cannot use the buffers' GPU");
@@ -539,6 +543,8 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 	if ((e = cudaEventRecord(cu->ev_in[slot], st)) != cudaSuccess) {
 		rc = cuda_error(c, e, "cannot record an event on the stream (is it a stream of "
 				      "this GPU?)");
+	} else if (!cu->async) {
+		/* Waiting here: nothing on the GPU waits for the proxy. */
 	} else {
 		CUresult r = drv.wait32((CUstream)st, cu->word_dev, o->seq, CU_STREAM_WAIT_VALUE_GEQ);
 
@@ -562,7 +568,13 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 	cu->tail++;
 	pthread_cond_signal(&cu->cv);
 	pthread_mutex_unlock(&cu->mu);
-	return SMDDP_OK;
+	if (cu->async)
+		return SMDDP_OK;
+	/* The default: the call returns when the collective is done, and
+	 * with its own error; work queued on the stream afterwards follows
+	 * it, work queued before it came first. */
+	SD_CHECK(drain(c, cu));
+	return sd_cuda_collect(c, 0);
 }
 
 /* ---- the proxy ------------------------------------------------------------------ */
@@ -870,6 +882,7 @@ static int run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 					     cudaGetErrorString(e));
 		SD_CHECK(wait_stream(cu));
 	}
+	SD_TRACE(SD_SUB_COLL, "GPU call %u: input ready", o->seq);
 	/* 2. Publish our buffers, meet, map theirs. */
 	for (int i = 0; i < 2; i++)
 		if (o->b[i].present)
@@ -883,7 +896,9 @@ static int run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	mine->dev = cu->dev;
 	mine->b[0] = o->b[0];
 	mine->b[1] = o->b[1];
+	SD_TRACE(SD_SUB_COLL, "GPU call %u: handles ready", o->seq);
 	SD_CHECK(tp->barrier(c));
+	SD_TRACE(SD_SUB_COLL, "GPU call %u: every rank is here", o->seq);
 	int mismatch = 0;
 	char theirs[160], ours[160], msg[400] = "";
 
@@ -928,12 +943,15 @@ static int run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 				     ours, msg);
 	}
 	/* 3. Move, wait, meet: then every rank's output is complete. */
+	SD_TRACE(SD_SUB_COLL, "GPU call %u: peers' buffers mapped", o->seq);
 	rc = move_data(cu, o, ps, pr, &after);
 	if (!rc)
 		rc = wait_stream(cu);
 	if (rc)
 		return rc; /* the peers learn it at the next barrier (abort) */
+	SD_TRACE(SD_SUB_COLL, "GPU call %u: kernel done", o->seq);
 	SD_CHECK(tp->barrier(c));
+	SD_TRACE(SD_SUB_COLL, "GPU call %u: every rank is done", o->seq);
 	if (after) {
 		size_t m = o->k.count * es;
 

@@ -2,7 +2,7 @@
 set -u
 : "${top_builddir:?top_builddir is not set: run me through make check}"
 # run-on-device.sh points these at the real binaries (no libtool wrappers there).
-RUN=${SMDDP_RUN_BIN:-$top_builddir/cmd/smddp-run}
+RUN=${GPU_SMDDP_RUN:-$top_builddir/cmd/smddp-run}
 GPUPROG=${GPU_CONFORMANCE_BIN:-$top_builddir/tests/gpu/gpu-conformance}
 if [ ! -x "$GPUPROG" ]; then
 	echo "SKIP: built without CUDA (configure --with-cuda builds the GPU tests)"

@@ -13,7 +13,8 @@
 #   kernel     reduction kernel against device-to-device copy, >= 256 MiB
 #   bench      smddp-allreduce-bench --device cuda, 2 and 4 ranks, 8 B .. 256 MiB
 # (default: all of them, in that order).  Environment: B (build tree),
-# CARRY (carried libraries), OUT (log folder, default ./gpu-logs).
+# CARRY (carried libraries), OUT (log folder, default ./gpu-logs), GPU_TESTS
+# (the tests stage's list, default: errors order dead matrix-n1 matrix-n2 matrix-n4 matrix-n8).
 # Exit: 0 all stages passed, 1 a stage failed.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -26,10 +27,10 @@ export LD_LIBRARY_PATH=$B/lib/.libs:$CARRY${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # NVLink multicast stays off (see the device notes): for NCCL and friends.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export top_builddir=$B top_srcdir=$ROOT SMDDP_CONFIG=/dev/null
-export SMDDP_RUN_BIN=$B/cmd/smddp-run
+export GPU_SMDDP_RUN=$B/cmd/smddp-run
 export GPU_CONFORMANCE_BIN=$B/tests/gpu/.libs/gpu-conformance
 BENCH=$B/cmd/bench/.libs/smddp-allreduce-bench
-RUN=$SMDDP_RUN_BIN
+RUN=$GPU_SMDDP_RUN
 stages=${*:-info tests sanitizer kernel bench}
 rc=0
 summary=$OUT/summary.txt
@@ -59,7 +60,7 @@ for s in $stages; do
 		say "info: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
 		;;
 	tests)
-		for t in errors order dead matrix-n1 matrix-n2 matrix-n4 matrix-n8; do
+		for t in ${GPU_TESTS:-errors order dead matrix-n1 matrix-n2 matrix-n4 matrix-n8}; do
 			stage "test-$t" 400 bash "$ROOT/tests/gpu/$t.sh"
 			grep -h "^FAIL\|FAULT-BAD" "$OUT/test-$t.log" | head -5 | tee -a "$summary"
 		done
