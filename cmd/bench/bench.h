@@ -76,6 +76,30 @@ void bench_poison(void *buf, size_t n, enum smddp_dtype dtype);
 uint64_t bench_check(enum bench_coll coll, enum smddp_dtype dtype, enum smddp_op op, int root,
 		     int rank, int nranks, size_t count, const void *out);
 
+#ifdef HAVE_CUDA
+/* bench_cuda.c (--device cuda): 0, or -1 with a sentence in err. gpu < 0:
+ * local_rank % the number of GPUs.  bench_cuda_copy's kind: 0 host to
+ * device, 1 device to host (both done on return), 2 device to device
+ * (queued on the stream). */
+int bench_cuda_init(int local_rank, int gpu, char *err, size_t len);
+int bench_cuda_device(void);
+const char *bench_cuda_device_name(void);
+void *bench_cuda_stream(void);
+void *bench_cuda_alloc(size_t bytes, char *err, size_t len);
+void bench_cuda_free(void *p);
+int bench_cuda_copy(void *dst, const void *src, size_t bytes, int kind, char *err, size_t len);
+int bench_cuda_sync(char *err, size_t len);
+#endif
+
+#ifdef HAVE_NCCL
+/* bench_nccl.c (--compare nccl, with --device cuda): the same sweep through
+ * NCCL on the same buffers and stream.  0, or -1 with a sentence in err. */
+int bench_nccl_init(struct smddp_comm *comm, void *stream, char *err, size_t len);
+const struct bench_backend *bench_nccl_backend(void);
+void bench_nccl_finalize(void);
+const char *bench_nccl_version(void);
+#endif
+
 #ifdef HAVE_MPI
 /* bench_mpi.c: NULL and a message in err when MPI cannot be started. */
 int bench_mpi_init(int *argc, char ***argv, char *err, size_t errlen);

@@ -9,6 +9,11 @@
  * is compared with a reference computed here (bench_data.c).  Sizes, counts
  * and bus bandwidth factors are those of nccl-tests, so that the numbers of
  * the two tools can be compared column for column.
+ *
+ * --device cuda (builds with CUDA) puts both buffers in device memory and
+ * passes a stream: a timed call is the call and the synchronisation of its
+ * stream, so the time is still that of a finished collective; filling,
+ * poisoning and checking go through a host copy, outside the timed loop.
  */
 #include "config.h"
 
@@ -116,12 +121,15 @@ static struct {
 	double tolerance;
 	double min_busbw; /* < 0: off */
 	bool compare_mpi;
+	bool compare_nccl;
+	bool on_gpu; /* --device cuda */
+	int gpu;     /* --gpu, -1: local rank % GPUs */
 } opt = {
 	/* nccl-tests' defaults */
 	.minbytes = 32 * MIB, .maxbytes = 32 * MIB, .stepbytes = 1 * MIB,
 	.stepfactor = 1, .iters = 20, .warmup = 5, .check = 1, .blocking = 1,
 	.dtypes = { SMDDP_FLOAT32 }, .ndtypes = 1, .ops = { SMDDP_SUM }, .nops = 1, .root = 0,
-	.colls = { COLL_ALLREDUCE }, .ncolls = 1, .tolerance = 10, .min_busbw = -1,
+	.colls = { COLL_ALLREDUCE }, .ncolls = 1, .tolerance = 10, .min_busbw = -1, .gpu = -1,
 };
 
 static void usage(void)
@@ -151,6 +159,13 @@ static void usage(void)
 	       "      --tolerance PCT       ... by more than PCT percent (default 10)\n"
 	       "      --min-busbw GBPS      exit 3 if a busbw of a size >= 1 MiB is below GBPS\n"
 	       "      --compare mpi         under mpirun, run the same sweep through Open MPI%s\n"
+	       "      --compare nccl        with --device cuda, the same sweep through NCCL\n"
+	       "                            (one GPU per rank)%s\n"
+	       "      --device host|cuda    where the buffers live (default host); cuda: device\n"
+	       "                            memory and a stream, one GPU per local rank%s\n"
+	       "      --gpu N               with --device cuda: use GPU N on every rank (default:\n"
+	       "                            local rank modulo the number of GPUs, so ranks share\n"
+	       "                            GPUs when there are fewer GPUs than ranks)\n"
 	       "  -h, --help                show this help and exit\n"
 	       "  -V, --version             show the version and exit\n"
 	       "\n"
@@ -159,9 +174,19 @@ static void usage(void)
 	       "See smddp-allreduce-bench(1).\n",
 	       PROG, PROG,
 #ifdef HAVE_MPI
+	       "",
+#else
+	       "\n                            (not in this build)",
+#endif
+#ifdef HAVE_NCCL
+	       "",
+#else
+	       "\n                            (not in this build)",
+#endif
+#ifdef HAVE_CUDA
 	       ""
 #else
-	       "\n                            (not in this build)"
+	       "\n                            (cuda: not in this build)"
 #endif
 	);
 }
@@ -240,7 +265,7 @@ static void parse_coll(const char *s)
 			 "broadcast reduce alltoall or all)", s);
 }
 
-enum { OPT_JSON = 256, OPT_BASELINE, OPT_TOLERANCE, OPT_MIN_BUSBW, OPT_COMPARE };
+enum { OPT_JSON = 256, OPT_BASELINE, OPT_TOLERANCE, OPT_MIN_BUSBW, OPT_COMPARE, OPT_DEVICE, OPT_GPU };
 
 static void parse_args(int argc, char **argv)
 {
@@ -264,6 +289,8 @@ static void parse_args(int argc, char **argv)
 		{ "tolerance", required_argument, NULL, OPT_TOLERANCE },
 		{ "min-busbw", required_argument, NULL, OPT_MIN_BUSBW },
 		{ "compare", required_argument, NULL, OPT_COMPARE },
+		{ "device", required_argument, NULL, OPT_DEVICE },
+		{ "gpu", required_argument, NULL, OPT_GPU },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -306,13 +333,34 @@ static void parse_args(int argc, char **argv)
 				tool_usage_error("--min-busbw: '%s' is not a bandwidth in GB/s", optarg);
 			break;
 		case OPT_COMPARE:
+			if (!strcmp(optarg, "nccl")) {
+#ifndef HAVE_NCCL
+				tool_usage_error("--compare nccl: built without NCCL (configure "
+						 "--with-cuda where nccl.h and libnccl are)");
+#endif
+				opt.compare_nccl = true;
+				break;
+			}
 			if (strcmp(optarg, "mpi") != 0)
-				tool_usage_error("--compare: unknown '%s' (mpi is the only one)", optarg);
+				tool_usage_error("--compare: unknown '%s' (mpi or nccl)", optarg);
 #ifndef HAVE_MPI
 			tool_usage_error("--compare mpi: built without Open MPI");
 #endif
 			opt.compare_mpi = true;
 			break;
+		case OPT_DEVICE:
+			if (!strcmp(optarg, "host")) {
+				opt.on_gpu = false;
+				break;
+			}
+			if (strcmp(optarg, "cuda") != 0)
+				tool_usage_error("--device: unknown '%s' (host or cuda)", optarg);
+#ifndef HAVE_CUDA
+			tool_usage_error("--device cuda: built without CUDA (configure --with-cuda)");
+#endif
+			opt.on_gpu = true;
+			break;
+		case OPT_GPU: opt.gpu = (int)parse_long_arg("--gpu", optarg, 0, 1023); break;
 		case 'h': usage(); exit(TOOL_EXIT_OK);
 		case 'V':
 			printf("%s from libsmddp %s\n", PROG, smddp_version());
@@ -328,6 +376,14 @@ static void parse_args(int argc, char **argv)
 		tool_usage_error("-i 0 with -f 1 would never reach -e");
 	if (opt.maxbytes > ((uint64_t)1 << 40))
 		tool_usage_error("-e %" PRIu64 " is beyond 1 TiB", opt.maxbytes);
+	if (opt.compare_mpi && opt.on_gpu)
+		tool_usage_error("--compare mpi measures host memory: leave out --device cuda");
+	if (opt.compare_nccl && !opt.on_gpu)
+		tool_usage_error("--compare nccl needs --device cuda");
+	if (opt.compare_nccl && opt.compare_mpi)
+		tool_usage_error("--compare takes one of mpi and nccl");
+	if (opt.gpu >= 0 && !opt.on_gpu)
+		tool_usage_error("--gpu needs --device cuda");
 	if (opt.compare_mpi && !getenv("OMPI_COMM_WORLD_SIZE"))
 		tool_usage_error("--compare mpi needs a launch by Open MPI's mpirun "
 				 "(OMPI_COMM_WORLD_SIZE is not set)");
@@ -357,29 +413,42 @@ static noreturn void fail(const char *what, int rc)
 	exit(TOOL_EXIT_FAILURE);
 }
 
+static void *stream; /* --device cuda: the stream of every call */
+static noreturn void gpu_fail(const char *err);
+
 static int sm_run(const struct bench_call *c)
 {
 	size_t es = smddp_dtype_size(c->dtype);
 
 	switch (c->coll) {
 	case COLL_ALLREDUCE:
-		return smddp_allreduce(c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, comm, NULL);
+		return smddp_allreduce(c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, comm, stream);
 	case COLL_ALLGATHER:
-		return smddp_allgather(c->sendbuf, c->recvbuf, c->count, c->dtype, comm, NULL);
+		return smddp_allgather(c->sendbuf, c->recvbuf, c->count, c->dtype, comm, stream);
 	case COLL_REDUCESCATTER:
 		return smddp_reduce_scatter(c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, comm,
-					    NULL);
+					    stream);
 	case COLL_BROADCAST:
 		/* The API's broadcast works in place; out of place, as NCCL
 		 * defines it, is the root's copy and then the broadcast. */
-		if (!c->inplace && rank == c->root && c->count)
-			memcpy(c->recvbuf, c->sendbuf, c->count * es);
-		return smddp_broadcast(c->recvbuf, c->count, c->dtype, c->root, comm, NULL);
+		if (!c->inplace && rank == c->root && c->count) {
+#ifdef HAVE_CUDA
+			char err[256];
+
+			if (opt.on_gpu) {
+				if (bench_cuda_copy(c->recvbuf, c->sendbuf, c->count * es, 2, err,
+						    sizeof(err)))
+					gpu_fail(err);
+			} else
+#endif
+				memcpy(c->recvbuf, c->sendbuf, c->count * es);
+		}
+		return smddp_broadcast(c->recvbuf, c->count, c->dtype, c->root, comm, stream);
 	case COLL_REDUCE:
 		return smddp_reduce(c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, c->root, comm,
-				    NULL);
+				    stream);
 	case COLL_ALLTOALL:
-		return smddp_alltoall(c->sendbuf, c->recvbuf, c->count, c->dtype, comm, NULL);
+		return smddp_alltoall(c->sendbuf, c->recvbuf, c->count, c->dtype, comm, stream);
 	default:
 		return SMDDP_EINVAL;
 	}
@@ -441,7 +510,75 @@ struct result {
 };
 
 static void *sendbuf, *recvbuf;
+static void *stage; /* --device cuda: host copy of a device buffer */
 static double *times;
+
+static noreturn void gpu_fail(const char *err)
+{
+	tool_warn("rank %d: %s", rank, err);
+	smddp_comm_abort(comm);
+	exit(TOOL_EXIT_FAILURE);
+}
+
+/* The fill, poison and check of bench_data.c, on host memory or through the
+ * host copy of a device buffer. */
+static void buf_fill(void *buf, size_t n, enum smddp_dtype dt, enum smddp_op op)
+{
+#ifdef HAVE_CUDA
+	char err[256];
+
+	if (opt.on_gpu) {
+		bench_fill(stage, n, 0, dt, op, rank);
+		if (bench_cuda_copy(buf, stage, n * smddp_dtype_size(dt), 0, err, sizeof(err)))
+			gpu_fail(err);
+		return;
+	}
+#endif
+	bench_fill(buf, n, 0, dt, op, rank);
+}
+
+static void buf_poison(void *buf, size_t n, enum smddp_dtype dt)
+{
+#ifdef HAVE_CUDA
+	char err[256];
+
+	if (opt.on_gpu) {
+		bench_poison(stage, n, dt);
+		if (bench_cuda_copy(buf, stage, n * smddp_dtype_size(dt), 0, err, sizeof(err)))
+			gpu_fail(err);
+		return;
+	}
+#endif
+	bench_poison(buf, n, dt);
+}
+
+static const void *buf_fetch(const void *buf, size_t n, enum smddp_dtype dt)
+{
+#ifdef HAVE_CUDA
+	char err[256];
+
+	if (opt.on_gpu) {
+		if (bench_cuda_sync(err, sizeof(err)) ||
+		    bench_cuda_copy(stage, buf, n * smddp_dtype_size(dt), 1, err, sizeof(err)))
+			gpu_fail(err);
+		return stage;
+	}
+#endif
+	(void)n;
+	(void)dt;
+	return buf;
+}
+
+/* After a timed call: a device call is finished once its stream is. */
+static void finish_call(void)
+{
+#ifdef HAVE_CUDA
+	char err[256];
+
+	if (opt.on_gpu && bench_cuda_sync(err, sizeof(err)))
+		gpu_fail(err);
+#endif
+}
 
 static double now_s(void)
 {
@@ -507,10 +644,12 @@ static void measure(const struct bench_backend *be, struct bench_call call,
 
 	for (long i = 0; i < opt.warmup; i++)
 		be_run(be, &call);
+	finish_call();
 	be_barrier(be);
 	for (long i = 0; i < opt.iters; i++) {
 		double t0 = now_s();
 		be_run(be, &call);
+		finish_call();
 		times[i] = now_s() - t0;
 	}
 	rc = smddp_allreduce(times, times, (size_t)opt.iters, SMDDP_FLOAT64, SMDDP_MAX, comm, NULL);
@@ -529,12 +668,15 @@ static void measure(const struct bench_backend *be, struct bench_call call,
 	/* The checked call: poison everything the rank may receive into, then
 	 * write its input where this layout wants it. */
 	size_t whole = g->send > g->recv ? g->send : g->recv;
-	bench_poison(rbase, inplace ? whole : g->recv, call.dtype);
+	buf_poison(rbase, inplace ? whole : g->recv, call.dtype);
 	if (!(call.coll == COLL_BROADCAST && rank != call.root))
-		bench_fill(inplace ? call.sendbuf : sendbuf, g->send, 0, call.dtype, call.op, rank);
+		buf_fill(inplace ? call.sendbuf : sendbuf, g->send, call.dtype, call.op);
 	be_run(be, &call);
 	uint64_t wrong = bench_check(call.coll, call.dtype, call.op, call.root, rank, nranks,
-				     g->param, call.recvbuf);
+				     g->param,
+				     buf_fetch(call.recvbuf,
+					       call.coll == COLL_REDUCESCATTER ? g->param : g->recv,
+					       call.dtype));
 	rc = smddp_allreduce(&wrong, &wrong, 1, SMDDP_UINT64, SMDDP_SUM, comm, NULL);
 	if (rc)
 		fail("allreduce of the wrong counts", rc);
@@ -699,8 +841,8 @@ static void run_sweep(const struct bench_backend *be, struct sweep *s, const str
 					       coll_reduces(coll) ? smddp_op_name(op) : "none", why);
 				/* The timed calls need sane numbers in both buffers. */
 				if (!why) {
-					bench_fill(sendbuf, (size_t)(opt.maxbytes / es), 0, dt, op, rank);
-					bench_fill(recvbuf, (size_t)(opt.maxbytes / es), 0, dt, op, rank);
+					buf_fill(sendbuf, (size_t)(opt.maxbytes / es), dt, op);
+					buf_fill(recvbuf, (size_t)(opt.maxbytes / es), dt, op);
 				}
 				for (int root = root_lo; root <= root_hi; root++) {
 					for (uint64_t size = opt.minbytes; size <= opt.maxbytes;
@@ -738,7 +880,10 @@ static void run_sweep(const struct bench_backend *be, struct sweep *s, const str
 							s->bw_count++;
 						}
 						add_result(s, &r);
-						print_row(&r, be == &smddp_backend ? "smddp" : "mpi", o);
+						print_row(&r, be == &smddp_backend ? "smddp"
+							       : !strcmp(be->name, "NCCL") ? "nccl"
+											      : "mpi",
+							  o);
 					}
 				}
 			}
@@ -766,15 +911,23 @@ struct rank_info {
 	int32_t pid;
 	int32_t rank;
 	char host[56];
+	int32_t gpu; /* -1: host memory */
+	char gpu_name[60];
 };
 
 static void print_header(void)
 {
-	struct rank_info me = { .pid = (int32_t)getpid(), .rank = rank }, *all;
+	struct rank_info me = { .pid = (int32_t)getpid(), .rank = rank, .gpu = -1 }, *all;
 	int rc;
 
 	gethostname(me.host, sizeof(me.host));
 	me.host[sizeof(me.host) - 1] = 0;
+#ifdef HAVE_CUDA
+	if (opt.on_gpu) {
+		me.gpu = bench_cuda_device();
+		snprintf(me.gpu_name, sizeof(me.gpu_name), "%s", bench_cuda_device_name());
+	}
+#endif
 	all = calloc((size_t)nranks, sizeof(*all));
 	if (!all) {
 		tool_warn("rank %d: out of memory", rank);
@@ -798,7 +951,11 @@ static void print_header(void)
 		       smddp_version());
 		printf("#\n# Using ranks\n");
 		for (int r = 0; r < nranks; r++)
-			printf("#  Rank %2d Pid %6d on %10s\n", r, (int)all[r].pid, all[r].host);
+			if (all[r].gpu >= 0)
+				printf("#  Rank %2d Pid %6d on %10s device %2d [%s]\n", r,
+				       (int)all[r].pid, all[r].host, (int)all[r].gpu, all[r].gpu_name);
+			else
+				printf("#  Rank %2d Pid %6d on %10s\n", r, (int)all[r].pid, all[r].host);
 		fflush(stdout);
 	}
 	free(all);
@@ -1029,8 +1186,22 @@ int main(int argc, char **argv)
 	}
 	progress = rank == 0 && isatty(STDERR_FILENO);
 
-	sendbuf = alloc_buf((size_t)opt.maxbytes);
-	recvbuf = alloc_buf((size_t)opt.maxbytes);
+#ifdef HAVE_CUDA
+	if (opt.on_gpu) {
+		char err[256];
+
+		if (bench_cuda_init(smddp_comm_local_rank(comm), opt.gpu, err, sizeof(err)) ||
+		    !(sendbuf = bench_cuda_alloc((size_t)opt.maxbytes, err, sizeof(err))) ||
+		    !(recvbuf = bench_cuda_alloc((size_t)opt.maxbytes, err, sizeof(err))))
+			gpu_fail(err);
+		stream = bench_cuda_stream();
+		stage = alloc_buf((size_t)opt.maxbytes);
+	}
+#endif
+	if (!opt.on_gpu) {
+		sendbuf = alloc_buf((size_t)opt.maxbytes);
+		recvbuf = alloc_buf((size_t)opt.maxbytes);
+	}
 	times = calloc((size_t)opt.iters, sizeof(*times));
 	if (!times)
 		fail("allocation of the timing array", SMDDP_ENOMEM);
@@ -1050,6 +1221,23 @@ int main(int argc, char **argv)
 		run_sweep(mpi, &theirs, &ours);
 		print_footer(&theirs);
 		be_barrier(mpi);
+	}
+#endif
+
+#ifdef HAVE_NCCL
+	struct sweep ncs = { 0 };
+	if (opt.compare_nccl) {
+		char err[256];
+
+		if (bench_nccl_init(comm, stream, err, sizeof(err)))
+			gpu_fail(err);
+		if (rank == 0 && !opt.json)
+			printf("#\n# The same sweep through %s; ratio = busbw of libsmddp / "
+			       "busbw of NCCL\n", bench_nccl_version());
+		run_sweep(bench_nccl_backend(), &ncs, &ours);
+		print_footer(&ncs);
+		bench_nccl_finalize();
+		free(ncs.res);
 	}
 #endif
 
@@ -1075,6 +1263,14 @@ int main(int argc, char **argv)
 	free(ours.res);
 	free(base);
 	free(times);
+#ifdef HAVE_CUDA
+	if (opt.on_gpu) {
+		bench_cuda_free(sendbuf);
+		bench_cuda_free(recvbuf);
+		free(stage);
+		return verdict;
+	}
+#endif
 	free(sendbuf);
 	free(recvbuf);
 	return verdict;

@@ -25,32 +25,41 @@
  * refused otherwise instead of being read by the CPU (a crash).  The driver
  * is never loaded by this test: a process without it has host memory only.
  * Managed memory is host-readable and counts as host memory. */
-typedef int (*cu_ptr_attr_fn)(void *data, int attribute, unsigned long long ptr);
-static cu_ptr_attr_fn cu_ptr_attr;
-static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
+typedef int (*cu_ptr_attrs_fn)(unsigned int n, int *attributes, void **data,
+			       unsigned long long ptr);
+static cu_ptr_attrs_fn cu_ptr_attrs;
 
-static void cuda_probe(void)
+/* Until the process loads the driver, every call looks again (a dlopen of
+ * a library not loaded is a quick failure); once found, it stays. */
+static cu_ptr_attrs_fn cuda_probe(void)
 {
-	void *h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+	cu_ptr_attrs_fn f = __atomic_load_n(&cu_ptr_attrs, __ATOMIC_ACQUIRE);
+	void *h;
 
-	if (h)
-		cu_ptr_attr = (cu_ptr_attr_fn)dlsym(h, "cuPointerGetAttribute");
+	if (f)
+		return f;
+	h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+	if (!h)
+		return NULL;
+	f = (cu_ptr_attrs_fn)dlsym(h, "cuPointerGetAttributes");
+	dlclose(h); /* RTLD_NOLOAD took a reference of a library that stays */
+	__atomic_store_n(&cu_ptr_attrs, f, __ATOMIC_RELEASE);
+	return f;
 }
 
 static int is_device_ptr(const void *p)
 {
-	unsigned int type = 0, managed = 0;
-
-	pthread_once(&cuda_once, cuda_probe);
-	if (!cu_ptr_attr || !p)
-		return 0;
 	/* CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2, CU_MEMORYTYPE_DEVICE = 2,
-	 * CU_POINTER_ATTRIBUTE_IS_MANAGED = 8 (managed memory is host-readable). */
-	if (cu_ptr_attr(&type, 2, (unsigned long long)(uintptr_t)p) != 0 || type != 2)
+	 * CU_POINTER_ATTRIBUTE_IS_MANAGED = 8 (managed memory is host-readable).
+	 * The plural call answers 0 for host memory instead of an error. */
+	int at[2] = {2, 8};
+	unsigned int type = 0, managed = 0;
+	void *val[2] = {&type, &managed};
+	cu_ptr_attrs_fn f = p ? cuda_probe() : NULL;
+
+	if (!f || f(2, at, val, (unsigned long long)(uintptr_t)p) != 0)
 		return 0;
-	if (cu_ptr_attr(&managed, 8, (unsigned long long)(uintptr_t)p) == 0 && managed)
-		return 0;
-	return 1;
+	return type == 2 && !managed;
 }
 
 static int check_ptr(struct smddp_comm *c, const void *p, const char *what, size_t count)

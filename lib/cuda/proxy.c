@@ -128,7 +128,9 @@ struct buf_pub {
 struct pub {
 	uint32_t magic, seq;
 	struct sd_coll_desc desc;
-	int32_t dev, pad;
+	int32_t dev;
+	int32_t scratch;     /* in-place alltoall: sends from a private copy */
+	unsigned char uuid[16]; /* the GPU, to see whether all ranks share one */
 	struct buf_pub b[2]; /* sendbuf, recvbuf */
 };
 
@@ -183,6 +185,7 @@ struct sd_cuda {
 	size_t scratch_len;
 	int max_blocks;
 	int async;              /* SMDDP_CUDA_ASYNC: return before the call is done */
+	unsigned char uuid[16];
 };
 
 static int cuda_error(struct smddp_comm *c, cudaError_t e, const char *what)
@@ -283,6 +286,12 @@ static int state_init(struct smddp_comm *c, int dev)
 		goto fail;
 	}
 	cudaDeviceGetAttribute(&attr, cudaDevAttrMultiProcessorCount, dev);
+	{
+		struct cudaDeviceProp prop;
+
+		if (cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+			memcpy(cu->uuid, &prop.uuid, sizeof(cu->uuid));
+	}
 	cu->max_blocks = attr > 0 ? 4 * attr : 0;
 	if ((e = cudaStreamCreateWithFlags(&cu->st, cudaStreamNonBlocking)) != cudaSuccess) {
 		rc = cuda_error(c, e, "cannot create the communicator's stream");
@@ -735,25 +744,42 @@ static int launch_reduce(struct sd_cuda *cu, struct sd_cuda_kargs *a, int dt, in
 	return SMDDP_OK;
 }
 
+/* Does rank q's reduce_scatter stage its result in its own send block (its
+ * recvbuf overlaps its sendbuf elsewhere than at block q)? */
+static int rs_staged(const struct buf_pub *b, size_t m, int n, int q)
+{
+	return b[0].present && b[1].present && b[0].base == b[1].base &&
+	       b[1].off < b[0].off + m * (size_t)n && b[0].off < b[1].off + m &&
+	       b[1].off != b[0].off + (size_t)q * m;
+}
+
 /* Queues this rank's share of the data movement on cu->st.  ps[q] and pr[q]
- * are rank q's sendbuf and recvbuf as seen here.  *after: a local copy to do
- * once every rank is done (reduce_scatter with recvbuf == sendbuf). */
-static int move_data(struct sd_cuda *cu, const struct op *o, char *const *ps, char *const *pr,
-		     int *after)
+ * are rank q's sendbuf and recvbuf as seen here (NULL where not mapped).
+ *
+ * Who works: when every rank is on one GPU, a single rank (0, or the root
+ * of a broadcast) moves everything: the kernels of different processes on
+ * one GPU are time-sliced, and each switch between processes costs hundreds
+ * of microseconds, while one process's kernel has the whole GPU anyway.
+ * With a GPU per rank, each rank moves its share, in parallel. */
+static int move_data(struct sd_cuda *cu, const struct op *o, const struct pub *const *pubs,
+		     char *const *ps, char *const *pr, int worker)
 {
 	const struct sd_cuda_call *k = &o->k;
 	struct smddp_comm *c = &cu->sh;
 	struct sd_cuda_kargs a;
 	size_t es = dtsize(k->dtype), m = k->count * es;
-	int n = c->size, me = c->rank;
+	int n = c->size, me = c->rank, all = worker >= 0;
 
+	if (all && me != worker)
+		return SMDDP_OK;
 	memset(&a, 0, sizeof(a));
-	*after = 0;
 	switch (k->coll) {
 	case SD_COLL_ALLREDUCE:
 	case SD_COLL_REDUCE: {
 		size_t part = part_elems(k->count, n, es), lo = part * (size_t)me, hi = lo + part;
 
+		if (all)
+			lo = 0, hi = k->count;
 		if (hi > k->count)
 			hi = k->count;
 		if (lo >= hi)
@@ -772,35 +798,36 @@ static int move_data(struct sd_cuda *cu, const struct op *o, char *const *ps, ch
 		a.count = hi - lo;
 		return launch_reduce(cu, &a, k->dtype, k->op, n);
 	}
-	case SD_COLL_REDUCE_SCATTER: {
-		char *mine = ps[me] + (size_t)me * m;
-		char *out = pr[me];
-		int overlap = o->b[0].base == o->b[1].base && o->b[1].off < o->b[0].off + m * (size_t)n &&
-			      o->b[0].off < o->b[1].off + m;
+	case SD_COLL_REDUCE_SCATTER:
+		/* Block q of every input into rank q's output; a rank whose
+		 * recvbuf is its sendbuf gets it in its own block q (read by
+		 * nobody else) and moves it once every rank is done. */
+		for (int q = all ? 0 : me; q < (all ? n : me + 1); q++) {
+			for (int p = 0; p < n; p++)
+				a.src[p] = ps[p] + (size_t)q * m;
+			a.nsrc = n;
+			a.dst[0] = rs_staged(pubs[q]->b, m, n, q) ? ps[q] + (size_t)q * m : pr[q];
+			a.ndst = 1;
+			a.count = k->count;
+			SD_CHECK(launch_reduce(cu, &a, k->dtype, k->op, n));
+		}
+		return SMDDP_OK;
+	case SD_COLL_ALLGATHER:
+		for (int q = all ? 0 : me; q < (all ? n : me + 1); q++) {
+			const struct buf_pub *b = pubs[q]->b;
+			int inplace = b[0].base == b[1].base && b[0].off == b[1].off + (size_t)q * m;
 
-		for (int q = 0; q < n; q++)
-			a.src[q] = ps[q] + (size_t)me * m;
-		a.nsrc = n;
-		/* recvbuf == sendbuf on a rank other than 0: its block 0 is
-		 * still read by rank 0; reduce into our own block (read by us
-		 * alone) and move it once every rank is done. */
-		a.dst[0] = overlap && out != mine ? mine : out;
-		*after = overlap && out != mine;
-		a.ndst = 1;
-		a.count = k->count;
-		return launch_reduce(cu, &a, k->dtype, k->op, n);
-	}
-	case SD_COLL_ALLGATHER: {
-		int inplace = ps[me] == pr[me] + (size_t)me * m;
-
-		a.src[0] = ps[me];
-		a.nsrc = 1;
-		for (int q = 0; q < n; q++)
-			if (!(q == me && inplace))
-				a.dst[a.ndst++] = pr[q] + (size_t)me * m;
-		a.count = k->count;
-		return a.ndst ? launch_reduce(cu, &a, k->dtype, SMDDP_SUM, 1) : SMDDP_OK;
-	}
+			a.src[0] = ps[q];
+			a.nsrc = 1;
+			a.ndst = 0;
+			for (int p = 0; p < n; p++)
+				if (!(p == q && inplace))
+					a.dst[a.ndst++] = pr[p] + (size_t)q * m;
+			a.count = k->count;
+			if (a.ndst)
+				SD_CHECK(launch_reduce(cu, &a, k->dtype, SMDDP_SUM, 1));
+		}
+		return SMDDP_OK;
 	case SD_COLL_BROADCAST:
 		if (me != k->root)
 			return SMDDP_OK;
@@ -811,21 +838,25 @@ static int move_data(struct sd_cuda *cu, const struct op *o, char *const *ps, ch
 				a.dst[a.ndst++] = pr[q];
 		a.count = k->count;
 		return launch_reduce(cu, &a, k->dtype, SMDDP_SUM, 1);
-	case SD_COLL_ALLTOALL: {
-		const void *src[SD_CUDA_MAX_RANKS];
-		void *dst[SD_CUDA_MAX_RANKS];
-		const char *from = o->scratch ? (const char *)o->scratch : ps[me];
+	case SD_COLL_ALLTOALL:
+		/* Rank q's block p into block q of rank p's output (from q's
+		 * private copy when q works in place: then every rank sends
+		 * its own, worker < 0). */
+		for (int q = all ? 0 : me; q < (all ? n : me + 1); q++) {
+			const void *src[SD_CUDA_MAX_RANKS];
+			void *dst[SD_CUDA_MAX_RANKS];
+			const char *from = q == me && o->scratch ? (const char *)o->scratch : ps[q];
 
-		for (int q = 0; q < n; q++) {
-			src[q] = from + (size_t)q * m;
-			dst[q] = pr[q] + (size_t)me * m;
+			for (int p = 0; p < n; p++) {
+				src[p] = from + (size_t)p * m;
+				dst[p] = pr[p] + (size_t)q * m;
+			}
+			int e = sd_cuda_kernel_copy_pairs(src, dst, n, m, cu->st, cu->max_blocks);
+			if (e)
+				return sd_comm_error(c, SMDDP_ECUDA, "cannot launch the copy kernel: %s",
+						     cudaGetErrorString((cudaError_t)e));
 		}
-		int e = sd_cuda_kernel_copy_pairs(src, dst, n, m, cu->st, cu->max_blocks);
-		if (e)
-			return sd_comm_error(c, SMDDP_ECUDA, "cannot launch the copy kernel: %s",
-					     cudaGetErrorString((cudaError_t)e));
 		return SMDDP_OK;
-	}
 	default:
 		return sd_comm_error(c, SMDDP_EINTERNAL, "no device algorithm for %s",
 				     sd_coll_name(k->coll));
@@ -894,16 +925,27 @@ static int run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	mine->seq = o->seq;
 	mine->desc = o->desc;
 	mine->dev = cu->dev;
+	mine->scratch = o->scratch != NULL;
+	memcpy(mine->uuid, cu->uuid, sizeof(mine->uuid));
 	mine->b[0] = o->b[0];
 	mine->b[1] = o->b[1];
 	SD_TRACE(SD_SUB_COLL, "GPU call %u: handles ready", o->seq);
 	SD_CHECK(tp->barrier(c));
 	SD_TRACE(SD_SUB_COLL, "GPU call %u: every rank is here", o->seq);
-	int mismatch = 0;
+	int mismatch = 0, one_gpu = 1, scratch = 0, worker, map;
 	char theirs[160], ours[160], msg[400] = "";
+	const struct pub *pubs[SD_CUDA_MAX_RANKS];
 
 	for (int q = 0; q < n; q++) {
-		const struct pub *p = tp->slot(c, q, h);
+		pubs[q] = tp->slot(c, q, h);
+		one_gpu &= !memcmp(pubs[q]->uuid, cu->uuid, sizeof(cu->uuid));
+		scratch |= pubs[q]->scratch;
+	}
+	/* One GPU for all: one rank moves everything (see move_data). */
+	worker = !one_gpu || scratch ? -1 : o->k.coll == SD_COLL_BROADCAST ? o->k.root : 0;
+	map = worker < 0 || worker == me;
+	for (int q = 0; q < n; q++) {
+		const struct pub *p = pubs[q];
 
 		if (p->magic != PUB_MAGIC || p->seq != o->seq)
 			return sd_comm_error(c, SMDDP_EMISMATCH,
@@ -926,7 +968,7 @@ static int run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 			pr[q] = o->k.recvbuf;
 			continue;
 		}
-		if (mismatch)
+		if (mismatch || !map)
 			continue;
 		if (p->b[0].present)
 			SD_CHECK(peer_ptr(cu, q, &p->b[0], &ps[q]));
@@ -944,7 +986,9 @@ static int run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	}
 	/* 3. Move, wait, meet: then every rank's output is complete. */
 	SD_TRACE(SD_SUB_COLL, "GPU call %u: peers' buffers mapped", o->seq);
-	rc = move_data(cu, o, ps, pr, &after);
+	after = o->k.coll == SD_COLL_REDUCE_SCATTER &&
+		rs_staged(o->b, o->k.count * es, n, me);
+	rc = move_data(cu, o, pubs, ps, pr, worker);
 	if (!rc)
 		rc = wait_stream(cu);
 	if (rc)

@@ -730,6 +730,9 @@ int main(int argc, char **argv)
 	} else if (!strcmp(mode, "errors")) {
 		errors();
 	} else if (!strcmp(mode, "dead") && argc > 2) {
+		/* smddp-run stops the others (SIGTERM) when the victim dies:
+		 * run under --grace long enough for them to report. */
+		signal(SIGTERM, SIG_IGN);
 		return dead(atoi(argv[2]));
 	} else {
 		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | "

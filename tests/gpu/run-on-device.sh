@@ -11,7 +11,9 @@
 #   tests      the GPU tests with 1, 2, 4 and 8 ranks sharing the GPU(s)
 #   sanitizer  compute-sanitizer memcheck and racecheck over a small matrix
 #   kernel     reduction kernel against device-to-device copy, >= 256 MiB
-#   bench      smddp-allreduce-bench --device cuda, 2 and 4 ranks, 8 B .. 256 MiB
+#   bench      smddp-allreduce-bench --device cuda, 2 and 4 ranks, 8 B .. 512 MiB
+#   async      the stream-ordering test with SMDDP_CUDA_ASYNC=1, phases traced
+#   nccl       tests/gpu/multigpu-vs-nccl.sh with one rank per GPU
 # (default: all of them, in that order).  Environment: B (build tree),
 # CARRY (carried libraries), OUT (log folder, default ./gpu-logs), GPU_TESTS
 # (the tests stage's list, default: errors order dead matrix-n1 matrix-n2 matrix-n4 matrix-n8).
@@ -37,60 +39,87 @@ summary=$OUT/summary.txt
 : >"$summary"
 
 say() { echo "$*" | tee -a "$summary"; }
-# stage NAME SECONDS COMMAND...: runs it with a deadline, log in $OUT/NAME.log
+# stage NAME SECONDS COMMAND...: runs it with a deadline; its output goes
+# to $TMPD/NAME.log and is appended to $OUT/$GROUP.log (few files come back).
+TMPD=$(mktemp -d "${TMPDIR:-/tmp}/smddp-dev.XXXXXX")
+trap 'rm -rf "$TMPD"' EXIT
+GROUP=misc
 stage() {
 	local name=$1 secs=$2 t0 st
 	shift 2
 	t0=$(date +%s.%N)
-	timeout -k 10 "$secs" "$@" >"$OUT/$name.log" 2>&1
+	timeout -k 10 "$secs" "$@" >"$TMPD/$name.log" 2>&1
 	st=$?
+	{ echo "===== $name: $*: exit $st"; cat "$TMPD/$name.log"; } >>"$OUT/$GROUP.log"
 	say "$(printf '%-22s exit %3d  %6.1f s' "$name" "$st" "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')")"
 	[ "$st" -eq 0 ] || rc=1
 	return "$st"
 }
 
 for s in $stages; do
+	GROUP=$s
 	case $s in
 	info)
 		{
 			date -u; uname -a; nproc
 			nvidia-smi; nvidia-smi topo -m
 			LD_LIBRARY_PATH=$LD_LIBRARY_PATH "$B/cmd/.libs/smddp-topo" 2>&1 || "$B/cmd/smddp-topo"
-		} >"$OUT/info.log" 2>&1
+		} >>"$OUT/info.log" 2>&1
 		say "info: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
 		;;
 	tests)
 		for t in ${GPU_TESTS:-errors order dead matrix-n1 matrix-n2 matrix-n4 matrix-n8}; do
-			stage "test-$t" 400 bash "$ROOT/tests/gpu/$t.sh"
-			grep -h "^FAIL\|FAULT-BAD" "$OUT/test-$t.log" | head -5 | tee -a "$summary"
+			stage "test-$t" 200 bash "$ROOT/tests/gpu/$t.sh"
+			grep -h "^FAIL\|FAULT-BAD" "$TMPD/test-$t.log" | head -5 | tee -a "$summary"
 		done
 		;;
 	sanitizer)
 		for tool in memcheck racecheck; do
-			stage "sanitizer-$tool" 300 compute-sanitizer --tool "$tool" \
-				--target-processes all --error-exitcode 9 \
-				"$RUN" -n 2 --timeout 280 "$GPU_CONFORMANCE_BIN" matrix --small
-			grep -h "ERROR SUMMARY\|^FAIL" "$OUT/sanitizer-$tool.log" | sort | uniq -c |
+			# memcheck over the small matrix; racecheck (shared-memory
+			# hazards, slow) over the stream-ordering test
+			what="matrix --small"
+			[ "$tool" = racecheck ] && what=order
+			stage "sanitizer-$tool" 200 compute-sanitizer --tool "$tool" \
+				--target-processes all --error-exitcode 9 --report-api-errors no \
+				"$RUN" -n 2 --timeout 190 "$GPU_CONFORMANCE_BIN" $what
+			grep -h "ERROR SUMMARY\|^FAIL" "$TMPD/sanitizer-$tool.log" | sort | uniq -c |
 				head -5 | tee -a "$summary"
 		done
 		;;
 	kernel)
 		stage kernel-256M 120 "$B/tests/gpu/kernel-bench" -b 256M -n 20
 		stage kernel-1G 120 "$B/tests/gpu/kernel-bench" -b 1G -n 10
-		cat "$OUT/kernel-256M.log" "$OUT/kernel-1G.log" | tee -a "$summary"
+		cat "$TMPD/kernel-256M.log" "$TMPD/kernel-1G.log" | tee -a "$summary"
 		;;
 	bench)
 		for n in 2 4; do
-			stage "bench-allreduce-n$n" 300 "$RUN" -n "$n" --timeout 280 "$BENCH" \
-				--device cuda -b 8 -e 256M -f 2 -n 20 -w 5 -c 1 -C allreduce
-			grep -v "^#  Rank" "$OUT/bench-allreduce-n$n.log" | tee -a "$summary"
+			stage "bench-allreduce-n$n" 200 "$RUN" -n "$n" --timeout 190 "$BENCH" \
+				--device cuda -b 8 -e 512M -f 2 -n 20 -w 5 -c 1 -C allreduce
+			grep -v "^#  Rank" "$TMPD/bench-allreduce-n$n.log" | tee -a "$summary"
 		done
-		stage bench-colls-n4 300 "$RUN" -n 4 --timeout 280 "$BENCH" --device cuda \
-			-b 8 -e 64M -f 8 -n 10 -w 3 -c 1 -C all -d all -o all
-		tail -5 "$OUT/bench-colls-n4.log" | tee -a "$summary"
+		stage bench-colls-n4 200 "$RUN" -n 4 --timeout 190 "$BENCH" --device cuda \
+			-b 8 -e 64M -f 8 -n 10 -w 3 -c 1 -C all
+		grep -v "^#  Rank" "$TMPD/bench-colls-n4.log" | tee -a "$summary"
+		# every dtype and op, checked, on a small and an odd size
+		stage bench-check-n3 200 "$RUN" -n 3 --timeout 190 "$BENCH" --device cuda \
+			-b 4K -e 12K -f 3 -n 1 -w 0 -c 1 -C all -d all -o all -r all
+		tail -3 "$TMPD/bench-check-n3.log" | tee -a "$summary"
+		;;
+	nccl)
+		# issue 8's script on the GPUs here (one rank per GPU)
+		stage nccl 500 env OUT="$TMPD/nccl" MAXBYTES=${NCCL_MAXBYTES:-1G} \
+			bash "$ROOT/tests/gpu/multigpu-vs-nccl.sh"
+		grep -h "^# \(allreduce\|allgather\|reducescatter\):\|Out of bounds" "$TMPD/nccl.log" |
+			tee -a "$summary"
+		;;
+	async)
+		# SMDDP_CUDA_ASYNC=1 (queue and return), phases traced
+		stage async-order 40 env SMDDP_CUDA_ASYNC=1 SMDDP_DEBUG=TRACE SMDDP_DEBUG_SUBSYS=COLL \
+			SMDDP_TIMEOUT=10 "$RUN" -n 2 --timeout 30 "$GPU_CONFORMANCE_BIN" order
+		grep -h "GPU call\|^\[.\] FAIL\|SUMMARY" "$TMPD/async-order.log" | head -20 | tee -a "$summary"
 		;;
 	*)
-		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench)" >&2
+		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench async nccl)" >&2
 		exit 2
 		;;
 	esac
