@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
+#include "coll/net.h"
 #include "core/comm.h"
 #include "cuda/cuda.h"
 #include "topo/topo.h"
@@ -337,6 +338,17 @@ static void comm_free(struct smddp_comm *c, int clean)
 	if (!c)
 		return;
 	sd_cuda_comm_free(c);
+#ifdef HAVE_LIBFABRIC
+	if (c->net) {
+		struct smddp_comm *node = sd_net_node(c, 0);
+
+		/* The bootstrap, if any, is the job's now: closed with its
+		 * last communicator. */
+		sd_net_free(c, clean);
+		comm_free(node, clean);
+		c->boot = NULL;
+	}
+#endif
 	if (c->tp && c->tp_state)
 		c->tp->detach(c);
 	if (c->boot)
@@ -345,6 +357,98 @@ static void comm_free(struct smddp_comm *c, int clean)
 	free(c->pids);
 	free(c);
 }
+
+static void inherit_tunables(struct smddp_comm *c, const struct smddp_comm *from)
+{
+	c->timeout_ns = from->timeout_ns;
+	c->check_coll = from->check_coll;
+	c->spin = from->spin;
+	c->yield_mask = from->yield_mask;
+	c->liveness_ns = from->liveness_ns;
+	c->chunk = from->chunk;
+	/* Asked for afresh: the parent's probe may have turned it off for
+	 * ranks that are not in this communicator. */
+	c->single_copy = (int)sd_param_int("SMDDP_SINGLE_COPY");
+	c->single_copy_min = from->single_copy_min;
+	memcpy(c->jobid, from->jobid, sizeof(c->jobid));
+}
+
+#ifdef HAVE_LIBFABRIC
+/* Collective over via: every rank of via calls it, c NULL where it joins
+ * nothing (want 0) or could not allocate (want 1).  c's ranks on this host
+ * get a shared-memory communicator of their own (its segment made like any
+ * other's); where c spans hosts it also gets its fabric endpoint, and c
+ * itself the net transport.  Where it does not (a split inside one host),
+ * c is simply a shared-memory communicator.  vhost[v]: host of via's rank
+ * v; members[i]: via's rank of c's rank i (NULL: the same). */
+static int setup_spanning(struct smddp_comm *c, int want, struct smddp_comm *via,
+			  gather_fn gather, const int *members, char (*vhost)[SD_HOSTID_MAX],
+			  struct sd_job *job)
+{
+	struct smddp_comm *node = NULL, *seg = NULL;
+	int *nm = NULL, nl = 0, spans = 0, rc, rc2;
+
+#define V(i) (members ? members[i] : (i))
+	if (c) {
+		const char *mine = vhost[V(c->rank)];
+
+		nm = calloc((size_t)c->size, sizeof(int));
+		for (int i = 0; i < c->size; i++)
+			spans |= strcmp(vhost[V(i)], mine) != 0;
+		if (!nm) {
+			/* Take part without joining: the others hear ENOMEM. */
+		} else if (!spans) {
+			seg = c;
+			c->tp = &sd_transport_shm;
+			for (int i = 0; i < c->size; i++)
+				nm[i] = V(i);
+		} else if ((node = calloc(1, sizeof(*node))) &&
+			   (node->pids = calloc((size_t)c->size, sizeof(pid_t)))) {
+			for (int i = 0; i < c->size; i++) {
+				if (strcmp(vhost[V(i)], mine))
+					continue;
+				if (i == c->rank)
+					node->rank = nl;
+				node->pids[nl] = c->pids[i];
+				nm[nl++] = V(i);
+			}
+			node->size = nl;
+			node->local_rank = node->rank;
+			node->local_size = nl;
+			node->tp = &sd_transport_shm;
+			inherit_tunables(node, c);
+			seg = node;
+		} else {
+			free(node);
+			node = NULL;
+		}
+	}
+	rc = setup_segment(seg, want, via, seg ? nm[0] : 0, seg && seg->rank == 0, gather, nm);
+	if (rc && c && node && node->last_error[0])
+		snprintf(c->last_error, sizeof(c->last_error), "%s", node->last_error);
+	/* The endpoints: everyone takes part, also where the above failed. */
+	rc2 = sd_net_setup(c && spans && !rc ? c : NULL, node, via, gather, members, vhost, job,
+			   job->ip);
+	if (!rc)
+		rc = rc2;
+	if (c && spans && !rc) {
+		c->local_rank = node->rank;
+		c->local_size = node->size;
+	} else if (node) {
+		if (c && c->net) {
+			sd_net_node(c, 1);
+			sd_net_free(c, 0);
+			c->tp = &sd_transport_shm;
+		}
+		if (node->tp_state)
+			node->tp->abort(node);
+		comm_free(node, 0);
+	}
+	free(nm);
+	return rc;
+#undef V
+}
+#endif
 
 SD_EXPORT int smddp_init(struct smddp_comm **out)
 {
@@ -438,8 +542,37 @@ SD_EXPORT int smddp_init(struct smddp_comm **out)
 	}
 	for (int r = 0; r < c->size; r++)
 		c->pids[r] = peers[r].pid;
+	set_jobid(c, nonce);
 	for (int r = 0; r < c->size; r++) {
 		if (strcmp(peers[r].hostid, peers[0].hostid) != 0) {
+#ifdef HAVE_LIBFABRIC
+			char (*vhost)[SD_HOSTID_MAX] = calloc((size_t)c->size, SD_HOSTID_MAX);
+			struct sd_job *job = calloc(1, sizeof(*job));
+
+			if (!vhost || !job) {
+				free(vhost);
+				free(job);
+				rc = sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+				goto fail;
+			}
+			for (int q = 0; q < c->size; q++)
+				memcpy(vhost[q], peers[q].hostid, SD_HOSTID_MAX);
+			job->boot = c->boot;
+			sd_net_boot_ip(c->boot, job->ip, sizeof(job->ip));
+			rc = setup_spanning(c, 1, c, boot_gather, NULL, vhost, job);
+			free(vhost);
+			if (!job->refs)
+				free(job);
+			if (rc)
+				goto fail;
+			memset(&c->cur, 0, sizeof(c->cur));
+			SD_INFO(SD_SUB_INIT, "communicator ready: rank %d of %d (local %d of %d), "
+					     "job %s, several hosts",
+				c->rank, c->size, c->local_rank, c->local_size, c->jobid);
+			free(peers);
+			*out = c;
+			return SMDDP_OK;
+#else
 			char sync = 0, *all = malloc((size_t)c->size);
 
 			/* Every rank sees the same table and fails alike; one more
@@ -450,15 +583,16 @@ SD_EXPORT int smddp_init(struct smddp_comm **out)
 			free(all);
 			rc = sd_comm_error(c, SMDDP_EUNSUPPORTED,
 					   "rank %d runs on host %s and rank 0 on %s: this build of "
-					   "libsmddp has no transport between hosts yet; run all ranks "
-					   "on one host",
+					   "libsmddp has no transport between hosts (it was built "
+					   "without libfabric: install libfabric-dev and rebuild); run "
+					   "all ranks on one host",
 					   r, peers[r].hostid, peers[0].hostid);
 			goto fail;
+#endif
 		}
 	}
 	c->local_rank = c->rank;
 	c->local_size = c->size;
-	set_jobid(c, nonce);
 	rc = setup_segment(c, 1, c, 0, c->rank == 0, boot_gather, NULL);
 	if (rc)
 		goto fail;
@@ -532,20 +666,16 @@ SD_EXPORT int smddp_comm_split(struct smddp_comm *comm, int color, int key, stru
 		}
 		c->local_rank = c->rank;
 		c->local_size = n;
-		c->timeout_ns = comm->timeout_ns;
-		c->check_coll = comm->check_coll;
-		c->spin = comm->spin;
-		c->yield_mask = comm->yield_mask;
-		c->liveness_ns = comm->liveness_ns;
-		c->chunk = comm->chunk;
-		/* Asked for afresh: the parent's probe may have turned it off
-		 * for ranks that are not in this communicator. */
-		c->single_copy = (int)sd_param_int("SMDDP_SINGLE_COPY");
-		c->single_copy_min = comm->single_copy_min;
-		memcpy(c->jobid, comm->jobid, sizeof(c->jobid));
+		inherit_tunables(c, comm);
 	}
-	rc = setup_segment(c, color >= 0, comm, c ? members[0] : 0, c && c->rank == 0, coll_gather,
-			   members);
+#ifdef HAVE_LIBFABRIC
+	if (comm->net)
+		rc = setup_spanning(c, color >= 0, comm, coll_gather, members, sd_net_hosts(comm),
+				    sd_net_job(comm));
+	else
+#endif
+		rc = setup_segment(c, color >= 0, comm, c ? members[0] : 0, c && c->rank == 0,
+				   coll_gather, members);
 	if (!rc && color >= 0 && !c)
 		rc = sd_comm_error(comm, SMDDP_ENOMEM, "out of memory for the new communicator");
 	if (rc) {
@@ -591,7 +721,7 @@ SD_EXPORT int smddp_comm_abort(struct smddp_comm *comm)
 {
 	if (!comm)
 		return SMDDP_EINVAL;
-	if (comm->tp_state)
+	if (comm->tp_state || comm->net)
 		comm->tp->abort(comm);
 	if (comm->boot)
 		sd_boot_abort(comm->boot, "smddp_comm_abort");

@@ -34,6 +34,7 @@ struct sd_coll_desc {
 };
 
 struct sd_transport_ops;
+struct sd_net;
 
 struct smddp_comm {
 	int rank, size;
@@ -43,6 +44,7 @@ struct smddp_comm {
 	struct sd_boot *boot;      /* world only: the rendezvous channel */
 	const struct sd_transport_ops *tp;
 	void *tp_state;            /* the transport's own */
+	struct sd_net *net;        /* ranks on several hosts (lib/coll/net.c) */
 	uint64_t seq;              /* collectives called so far */
 	uint64_t step;             /* pipelined steps so far: half = step & 1 */
 	struct sd_coll_desc cur;   /* the collective in progress */

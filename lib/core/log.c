@@ -43,7 +43,7 @@ static const struct {
 	unsigned bit;
 } subsystems[] = {
 	{"INIT", SD_SUB_INIT}, {"BOOT", SD_SUB_BOOT},	  {"SHM", SD_SUB_SHM}, {"COLL", SD_SUB_COLL},
-	{"CONFIG", SD_SUB_CONFIG}, {"ENV", SD_SUB_ENV}, {"ALL", SD_SUB_ALL},
+	{"CONFIG", SD_SUB_CONFIG}, {"ENV", SD_SUB_ENV}, {"NET", SD_SUB_NET}, {"ALL", SD_SUB_ALL},
 };
 
 static const char *const level_names[] = {"NONE", "WARN", "INFO", "TRACE"};
@@ -260,7 +260,7 @@ static void log_init_once(void)
 			  lv);
 	if (bad_sub[0] != '\0')
 		emit_warn("SMDDP_DEBUG_SUBSYS=\"%s\": unknown subsystem \"%s\" ignored "
-			  "(known: INIT, BOOT, SHM, COLL, CONFIG, ENV, ALL)",
+			  "(known: INIT, BOOT, SHM, COLL, CONFIG, ENV, NET, ALL)",
 			  ss, bad_sub);
 }
 

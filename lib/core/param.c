@@ -76,11 +76,11 @@ static struct param params[] = {
 	     "expected one of NONE, WARN, INFO, TRACE", NULL, F_LOG,
 	     "log level: NONE (or OFF), WARN, INFO or TRACE"),
 	TUNE("SMDDP_DEBUG_SUBSYS", "debug_subsys", SD_PARAM_STR, "ALL", NULL, 0, 0,
-	     "expected a comma-separated list of INIT, BOOT, SHM, COLL, CONFIG, ENV, ALL "
+	     "expected a comma-separated list of INIT, BOOT, SHM, COLL, CONFIG, ENV, NET, ALL "
 	     "(a leading ^ excludes them)",
 	     check_subsys, F_LOG,
 	     "subsystems whose INFO and TRACE lines are shown: a comma-separated list of "
-	     "INIT, BOOT, SHM, COLL, CONFIG, ENV, ALL; a leading ^ shows all but those"),
+	     "INIT, BOOT, SHM, COLL, CONFIG, ENV, NET, ALL; a leading ^ shows all but those"),
 	TUNE("SMDDP_DEBUG_FILE", "debug_file", SD_PARAM_STR, "", NULL, 0, 0, NULL, NULL, F_LOG,
 	     "write log lines to this file (appending; %h is the host name, %p the pid) "
 	     "instead of stderr"),
@@ -105,6 +105,21 @@ static struct param params[] = {
 	     "GPU (cuStreamWaitValue32); 0: the call returns when its collective is done"),
 	TUNE("SMDDP_TOPO_FILE", "topo_file", SD_PARAM_STR, "", NULL, 0, 0, NULL, NULL, 0,
 	     "topology JSON (smddp-topo --json) to use instead of discovering this node"),
+	TUNE("SMDDP_ALGO", "algo", SD_PARAM_ENUM, "auto", "auto|hier|ring|rd", 0, 0,
+	     "expected one of auto, hier, ring, rd", NULL, 0,
+	     "algorithm between hosts: auto (hierarchical where every host has the same number "
+	     "of ranks, else flat; recursive doubling up to SMDDP_NET_RD_MAX, ring above), "
+	     "hier, ring (flat ring over all ranks) or rd (flat recursive doubling)"),
+	TUNE("SMDDP_FABRIC_PROVIDER", "fabric_provider", SD_PARAM_STR, "", NULL, 0, 0, NULL, NULL,
+	     0,
+	     "libfabric provider between hosts, e.g. efa, verbs or tcp (else FI_PROVIDER, else "
+	     "the first of efa, verbs, tcp that is present)"),
+	TUNE("SMDDP_NET_CHUNK", "net_chunk", SD_PARAM_SIZE, "128K", NULL, 4096, 1 << 30,
+	     "expected a size from 4K to 1G, like 128K", NULL, 0,
+	     "bytes per pipelined message between hosts"),
+	TUNE("SMDDP_NET_RD_MAX", "net_rd_max", SD_PARAM_SIZE, "64K", NULL, 0, INT64_MAX,
+	     "expected a size like 64K", NULL, 0,
+	     "allreduce between hosts: largest message (bytes) for recursive doubling"),
 	TUNE("SMDATAPARALLEL_OPTIMIZE_SDP", "optimize_sdp", SD_PARAM_BOOL, "0", NULL, 0, 1, NULL,
 	     NULL, 0,
 	     "accepted for compatibility with SageMaker's library (its AllGather switch); "

@@ -28,6 +28,7 @@ enum sd_subsys {
 	SD_SUB_COLL = 1 << 3,
 	SD_SUB_CONFIG = 1 << 4,
 	SD_SUB_ENV = 1 << 5,
+	SD_SUB_NET = 1 << 6,
 	SD_SUB_ALL = 0xffff
 };
 extern int sd_log_level; /* current level, read without a lock on hot paths */

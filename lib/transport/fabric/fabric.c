@@ -1,0 +1,419 @@
+/* fabric.c - the libfabric endpoint behind lib/coll/net.c: provider choice, registration, progress. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include "core/comm.h"
+#include "transport/fabric/fabric.h"
+
+#define FAB_API FI_VERSION(1, 9)
+
+struct sd_fab {
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_ep *ep;
+	struct fid_cq *cq;
+	struct fid_av *av;
+	fi_addr_t *addrs; /* comm rank -> address */
+	int npeers;
+	int mr_local;     /* the provider wants local buffers registered */
+	int mr_endpoint;
+	int cq_waits;     /* fi_cq_sread works */
+	char desc[160];
+};
+
+_Static_assert(sizeof(((struct sd_freq *)0)->ctx) >= sizeof(struct fi_context2),
+	       "sd_freq.ctx must hold a struct fi_context2");
+
+static int fab_error(struct smddp_comm *c, int rc, const char *what, int fierr)
+{
+	return sd_comm_error(c, rc, "libfabric: %s: %s", what, fi_strerror(fierr < 0 ? -fierr : fierr));
+}
+
+/* The provider names to try, in order, when nothing is asked for. */
+static const char *const prov_order[] = {"efa", "verbs;ofi_rxm", "tcp;ofi_rxm", "tcp", NULL};
+
+static struct fi_info *make_hints(const char *prov)
+{
+	struct fi_info *h = fi_allocinfo();
+
+	if (!h)
+		return NULL;
+	h->caps = FI_TAGGED | FI_MSG | FI_DIRECTED_RECV;
+	h->mode = FI_CONTEXT | FI_CONTEXT2;
+	h->ep_attr->type = FI_EP_RDM;
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+				  FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+	h->domain_attr->threading = FI_THREAD_DOMAIN;
+	h->tx_attr->msg_order = FI_ORDER_SAS;
+	h->rx_attr->msg_order = FI_ORDER_SAS;
+	if (prov && *prov)
+		h->fabric_attr->prov_name = strdup(prov);
+	return h;
+}
+
+/* fi_getinfo for prov (NULL: any), bound to src_ip when given; the first
+ * answer wins (libfabric orders them best first). */
+static int try_getinfo(const char *prov, const char *src_ip, struct fi_info **out)
+{
+	struct fi_info *h = make_hints(prov);
+	int ret;
+
+	if (!h)
+		return -FI_ENOMEM;
+	if (src_ip && *src_ip)
+		ret = fi_getinfo(FAB_API, src_ip, NULL, FI_SOURCE, h, out);
+	else
+		ret = fi_getinfo(FAB_API, NULL, NULL, 0, h, out);
+	fi_freeinfo(h);
+	return ret;
+}
+
+static int choose(struct smddp_comm *c, const char *src_ip, struct fi_info **out)
+{
+	const char *want = *sd_param_str("SMDDP_FABRIC_PROVIDER") ? sd_param_str("SMDDP_FABRIC_PROVIDER")
+								: getenv("FI_PROVIDER");
+	int ret;
+
+	if (want && *want) {
+		/* "tcp" is spelled "tcp;ofi_rxm" in RDM answers: try both. */
+		char layered[64];
+
+		ret = try_getinfo(want, src_ip, out);
+		if (ret && !strchr(want, ';')) {
+			snprintf(layered, sizeof(layered), "%s;ofi_rxm", want);
+			ret = try_getinfo(layered, src_ip, out);
+		}
+		if (ret)
+			return sd_comm_error(c, SMDDP_ENETWORK,
+					     "libfabric provider \"%s\" (from %s) offers no reliable "
+					     "tagged endpoint%s%s: %s; `fi_info -t FI_EP_RDM` lists those "
+					     "that do",
+					     want,
+					     *sd_param_str("SMDDP_FABRIC_PROVIDER") ? "SMDDP_FABRIC_PROVIDER"
+										: "FI_PROVIDER",
+					     src_ip && *src_ip ? " on " : "", src_ip ? src_ip : "",
+					     fi_strerror(-ret));
+		return SMDDP_OK;
+	}
+	for (int i = 0; prov_order[i]; i++)
+		if (try_getinfo(prov_order[i], src_ip, out) == 0)
+			return SMDDP_OK;
+	ret = try_getinfo(NULL, src_ip, out);
+	if (ret)
+		return sd_comm_error(c, SMDDP_ENETWORK,
+				     "no libfabric provider offers a reliable tagged endpoint%s%s "
+				     "(tried efa, verbs, tcp, then any): %s; check `fi_info -t "
+				     "FI_EP_RDM` and the libfabric installation",
+				     src_ip && *src_ip ? " on " : "", src_ip ? src_ip : "",
+				     fi_strerror(-ret));
+	return SMDDP_OK;
+}
+
+int sd_fab_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **out)
+{
+	struct fi_cq_attr cqa = {.format = FI_CQ_FORMAT_TAGGED, .size = 4096};
+	struct fi_av_attr ava = {.type = FI_AV_TABLE};
+	struct sd_fab *f = calloc(1, sizeof(*f));
+	int ret, rc;
+
+	*out = NULL;
+	if (!f)
+		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	rc = choose(c, src_ip, &f->info);
+	if (rc)
+		goto fail;
+	f->mr_local = (f->info->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
+	f->mr_endpoint = (f->info->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0;
+	snprintf(f->desc, sizeof(f->desc), "%s on %s", f->info->fabric_attr->prov_name,
+		 f->info->domain_attr->name);
+	rc = SMDDP_ENETWORK;
+	ret = fi_fabric(f->info->fabric_attr, &f->fabric, NULL);
+	if (ret) {
+		fab_error(c, rc, "fi_fabric", ret);
+		goto fail;
+	}
+	ret = fi_domain(f->fabric, f->info, &f->domain, NULL);
+	if (ret) {
+		fab_error(c, rc, "fi_domain", ret);
+		goto fail;
+	}
+	/* A completion queue that can be slept on, if the provider has one. */
+	cqa.wait_obj = FI_WAIT_UNSPEC;
+	ret = fi_cq_open(f->domain, &cqa, &f->cq, NULL);
+	if (ret) {
+		cqa.wait_obj = FI_WAIT_NONE;
+		ret = fi_cq_open(f->domain, &cqa, &f->cq, NULL);
+	} else {
+		f->cq_waits = 1;
+	}
+	if (ret) {
+		fab_error(c, rc, "fi_cq_open", ret);
+		goto fail;
+	}
+	ret = fi_av_open(f->domain, &ava, &f->av, NULL);
+	if (ret) {
+		fab_error(c, rc, "fi_av_open", ret);
+		goto fail;
+	}
+	ret = fi_endpoint(f->domain, f->info, &f->ep, NULL);
+	if (ret) {
+		fab_error(c, rc, "fi_endpoint", ret);
+		goto fail;
+	}
+	ret = fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV);
+	if (!ret)
+		ret = fi_ep_bind(f->ep, &f->av->fid, 0);
+	if (!ret)
+		ret = fi_enable(f->ep);
+	if (ret) {
+		fab_error(c, rc, "enabling the endpoint", ret);
+		goto fail;
+	}
+	SD_INFO(SD_SUB_NET, "libfabric %s, provider %s, domain %s, mr_mode 0x%x, %s completions",
+		fi_tostr(&(uint32_t){fi_version()}, FI_TYPE_VERSION), f->info->fabric_attr->prov_name,
+		f->info->domain_attr->name, (unsigned)f->info->domain_attr->mr_mode,
+		f->cq_waits ? "blocking" : "polled");
+	*out = f;
+	return SMDDP_OK;
+fail:
+	sd_fab_close(f);
+	return rc;
+}
+
+size_t sd_fab_name(struct sd_fab *f, void *buf, size_t len)
+{
+	size_t n = len;
+
+	if (fi_getname(&f->ep->fid, buf, &n) != 0)
+		return 0;
+	return n;
+}
+
+const char *sd_fab_describe(struct sd_fab *f)
+{
+	return f->desc;
+}
+
+int sd_fab_insert(struct smddp_comm *c, struct sd_fab *f, const void *names, size_t stride, int n)
+{
+	f->addrs = calloc((size_t)n, sizeof(*f->addrs));
+	if (!f->addrs)
+		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	f->npeers = n;
+	for (int r = 0; r < n; r++) {
+		const char *p = (const char *)names + (size_t)r * stride;
+		int ret = fi_av_insert(f->av, p + sizeof(uint32_t), 1, &f->addrs[r], 0, NULL);
+
+		if (ret != 1)
+			return sd_comm_error(c, SMDDP_ENETWORK,
+					     "libfabric: rank %d's endpoint address was refused by "
+					     "fi_av_insert (%s): do all ranks use the same provider? (%s "
+					     "here)",
+					     r, ret < 0 ? fi_strerror(-ret) : "not inserted", f->desc);
+	}
+	return SMDDP_OK;
+}
+
+static int reg(struct smddp_comm *c, struct sd_fab *f, const void *buf, size_t len, uint64_t acc,
+	       struct sd_freq *r, void **desc)
+{
+	struct fid_mr *mr;
+	int ret;
+
+	*desc = NULL;
+	if (!f->mr_local || !len)
+		return SMDDP_OK;
+	ret = fi_mr_reg(f->domain, buf, len, acc, 0, 0, 0, &mr, NULL);
+	if (!ret && f->mr_endpoint) {
+		ret = fi_mr_bind(mr, &f->ep->fid, 0);
+		if (!ret)
+			ret = fi_mr_enable(mr);
+		if (ret)
+			fi_close(&mr->fid);
+	}
+	if (ret)
+		return fab_error(c, SMDDP_ENETWORK, "registering memory", ret);
+	r->mr = mr;
+	*desc = fi_mr_desc(mr);
+	return SMDDP_OK;
+}
+
+static void unreg(struct sd_freq *r)
+{
+	if (r->mr) {
+		fi_close(&((struct fid_mr *)r->mr)->fid);
+		r->mr = NULL;
+	}
+}
+
+static int peer_ok(struct smddp_comm *c, struct sd_fab *f, int peer)
+{
+	if (peer >= f->npeers)
+		return sd_comm_error(c, SMDDP_EINTERNAL, "fabric: no rank %d (of %d)", peer,
+				     f->npeers);
+	return SMDDP_OK;
+}
+
+int sd_fab_send(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag, const void *buf,
+		size_t len, struct sd_freq *r)
+{
+	void *desc;
+	ssize_t ret;
+
+	SD_CHECK(peer_ok(c, f, peer));
+	r->fab = f;
+	r->peer = peer;
+	r->is_send = 1;
+	r->len = len;
+	SD_CHECK(reg(c, f, buf, len, FI_SEND, r, &desc));
+	while ((ret = fi_tsend(f->ep, buf, len, desc, f->addrs[peer], tag, r)) == -FI_EAGAIN) {
+		int rc = sd_fab_progress(c, f, 0);
+
+		if (rc < 0) {
+			unreg(r);
+			return -rc;
+		}
+	}
+	if (ret) {
+		unreg(r);
+		return sd_comm_error(c, SMDDP_ENETWORK, "libfabric: sending %zu bytes to rank %d: %s",
+				     len, peer, fi_strerror((int)-ret));
+	}
+	return SMDDP_OK;
+}
+
+int sd_fab_recv(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag, void *buf,
+		size_t len, struct sd_freq *r)
+{
+	void *desc;
+	ssize_t ret;
+
+	if (peer >= 0)
+		SD_CHECK(peer_ok(c, f, peer));
+	r->fab = f;
+	r->peer = peer;
+	r->is_send = 0;
+	r->len = len;
+	SD_CHECK(reg(c, f, buf, len, FI_RECV, r, &desc));
+	while ((ret = fi_trecv(f->ep, buf, len, desc, peer >= 0 ? f->addrs[peer] : FI_ADDR_UNSPEC,
+			       tag, 0, r)) == -FI_EAGAIN) {
+		int rc = sd_fab_progress(c, f, 0);
+
+		if (rc < 0) {
+			unreg(r);
+			return -rc;
+		}
+	}
+	if (ret) {
+		unreg(r);
+		return sd_comm_error(c, SMDDP_ENETWORK,
+				     "libfabric: posting a receive of %zu bytes from rank %d: %s", len,
+				     peer, fi_strerror((int)-ret));
+	}
+	return SMDDP_OK;
+}
+
+void sd_fab_cancel(struct sd_fab *f, struct sd_freq *r)
+{
+	if (f && f->ep && !r->done)
+		fi_cancel(&f->ep->fid, r);
+}
+
+/* Completions read (>= 0), or an smddp_result negated. */
+int sd_fab_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms)
+{
+	struct fi_cq_tagged_entry e[32];
+	ssize_t n;
+
+	if (wait_ms > 0 && f->cq_waits)
+		n = fi_cq_sread(f->cq, e, 32, NULL, wait_ms);
+	else
+		n = fi_cq_read(f->cq, e, 32);
+	if (n == -FI_EAGAIN) {
+		if (wait_ms > 0 && !f->cq_waits) {
+			struct timespec ts = {0, 200000};
+
+			nanosleep(&ts, NULL);
+		}
+		return 0;
+	}
+	if (n == -FI_EAVAIL) {
+		struct fi_cq_err_entry ee;
+		char buf[128];
+		struct sd_freq *r;
+
+		memset(&ee, 0, sizeof(ee));
+		if (fi_cq_readerr(f->cq, &ee, 0) < 0)
+			return -sd_comm_error(c, SMDDP_ENETWORK, "libfabric: a transfer failed");
+		r = ee.op_context;
+		if (ee.err == FI_ECANCELED) {
+			if (r) {
+				r->done = 1;
+				r->err = FI_ECANCELED;
+				unreg(r);
+			}
+			return 1;
+		}
+		if (r) {
+			r->err = ee.err ? ee.err : FI_EIO;
+			r->done = 1;
+			unreg(r);
+		}
+		return -sd_comm_error(
+			c, SMDDP_ENETWORK, "libfabric: %s %s rank %d failed: %s (%s)",
+			r && r->is_send ? "sending to" : "receiving from", r ? "" : "a", r ? r->peer : -1,
+			fi_strerror(ee.err),
+			fi_cq_strerror(f->cq, ee.prov_errno, ee.err_data, buf, sizeof(buf)));
+	}
+	if (n < 0) {
+		if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT || n == -FI_EINTR)
+			return 0;
+		return -fab_error(c, SMDDP_ENETWORK, "reading completions", (int)n);
+	}
+	for (ssize_t i = 0; i < n; i++) {
+		struct sd_freq *r = e[i].op_context;
+
+		if (!r)
+			continue;
+		if (!r->is_send)
+			r->len = e[i].len;
+		unreg(r);
+		r->done = 1;
+	}
+	return (int)n;
+}
+
+void sd_fab_close(struct sd_fab *f)
+{
+	if (!f)
+		return;
+	if (f->ep)
+		fi_close(&f->ep->fid);
+	if (f->av)
+		fi_close(&f->av->fid);
+	if (f->cq)
+		fi_close(&f->cq->fid);
+	if (f->domain)
+		fi_close(&f->domain->fid);
+	if (f->fabric)
+		fi_close(&f->fabric->fid);
+	if (f->info)
+		fi_freeinfo(f->info);
+	free(f->addrs);
+	free(f);
+}

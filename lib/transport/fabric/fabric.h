@@ -1,0 +1,77 @@
+/* fabric.h - one libfabric endpoint (FI_EP_RDM, tagged messages) per communicator that spans hosts.
+ *
+ * The algorithms in lib/coll/net.c post sends and receives of byte ranges to
+ * and from ranks of the communicator and drive progress; this layer hides
+ * the provider: its choice (SMDDP_FABRIC_PROVIDER, FI_PROVIDER, else efa,
+ * verbs, tcp, then any that has FI_EP_RDM and FI_TAGGED), its memory
+ * registration mode and its completion queue.  Every error becomes a
+ * sentence in the communicator's last_error.
+ */
+#ifndef SD_FABRIC_H
+#define SD_FABRIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct smddp_comm;
+struct sd_fab;
+
+#define SD_FAB_NAME_MAX 200
+
+/* One posted send or receive.  Zero it before posting; done becomes 1 (or
+ * err nonzero) when its completion has been read.  Must stay in place
+ * until then. */
+struct sd_freq {
+	uint64_t ctx[8];    /* struct fi_context2, for the provider */
+	struct sd_fab *fab;
+	void *mr;           /* a registration made for this operation only */
+	int peer;
+	int is_send;
+	volatile int done;
+	int err;
+	size_t len;
+};
+
+/* Open an endpoint bound to the address src_ip (the one this host reaches
+ * rank 0 with; NULL or "" lets the provider choose).  Its name (at most
+ * SD_FAB_NAME_MAX bytes) goes to every peer through the bootstrap. */
+int sd_fab_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **out);
+size_t sd_fab_name(struct sd_fab *f, void *buf, size_t len);
+/* Provider and domain, for messages: "tcp;ofi_rxm on eth0". */
+const char *sd_fab_describe(struct sd_fab *f);
+/* Insert the n peers' names (stride bytes apart, each starting with a
+ * uint32_t length) into the address vector: comm rank r is names[r]. */
+int sd_fab_insert(struct smddp_comm *c, struct sd_fab *f, const void *names, size_t stride, int n);
+
+/* Post; retried while the provider's queue is full (progressing meanwhile).
+ * peer < 0 receives from anyone. */
+int sd_fab_send(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag, const void *buf,
+		size_t len, struct sd_freq *r);
+int sd_fab_recv(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag, void *buf,
+		size_t len, struct sd_freq *r);
+/* Cancel a posted receive (at close, for the abort-notice receive). */
+void sd_fab_cancel(struct sd_fab *f, struct sd_freq *r);
+
+/* Read completions.  wait_ms > 0 may block that long for one (when the
+ * provider has a wait object; else it sleeps briefly).  Returns the number
+ * of completions read (>= 0), or an smddp_result NEGATED after recording the error
+ * in c->last_error (a failed transfer: SMDDP_ENETWORK naming the peer). */
+int sd_fab_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms);
+
+void sd_fab_close(struct sd_fab *f);
+
+/* Tag layout: kind (2 bits) | collective sequence (30) | phase (8) | step (24). */
+#define SD_TAG_STEP_BITS 24
+#define SD_TAG_PHASE_BITS 8
+#define SD_TAG_SEQ_BITS 30
+static inline uint64_t sd_fab_tag(unsigned kind, uint64_t seq, unsigned phase, uint64_t step)
+{
+	return ((uint64_t)kind << 62) |
+	       ((seq & ((1ull << SD_TAG_SEQ_BITS) - 1)) << (SD_TAG_STEP_BITS + SD_TAG_PHASE_BITS)) |
+	       ((uint64_t)(phase & 0xff) << SD_TAG_STEP_BITS) |
+	       (step & ((1ull << SD_TAG_STEP_BITS) - 1));
+}
+#define SD_TAG_KIND_DATA 0u
+#define SD_TAG_KIND_ABORT 1u
+
+#endif
