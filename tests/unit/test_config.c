@@ -296,7 +296,7 @@ int main(void)
 	expect("a bad subsystem", p, SMDDP_ECONFIG,
 	       fmt_msg(0,
 		       "%s: key \"debug_subsys\": expected a comma-separated list of INIT, BOOT, "
-		       "SHM, COLL, CONFIG, ENV, ALL (a leading ^ excludes them), got \"INIT,NOPE\"",
+		       "SHM, COLL, CONFIG, ENV, NET, ALL (a leading ^ excludes them), got \"INIT,NOPE\"",
 		       p),
 	       NULL);
 	p = TMPJSON("nested.json", "{\"timeout\": {\"seconds\": 5}}");
