@@ -8,9 +8,11 @@
 #    rank from the sorted host list, the same job id and token derived alike;
 #  - mpi (2 per host): host 1 runs mpirun; host 2's smddp-run waits for
 #    Open MPI's daemon to come and go, and exits 0.
-# Across hosts smddp_init refuses with SMDDP_EUNSUPPORTED, as expected until
-# the libfabric transport lands (see launch.sh).
+# The ranks then run smddp_init, a barrier and an allreduce across the hosts
+# (in a build without libfabric, smddp_init refuses with SMDDP_EUNSUPPORTED).
 . "$top_srcdir/tests/cluster/lib.sh"
+across=init-ok
+grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h" || across=init-unsupported
 
 cluster_up 2 1gbit
 MPIARGS=$(cl_mpirun_args)
@@ -32,11 +34,11 @@ hp='{"sagemaker_torch_distributed_enabled": "true", "epochs": "3"}'
 d1=$(config 1 "$hp")
 d2=$(config 2 "$hp")
 SMDDP_SM_CONFIG_DIR=$d2 SM_NUM_GPUS=2 on_host 2 timeout -k 5 90 "$RUN" \
-	"$ENVCHECK" 4 2 10.77.0.1 h init-unsupported >"$CL_DIR/out2" 2>"$CL_DIR/err2" &
+	"$ENVCHECK" 4 2 10.77.0.1 h $across >"$CL_DIR/out2" 2>"$CL_DIR/err2" &
 pid2=$!
 rc=0
 SMDDP_SM_CONFIG_DIR=$d1 SM_NUM_GPUS=2 on_host 1 timeout -k 5 90 "$RUN" \
-	"$ENVCHECK" 4 2 10.77.0.1 h init-unsupported >"$CL_DIR/out1" 2>"$CL_DIR/err1" || rc=$?
+	"$ENVCHECK" 4 2 10.77.0.1 h $across >"$CL_DIR/out1" 2>"$CL_DIR/err1" || rc=$?
 rc2=0
 wait "$pid2" || rc2=$?
 [ "$rc" -eq 0 ] && [ "$rc2" -eq 0 ] || fail "torch_distributed: exit status $rc and $rc2:
@@ -46,10 +48,19 @@ for r in 0 1; do
 	grep -qx "\[$((r + 2))\] envcheck: rank $((r + 2)) on h2: env ok" "$CL_DIR/out2" ||
 		fail "torch_distributed: $(cat "$CL_DIR/out2")"
 done
-# the two hosts met at the rendezvous (same job token): rank 0 saw h2's ranks
-grep -qx '\[0\] envcheck: rank 0 on h1: smddp_init: EUNSUPPORTED as expected' "$CL_DIR/out1" ||
-	fail "torch_distributed: rank 0 did not refuse with EUNSUPPORTED: $(cat "$CL_DIR/out1" "$CL_DIR/err1")"
-grep -q 'runs on host h2/' "$CL_DIR/err1" || fail "torch_distributed: rank 0 never saw h2: $(cat "$CL_DIR/err1")"
+# the two hosts met at the rendezvous (same job token): with libfabric they
+# ran a job together; without, rank 0 saw h2's ranks and refused
+if [ "$across" = init-ok ]; then
+	for r in 0 1 2 3; do
+		grep -q "envcheck: rank $r on h$((r / 2 + 1)): smddp_init, barrier, allreduce ok" \
+			"$CL_DIR/out$((r / 2 + 1))" ||
+			fail "torch_distributed: rank $r did not run the job: $(cat "$CL_DIR"/out* "$CL_DIR"/err*)"
+	done
+else
+	grep -qx '\[0\] envcheck: rank 0 on h1: smddp_init: EUNSUPPORTED as expected' "$CL_DIR/out1" ||
+		fail "torch_distributed: rank 0 did not refuse with EUNSUPPORTED: $(cat "$CL_DIR/out1" "$CL_DIR/err1")"
+	grep -q 'runs on host h2/' "$CL_DIR/err1" || fail "torch_distributed: rank 0 never saw h2: $(cat "$CL_DIR/err1")"
+fi
 echo "ok: torch_distributed across 2 hosts"
 
 # ---- mpi: host 2 waits for host 1's mpirun
@@ -57,7 +68,7 @@ hp='{"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host":
 d1=$(config 1 "$hp")
 d2=$(config 2 "$hp")
 SMDDP_SM_CONFIG_DIR=$d2 on_host 2 timeout -k 5 90 "$RUN" --worker-wait 60 \
-	"$ENVCHECK" 4 2 10.77.0.1 h init-unsupported >"$CL_DIR/out2" 2>"$CL_DIR/err2" &
+	"$ENVCHECK" 4 2 10.77.0.1 h $across >"$CL_DIR/out2" 2>"$CL_DIR/err2" &
 pid2=$!
 for ((i = 0; i < 300; i++)); do
 	grep -q 'waiting for mpirun on 10.77.0.1' "$CL_DIR/err2" && break
@@ -67,7 +78,7 @@ grep -q 'host 10.77.0.2 runs ranks 2..3 of this mpi job; waiting for mpirun on 1
 	fail "mpi: host 2 does not wait: $(cat "$CL_DIR/err2")"
 rc=0
 SMDDP_SM_CONFIG_DIR=$d1 on_host 1 timeout -k 5 90 "$RUN" --no-tag-output --mpirun-args "$MPIARGS" \
-	"$ENVCHECK" 4 2 10.77.0.1 h init-unsupported >"$CL_DIR/out1" 2>"$CL_DIR/err1" || rc=$?
+	"$ENVCHECK" 4 2 10.77.0.1 h $across >"$CL_DIR/out1" 2>"$CL_DIR/err1" || rc=$?
 [ "$rc" -eq 0 ] || fail "mpi: exit status $rc: $(cat "$CL_DIR/err1" "$CL_DIR/out1")"
 [ "$(grep -c ': env ok$' "$CL_DIR/out1")" -eq 4 ] || fail "mpi: $(cat "$CL_DIR/out1")"
 for ((i = 0; i < 300; i++)); do
