@@ -30,26 +30,4 @@ for i in $(seq 1 "$repeats"); do
 		"$bench" -C "$coll" --compare mpi --json "$@" >"$out/run$i.json"
 	echo "run $i of $repeats done" >&2
 done
-python3 - "$out" "$nranks" "$coll" <<'PY'
-import json, os, statistics, sys
-d, n, coll = sys.argv[1], sys.argv[2], sys.argv[3]
-rows = {}
-for f in sorted(os.listdir(d)):
-    for line in open(os.path.join(d, f)):
-        r = json.loads(line)
-        v = rows.setdefault((r["size_bytes"], r["type"], r["redop"]), {})
-        for place in ("oop", "ip"):
-            v.setdefault((r["impl"], place), []).append(r[place + "_time_us"])
-med = statistics.median
-print(f"# {coll}, {n} ranks, median of {len(os.listdir(d))} runs; time in us; "
-      "ratio = MPI's time / ours, out of place (oop) and in place (ip)")
-print(f"{'size':>12} {'oop smddp':>10} {'oop mpi':>10} {'ratio':>6} {'ip smddp':>10} {'ip mpi':>10} {'ratio':>6}")
-for (size, t, op), v in sorted(rows.items()):
-    if ("mpi", "oop") not in v:
-        continue
-    cols = []
-    for place in ("oop", "ip"):
-        s_, m_ = med(v[("smddp", place)]), med(v[("mpi", place)])
-        cols.append(f"{s_:>10.2f} {m_:>10.2f} {m_ / s_ if s_ else 0:>6.2f}")
-    print(f"{size:>12} " + " ".join(cols))
-PY
+python3 scripts/bench-median.py "$out" "$coll, $nranks ranks"

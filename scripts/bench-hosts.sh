@@ -1,0 +1,51 @@
+#!/bin/bash
+# scripts/bench-hosts.sh - libsmddp against Open MPI (tcp btl) between namespace hosts on this machine.
+#
+# usage: scripts/bench-hosts.sh [-H HOSTS] [-N RANKS-PER-HOST] [--rate RATE] [--mtu MTU]
+#                               [-r REPEATS] [-C COLLECTIVE] [--env VAR=VALUE]... [-- BENCH-ARGS...]
+# Makes HOSTS network namespaces on a bridge (tests/cluster/lib.sh), shapes
+# every host's link with tc tbf at RATE (e.g. 2gbit) when given, sets the MTU,
+# then runs smddp-allreduce-bench --compare mpi through smddp-run --hosts
+# (mpirun) REPEATS times and prints the medians per size.  Root only; needs a
+# build in ./build with libfabric and Open MPI.  Everything is removed on exit.
+set -eu
+cd "$(dirname "$0")/.."
+hosts=2 per=1 rate="" mtu="" repeats=3 coll=allreduce envs=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	-H) hosts=$2; shift 2 ;;
+	-N) per=$2; shift 2 ;;
+	--rate) rate=$2; shift 2 ;;
+	--mtu) mtu=$2; shift 2 ;;
+	-r) repeats=$2; shift 2 ;;
+	-C) coll=$2; shift 2 ;;
+	--env) envs+=(--env "$2"); shift 2 ;;
+	--) shift; break ;;
+	*) echo "usage: $0 [-H HOSTS] [-N PER-HOST] [--rate RATE] [--mtu MTU] [-r REPEATS] [-C COLL] [--env V=X]... [-- BENCH-ARGS...]" >&2; exit 2 ;;
+	esac
+done
+[ $# -gt 0 ] || set -- -b 8 -e 256M -f 4 -n 10 -w 3 -c 0
+[ "$(id -u)" = 0 ] || { echo "$0: network namespaces need root" >&2; exit 1; }
+export top_builddir=$PWD/build top_srcdir=$PWD
+bench=$top_builddir/cmd/bench/smddp-allreduce-bench
+[ -x "$bench" ] || { echo "$0: $bench not built: run scripts/demo.sh first" >&2; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. tests/cluster/lib.sh
+cluster_up "$hosts" "$rate"
+if [ -n "$mtu" ]; then
+	for ((i = 1; i <= hosts; i++)); do
+		ip -n "$CL_ID-br" link set "h$i" mtu "$mtu"
+		ip -n "$CL_ID-h$i" link set eth0 mtu "$mtu"
+	done
+fi
+out="$CL_DIR/runs"
+mkdir -p "$out"
+for ((i = 1; i <= repeats; i++)); do
+	on_host 1 timeout -k 5 1200 "$top_builddir/cmd/smddp-run" --hosts "$(cl_hosts "$hosts" "$per")" \
+		--network-interface eth0 --no-tag-output "${envs[@]}" \
+		--mpirun-args "$(cl_mpirun_args)" \
+		"$bench" -C "$coll" --compare mpi --json "$@" >"$out/run$i.json"
+	echo "run $i of $repeats done" >&2
+done
+python3 scripts/bench-median.py "$out" \
+	"$coll, $hosts hosts x $per ranks, link ${rate:-unshaped}, MTU ${mtu:-1500}"

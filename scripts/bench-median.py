@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""bench-median.py DIR TITLE: median table of the --json runs in DIR (ours against MPI).
+
+Shared by scripts/bench-vs-mpi.sh and scripts/bench-hosts.sh: every file in
+DIR holds one smddp-allreduce-bench --compare mpi --json run; per size, the
+median time of each implementation, out of place and in place, and the
+ratio (MPI's time / ours, so > 1 means we are faster), plus our bus
+bandwidth.
+"""
+import json
+import os
+import statistics
+import sys
+
+d, title = sys.argv[1], sys.argv[2]
+rows = {}
+files = sorted(os.listdir(d))
+for f in files:
+    for line in open(os.path.join(d, f)):
+        r = json.loads(line)
+        v = rows.setdefault((r["size_bytes"], r["type"], r["redop"]), {})
+        for place in ("oop", "ip"):
+            v.setdefault((r["impl"], place), []).append(r[place + "_time_us"])
+            v.setdefault((r["impl"], place + "_busbw"), []).append(r.get(place + "_busbw_gbps", 0))
+med = statistics.median
+print(f"# {title}, median of {len(files)} runs; time in us; "
+      "ratio = MPI's time / ours, out of place (oop) and in place (ip); busbw of ours, GB/s")
+print(f"{'size':>12} {'oop smddp':>10} {'oop mpi':>10} {'ratio':>6} {'busbw':>7} "
+      f"{'ip smddp':>10} {'ip mpi':>10} {'ratio':>6} {'busbw':>7}")
+for (size, t, op), v in sorted(rows.items()):
+    if ("mpi", "oop") not in v:
+        continue
+    cols = []
+    for place in ("oop", "ip"):
+        s_, m_ = med(v[("smddp", place)]), med(v[("mpi", place)])
+        bw = med(v[("smddp", place + "_busbw")])
+        cols.append(f"{s_:>10.2f} {m_:>10.2f} {m_ / s_ if s_ else 0:>6.2f} {bw:>7.3f}")
+    print(f"{size:>12} " + " ".join(cols))
