@@ -311,6 +311,12 @@ static int device_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
 						     comm->rank == k->root) &&
 						    check_ptr(comm, k->recvbuf, "recvbuf", k->count)))
 		return leave(comm, SMDDP_EINVAL);
+	if (comm->net)
+		return leave(comm, sd_comm_error(comm, SMDDP_EUNSUPPORTED,
+						 "%s: CUDA device memory between hosts is not moved "
+						 "by this release (its ranks are on several hosts): "
+						 "copy to host memory and call again",
+						 sd_coll_name(k->coll)));
 #ifdef HAVE_CUDA
 	return leave(comm, sd_cuda_enqueue(comm, k));
 #else
