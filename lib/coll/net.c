@@ -1052,6 +1052,32 @@ static int parse_algo(void)
 	return ALGO_AUTO;
 }
 
+/* One round of set-up: every rank of via says how it fared (mine->status,
+ * with last_error as the message), and each member of c takes the first
+ * failure of a fellow member as its own.  Returns the gather's failure, or
+ * 0 with *lrc updated. */
+static int agree(struct smddp_comm *c, struct smddp_comm *via, sd_gather_fn gather,
+		 const int *members, struct addr_rec *mine, struct addr_rec *all, int *lrc,
+		 const char *what)
+{
+	int rc;
+
+	mine->status = c ? *lrc : 0;
+	if (mine->status)
+		snprintf(mine->msg, sizeof(mine->msg), "%s", c->last_error);
+	rc = gather(via, mine, all, sizeof(*mine));
+	if (rc || !c || *lrc)
+		return rc;
+	for (int r = 0; r < c->size && !*lrc; r++) {
+		struct addr_rec *a = &all[members ? members[r] : r];
+
+		if (a->status)
+			*lrc = sd_comm_error(c, a->status, "rank %d could not %s: %s", r, what,
+					     a->msg);
+	}
+	return SMDDP_OK;
+}
+
 int sd_net_setup(struct smddp_comm *c, struct smddp_comm *node, struct smddp_comm *via,
 		 sd_gather_fn gather, const int *members, char (*vhost)[SD_HOSTID_MAX],
 		 struct sd_job *job, const char *src_ip)
@@ -1091,21 +1117,11 @@ int sd_net_setup(struct smddp_comm *c, struct smddp_comm *node, struct smddp_com
 				lrc = sd_comm_error(c, SMDDP_ENETWORK,
 						    "libfabric: the endpoint has no name (fi_getname)");
 		}
-		mine.status = lrc;
-		if (lrc)
-			snprintf(mine.msg, sizeof(mine.msg), "%s", c->last_error);
 	}
-	rc = gather(via, &mine, all, sizeof(mine));
+	rc = agree(c, via, gather, members, &mine, all, &lrc, "open its fabric endpoint");
 	if (rc)
 		goto out;
 	if (c && !lrc) {
-		for (int r = 0; r < c->size && !lrc; r++) {
-			struct addr_rec *a = &all[members ? members[r] : r];
-
-			if (a->status)
-				lrc = sd_comm_error(c, a->status, "rank %d could not open its fabric "
-							       "endpoint: %s", r, a->msg);
-		}
 		if (!lrc) {
 			/* Compact the members' records for the address vector. */
 			struct addr_rec *m = calloc((unsigned)c->size, sizeof(*m));
@@ -1158,21 +1174,9 @@ int sd_net_setup(struct smddp_comm *c, struct smddp_comm *node, struct smddp_com
 	}
 	/* Everyone agrees that everyone is ready before the first message. */
 	memset(&mine, 0, sizeof(mine));
-	mine.status = c ? lrc : 0;
-	if (mine.status)
-		snprintf(mine.msg, sizeof(mine.msg), "%s", c->last_error);
-	rc = gather(via, &mine, all, sizeof(mine));
+	rc = agree(c, via, gather, members, &mine, all, &lrc, "join");
 	if (rc)
 		goto out;
-	if (c && !lrc) {
-		for (int r = 0; r < c->size && !lrc; r++) {
-			struct addr_rec *a = &all[members ? members[r] : r];
-
-			if (a->status)
-				lrc = sd_comm_error(c, a->status, "rank %d could not join: %s", r,
-						    a->msg);
-		}
-	}
 	rc = lrc;
 	if (c && !rc) {
 		n->job = job;

@@ -263,69 +263,61 @@ static void unreg(struct sd_freq *r)
 
 static int peer_ok(struct smddp_comm *c, struct sd_fab *f, int peer)
 {
-	if (peer >= f->npeers)
+	if (peer < 0 || peer >= f->npeers)
 		return sd_comm_error(c, SMDDP_EINTERNAL, "fabric: no rank %d (of %d)", peer,
 				     f->npeers);
+	return SMDDP_OK;
+}
+
+/* Post a send or a receive, progressing while the provider's queue is full. */
+static int post(struct smddp_comm *c, struct sd_fab *f, int is_send, int peer, uint64_t tag,
+		void *buf, size_t len, struct sd_freq *r)
+{
+	void *desc;
+	ssize_t ret;
+
+	if (peer >= 0 || is_send)
+		SD_CHECK(peer_ok(c, f, peer));
+	r->fab = f;
+	r->peer = peer;
+	r->is_send = is_send;
+	r->len = len;
+	SD_CHECK(reg(c, f, buf, len, is_send ? FI_SEND : FI_RECV, r, &desc));
+	for (;;) {
+		int rc;
+
+		if (is_send)
+			ret = fi_tsend(f->ep, buf, len, desc, f->addrs[peer], tag, r);
+		else
+			ret = fi_trecv(f->ep, buf, len, desc,
+				       peer >= 0 ? f->addrs[peer] : FI_ADDR_UNSPEC, tag, 0, r);
+		if (ret != -FI_EAGAIN)
+			break;
+		rc = sd_fab_progress(c, f, 0);
+		if (rc < 0) {
+			unreg(r);
+			return -rc;
+		}
+	}
+	if (ret) {
+		unreg(r);
+		return sd_comm_error(c, SMDDP_ENETWORK, "libfabric: %s %zu bytes %s rank %d: %s",
+				     is_send ? "sending" : "posting a receive of", len,
+				     is_send ? "to" : "from", peer, fi_strerror((int)-ret));
+	}
 	return SMDDP_OK;
 }
 
 int sd_fab_send(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag, const void *buf,
 		size_t len, struct sd_freq *r)
 {
-	void *desc;
-	ssize_t ret;
-
-	SD_CHECK(peer_ok(c, f, peer));
-	r->fab = f;
-	r->peer = peer;
-	r->is_send = 1;
-	r->len = len;
-	SD_CHECK(reg(c, f, buf, len, FI_SEND, r, &desc));
-	while ((ret = fi_tsend(f->ep, buf, len, desc, f->addrs[peer], tag, r)) == -FI_EAGAIN) {
-		int rc = sd_fab_progress(c, f, 0);
-
-		if (rc < 0) {
-			unreg(r);
-			return -rc;
-		}
-	}
-	if (ret) {
-		unreg(r);
-		return sd_comm_error(c, SMDDP_ENETWORK, "libfabric: sending %zu bytes to rank %d: %s",
-				     len, peer, fi_strerror((int)-ret));
-	}
-	return SMDDP_OK;
+	return post(c, f, 1, peer, tag, (void *)buf, len, r);
 }
 
 int sd_fab_recv(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag, void *buf,
 		size_t len, struct sd_freq *r)
 {
-	void *desc;
-	ssize_t ret;
-
-	if (peer >= 0)
-		SD_CHECK(peer_ok(c, f, peer));
-	r->fab = f;
-	r->peer = peer;
-	r->is_send = 0;
-	r->len = len;
-	SD_CHECK(reg(c, f, buf, len, FI_RECV, r, &desc));
-	while ((ret = fi_trecv(f->ep, buf, len, desc, peer >= 0 ? f->addrs[peer] : FI_ADDR_UNSPEC,
-			       tag, 0, r)) == -FI_EAGAIN) {
-		int rc = sd_fab_progress(c, f, 0);
-
-		if (rc < 0) {
-			unreg(r);
-			return -rc;
-		}
-	}
-	if (ret) {
-		unreg(r);
-		return sd_comm_error(c, SMDDP_ENETWORK,
-				     "libfabric: posting a receive of %zu bytes from rank %d: %s", len,
-				     peer, fi_strerror((int)-ret));
-	}
-	return SMDDP_OK;
+	return post(c, f, 0, peer, tag, buf, len, r);
 }
 
 void sd_fab_cancel(struct sd_fab *f, struct sd_freq *r)
