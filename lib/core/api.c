@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,15 +30,31 @@ typedef int (*cu_ptr_attrs_fn)(unsigned int n, int *attributes, void **data,
 			       unsigned long long ptr);
 static cu_ptr_attrs_fn cu_ptr_attrs;
 
-/* Until the process loads the driver, every call looks again (a dlopen of
- * a library not loaded is a quick failure); once found, it stays. */
+static int count_loads(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	*(unsigned long long *)data = info->dlpi_adds;
+	return 1; /* the first object carries the counter: enough */
+}
+
+/* Until the process loads the driver, every call looks again; once found,
+ * it stays.  A dlopen(RTLD_NOLOAD) of a library that is not loaded searches
+ * the library path (a dozen failed openat calls, tens of microseconds), so
+ * it is tried again only when the process has loaded something since the
+ * last try (dl_iterate_phdr's load counter, read without a system call). */
 static cu_ptr_attrs_fn cuda_probe(void)
 {
+	static unsigned long long tried_at = ~0ull;
 	cu_ptr_attrs_fn f = __atomic_load_n(&cu_ptr_attrs, __ATOMIC_ACQUIRE);
+	unsigned long long loads = 0;
 	void *h;
 
 	if (f)
 		return f;
+	dl_iterate_phdr(count_loads, &loads);
+	if (__atomic_load_n(&tried_at, __ATOMIC_RELAXED) == loads)
+		return NULL;
+	__atomic_store_n(&tried_at, loads, __ATOMIC_RELAXED);
 	h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
 	if (!h)
 		return NULL;
