@@ -41,6 +41,7 @@ static const char *const algo_names[] = {"auto", "hier", "ring", "rd"};
 enum { PH_MAIN = 1, PH_TAIL, PH_DESC, PH_BARRIER, PH_SHARD };
 
 #define NSLOTS 16 /* receive window, in chunks */
+#define NET_SPIN_NS 200000ull /* polling before sleeping on the completion queue */
 #define ABORT_MSG 256
 
 struct sd_net {
@@ -111,22 +112,31 @@ static int check_news(struct smddp_comm *c)
 static int net_wait(struct smddp_comm *c, struct sd_freq *r)
 {
 	struct sd_net *n = c->net;
-	uint64_t last = sd_now_ns(), now;
-	int polls = 0, got;
+	uint64_t last = sd_now_ns(), now = last;
+	int polls = 0, got, sleep = 0;
 
 	while (!r->done) {
-		got = sd_fab_progress(c, n->fab, polls >= c->spin ? 1 : 0);
+		got = sd_fab_progress(c, n->fab, sleep);
 		if (got < 0)
 			return -got;
 		if (got > 0) {
 			polls = 0;
+			sleep = 0;
 			last = sd_now_ns();
 			continue;
 		}
-		if (++polls < c->spin && (polls & 255))
+		/* Poll SMDDP_SPIN times or NET_SPIN_NS, whichever ends first,
+		 * then sleep on the completion queue: a poll is a system call
+		 * here, and spinning cores starve the kernel's own network
+		 * work. */
+		if (++polls < c->spin && (polls & 15))
+			continue;
+		now = sd_now_ns();
+		if (polls >= c->spin || now - last > NET_SPIN_NS)
+			sleep = 1;
+		if (!sleep && (polls & 255))
 			continue;
 		SD_CHECK(check_news(c));
-		now = sd_now_ns();
 		if (now - last > c->timeout_ns)
 			return sd_comm_error(
 				c, SMDDP_ENETWORK,
