@@ -414,7 +414,9 @@ static noreturn void fail(const char *what, int rc)
 }
 
 static void *stream; /* --device cuda: the stream of every call */
+#ifdef HAVE_CUDA
 static noreturn void gpu_fail(const char *err);
+#endif
 
 static int sm_run(const struct bench_call *c)
 {
@@ -510,8 +512,10 @@ struct result {
 };
 
 static void *sendbuf, *recvbuf;
-static void *stage; /* --device cuda: host copy of a device buffer */
 static double *times;
+
+#ifdef HAVE_CUDA
+static void *stage; /* --device cuda: host copy of a device buffer */
 
 static noreturn void gpu_fail(const char *err)
 {
@@ -519,6 +523,7 @@ static noreturn void gpu_fail(const char *err)
 	smddp_comm_abort(comm);
 	exit(TOOL_EXIT_FAILURE);
 }
+#endif
 
 /* The fill, poison and check of bench_data.c, on host memory or through the
  * host copy of a device buffer. */

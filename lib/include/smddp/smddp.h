@@ -5,8 +5,14 @@
  * failed, on which rank, with which peer and what to try.  The library never
  * prints to stdout, never exits and never kills its host process.
  *
- * Memory: host memory with stream == NULL.  Device memory (CUDA) is refused
- * with SMDDP_EUNSUPPORTED in builds and releases that do not support it.
+ * Memory: host memory with stream == NULL: the call returns when done.
+ * CUDA device memory (cudaMalloc) in builds configured --with-cuda, with
+ * stream a cudaStream_t (NULL: CUDA's legacy default stream): the call is
+ * ordered on the stream, after the work queued on it before and before the
+ * work queued after it (see smddp(3) for when it returns and how a failure
+ * of a queued call is reported).  Every buffer of a call is host or device
+ * memory, not both (SMDDP_EINVAL); host memory with a stream, or device
+ * memory in a build without CUDA, is SMDDP_EUNSUPPORTED.
  *
  * In place: sendbuf == recvbuf; for allgather sendbuf == recvbuf + rank*count
  * (in bytes of the dtype); for reduce_scatter sendbuf == recvbuf or
