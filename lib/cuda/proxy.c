@@ -692,6 +692,68 @@ static int own_handle(struct sd_cuda *cu, struct buf_pub *b)
 	return SMDDP_OK;
 }
 
+/* CUDA IPC lets a process open a peer's allocation once per device: every
+ * communicator of the process (a split shares the world's buffers) takes
+ * its mappings from this one registry, counted. */
+struct ipc_open {
+	pid_t pid;
+	int dev;
+	uint64_t id;
+	void *ptr;
+	int refs;
+	struct ipc_open *next;
+};
+static pthread_mutex_t ipc_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct ipc_open *ipc_opens;
+
+static cudaError_t ipc_open(pid_t pid, int dev, const struct buf_pub *b, void **out)
+{
+	struct ipc_open *x;
+	cudaError_t e = cudaSuccess;
+
+	pthread_mutex_lock(&ipc_mu);
+	for (x = ipc_opens; x; x = x->next)
+		if (x->pid == pid && x->dev == dev && x->id == b->id)
+			break;
+	if (x) {
+		x->refs++;
+		*out = x->ptr;
+	} else if (!(x = calloc(1, sizeof(*x)))) {
+		e = cudaErrorMemoryAllocation;
+	} else if ((e = cudaIpcOpenMemHandle(out, b->h, cudaIpcMemLazyEnablePeerAccess)) !=
+		   cudaSuccess) {
+		free(x);
+	} else {
+		x->pid = pid;
+		x->dev = dev;
+		x->id = b->id;
+		x->ptr = *out;
+		x->refs = 1;
+		x->next = ipc_opens;
+		ipc_opens = x;
+	}
+	pthread_mutex_unlock(&ipc_mu);
+	return e;
+}
+
+static void ipc_close(void *ptr)
+{
+	struct ipc_open **pp, *x;
+
+	pthread_mutex_lock(&ipc_mu);
+	for (pp = &ipc_opens; (x = *pp); pp = &x->next) {
+		if (x->ptr != ptr)
+			continue;
+		if (--x->refs == 0) {
+			*pp = x->next;
+			cudaIpcCloseMemHandle(x->ptr);
+			free(x);
+		}
+		break;
+	}
+	pthread_mutex_unlock(&ipc_mu);
+}
+
 /* Rank q's buffer mapped here: cached per (rank, buffer id); an entry of
  * the same rank and base but another id is a freed and reallocated buffer,
  * and is unmapped. */
@@ -717,7 +779,7 @@ static int peer_ptr(struct sd_cuda *cu, int q, const struct buf_pub *b, char **o
 			return SMDDP_OK;
 		}
 		if (x->base == b->base) {
-			cudaIpcCloseMemHandle(x->ptr);
+			ipc_close(x->ptr);
 			x->ptr = NULL;
 			free_e = free_e ? free_e : x;
 			continue;
@@ -727,7 +789,7 @@ static int peer_ptr(struct sd_cuda *cu, int q, const struct buf_pub *b, char **o
 			lru = x;
 	}
 	if (used_by_q >= MAP_PER_PEER && lru) {
-		cudaIpcCloseMemHandle(lru->ptr);
+		ipc_close(lru->ptr);
 		lru->ptr = NULL;
 		free_e = lru;
 	}
@@ -736,7 +798,7 @@ static int peer_ptr(struct sd_cuda *cu, int q, const struct buf_pub *b, char **o
 			return sd_comm_error(&cu->sh, SMDDP_EINTERNAL, "IPC mapping table full");
 		free_e = &cu->maps[cu->nmaps++];
 	}
-	e = cudaIpcOpenMemHandle(&p, b->h, cudaIpcMemLazyEnablePeerAccess);
+	e = ipc_open(cu->sh.pids[q], cu->dev, b, &p);
 	if (e != cudaSuccess)
 		return sd_comm_error(&cu->sh, SMDDP_ECUDA,
 				     "cannot map rank %d's buffer through CUDA IPC "
@@ -1126,7 +1188,7 @@ void sd_cuda_comm_free(struct smddp_comm *c)
 	}
 	for (int i = 0; i < cu->nmaps; i++)
 		if (cu->maps[i].ptr)
-			cudaIpcCloseMemHandle(cu->maps[i].ptr);
+			ipc_close(cu->maps[i].ptr);
 	if (cu->scratch)
 		cudaFree(cu->scratch);
 	for (int i = 0; i < QCAP; i++) {

@@ -26,7 +26,9 @@
  *                                           300 ms by a host function (the call
  *                                           waits for it; with SMDDP_CUDA_ASYNC=1 it
  *                                           returns at once)
- *   gpu-conformance errors                  bad calls get the documented errors
+ *   gpu-conformance errors                  bad calls get the documented errors;
+ *                                           reallocated buffers; a split communicator
+ *                                           on the same buffers
  *   gpu-conformance dead VICTIM             VICTIM is SIGKILLed; the others get an
  *                                           error from the next call, and their
  *                                           streams are released (FAULT-OK lines)
@@ -645,6 +647,37 @@ static void errors(void)
 		CK(cudaFree(b));
 	}
 	cudaFree(small);
+
+	/* A second communicator over the same ranks and buffers: CUDA IPC
+	 * opens a peer's allocation once per process, so both must share the
+	 * mapping (and keep it until the last of them lets go). */
+	struct smddp_comm *dup = NULL;
+	float h[1024], want = (float)(nranks * (nranks + 1) / 2);
+	int rc = smddp_comm_split(comm, 0, rank, &dup);
+
+	expect("split of the world", rc, SMDDP_OK);
+	if (rc)
+		return;
+	for (int i = 0; i < 1024; i++)
+		h[i] = (float)(rank + 1);
+	CK(cudaMemcpyAsync(dsend, h, sizeof(h), cudaMemcpyHostToDevice, stream));
+	expect("allreduce on the world",
+	       smddp_allreduce(dsend, drecv, 1024, SMDDP_FLOAT32, SMDDP_SUM, comm, stream), SMDDP_OK);
+	expect("allreduce on the split, same buffers",
+	       smddp_allreduce(dsend, drecv + 8192, 1024, SMDDP_FLOAT32, SMDDP_SUM, dup, stream),
+	       SMDDP_OK);
+	expect("destroy of the split", smddp_comm_destroy(dup), SMDDP_OK);
+	expect("allreduce on the world after", smddp_allreduce(dsend, drecv + 16384, 1024,
+							       SMDDP_FLOAT32, SMDDP_SUM, comm,
+							       stream), SMDDP_OK);
+	for (int k = 0; k < 3; k++) {
+		CK(cudaMemcpyAsync(h, drecv + 8192 * k, sizeof(h), cudaMemcpyDeviceToHost, stream));
+		CK(cudaStreamSynchronize(stream));
+		if (h[0] != want || h[1023] != want) {
+			printf("FAIL rank %d: split round %d: %g, expected %g\n", rank, k, h[0], want);
+			failures++;
+		}
+	}
 }
 
 /* ---- a peer dies ------------------------------------------------------------------ */
