@@ -1046,11 +1046,19 @@ static int run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 			snprintf(msg, sizeof(msg), "rank %d called %s", q, theirs);
 			mismatch = 1;
 		}
-		if (!mismatch && p->desc.coll != o->desc.coll)
+		/* Whatever SMDDP_CHECK_COLL says: a rank that moved another
+		 * count, dtype or root would read or write past the peers'
+		 * buffers.  Every rank sees every descriptor: all fail alike. */
+		if (!mismatch &&
+		    (p->desc.coll != o->desc.coll || p->desc.count != o->desc.count ||
+		     p->desc.dtype != o->desc.dtype || p->desc.root != o->desc.root)) {
+			sd_coll_describe(&p->desc, theirs, sizeof(theirs));
+			sd_coll_describe(&o->desc, ours, sizeof(ours));
 			return sd_comm_error(c, SMDDP_EMISMATCH,
-					     "rank %d called %s here: every rank must make the same "
-					     "calls (SMDDP_CHECK_COLL=1 names the difference)",
-					     q, sd_coll_name(p->desc.coll));
+					     "rank %d called %s, this rank %s: every rank must make "
+					     "the same calls on device memory",
+					     q, theirs, ours);
+		}
 		ps[q] = pr[q] = NULL;
 		if (q == me) {
 			ps[q] = (char *)o->k.sendbuf;
