@@ -97,15 +97,52 @@ static int check_news(struct smddp_comm *c)
 	int who = -1, rc;
 
 	if (n->abort_req.done && !n->abort_req.err) {
+		/* A rank that left after a failure of its own passes that
+		 * failure on (its code first, then its words); one that called
+		 * smddp_comm_abort is the cause itself. */
+		int32_t why;
+
+		memcpy(&why, n->abort_in, sizeof(why));
 		n->abort_in[ABORT_MSG - 1] = 0;
-		return sd_comm_error(c, SMDDP_EABORTED, "a peer aborted: %s", n->abort_in);
+		if (why <= 0 || why >= 100)
+			why = SMDDP_EABORTED;
+		return sd_comm_error(c, why, "%s", n->abort_in + sizeof(why));
 	}
 	if (n->job && n->job->boot) {
 		rc = sd_boot_poll(n->job->boot, &who, err, sizeof(err));
+		/* News of a rank outside this communicator (a split) is not
+		 * this communicator's failure. */
+		for (int r = 0; rc && who >= 0 && r <= c->size; r++)
+			if (r == c->size)
+				rc = SMDDP_OK;
+			else if (n->world[r] == who)
+				break;
 		if (rc)
 			return sd_comm_error(c, rc, "%s", err);
 	}
 	return SMDDP_OK;
+}
+
+/* A transfer failed (rc): a dead peer resets its connections before the
+ * bootstrap hears of its death, so ask the bootstrap and the peers' abort
+ * notices for the root cause for a little while (SMDDP_LIVENESS_MS, twice)
+ * before blaming the network. */
+static int explain(struct smddp_comm *c, int rc)
+{
+	uint64_t until = sd_now_ns() + 2 * c->liveness_ns + 20000000ull;
+	char keep[sizeof(c->last_error)];
+
+	memcpy(keep, c->last_error, sizeof(keep));
+	while (sd_now_ns() < until) {
+		int why;
+
+		sd_fab_progress(c, c->net->fab, 1);
+		memcpy(c->last_error, keep, sizeof(keep));
+		why = check_news(c);
+		if (why)
+			return why;
+	}
+	return rc;
 }
 
 /* Progress until *done (a request of peer `peer`, -1 for anyone). */
@@ -118,7 +155,7 @@ static int net_wait(struct smddp_comm *c, struct sd_freq *r)
 	while (!r->done) {
 		got = sd_fab_progress(c, n->fab, sleep);
 		if (got < 0)
-			return -got;
+			return explain(c, -got);
 		if (got > 0) {
 			polls = 0;
 			sleep = 0;
@@ -146,8 +183,10 @@ static int net_wait(struct smddp_comm *c, struct sd_freq *r)
 				r->peer >= 0 ? host_of(c, r->peer) : "?", sd_fab_describe(n->fab));
 	}
 	if (r->err)
-		return sd_comm_error(c, SMDDP_ENETWORK, "a transfer %s rank %d (host %s) failed",
-				     r->is_send ? "to" : "from", r->peer, host_of(c, r->peer));
+		return explain(c, sd_comm_error(c, SMDDP_ENETWORK,
+						"a transfer %s rank %d (host %s) failed",
+						r->is_send ? "to" : "from", r->peer,
+						host_of(c, r->peer)));
 	return SMDDP_OK;
 }
 
@@ -978,27 +1017,40 @@ static void net_abort(struct smddp_comm *c)
 	if (!n || n->aborted)
 		return;
 	n->aborted = 1;
-	if (n->node && n->node->tp_state)
+	if (n->node && n->node->tp_state) {
+		/* The host's ranks learn the root cause, not just "aborted". */
+		if (c->failed && !n->node->failed) {
+			n->node->failed = c->failed;
+			memcpy(n->node->last_error, c->last_error, sizeof(c->last_error));
+		}
 		n->node->tp->abort(n->node);
-	if (c->is_world && c->boot)
-		sd_boot_abort(c->boot, c->last_error[0] ? c->last_error : "aborted");
-	snprintf(n->abort_out, sizeof(n->abort_out), "%s",
-		 c->last_error[0] ? c->last_error : "smddp_comm_abort was called");
+	}
+	/* The notices below carry the failure's code; the bootstrap's abort
+	 * (text only) is for smddp_comm_abort, which sends it itself. */
+	int32_t why = c->failed && c->failed != SMDDP_EABORTED ? c->failed : SMDDP_EABORTED;
+
+	memcpy(n->abort_out, &why, sizeof(why));
+	if (why == SMDDP_EABORTED && !c->failed)
+		snprintf(n->abort_out + sizeof(why), sizeof(n->abort_out) - sizeof(why),
+			 "rank %d (host %s) aborted the communicator (smddp_comm_abort)", c->rank,
+			 host_of(c, c->rank));
+	else
+		snprintf(n->abort_out + sizeof(why), sizeof(n->abort_out) - sizeof(why),
+			 "rank %d (host %s) gave up after: %s", c->rank, host_of(c, c->rank),
+			 c->last_error);
 	n->abort_sends = calloc((size_t)c->size, sizeof(*n->abort_sends));
 	if (!n->abort_sends || !n->fab)
 		return;
-	/* Failures to send the notice must not replace the reason. */
+	for (int r = 0; r < c->size; r++)
+		if (r != c->rank &&
+		    sd_fab_notify(n->fab, r, sd_fab_tag(SD_TAG_KIND_ABORT, 0, 0, 0), n->abort_out,
+				  sizeof(why) + strlen(n->abort_out + sizeof(why)) + 1,
+				  &n->abort_sends[r]) == 0)
+			posted++;
+	/* Failures met while the notices leave must not replace the reason. */
 	char keep[sizeof(c->last_error)];
 
 	memcpy(keep, c->last_error, sizeof(keep));
-	for (int r = 0; r < c->size; r++) {
-		if (r == c->rank)
-			continue;
-		/* fi_tsend may return EAGAIN; one try each is enough here. */
-		if (sd_fab_send(c, n->fab, r, sd_fab_tag(SD_TAG_KIND_ABORT, 0, 0, 0), n->abort_out,
-				strlen(n->abort_out) + 1, &n->abort_sends[r]) == SMDDP_OK)
-			posted++;
-	}
 	until = sd_now_ns() + 100000000ull;
 	while (posted && sd_now_ns() < until) {
 		int left = 0;
@@ -1103,12 +1155,13 @@ int sd_net_setup(struct smddp_comm *c, struct smddp_comm *node, struct smddp_com
 		n = calloc(1, sizeof(*n));
 		if (n) {
 			n->hosts = calloc((size_t)c->size, sizeof(*n->hosts));
+			n->world = calloc((size_t)c->size, sizeof(int));
 			n->all = calloc((size_t)c->size, sizeof(int));
 			n->descs = calloc((size_t)c->size, sizeof(*n->descs));
 			n->chunk = (size_t)sd_param_int("SMDDP_NET_CHUNK");
 			n->slots = malloc(2 * NSLOTS * n->chunk);
 		}
-		if (!n || !n->hosts || !n->all || !n->descs || !n->slots) {
+		if (!n || !n->hosts || !n->world || !n->all || !n->descs || !n->slots) {
 			lrc = sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 		} else {
 			c->net = n;
@@ -1117,6 +1170,11 @@ int sd_net_setup(struct smddp_comm *c, struct smddp_comm *node, struct smddp_com
 			n->rd_max = (size_t)sd_param_int("SMDDP_NET_RD_MAX");
 			for (int r = 0; r < c->size; r++) {
 				n->all[r] = r;
+				/* World ranks: the world's set-up goes through the
+				 * world itself; a split's through its parent. */
+				n->world[r] = via != c && via->net
+						       ? via->net->world[members ? members[r] : r]
+						       : (members ? members[r] : r);
 				memcpy(n->hosts[r], vhost[members ? members[r] : r], SD_HOSTID_MAX);
 			}
 			lrc = sd_fab_open(c, src_ip, &n->fab);
@@ -1237,6 +1295,7 @@ void sd_net_free(struct smddp_comm *c, int clean)
 	}
 	free(n->abort_sends);
 	free(n->hosts);
+	free(n->world);
 	free(n->all);
 	free(n->rail);
 	free(n->descs);

@@ -98,7 +98,7 @@ int sd_comm_error(struct smddp_comm *c, int rc, const char *fmt, ...)
 
 	/* Before rank discovery succeeded this process has no rank to name. */
 	if (c->rank >= 0)
-		snprintf(who, sizeof(who), "rank %d: ", c->rank);
+		snprintf(who, sizeof(who), "rank %d: ", SD_RANK_NAME(c, c->rank));
 	if (c->cur.seq || c->cur.coll == SD_COLL_INIT) {
 		sd_coll_describe(&c->cur, what, sizeof(what));
 		snprintf(c->last_error, sizeof(c->last_error), "%s%s: %s", who, what, msg);
@@ -345,6 +345,8 @@ static void comm_free(struct smddp_comm *c, int clean)
 		/* The bootstrap, if any, is the job's now: closed with its
 		 * last communicator. */
 		sd_net_free(c, clean);
+		if (node)
+			node->boot = NULL;
 		comm_free(node, clean);
 		c->boot = NULL;
 	}
@@ -354,6 +356,7 @@ static void comm_free(struct smddp_comm *c, int clean)
 	if (c->boot)
 		sd_boot_close(c->boot, clean);
 	free(c->scratch);
+	free((void *)c->names);
 	free(c->pids);
 	free(c);
 }
@@ -413,6 +416,13 @@ static int setup_spanning(struct smddp_comm *c, int want, struct smddp_comm *via
 				nm[nl++] = V(i);
 			}
 			node->size = nl;
+			/* Its messages name ranks as c does. */
+			int *names = malloc((size_t)nl * sizeof(int));
+
+			for (int i = 0, k = 0; names && i < c->size; i++)
+				if (!strcmp(vhost[V(i)], mine))
+					names[k++] = i;
+			node->names = names;
 			node->local_rank = node->rank;
 			node->local_size = nl;
 			node->tp = &sd_transport_shm;
@@ -434,6 +444,12 @@ static int setup_spanning(struct smddp_comm *c, int want, struct smddp_comm *via
 	if (c && spans && !rc) {
 		c->local_rank = node->rank;
 		c->local_size = node->size;
+		/* The world's host communicator also listens to the bootstrap,
+		 * so that its waits hear of deaths on other hosts (and rank 0
+		 * relays them) while it works inside the host.  Not closed
+		 * with it: the job owns the channel. */
+		if (c->is_world)
+			node->boot = job->boot;
 	} else if (node) {
 		if (c && c->net) {
 			sd_net_node(c, 1);

@@ -45,6 +45,7 @@ struct smddp_comm {
 	const struct sd_transport_ops *tp;
 	void *tp_state;            /* the transport's own */
 	struct sd_net *net;        /* ranks on several hosts (lib/coll/net.c) */
+	const int *names;          /* the number messages give rank r (NULL: r) */
 	uint64_t seq;              /* collectives called so far */
 	uint64_t step;             /* pipelined steps so far: half = step & 1 */
 	struct sd_coll_desc cur;   /* the collective in progress */
@@ -63,6 +64,10 @@ struct smddp_comm {
 	char last_error[1024];
 	void *cuda;  /* lib/cuda state, NULL until a device call */
 };
+
+/* The number a message gives rank r: a host's communicator inside one that
+ * spans hosts names its ranks as the outer communicator does. */
+#define SD_RANK_NAME(c, r) ((c)->names ? (c)->names[r] : (r))
 
 /* Record a failure: formats last_error as "rank R: <coll #seq (...)>: msg"
  * when a collective is in progress, logs it at WARN and returns rc. */

@@ -33,6 +33,7 @@ struct sd_fab {
 	int mr_local;     /* the provider wants local buffers registered */
 	int mr_endpoint;
 	int cq_waits;     /* fi_cq_sread works */
+	uint64_t patience_ns; /* how long a post may find the queue full */
 	char desc[160];
 };
 
@@ -283,6 +284,8 @@ static int post(struct smddp_comm *c, struct sd_fab *f, int is_send, int peer, u
 	r->is_send = is_send;
 	r->len = len;
 	SD_CHECK(reg(c, f, buf, len, is_send ? FI_SEND : FI_RECV, r, &desc));
+	uint64_t deadline = sd_now_ns() + (f->patience_ns ? f->patience_ns : c->timeout_ns);
+
 	for (;;) {
 		int rc;
 
@@ -306,6 +309,15 @@ static int post(struct smddp_comm *c, struct sd_fab *f, int is_send, int peer, u
 			unreg(r);
 			return -rc;
 		}
+		if (sd_now_ns() > deadline) {
+			unreg(r);
+			return sd_comm_error(c, SMDDP_ENETWORK,
+					     "libfabric: the queue towards rank %d stayed full for %.1f s "
+					     "(%s): that rank or its link is gone",
+					     peer, (double)(f->patience_ns ? f->patience_ns
+								    : c->timeout_ns) / 1e9,
+					     f->desc);
+		}
 	}
 	if (ret) {
 		unreg(r);
@@ -326,6 +338,45 @@ int sd_fab_recv(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag, 
 		size_t len, struct sd_freq *r)
 {
 	return post(c, f, 0, peer, tag, buf, len, r);
+}
+
+int sd_fab_notify(struct sd_fab *f, int peer, uint64_t tag, const void *buf, size_t len,
+		  struct sd_freq *r)
+{
+	if (peer < 0 || peer >= f->npeers)
+		return -1;
+	memset(r, 0, sizeof(*r));
+	r->fab = f;
+	r->peer = peer;
+	r->is_send = 1;
+	r->len = len;
+	if (f->mr_local)
+		return -1; /* would need a registration: the bootstrap tells them too */
+	/* A connection not made yet answers EAGAIN until progress makes it:
+	 * a little patience, bounded. */
+	uint64_t until = sd_now_ns() + 30000000ull;
+	ssize_t ret;
+
+	while ((ret = fi_tsend(f->ep, (void *)buf, len, NULL, f->addrs[peer], tag, r)) ==
+		       -FI_EAGAIN &&
+	       sd_now_ns() < until) {
+		struct fi_cq_tagged_entry e[8];
+		ssize_t n = fi_cq_read(f->cq, e, 8);
+
+		for (ssize_t i = 0; i < n; i++)
+			if (e[i].op_context)
+				((struct sd_freq *)e[i].op_context)->done = 1;
+	}
+	if (ret) {
+		memset(r, 0, sizeof(*r));
+		return -1;
+	}
+	return 0;
+}
+
+void sd_fab_patience(struct sd_fab *f, uint64_t ns)
+{
+	f->patience_ns = ns;
 }
 
 void sd_fab_cancel(struct sd_fab *f, struct sd_freq *r)

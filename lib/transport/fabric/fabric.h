@@ -49,6 +49,13 @@ int sd_fab_send(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag, 
 		size_t len, struct sd_freq *r);
 int sd_fab_recv(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag, void *buf,
 		size_t len, struct sd_freq *r);
+/* One try to send a short notice, without retries or error messages
+ * (for abort notices); 0 if posted. */
+int sd_fab_notify(struct sd_fab *f, int peer, uint64_t tag, const void *buf, size_t len,
+		  struct sd_freq *r);
+/* How long a post may wait for room in the provider's queue (0: the
+ * communicator's SMDDP_TIMEOUT); after that it fails with SMDDP_ENETWORK. */
+void sd_fab_patience(struct sd_fab *f, uint64_t ns);
 /* Cancel a posted receive (at close, for the abort-notice receive). */
 void sd_fab_cancel(struct sd_fab *f, struct sd_freq *r);
 

@@ -280,9 +280,10 @@ static int report_left(struct smddp_comm *c, int r)
 
 	if (!p->abort_msg[0])
 		return sd_comm_error(c, SMDDP_EABORTED,
-				     "rank %d (pid %d) aborted the communicator (smddp_comm_abort)", r,
-				     (int)c->pids[r]);
-	return sd_comm_error(c, p->abort_rc, "rank %d (pid %d) gave up after: %.300s", r,
+				     "rank %d (pid %d) aborted the communicator (smddp_comm_abort)",
+				     SD_RANK_NAME(c, r), (int)c->pids[r]);
+	return sd_comm_error(c, p->abort_rc, "rank %d (pid %d) gave up after: %.300s",
+			     SD_RANK_NAME(c, r),
 			     (int)c->pids[r], p->abort_msg);
 }
 
@@ -308,10 +309,10 @@ static int check_health(struct smddp_comm *c, uint64_t target, uint64_t start, u
 					     "rank %d (pid %d) is gone: its process ended "
 					     "(killed, crashed or exited without "
 					     "smddp_comm_destroy) before it reached this step",
-					     r, (int)c->pids[r]);
+					     SD_RANK_NAME(c, r), (int)c->pids[r]);
 		if (nmissing < 16 && off < sizeof(missing) - 16)
 			off += (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%d",
-						nmissing ? "," : "", r);
+						nmissing ? "," : "", SD_RANK_NAME(c, r));
 		nmissing++;
 	}
 	/* An explicit abort (no message) is the cause; one that gave up after
@@ -446,12 +447,13 @@ static int peer_xfer(struct smddp_comm *c, int r, void *local, uintptr_t remote,
 				return sd_comm_error(c, SMDDP_EPEER,
 						     "rank %d (pid %d) died while this rank %s its "
 						     "buffer",
-						     r, (int)c->pids[r], write ? "wrote" : "read");
+						     SD_RANK_NAME(c, r), (int)c->pids[r],
+						     write ? "wrote" : "read");
 			return sd_comm_error(c, SMDDP_ESYSTEM,
 					     "cannot %s %zu bytes of rank %d's buffer at %#lx: %s "
 					     "(did rank %d pass a buffer shorter than count?)",
-					     write ? "write" : "read", len, r, (unsigned long)remote,
-					     strerror(e), r);
+					     write ? "write" : "read", len, SD_RANK_NAME(c, r),
+					     (unsigned long)remote, strerror(e), SD_RANK_NAME(c, r));
 		}
 		local = (char *)local + got;
 		remote += got;
