@@ -41,6 +41,11 @@ static const char *const algo_names[] = {"auto", "hier", "ring", "rd"};
 enum { PH_MAIN = 1, PH_TAIL, PH_DESC, PH_BARRIER, PH_SHARD };
 
 #define NSLOTS 16 /* receive window, in chunks */
+#ifndef SEND_WINDOW
+#define SEND_WINDOW 256 /* sends in flight, in chunks: a send completes once
+			 * delivered, so the window must cover the bandwidth x
+			 * round trip of a deep queue */
+#endif
 #define NET_SPIN_NS 200000ull /* polling before sleeping on the completion queue */
 #define ABORT_MSG 256
 
@@ -145,8 +150,14 @@ static int explain(struct smddp_comm *c, int rc)
 	return rc;
 }
 
-/* Progress until *done (a request of peer `peer`, -1 for anyone). */
-static int net_wait(struct smddp_comm *c, struct sd_freq *r)
+/* Something to do whenever completions arrive while waiting (post sends
+ * that a window held back). */
+struct pump {
+	int (*fn)(struct smddp_comm *c, struct pump *p);
+};
+
+/* Progress until r is done (p, if any, runs after every completion). */
+static int net_wait_pump(struct smddp_comm *c, struct sd_freq *r, struct pump *p)
 {
 	struct sd_net *n = c->net;
 	uint64_t last = sd_now_ns(), now = last;
@@ -160,6 +171,8 @@ static int net_wait(struct smddp_comm *c, struct sd_freq *r)
 			polls = 0;
 			sleep = 0;
 			last = sd_now_ns();
+			if (p)
+				SD_CHECK(p->fn(c, p));
 			continue;
 		}
 		/* Poll SMDDP_SPIN times or NET_SPIN_NS, whichever ends first,
@@ -188,6 +201,11 @@ static int net_wait(struct smddp_comm *c, struct sd_freq *r)
 						r->is_send ? "to" : "from", r->peer,
 						host_of(c, r->peer)));
 	return SMDDP_OK;
+}
+
+static int net_wait(struct smddp_comm *c, struct sd_freq *r)
+{
+	return net_wait_pump(c, r, NULL);
 }
 
 static int wait_all(struct smddp_comm *c, struct sd_freq *r, size_t n)
@@ -253,18 +271,76 @@ static size_t chunk_elems(struct smddp_comm *c, size_t es, size_t blk)
 	return C;
 }
 
-/* Allreduce of count elements among g (op is never AVG here). */
-static int ring_allreduce(struct smddp_comm *c, const struct grp *g, unsigned ph,
+/* Allreduce of count elements among g (op is never AVG here).
+ *
+ * Message k = s * nch + j is chunk j of step s (reduce-scatter steps, then
+ * allgather steps).  Receives are posted NSLOTS ahead into the slots; sends
+ * go out in order of k, at most NSLOTS in flight: chunk j of step s+1 is
+ * ready once chunk j of step s has been received and reduced. */
+struct ring {
+	struct pump pump;
+	struct sd_freq *sreq;
+	size_t next, done_upto, ready, M, nch, C, count, es;
+	int p, me, right;
+	unsigned ph;
+	const char *in;
+	char *out;
+};
+
+static inline int ring_block(int p, int me, int s)
+{
+	return s < p - 1 ? mod(me - s - 1, p) : mod(me - (s - p + 1), p);
+}
+
+static void ring_range(const struct ring *g, int b, size_t j, size_t *lo, size_t *len)
+{
+	size_t blo, bhi;
+
+	block(g->count, g->p, b, &blo, &bhi);
+	*lo = blo + j * g->C < bhi ? blo + j * g->C : bhi;
+	*len = bhi - *lo < g->C ? bhi - *lo : g->C;
+}
+
+static int ring_pump(struct smddp_comm *c, struct pump *pp)
+{
+	struct ring *g = (struct ring *)pp;
+
+	while (g->done_upto < g->next && g->sreq[g->done_upto].done)
+		g->done_upto++;
+	while (g->next < g->ready && g->next - g->done_upto < SEND_WINDOW) {
+		size_t k = g->next, lo, len;
+		int s = (int)(k / g->nch);
+		/* Step 0 sends my own block; step s the block received in s-1. */
+		int b = s == 0 ? g->me : ring_block(g->p, g->me, s - 1);
+
+		ring_range(g, b, k % g->nch, &lo, &len);
+		SD_CHECK(send_to(c, g->right, g->ph, k, (s == 0 ? g->in : g->out) + lo * g->es,
+				 len * g->es, &g->sreq[k]));
+		g->next++;
+	}
+	return SMDDP_OK;
+}
+
+/* Let the send window move: wait for the oldest send in flight. */
+static int ring_advance(struct smddp_comm *c, struct ring *g)
+{
+	if (g->done_upto < g->next)
+		SD_CHECK(net_wait_pump(c, &g->sreq[g->done_upto], &g->pump));
+	return ring_pump(c, &g->pump);
+}
+
+static int ring_allreduce(struct smddp_comm *c, const struct grp *gr, unsigned ph,
 			  const void *sbuf, void *rbuf, size_t count, enum smddp_dtype dt,
 			  enum smddp_op op)
 {
-	int p = g->n, me = g->me, right = g->ranks[mod(me + 1, p)], left = g->ranks[mod(me - 1, p)];
+	int p = gr->n, me = gr->me, left = gr->ranks[mod(me - 1, p)];
 	size_t es = smddp_dtype_size(dt), blk = (count + (size_t)p - 1) / (size_t)p;
 	size_t C = chunk_elems(c, es, blk), nch = blk ? (blk + C - 1) / C : 1;
 	size_t nsteps = 2 * (size_t)(p - 1), M = nsteps * nch, W = NSLOTS;
-	char *slots = c->net->slots, *out = rbuf;
-	const char *in = sbuf;
-	struct sd_freq *sreq, rreq[NSLOTS];
+	char *slots = c->net->slots, *big = NULL;
+	struct sd_freq rreq[NSLOTS];
+	struct ring g = {{ring_pump}, NULL, 0, 0, nch, M, nch, C, count, es, p, me,
+			 gr->ranks[mod(me + 1, p)], ph, sbuf, rbuf};
 	int rc = SMDDP_OK;
 
 	if (p == 1) {
@@ -272,80 +348,61 @@ static int ring_allreduce(struct smddp_comm *c, const struct grp *g, unsigned ph
 			memcpy(rbuf, sbuf, count * es);
 		return SMDDP_OK;
 	}
-	sreq = calloc(M, sizeof(*sreq));
-	if (!sreq)
+	g.sreq = calloc(M, sizeof(*g.sreq));
+	if (C * es > c->net->chunk)
+		slots = big = malloc(W * C * es); /* chunks grew past the slots */
+	if (!g.sreq || !slots) {
+		free(g.sreq);
+		free(big);
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
-	char *big = NULL;
-
-	if (C * es > c->net->chunk) {
-		/* Chunks grew past the slots: receive into a buffer of our own. */
-		big = malloc(W * C * es);
-		if (!big) {
-			free(sreq);
-			return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
-		}
-		slots = big;
 	}
 	memset(rreq, 0, sizeof(rreq));
-#define RANGE(b, j, lo, len)                                                    \
-	do {                                                                    \
-		size_t blo_, bhi_;                                              \
-		block(count, p, (b), &blo_, &bhi_);                             \
-		lo = blo_ + (j) * C < bhi_ ? blo_ + (j) * C : bhi_;             \
-		len = bhi_ - lo < C ? bhi_ - lo : C;                            \
-	} while (0)
-	/* Receives of the first W messages, then every chunk of step 0. */
 	for (size_t k = 0; k < M && k < W; k++) {
-		int s = (int)(k / nch), b = s < p - 1 ? mod(me - s - 1, p) : mod(me - (s - p + 1), p);
 		size_t lo, len;
 
-		RANGE(b, k % nch, lo, len);
-		SD_CHECK_GOTO(recv_from(c, left, ph, k, slots + (k % W) * C * es, len * es, &rreq[k % W]),
-			      rc, out_free);
+		ring_range(&g, ring_block(p, me, (int)(k / nch)), k % nch, &lo, &len);
+		SD_CHECK_GOTO(recv_from(c, left, ph, k, slots + k * C * es, len * es, &rreq[k]), rc,
+			      out_free);
 	}
-	for (size_t j = 0; j < nch; j++) {
-		size_t lo, len;
-
-		RANGE(me, j, lo, len);
-		SD_CHECK_GOTO(send_to(c, right, ph, j, in + lo * es, len * es, &sreq[j]), rc, out_free);
-	}
+	SD_CHECK_GOTO(ring_pump(c, &g.pump), rc, out_free);
 	for (size_t k = 0; k < M; k++) {
 		int s = (int)(k / nch);
 		size_t j = k % nch, lo, len;
-		int b = s < p - 1 ? mod(me - s - 1, p) : mod(me - (s - p + 1), p);
 		char *slot = slots + (k % W) * C * es;
 
-		RANGE(b, j, lo, len);
-		SD_CHECK_GOTO(net_wait(c, &rreq[k % W]), rc, out_free);
+		ring_range(&g, ring_block(p, me, s), j, &lo, &len);
+		SD_CHECK_GOTO(net_wait_pump(c, &rreq[k % W], &g.pump), rc, out_free);
 		SD_CHECK_GOTO(check_len(c, &rreq[k % W], len * es), rc, out_free);
 		if (s < p - 1) {
-			const void *srcs[2] = {in + lo * es, slot};
+			const void *srcs[2] = {g.in + lo * es, slot};
 
-			sd_reduce(out + lo * es, srcs, 2, len, dt, op, 1);
+			sd_reduce(g.out + lo * es, srcs, 2, len, dt, op, 1);
 		} else {
 			/* This block went out from rbuf in reduce-scatter step
 			 * s-p+1: that send must be done before it is overwritten. */
-			SD_CHECK_GOTO(net_wait(c, &sreq[(size_t)(s - p + 1) * nch + j]), rc, out_free);
-			memcpy(out + lo * es, slot, len * es);
+			size_t k0 = (size_t)(s - p + 1) * nch + j;
+
+			while (k0 >= g.next)
+				SD_CHECK_GOTO(ring_advance(c, &g), rc, out_free);
+			SD_CHECK_GOTO(net_wait_pump(c, &g.sreq[k0], &g.pump), rc, out_free);
+			memcpy(g.out + lo * es, slot, len * es);
 		}
-		if ((size_t)s + 1 < nsteps)
-			SD_CHECK_GOTO(send_to(c, right, ph, k + nch, out + lo * es, len * es,
-					      &sreq[k + nch]),
-				      rc, out_free);
 		if (k + W < M) {
 			size_t k2 = k + W, lo2, len2;
-			int s2 = (int)(k2 / nch);
-			int b2 = s2 < p - 1 ? mod(me - s2 - 1, p) : mod(me - (s2 - p + 1), p);
 
-			RANGE(b2, k2 % nch, lo2, len2);
+			ring_range(&g, ring_block(p, me, (int)(k2 / nch)), k2 % nch, &lo2, &len2);
 			SD_CHECK_GOTO(recv_from(c, left, ph, k2, slot, len2 * es, &rreq[k % W]), rc,
 				      out_free);
 		}
+		/* Chunk j of the next step may go. */
+		g.ready = k + nch + 1 < M ? k + nch + 1 : M;
+		SD_CHECK_GOTO(ring_pump(c, &g.pump), rc, out_free);
 	}
-	rc = wait_all(c, sreq, M);
+	while (g.next < M)
+		SD_CHECK_GOTO(ring_advance(c, &g), rc, out_free);
+	rc = wait_all(c, g.sreq, M);
 out_free:
-#undef RANGE
-	free(sreq);
+	free(g.sreq);
 	free(big);
 	return rc;
 }
