@@ -45,7 +45,7 @@ names_rank() { grep -Eiq "ranks?(\(s\))?:? *\[?([0-9]+ *(,|and|&|or|/) *)*$2([^0
 # ("host h2", "on h2/BOOT-ID")
 names_host() { grep -Eq "(^|[^[:alnum:]])$2([^[:alnum:]]|\$)" <<<"$1"; }
 
-# ranks_reported N: how many of the job's rank files hold a final line
+# ranks_reported: how many of the job's ranks printed a final line
 ranks_reported() {
 	cat "$JD"/rank.* 2>/dev/null | grep -Ec '^NETLOOP rank=[0-9]+ (destroy rc=|hang:|bad:|no failure)'
 }
