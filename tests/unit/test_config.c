@@ -210,7 +210,8 @@ int main(void)
 	       fmt_msg(0,
 		       "%s: unknown key \"timout\" (did you mean \"timeout\"? known keys: timeout, "
 		       "check_coll, debug, debug_subsys, debug_file, shm_chunk, spin, liveness_ms, "
-		       "single_copy, single_copy_min, topo_file, optimize_sdp)",
+		       "single_copy, single_copy_min, cuda_async, topo_file, algo, fabric_provider, "
+		       "net_chunk, net_rd_max, optimize_sdp)",
 		       p),
 	       check_error_sticks);
 	p = data("wrong-type.json");
@@ -310,7 +311,8 @@ int main(void)
 	       fmt_msg(0,
 		       "%s: unknown key \"SMDDP_TIMEOUT\" (did you mean \"timeout\"? known keys: "
 		       "timeout, check_coll, debug, debug_subsys, debug_file, shm_chunk, spin, "
-		       "liveness_ms, single_copy, single_copy_min, topo_file, optimize_sdp)",
+		       "liveness_ms, single_copy, single_copy_min, cuda_async, topo_file, algo, "
+		       "fabric_provider, net_chunk, net_rd_max, optimize_sdp)",
 		       p),
 	       NULL);
 	p = TMPJSON("token.json", "{\"job_token\": \"s3cret\"}");
