@@ -216,6 +216,15 @@ static int wait_all(struct smddp_comm *c, struct sd_freq *r, size_t n)
 	return SMDDP_OK;
 }
 
+/* A collective that fails leaves operations posted, whose requests (on its
+ * stack) and buffers are about to go: detach and cancel them first. */
+static int settle(struct smddp_comm *c, int rc)
+{
+	if (rc)
+		sd_fab_forget(c->net->fab, 250);
+	return rc;
+}
+
 static uint64_t tag(struct smddp_comm *c, unsigned phase, uint64_t step)
 {
 	return sd_fab_tag(SD_TAG_KIND_DATA, c->cur.seq, phase, step);
@@ -402,6 +411,7 @@ static int ring_allreduce(struct smddp_comm *c, const struct grp *gr, unsigned p
 		SD_CHECK_GOTO(ring_advance(c, &g), rc, out_free);
 	rc = wait_all(c, g.sreq, M);
 out_free:
+	rc = settle(c, rc);
 	free(g.sreq);
 	free(big);
 	return rc;
@@ -483,6 +493,7 @@ static int rd_allreduce(struct smddp_comm *c, const struct grp *g, unsigned ph, 
 	}
 #undef EXCH
 out:
+	rc = settle(c, rc);
 	if (tmp != c->net->slots)
 		free(tmp);
 	return rc;
@@ -551,6 +562,7 @@ static int ring_allgather(struct smddp_comm *c, const struct grp *g, unsigned ph
 	rc = wait_all(c, sreq, M);
 #undef PIECE
 out:
+	rc = settle(c, rc);
 	free(sreq);
 	free(rreq);
 	return rc;
@@ -635,6 +647,7 @@ static int ring_reduce_scatter(struct smddp_comm *c, const struct grp *g, unsign
 	rc = wait_all(c, sreq, M);
 #undef LEN
 out:
+	rc = settle(c, rc);
 	free(sreq);
 	free(sslot_of);
 	free(big);
@@ -647,16 +660,19 @@ static int dissemination(struct smddp_comm *c, const struct grp *g, unsigned ph)
 {
 	struct sd_freq rr, sr;
 	char dummy = 0;
-	int step = 0;
+	int step = 0, rc = SMDDP_OK;
 
-	for (int k = 1; k < g->n; k <<= 1, step++) {
-		SD_CHECK(recv_from(c, g->ranks[mod(g->me - k, g->n)], ph, (uint64_t)step, &dummy, 0,
-				   &rr));
-		SD_CHECK(send_to(c, g->ranks[mod(g->me + k, g->n)], ph, (uint64_t)step, &dummy, 0, &sr));
-		SD_CHECK(net_wait(c, &rr));
-		SD_CHECK(net_wait(c, &sr));
+	for (int k = 1; !rc && k < g->n; k <<= 1, step++) {
+		rc = recv_from(c, g->ranks[mod(g->me - k, g->n)], ph, (uint64_t)step, &dummy, 0, &rr);
+		if (!rc)
+			rc = send_to(c, g->ranks[mod(g->me + k, g->n)], ph, (uint64_t)step, &dummy, 0,
+				     &sr);
+		if (!rc)
+			rc = net_wait(c, &rr);
+		if (!rc)
+			rc = net_wait(c, &sr);
 	}
-	return SMDDP_OK;
+	return settle(c, rc);
 }
 
 static void divide(void *buf, size_t n, enum smddp_dtype dt, int by)
@@ -896,6 +912,7 @@ int sd_net_broadcast(struct smddp_comm *c, void *buf, size_t count, enum smddp_d
 	}
 	rc = wait_all(c, sreq, nch);
 out:
+	rc = settle(c, rc);
 	free(sreq);
 	free(rreq);
 	return rc;
@@ -968,6 +985,7 @@ int sd_net_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t cou
 	}
 	rc = wait_all(c, sreq, nch);
 out:
+	rc = settle(c, rc);
 	free(sreq);
 	free(big);
 	return rc;
@@ -1009,6 +1027,7 @@ int sd_net_alltoall(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t c
 	for (int i = 1; !rc && i < p; i++)
 		rc = check_len(c, &req[2 * i], bytes);
 out:
+	rc = settle(c, rc);
 	free(req);
 	free(copy);
 	return rc;
@@ -1235,6 +1254,8 @@ int sd_net_setup(struct smddp_comm *c, struct smddp_comm *node, struct smddp_com
 				memcpy(n->hosts[r], vhost[members ? members[r] : r], SD_HOSTID_MAX);
 			}
 			lrc = sd_fab_open(c, src_ip, &n->fab);
+			if (!lrc)
+				sd_fab_on_wait(n->fab, check_news);
 		}
 		if (!lrc) {
 			mine.len = (uint32_t)sd_fab_name(n->fab, mine.name, sizeof(mine.name));
@@ -1293,6 +1314,7 @@ int sd_net_setup(struct smddp_comm *c, struct smddp_comm *node, struct smddp_com
 				}
 			}
 		}
+		n->abort_req.keep = 1; /* outlives any failed collective */
 		if (!lrc)
 			lrc = sd_fab_recv(c, n->fab, -1, sd_fab_tag(SD_TAG_KIND_ABORT, 0, 0, 0),
 					  n->abort_in, sizeof(n->abort_in), &n->abort_req);

@@ -427,6 +427,12 @@ static int setup_spanning(struct smddp_comm *c, int want, struct smddp_comm *via
 			node->local_size = nl;
 			node->tp = &sd_transport_shm;
 			inherit_tunables(node, c);
+			/* A local peer that keeps the others waiting inside a
+			 * collective between hosts is usually waiting on the
+			 * network itself: its SMDDP_TIMEOUT there must fire,
+			 * and reach us, before ours here (which could only say
+			 * that it did not arrive). */
+			node->timeout_ns = c->timeout_ns + 2 * c->liveness_ns + 2000000000ull;
 			seg = node;
 		} else {
 			free(node);

@@ -35,10 +35,69 @@ struct sd_fab {
 	int cq_waits;     /* fi_cq_sread works */
 	uint64_t patience_ns; /* how long a post may find the queue full */
 	char desc[160];
+	/* The provider's contexts: allocated in blocks that live as long as
+	 * the endpoint, so a completion never points at freed memory. */
+	struct fctx *free_ctx;
+	struct fctx_block *blocks;
+	int busy;
+	int (*news)(struct smddp_comm *c); /* asked while a post waits for room */
 };
 
-_Static_assert(sizeof(((struct sd_freq *)0)->ctx) >= sizeof(struct fi_context2),
-	       "sd_freq.ctx must hold a struct fi_context2");
+/* What the provider holds for one operation.  The context comes first: the
+ * provider hands its address back as op_context. */
+struct fctx {
+	struct fi_context2 ctx;
+	struct sd_freq *owner; /* NULL once forgotten */
+	struct fid_mr *mr;
+	struct fctx *next;     /* in the free list */
+	int busy;
+	int is_recv;
+	int keep;
+};
+
+#define FCTX_BLOCK 256
+struct fctx_block {
+	struct fctx_block *next;
+	struct fctx c[FCTX_BLOCK];
+};
+
+static struct fctx *ctx_get(struct sd_fab *f)
+{
+	struct fctx *x = f->free_ctx;
+
+	if (!x) {
+		struct fctx_block *b = calloc(1, sizeof(*b));
+
+		if (!b)
+			return NULL;
+		b->next = f->blocks;
+		f->blocks = b;
+		for (int i = FCTX_BLOCK - 1; i >= 0; i--) {
+			b->c[i].next = f->free_ctx;
+			f->free_ctx = &b->c[i];
+		}
+		x = f->free_ctx;
+	}
+	f->free_ctx = x->next;
+	memset(x, 0, sizeof(*x));
+	x->busy = 1;
+	f->busy++;
+	return x;
+}
+
+static void ctx_put(struct sd_fab *f, struct fctx *x)
+{
+	if (x->mr)
+		fi_close(&x->mr->fid);
+	if (x->owner)
+		x->owner->fc = NULL;
+	x->mr = NULL;
+	x->owner = NULL;
+	x->busy = 0;
+	x->next = f->free_ctx;
+	f->free_ctx = x;
+	f->busy--;
+}
 
 static int fab_error(struct smddp_comm *c, int rc, const char *what, int fierr)
 {
@@ -231,7 +290,7 @@ int sd_fab_insert(struct smddp_comm *c, struct sd_fab *f, const void *names, siz
 }
 
 static int reg(struct smddp_comm *c, struct sd_fab *f, const void *buf, size_t len, uint64_t acc,
-	       struct sd_freq *r, void **desc)
+	       struct fctx *x, void **desc)
 {
 	struct fid_mr *mr;
 	int ret;
@@ -249,17 +308,9 @@ static int reg(struct smddp_comm *c, struct sd_fab *f, const void *buf, size_t l
 	}
 	if (ret)
 		return fab_error(c, SMDDP_ENETWORK, "registering memory", ret);
-	r->mr = mr;
+	x->mr = mr;
 	*desc = fi_mr_desc(mr);
 	return SMDDP_OK;
-}
-
-static void unreg(struct sd_freq *r)
-{
-	if (r->mr) {
-		fi_close(&((struct fid_mr *)r->mr)->fid);
-		r->mr = NULL;
-	}
 }
 
 static int peer_ok(struct smddp_comm *c, struct sd_fab *f, int peer)
@@ -270,10 +321,43 @@ static int peer_ok(struct smddp_comm *c, struct sd_fab *f, int peer)
 	return SMDDP_OK;
 }
 
+/* The provider's queue is full (or the connection is still being made):
+ * progress, and after a short while sleep a little on the completion queue
+ * and ask whether the peers are still there.  Nonzero: give up with that. */
+static int queue_full(struct smddp_comm *c, struct sd_fab *f, uint64_t start, uint64_t deadline,
+		      int peer)
+{
+	uint64_t now = sd_now_ns();
+	int slow = now - start > 200000ull;
+	int rc = sd_fab_progress(c, f, slow);
+
+	if (rc < 0)
+		return -rc;
+	if (slow && f->news) {
+		rc = f->news(c);
+		if (rc)
+			return rc;
+	}
+	if (now > deadline)
+		return sd_comm_error(c, SMDDP_ENETWORK,
+				     "libfabric: the queue towards rank %d stayed full for %.1f s "
+				     "(%s): that rank or its link is gone",
+				     peer,
+				     (double)(f->patience_ns ? f->patience_ns : c->timeout_ns) / 1e9,
+				     f->desc);
+	return SMDDP_OK;
+}
+
+void sd_fab_on_wait(struct sd_fab *f, int (*news)(struct smddp_comm *c))
+{
+	f->news = news;
+}
+
 /* Post a send or a receive, progressing while the provider's queue is full. */
 static int post(struct smddp_comm *c, struct sd_fab *f, int is_send, int peer, uint64_t tag,
 		void *buf, size_t len, struct sd_freq *r)
 {
+	struct fctx *x;
 	void *desc;
 	ssize_t ret;
 
@@ -283,49 +367,62 @@ static int post(struct smddp_comm *c, struct sd_fab *f, int is_send, int peer, u
 	r->peer = peer;
 	r->is_send = is_send;
 	r->len = len;
-	SD_CHECK(reg(c, f, buf, len, is_send ? FI_SEND : FI_RECV, r, &desc));
-	uint64_t deadline = sd_now_ns() + (f->patience_ns ? f->patience_ns : c->timeout_ns);
+	if (is_send && len <= f->info->tx_attr->inject_size) {
+		/* Small: the provider copies it now and reports no completion
+		 * (waiting for one costs a round trip). */
+		uint64_t start = sd_now_ns();
+		uint64_t deadline = start + (f->patience_ns ? f->patience_ns : c->timeout_ns);
+
+		while ((ret = fi_tinject(f->ep, buf, len, f->addrs[peer], tag)) == -FI_EAGAIN)
+			SD_CHECK(queue_full(c, f, start, deadline, peer));
+		if (ret)
+			goto failed;
+		r->done = 1;
+		return SMDDP_OK;
+	}
+	x = ctx_get(f);
+	if (!x)
+		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	x->is_recv = !is_send;
+	x->keep = r->keep;
+	{
+		int rc = reg(c, f, buf, len, is_send ? FI_SEND : FI_RECV, x, &desc);
+
+		if (rc) {
+			ctx_put(f, x);
+			return rc;
+		}
+	}
+	uint64_t start = sd_now_ns();
+	uint64_t deadline = start + (f->patience_ns ? f->patience_ns : c->timeout_ns);
 
 	for (;;) {
 		int rc;
 
-		if (is_send && len <= f->info->tx_attr->inject_size) {
-			/* Small: the provider copies it now and reports no
-			 * completion (waiting for one costs a round trip). */
-			ret = fi_tinject(f->ep, buf, len, f->addrs[peer], tag);
-			if (!ret) {
-				unreg(r);
-				r->done = 1;
-			}
-		} else if (is_send)
-			ret = fi_tsend(f->ep, buf, len, desc, f->addrs[peer], tag, r);
+		if (is_send)
+			ret = fi_tsend(f->ep, buf, len, desc, f->addrs[peer], tag, &x->ctx);
 		else
 			ret = fi_trecv(f->ep, buf, len, desc,
-				       peer >= 0 ? f->addrs[peer] : FI_ADDR_UNSPEC, tag, 0, r);
+				       peer >= 0 ? f->addrs[peer] : FI_ADDR_UNSPEC, tag, 0, &x->ctx);
 		if (ret != -FI_EAGAIN)
 			break;
-		rc = sd_fab_progress(c, f, 0);
-		if (rc < 0) {
-			unreg(r);
-			return -rc;
-		}
-		if (sd_now_ns() > deadline) {
-			unreg(r);
-			return sd_comm_error(c, SMDDP_ENETWORK,
-					     "libfabric: the queue towards rank %d stayed full for %.1f s "
-					     "(%s): that rank or its link is gone",
-					     peer, (double)(f->patience_ns ? f->patience_ns
-								    : c->timeout_ns) / 1e9,
-					     f->desc);
+		rc = queue_full(c, f, start, deadline, peer);
+		if (rc) {
+			ctx_put(f, x);
+			return rc;
 		}
 	}
 	if (ret) {
-		unreg(r);
-		return sd_comm_error(c, SMDDP_ENETWORK, "libfabric: %s %zu bytes %s rank %d: %s",
-				     is_send ? "sending" : "posting a receive of", len,
-				     is_send ? "to" : "from", peer, fi_strerror((int)-ret));
+		ctx_put(f, x);
+		goto failed;
 	}
+	x->owner = r;
+	r->fc = x;
 	return SMDDP_OK;
+failed:
+	return sd_comm_error(c, SMDDP_ENETWORK, "libfabric: %s %zu bytes %s rank %d: %s",
+			     is_send ? "sending" : "posting a receive of", len,
+			     is_send ? "to" : "from", peer, fi_strerror((int)-ret));
 }
 
 int sd_fab_send(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag, const void *buf,
@@ -340,9 +437,72 @@ int sd_fab_recv(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag, 
 	return post(c, f, 0, peer, tag, buf, len, r);
 }
 
+/* Read up to 32 completions: the number read, 0 when none came, or a
+ * negative libfabric error (-FI_EAVAIL: *bad holds the failed operation's
+ * entry; its context has been released). */
+static ssize_t reap(struct sd_fab *f, int wait_ms, struct fi_cq_err_entry *bad, int *stale)
+{
+	struct fi_cq_tagged_entry e[32];
+	ssize_t n;
+
+	*stale = 0;
+	if (wait_ms > 0 && f->cq_waits)
+		n = fi_cq_sread(f->cq, e, 32, NULL, wait_ms);
+	else
+		n = fi_cq_read(f->cq, e, 32);
+	if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT || n == -FI_EINTR) {
+		if (n == -FI_EAGAIN && wait_ms > 0 && !f->cq_waits) {
+			struct timespec ts = {0, 200000};
+
+			nanosleep(&ts, NULL);
+		}
+		return 0;
+	}
+	if (n == -FI_EAVAIL) {
+		struct fctx *x;
+
+		memset(bad, 0, sizeof(*bad));
+		if (fi_cq_readerr(f->cq, bad, 0) < 0)
+			return -FI_EIO;
+		x = bad->op_context;
+		if (x) {
+			struct sd_freq *r = x->owner;
+
+			if (r) {
+				r->err = bad->err ? bad->err : FI_EIO;
+				r->done = 1;
+			}
+			*stale = !r;
+			/* Keep what the message needs; the context goes. */
+			bad->op_context = r;
+			ctx_put(f, x);
+		}
+		return -FI_EAVAIL;
+	}
+	if (n < 0)
+		return n;
+	for (ssize_t i = 0; i < n; i++) {
+		struct fctx *x = e[i].op_context;
+		struct sd_freq *r;
+
+		if (!x)
+			continue;
+		r = x->owner;
+		if (r) {
+			if (!r->is_send)
+				r->len = e[i].len;
+			r->done = 1;
+		}
+		ctx_put(f, x);
+	}
+	return n;
+}
+
 int sd_fab_notify(struct sd_fab *f, int peer, uint64_t tag, const void *buf, size_t len,
 		  struct sd_freq *r)
 {
+	struct fctx *x;
+
 	if (peer < 0 || peer >= f->npeers)
 		return -1;
 	memset(r, 0, sizeof(*r));
@@ -352,25 +512,30 @@ int sd_fab_notify(struct sd_fab *f, int peer, uint64_t tag, const void *buf, siz
 	r->len = len;
 	if (f->mr_local)
 		return -1; /* would need a registration: the bootstrap tells them too */
+	x = ctx_get(f);
+	if (!x)
+		return -1;
+	x->keep = 1;
 	/* A connection not made yet answers EAGAIN until progress makes it:
 	 * a little patience, bounded. */
 	uint64_t until = sd_now_ns() + 30000000ull;
 	ssize_t ret;
 
-	while ((ret = fi_tsend(f->ep, (void *)buf, len, NULL, f->addrs[peer], tag, r)) ==
+	while ((ret = fi_tsend(f->ep, (void *)buf, len, NULL, f->addrs[peer], tag, &x->ctx)) ==
 		       -FI_EAGAIN &&
 	       sd_now_ns() < until) {
-		struct fi_cq_tagged_entry e[8];
-		ssize_t n = fi_cq_read(f->cq, e, 8);
+		struct fi_cq_err_entry bad;
+		int stale;
 
-		for (ssize_t i = 0; i < n; i++)
-			if (e[i].op_context)
-				((struct sd_freq *)e[i].op_context)->done = 1;
+		reap(f, 0, &bad, &stale);
 	}
 	if (ret) {
+		ctx_put(f, x);
 		memset(r, 0, sizeof(*r));
 		return -1;
 	}
+	x->owner = r;
+	r->fc = x;
 	return 0;
 }
 
@@ -381,78 +546,97 @@ void sd_fab_patience(struct sd_fab *f, uint64_t ns)
 
 void sd_fab_cancel(struct sd_fab *f, struct sd_freq *r)
 {
-	if (f && f->ep && !r->done)
-		fi_cancel(&f->ep->fid, r);
+	if (f && f->ep && !r->done && r->fc)
+		fi_cancel(&f->ep->fid, &((struct fctx *)r->fc)->ctx);
+}
+
+int sd_fab_forget(struct sd_fab *f, int wait_ms)
+{
+	uint64_t until = sd_now_ns() + (uint64_t)wait_ms * 1000000ull;
+	int left = 0;
+
+	if (!f || !f->busy)
+		return 0;
+	for (struct fctx_block *b = f->blocks; b; b = b->next)
+		for (int i = 0; i < FCTX_BLOCK; i++) {
+			struct fctx *x = &b->c[i];
+
+			if (!x->busy || x->keep)
+				continue;
+			if (x->owner)
+				x->owner->fc = NULL;
+			x->owner = NULL;
+			if (x->is_recv)
+				fi_cancel(&f->ep->fid, &x->ctx);
+		}
+	for (;;) {
+		struct fi_cq_err_entry bad;
+		int stale;
+
+		left = 0;
+		for (struct fctx_block *b = f->blocks; b; b = b->next)
+			for (int i = 0; i < FCTX_BLOCK; i++)
+				left += b->c[i].busy && !b->c[i].keep;
+		if (!left || sd_now_ns() >= until)
+			break;
+		/* A kept operation that fails here has err set in its
+		 * owner; the rest is not news. */
+		reap(f, 1, &bad, &stale);
+	}
+	if (left)
+		SD_INFO(SD_SUB_NET, "%d operations of a failed collective are still held by %s",
+			left, f->desc);
+	return left;
 }
 
 /* Completions read (>= 0), or an smddp_result negated. */
 int sd_fab_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms)
 {
-	struct fi_cq_tagged_entry e[32];
-	ssize_t n;
+	struct fi_cq_err_entry ee;
+	char buf[128];
+	int stale;
+	ssize_t n = reap(f, wait_ms, &ee, &stale);
 
-	if (wait_ms > 0 && f->cq_waits)
-		n = fi_cq_sread(f->cq, e, 32, NULL, wait_ms);
-	else
-		n = fi_cq_read(f->cq, e, 32);
-	if (n == -FI_EAGAIN) {
-		if (wait_ms > 0 && !f->cq_waits) {
-			struct timespec ts = {0, 200000};
-
-			nanosleep(&ts, NULL);
-		}
-		return 0;
-	}
+	if (n >= 0)
+		return (int)n;
 	if (n == -FI_EAVAIL) {
-		struct fi_cq_err_entry ee;
-		char buf[128];
-		struct sd_freq *r;
+		struct sd_freq *r = ee.op_context;
 
-		memset(&ee, 0, sizeof(ee));
-		if (fi_cq_readerr(f->cq, &ee, 0) < 0)
-			return -sd_comm_error(c, SMDDP_ENETWORK, "libfabric: a transfer failed");
-		r = ee.op_context;
-		if (ee.err == FI_ECANCELED) {
-			if (r) {
-				r->done = 1;
-				r->err = FI_ECANCELED;
-				unreg(r);
-			}
+		/* A cancel, or a failure of an operation a failed collective
+		 * left behind: not news. */
+		if (ee.err == FI_ECANCELED || stale)
 			return 1;
-		}
-		if (r) {
-			r->err = ee.err ? ee.err : FI_EIO;
-			r->done = 1;
-			unreg(r);
-		}
 		return -sd_comm_error(
 			c, SMDDP_ENETWORK, "libfabric: %s %s rank %d failed: %s (%s)",
 			r && r->is_send ? "sending to" : "receiving from", r ? "" : "a", r ? r->peer : -1,
 			fi_strerror(ee.err),
 			fi_cq_strerror(f->cq, ee.prov_errno, ee.err_data, buf, sizeof(buf)));
 	}
-	if (n < 0) {
-		if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT || n == -FI_EINTR)
-			return 0;
-		return -fab_error(c, SMDDP_ENETWORK, "reading completions", (int)n);
-	}
-	for (ssize_t i = 0; i < n; i++) {
-		struct sd_freq *r = e[i].op_context;
-
-		if (!r)
-			continue;
-		if (!r->is_send)
-			r->len = e[i].len;
-		unreg(r);
-		r->done = 1;
-	}
-	return (int)n;
+	if (n == -FI_EIO)
+		return -sd_comm_error(c, SMDDP_ENETWORK, "libfabric: a transfer failed");
+	return -fab_error(c, SMDDP_ENETWORK, "reading completions", (int)n);
 }
 
 void sd_fab_close(struct sd_fab *f)
 {
 	if (!f)
 		return;
+	if (f->ep && f->busy) {
+		/* Everything still posted goes first, bounded. */
+		for (struct fctx_block *b = f->blocks; b; b = b->next)
+			for (int i = 0; i < FCTX_BLOCK; i++)
+				b->c[i].keep = 0;
+		if (sd_fab_forget(f, 200)) {
+			/* libfabric 1.17's rxm can crash closing an endpoint
+			 * whose sends wait on a broken connection: leave it
+			 * to the end of the process (its sockets close then). */
+			SD_WARN(SD_SUB_NET,
+				"%d transfers towards lost peers never ended: the libfabric endpoint "
+				"(%s) stays open until the process exits",
+				f->busy, f->desc);
+			return;
+		}
+	}
 	if (f->ep)
 		fi_close(&f->ep->fid);
 	if (f->av)
@@ -465,6 +649,16 @@ void sd_fab_close(struct sd_fab *f)
 		fi_close(&f->fabric->fid);
 	if (f->info)
 		fi_freeinfo(f->info);
+	while (f->blocks) {
+		struct fctx_block *b = f->blocks;
+
+		/* The endpoint is closed: the provider holds nothing now. */
+		for (int i = 0; i < FCTX_BLOCK; i++)
+			if (b->c[i].mr)
+				fi_close(&b->c[i].mr->fid);
+		f->blocks = b->next;
+		free(b);
+	}
 	free(f->addrs);
 	free(f);
 }

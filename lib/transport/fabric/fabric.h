@@ -19,12 +19,14 @@ struct sd_fab;
 #define SD_FAB_NAME_MAX 200
 
 /* One posted send or receive.  Zero it before posting; done becomes 1 (or
- * err nonzero) when its completion has been read.  Must stay in place
- * until then. */
+ * err nonzero) when its completion has been read.  The provider's context
+ * and any registration live in the endpoint, not here, so that after
+ * sd_fab_forget the caller may drop this request (a stack array, say)
+ * while the provider still holds the operation. */
 struct sd_freq {
-	uint64_t ctx[8];    /* struct fi_context2, for the provider */
+	void *fc;           /* the endpoint's context for it, while posted */
 	struct sd_fab *fab;
-	void *mr;           /* a registration made for this operation only */
+	int keep;           /* set before posting: sd_fab_forget leaves it be */
 	int peer;
 	int is_send;
 	volatile int done;
@@ -56,8 +58,17 @@ int sd_fab_notify(struct sd_fab *f, int peer, uint64_t tag, const void *buf, siz
 /* How long a post may wait for room in the provider's queue (0: the
  * communicator's SMDDP_TIMEOUT); after that it fails with SMDDP_ENETWORK. */
 void sd_fab_patience(struct sd_fab *f, uint64_t ns);
+/* What a post asks, while it waits for room in the provider's queue,
+ * whether the peers are still there (nonzero: fail with that result). */
+void sd_fab_on_wait(struct sd_fab *f, int (*news)(struct smddp_comm *c));
 /* Cancel a posted receive (at close, for the abort-notice receive). */
 void sd_fab_cancel(struct sd_fab *f, struct sd_freq *r);
+/* After a failed collective: detach every posted operation (but those with
+ * keep) from its sd_freq, cancel the receives, and read completions for at
+ * most wait_ms or until none is left.  Completions that come later only
+ * release the endpoint's own context, so the callers' requests and
+ * buffers may go.  Returns the operations still held by the provider. */
+int sd_fab_forget(struct sd_fab *f, int wait_ms);
 
 /* Read completions.  wait_ms > 0 may block that long for one (when the
  * provider has a wait object; else it sleeps briefly).  Returns the number
