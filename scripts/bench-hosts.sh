@@ -5,7 +5,8 @@
 #                               [-r REPEATS] [-C COLLECTIVE] [--env VAR=VALUE]... [-- BENCH-ARGS...]
 # Makes HOSTS network namespaces on a bridge (tests/cluster/lib.sh), shapes
 # every host's link with tc tbf at RATE (e.g. 2gbit) when given, sets the MTU,
-# then runs smddp-allreduce-bench --compare mpi through smddp-run --hosts
+# measures raw TCP between h1 and h2 both ways at once (scripts/tcp-rate.py,
+# the link's payload rate), then runs smddp-allreduce-bench --compare mpi through smddp-run --hosts
 # (mpirun) REPEATS times and prints the medians per size.  Root only; needs a
 # build in ./build with libfabric and Open MPI.  Everything is removed on exit.
 set -eu
@@ -40,6 +41,16 @@ if [ -n "$mtu" ]; then
 fi
 out="$CL_DIR/runs"
 mkdir -p "$out"
+# The anchor: raw TCP between h1 and h2, both ways at once (median of 3).
+tcp=()
+for ((i = 1; i <= 3; i++)); do
+	bytes=$([ -n "$rate" ] && echo 268435456 || echo 1073741824)
+	on_host 2 timeout 150 python3 scripts/tcp-rate.py 10.77.0.2 10.77.0.1 "$bytes" >"$CL_DIR/tcp2" &
+	tcp+=("$(on_host 1 timeout 150 python3 scripts/tcp-rate.py 10.77.0.1 10.77.0.2 "$bytes")")
+	wait $! || true
+done
+tcp_mbs=$(printf '%s\n' "${tcp[@]}" | sort -n | sed -n 2p)
+echo "# link h1-h2: raw TCP both ways at once, $((bytes >> 20)) MiB each way: ${tcp_mbs} MB/s per direction (median of ${tcp[*]})"
 for ((i = 1; i <= repeats; i++)); do
 	on_host 1 timeout -k 5 1200 "$top_builddir/cmd/smddp-run" --hosts "$(cl_hosts "$hosts" "$per")" \
 		--network-interface eth0 --no-tag-output "${envs[@]}" \
@@ -48,4 +59,4 @@ for ((i = 1; i <= repeats; i++)); do
 	echo "run $i of $repeats done" >&2
 done
 python3 scripts/bench-median.py "$out" \
-	"$coll, $hosts hosts x $per ranks, link ${rate:-unshaped}, MTU ${mtu:-1500}"
+	"$coll, $hosts hosts x $per ranks, link ${rate:-unshaped}, MTU ${mtu:-1500}" "$tcp_mbs"

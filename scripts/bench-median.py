@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""bench-median.py DIR TITLE: median table of the --json runs in DIR (ours against MPI).
+"""bench-median.py DIR TITLE [LINK-MBS]: median table of the --json runs in DIR (ours against MPI).
 
 Shared by scripts/bench-vs-mpi.sh and scripts/bench-hosts.sh: every file in
 DIR holds one smddp-allreduce-bench --compare mpi --json run; per size, the
 median time of each implementation, out of place and in place, and the
 ratio (MPI's time / ours, so > 1 means we are faster), plus our bus
-bandwidth.
+bandwidth.  With LINK-MBS (a link's payload rate, MB/s), also each busbw
+as a percentage of it ("link%": ours, then MPI's).
 """
 import json
 import os
@@ -13,6 +14,7 @@ import statistics
 import sys
 
 d, title = sys.argv[1], sys.argv[2]
+link = float(sys.argv[3]) / 1000 if len(sys.argv) > 3 and sys.argv[3] else 0
 rows = {}
 files = sorted(os.listdir(d))
 for f in files:
@@ -25,8 +27,9 @@ for f in files:
 med = statistics.median
 print(f"# {title}, median of {len(files)} runs; time in us; "
       "ratio = MPI's time / ours, out of place (oop) and in place (ip); busbw of ours, GB/s")
-print(f"{'size':>12} {'oop smddp':>10} {'oop mpi':>10} {'ratio':>6} {'busbw':>7} "
-      f"{'ip smddp':>10} {'ip mpi':>10} {'ratio':>6} {'busbw':>7}")
+lk = f" {'link%':>5} {'mpi%':>5}" if link else ""
+print(f"{'size':>12} {'oop smddp':>10} {'oop mpi':>10} {'ratio':>6} {'busbw':>7}{lk} "
+      f"{'ip smddp':>10} {'ip mpi':>10} {'ratio':>6} {'busbw':>7}{lk}")
 for (size, t, op), v in sorted(rows.items()):
     if ("mpi", "oop") not in v:
         continue
@@ -34,5 +37,9 @@ for (size, t, op), v in sorted(rows.items()):
     for place in ("oop", "ip"):
         s_, m_ = med(v[("smddp", place)]), med(v[("mpi", place)])
         bw = med(v[("smddp", place + "_busbw")])
-        cols.append(f"{s_:>10.2f} {m_:>10.2f} {m_ / s_ if s_ else 0:>6.2f} {bw:>7.3f}")
+        col = f"{s_:>10.2f} {m_:>10.2f} {m_ / s_ if s_ else 0:>6.2f} {bw:>7.3f}"
+        if link:
+            mbw = med(v[("mpi", place + "_busbw")])
+            col += f" {100 * bw / link:>5.1f} {100 * mbw / link:>5.1f}"
+        cols.append(col)
     print(f"{size:>12} " + " ".join(cols))
