@@ -58,7 +58,7 @@ struct shm_hdr {
 
 struct shm_ctl {
 	_Atomic uint64_t arrive;   /* last barrier epoch this rank reached */
-	_Atomic uint64_t done;     /* last barrier epoch this rank saw complete */
+	_Atomic uint64_t done;     /* last barrier epoch this rank saw complete (set at abort) */
 	_Atomic uint32_t bell;     /* futex word: bumped to wake this rank */
 	_Atomic uint32_t sleeping; /* this rank is (about to be) asleep on bell */
 	_Atomic uint32_t aborted;  /* this rank left: abort_rc says why */
@@ -82,6 +82,7 @@ struct shm_state {
 	char *data;
 	size_t half;
 	uint64_t epoch;
+	uint64_t done_epoch; /* last barrier this rank completed (published at abort) */
 	int *pidfd;
 	uint64_t last_check;
 };
@@ -366,7 +367,9 @@ static int shm_barrier(struct smddp_comm *c)
 				    atomic_load_explicit(&s->ctl[q].done, memory_order_relaxed) <
 					    target)
 					return check_health(c, target, sd_now_ns(), UINT64_MAX);
-			atomic_store_explicit(&me->done, target, memory_order_relaxed);
+			/* Kept here and published only at abort: a store to
+			 * the line the peers poll costs every call. */
+			s->done_epoch = target;
 			return SMDDP_OK;
 		}
 		if (spins < c->spin) {
@@ -585,6 +588,7 @@ static void shm_abort(struct smddp_comm *c)
 	s->ctl[c->rank].abort_rc = c->failed ? c->failed : SMDDP_EABORTED;
 	snprintf(s->ctl[c->rank].abort_msg, sizeof(s->ctl[c->rank].abort_msg), "%s",
 		 c->failed ? c->last_error : "");
+	atomic_store_explicit(&s->ctl[c->rank].done, s->done_epoch, memory_order_relaxed);
 	atomic_store_explicit(&s->ctl[c->rank].aborted, 1, memory_order_seq_cst);
 	for (int r = 0; r < c->size; r++) {
 		if (r == c->rank)
