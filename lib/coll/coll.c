@@ -213,12 +213,14 @@ static int reduce_common(struct smddp_comm *c, const void *sbuf, void *rbuf, siz
 		return sc_allreduce(c, sbuf, rbuf, count, dt, op);
 	if (count * es * (size_t)P <= SMALL_TOTAL && count <= step_elems) {
 		int h = next_half(c);
+		void *(*slot)(struct smddp_comm *, int, int) =
+			tp->tiny && count * es <= SD_TINY_BYTES ? tp->tiny : tp->slot;
 
-		memcpy(tp->slot(c, me, h), sbuf, count * es);
+		memcpy(slot(c, me, h), sbuf, count * es);
 		SD_CHECK(tp->barrier(c));
 		if (root < 0 || root == me) {
 			for (int r = 0; r < P; r++)
-				srcs[r] = tp->slot(c, r, h);
+				srcs[r] = slot(c, r, h);
 			sd_reduce(rbuf, srcs, P, count, dt, op, P);
 		}
 		return SMDDP_OK;

@@ -57,10 +57,14 @@ struct shm_hdr {
 };
 
 struct shm_ctl {
+	/* One cache line: what peers poll, and the data of tiny collectives,
+	 * which thus arrives with the arrival itself. */
 	_Atomic uint64_t arrive;   /* last barrier epoch this rank reached */
-	_Atomic uint64_t done;     /* last barrier epoch this rank saw complete (set at abort) */
+	unsigned char tiny[2][SD_TINY_BYTES];
 	_Atomic uint32_t bell;     /* futex word: bumped to wake this rank */
 	_Atomic uint32_t sleeping; /* this rank is (about to be) asleep on bell */
+	/* The rest. */
+	_Atomic uint64_t done;     /* last barrier epoch this rank saw complete (set at abort) */
 	_Atomic uint32_t aborted;  /* this rank left: abort_rc says why */
 	int32_t pid;
 	int32_t abort_rc;          /* SMDDP_EABORTED, or the failure it left after */
@@ -71,6 +75,8 @@ struct shm_ctl {
 	unsigned char desc[DESC_MAX];
 	char abort_msg[320];       /* its last_error when it left after a failure */
 } __attribute__((aligned(128)));
+_Static_assert(offsetof(struct shm_ctl, sleeping) + sizeof(uint32_t) <= 128,
+	       "arrive and the tiny data share one cache line");
 
 struct shm_state {
 	char name[64];
@@ -569,6 +575,11 @@ static void *shm_slot(struct smddp_comm *c, int r, int h)
 	return s->data + ((size_t)r * 2 + (size_t)h) * s->half;
 }
 
+static void *shm_tiny(struct smddp_comm *c, int r, int h)
+{
+	return ST(c)->ctl[r].tiny[h];
+}
+
 static void shm_put_desc(struct smddp_comm *c, const void *desc, size_t len)
 {
 	memcpy(ST(c)->ctl[c->rank].desc, desc, len < DESC_MAX ? len : DESC_MAX);
@@ -626,6 +637,7 @@ const struct sd_transport_ops sd_transport_shm = {
 	.barrier = shm_barrier,
 	.half_bytes = shm_half_bytes,
 	.slot = shm_slot,
+	.tiny = shm_tiny,
 	.put_desc = shm_put_desc,
 	.get_desc = shm_get_desc,
 	.finish = shm_finish,
