@@ -526,9 +526,20 @@ static void relay_death(struct sd_boot *b, int rank)
 	frame_unref(f);
 }
 
+/* For messages: "name/boot-id" (how hosts are told apart) reads as "name". */
 static const char *host_of(struct sd_boot *b, int r)
 {
-	return b->ids && b->ids[r].hostid[0] ? b->ids[r].hostid : "an unknown host";
+	static __thread char buf[sizeof(b->ids[0].hostid)];
+	const char *h, *slash;
+
+	if (!b->ids || !b->ids[r].hostid[0])
+		return "an unknown host";
+	h = b->ids[r].hostid;
+	slash = strchr(h, '/');
+	if (!slash || slash == h)
+		return h;
+	snprintf(buf, sizeof(buf), "%.*s", (int)(slash - h), h);
+	return buf;
 }
 
 /* The far end of c closed (err == 0) or broke (errno err), or sent nonsense (proto != NULL). */
