@@ -1769,6 +1769,12 @@ void sd_boot_close(struct sd_boot *b, int clean)
 			frame_unref(f);
 		}
 	}
+	/* Leaving after a failure: take in what has come (a dead rank's
+	 * connection closing), so that rank 0 relays that death to all before
+	 * its own connections close, and the others learn the root cause
+	 * rather than rank 0's departure. */
+	if (!clean && !b->failed)
+		pump(b, 0, NULL);
 	drain_output(b, clean ? 2000 * MS : 200 * MS);
 	for (int r = 0; r < b->size; r++) {
 		struct conn *c = b->conns[r];
