@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -143,11 +144,46 @@ static int try_getinfo(const char *prov, const char *src_ip, struct fi_info **ou
 	return ret;
 }
 
+/* Does this host have RDMA devices (verbs, EFA)? */
+static int has_rdma_devices(void)
+{
+	DIR *d = opendir("/sys/class/infiniband");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n > 0;
+}
+
+/* rxm over tcp receives eager messages straight into posted receives
+ * (dynamic receive buffering), so an eager limit of 64 KiB instead of 16
+ * costs no memory and spares the messages of mid-size collectives the
+ * segmentation protocol: allreduce of 32 KiB-2 MiB between two hosts went
+ * from 0.8-1.7x Open MPI to 1.6-2.2x.  Over verbs rxm wants the eager limit
+ * equal to its buffer size, so hosts with RDMA devices are left alone, and
+ * so is a user's own setting.  It must be set before libfabric starts its
+ * providers (the first fi_getinfo of the process). */
+static void tune_rxm(void)
+{
+	static int done;
+
+	if (done++ || getenv("FI_OFI_RXM_EAGER_LIMIT") || has_rdma_devices())
+		return;
+	setenv("FI_OFI_RXM_EAGER_LIMIT", "65536", 0);
+	SD_INFO(SD_SUB_NET, "FI_OFI_RXM_EAGER_LIMIT=65536 (no RDMA devices here; set it to change)");
+}
+
 static int choose(struct smddp_comm *c, const char *src_ip, struct fi_info **out)
 {
 	const char *want = *sd_param_str("SMDDP_FABRIC_PROVIDER") ? sd_param_str("SMDDP_FABRIC_PROVIDER")
 								: getenv("FI_PROVIDER");
 	int ret;
+
+	tune_rxm();
 
 	if (want && *want) {
 		/* "tcp" is spelled "tcp;ofi_rxm" in RDM answers: try both. */
