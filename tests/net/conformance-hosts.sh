@@ -35,7 +35,15 @@ hosts() { # NAME NRANKS PER-HOST [VAR=VALUE...]
 hosts hier-2x2 4 2 SMDDP_DEBUG=INFO SMDDP_DEBUG_SUBSYS=NET
 grep -q 'allreduce: hierarchical algorithm' "$TDIR/hier-2x2.out" ||
 	fail "hier-2x2: the hierarchical allreduce was not used"
+# rxm's eager limit: raised to 64 KiB unless set (or RDMA devices are here)
+if [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
+	grep -q 'FI_OFI_RXM_EAGER_LIMIT=65536' "$TDIR/hier-2x2.out" ||
+		fail "hier-2x2: FI_OFI_RXM_EAGER_LIMIT was not raised"
+fi
 hosts flat-3x1 3 1
 hosts uneven-5 5 2
-hosts ring-2x2 4 2 SMDDP_ALGO=ring SMDDP_NET_CHUNK=4K
+hosts ring-2x2 4 2 SMDDP_ALGO=ring SMDDP_NET_CHUNK=4K FI_OFI_RXM_EAGER_LIMIT=16384 \
+	SMDDP_DEBUG=INFO SMDDP_DEBUG_SUBSYS=NET
+! grep -q 'FI_OFI_RXM_EAGER_LIMIT=65536' "$TDIR/ring-2x2.out" ||
+	fail "ring-2x2: the user's FI_OFI_RXM_EAGER_LIMIT was overridden"
 finish
