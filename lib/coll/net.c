@@ -225,6 +225,14 @@ static int settle(struct smddp_comm *c, int rc)
 	return rc;
 }
 
+/* Free a buffer that transfers may have used, unless a failure left some
+ * behind (then it stays, like the endpoint that holds them). */
+static void release(struct smddp_comm *c, void *p)
+{
+	if (!sd_fab_poisoned(c->net->fab))
+		free(p);
+}
+
 static uint64_t tag(struct smddp_comm *c, unsigned phase, uint64_t step)
 {
 	return sd_fab_tag(SD_TAG_KIND_DATA, c->cur.seq, phase, step);
@@ -413,7 +421,7 @@ static int ring_allreduce(struct smddp_comm *c, const struct grp *gr, unsigned p
 out_free:
 	rc = settle(c, rc);
 	free(g.sreq);
-	free(big);
+	release(c, big);
 	return rc;
 }
 
@@ -495,7 +503,7 @@ static int rd_allreduce(struct smddp_comm *c, const struct grp *g, unsigned ph, 
 out:
 	rc = settle(c, rc);
 	if (tmp != c->net->slots)
-		free(tmp);
+		release(c, tmp);
 	return rc;
 }
 
@@ -650,7 +658,7 @@ out:
 	rc = settle(c, rc);
 	free(sreq);
 	free(sslot_of);
-	free(big);
+	release(c, big);
 	return rc;
 }
 
@@ -842,7 +850,7 @@ int sd_net_reduce_scatter(struct smddp_comm *c, const void *sbuf, void *rbuf, si
 								dt, rop));
 		if (!rc)
 			rc = ring_reduce_scatter(c, &g, PH_MAIN, tmp, rbuf, count, dt, rop);
-		free(tmp);
+		release(c, tmp);
 	} else {
 		struct grp g = flat(c);
 		const char *in = sbuf, *ob = rbuf;
@@ -860,7 +868,7 @@ int sd_net_reduce_scatter(struct smddp_comm *c, const void *sbuf, void *rbuf, si
 			in = copy;
 		}
 		rc = ring_reduce_scatter(c, &g, PH_MAIN, in, rbuf, count, dt, rop);
-		free(copy);
+		release(c, copy);
 	}
 	if (!rc && op == SMDDP_AVG)
 		divide(rbuf, count, dt, c->size);
@@ -987,7 +995,7 @@ int sd_net_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t cou
 out:
 	rc = settle(c, rc);
 	free(sreq);
-	free(big);
+	release(c, big);
 	return rc;
 }
 
@@ -1029,7 +1037,7 @@ int sd_net_alltoall(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t c
 out:
 	rc = settle(c, rc);
 	free(req);
-	free(copy);
+	release(c, copy);
 	return rc;
 }
 
@@ -1131,7 +1139,8 @@ static void net_abort(struct smddp_comm *c)
 	while (posted && sd_now_ns() < until) {
 		int left = 0;
 
-		if (sd_fab_progress(c, n->fab, 1) < 0)
+		/* A notice to a dead peer fails: the others may still go. */
+		if (sd_fab_progress(c, n->fab, 1) < 0 && sd_fab_poisoned(n->fab))
 			break;
 		for (int r = 0; r < c->size; r++)
 			left += r != c->rank && n->abort_sends[r].fab && !n->abort_sends[r].done;
@@ -1364,9 +1373,11 @@ void sd_net_free(struct smddp_comm *c, int clean)
 
 	if (!n)
 		return;
+	int left_open = 0;
+
 	if (n->fab) {
 		sd_fab_cancel(n->fab, &n->abort_req);
-		sd_fab_close(n->fab);
+		left_open = sd_fab_close(n->fab);
 	}
 	if (n->job && --n->job->refs == 0) {
 		sd_boot_close(n->job->boot, clean);
@@ -1377,8 +1388,10 @@ void sd_net_free(struct smddp_comm *c, int clean)
 	free(n->world);
 	free(n->all);
 	free(n->rail);
-	free(n->descs);
-	free(n->slots);
-	free(n);
+	if (!left_open) { /* else the provider may still use them (and n's notices) */
+		free(n->descs);
+		free(n->slots);
+		free(n);
+	}
 	c->net = NULL;
 }

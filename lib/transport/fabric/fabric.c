@@ -41,6 +41,7 @@ struct sd_fab {
 	struct fctx *free_ctx;
 	struct fctx_block *blocks;
 	int busy;
+	int poisoned; /* a failed call left transfers the provider still holds */
 	int (*news)(struct smddp_comm *c); /* asked while a post waits for room */
 };
 
@@ -90,7 +91,7 @@ static void ctx_put(struct sd_fab *f, struct fctx *x)
 {
 	if (x->mr)
 		fi_close(&x->mr->fid);
-	if (x->owner)
+	if (x->owner && x->owner->fc == x)
 		x->owner->fc = NULL;
 	x->mr = NULL;
 	x->owner = NULL;
@@ -397,6 +398,11 @@ static int post(struct smddp_comm *c, struct sd_fab *f, int is_send, int peer, u
 	void *desc;
 	ssize_t ret;
 
+	if (f->poisoned)
+		return sd_comm_error(c, SMDDP_ENETWORK,
+				     "libfabric: the endpoint (%s) is unusable after a failed call left "
+				     "transfers behind; destroy the communicator",
+				     f->desc);
 	if (peer >= 0 || is_send)
 		SD_CHECK(peer_ok(c, f, peer));
 	r->fab = f;
@@ -502,7 +508,7 @@ static ssize_t reap(struct sd_fab *f, int wait_ms, struct fi_cq_err_entry *bad, 
 			return -FI_EIO;
 		x = bad->op_context;
 		if (x) {
-			struct sd_freq *r = x->owner;
+			struct sd_freq *r = x->owner && x->owner->fc == x ? x->owner : NULL;
 
 			if (r) {
 				r->err = bad->err ? bad->err : FI_EIO;
@@ -523,7 +529,8 @@ static ssize_t reap(struct sd_fab *f, int wait_ms, struct fi_cq_err_entry *bad, 
 
 		if (!x)
 			continue;
-		r = x->owner;
+		/* A request reused for another operation is not this one's. */
+		r = x->owner && x->owner->fc == x ? x->owner : NULL;
 		if (r) {
 			if (!r->is_send)
 				r->len = e[i].len;
@@ -539,7 +546,7 @@ int sd_fab_notify(struct sd_fab *f, int peer, uint64_t tag, const void *buf, siz
 {
 	struct fctx *x;
 
-	if (peer < 0 || peer >= f->npeers)
+	if (peer < 0 || peer >= f->npeers || f->poisoned)
 		return -1;
 	memset(r, 0, sizeof(*r));
 	r->fab = f;
@@ -573,6 +580,11 @@ int sd_fab_notify(struct sd_fab *f, int peer, uint64_t tag, const void *buf, siz
 	x->owner = r;
 	r->fc = x;
 	return 0;
+}
+
+int sd_fab_poisoned(struct sd_fab *f)
+{
+	return f && f->poisoned;
 }
 
 void sd_fab_patience(struct sd_fab *f, uint64_t ns)
@@ -619,9 +631,16 @@ int sd_fab_forget(struct sd_fab *f, int wait_ms)
 		 * owner; the rest is not news. */
 		reap(f, 1, &bad, &stale);
 	}
-	if (left)
-		SD_INFO(SD_SUB_NET, "%d operations of a failed collective are still held by %s",
+	if (left) {
+		/* They may still read or write their buffers whenever the
+		 * endpoint progresses: it never does again, and the buffers the
+		 * library owns are not freed (sd_fab_poisoned). */
+		f->poisoned = 1;
+		SD_INFO(SD_SUB_NET,
+			"%d operations of a failed collective are still held by %s: the endpoint "
+			"stops here",
 			left, f->desc);
+	}
 	return left;
 }
 
@@ -631,7 +650,11 @@ int sd_fab_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms)
 	struct fi_cq_err_entry ee;
 	char buf[128];
 	int stale;
-	ssize_t n = reap(f, wait_ms, &ee, &stale);
+	ssize_t n;
+
+	if (f->poisoned)
+		return -SMDDP_ENETWORK; /* the reason is already in last_error */
+	n = reap(f, wait_ms, &ee, &stale);
 
 	if (n >= 0)
 		return (int)n;
@@ -653,16 +676,16 @@ int sd_fab_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms)
 	return -fab_error(c, SMDDP_ENETWORK, "reading completions", (int)n);
 }
 
-void sd_fab_close(struct sd_fab *f)
+int sd_fab_close(struct sd_fab *f)
 {
 	if (!f)
-		return;
+		return 0;
 	if (f->ep && f->busy) {
 		/* Everything still posted goes first, bounded. */
 		for (struct fctx_block *b = f->blocks; b; b = b->next)
 			for (int i = 0; i < FCTX_BLOCK; i++)
 				b->c[i].keep = 0;
-		if (sd_fab_forget(f, 200)) {
+		if (f->poisoned || sd_fab_forget(f, 200)) {
 			/* libfabric 1.17's rxm can crash closing an endpoint
 			 * whose sends wait on a broken connection: leave it
 			 * to the end of the process (its sockets close then). */
@@ -670,7 +693,7 @@ void sd_fab_close(struct sd_fab *f)
 				"%d transfers towards lost peers never ended: the libfabric endpoint "
 				"(%s) stays open until the process exits",
 				f->busy, f->desc);
-			return;
+			return 1;
 		}
 	}
 	if (f->ep)
@@ -697,4 +720,5 @@ void sd_fab_close(struct sd_fab *f)
 	}
 	free(f->addrs);
 	free(f);
+	return 0;
 }

@@ -67,8 +67,14 @@ void sd_fab_cancel(struct sd_fab *f, struct sd_freq *r);
  * keep) from its sd_freq, cancel the receives, and read completions for at
  * most wait_ms or until none is left.  Completions that come later only
  * release the endpoint's own context, so the callers' requests and
- * buffers may go.  Returns the operations still held by the provider. */
+ * buffers may go.  Returns the operations still held by the provider; if
+ * any, the endpoint is poisoned: it never progresses again (so those
+ * operations never touch their buffers), posts fail, and it is left open at
+ * close. */
 int sd_fab_forget(struct sd_fab *f, int wait_ms);
+/* Did a failed call leave transfers behind?  Then buffers they may use
+ * must not be freed. */
+int sd_fab_poisoned(struct sd_fab *f);
 
 /* Read completions.  wait_ms > 0 may block that long for one (when the
  * provider has a wait object; else it sleeps briefly).  Returns the number
@@ -76,7 +82,9 @@ int sd_fab_forget(struct sd_fab *f, int wait_ms);
  * in c->last_error (a failed transfer: SMDDP_ENETWORK naming the peer). */
 int sd_fab_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms);
 
-void sd_fab_close(struct sd_fab *f);
+/* 1 if it had to be left open (transfers that never end): then the
+ * buffers they may use must not be freed either. */
+int sd_fab_close(struct sd_fab *f);
 
 /* Tag layout: kind (2 bits) | collective sequence (30) | phase (8) | step (24). */
 #define SD_TAG_STEP_BITS 24
