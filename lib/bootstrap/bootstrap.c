@@ -526,20 +526,22 @@ static void relay_death(struct sd_boot *b, int rank)
 	frame_unref(f);
 }
 
-/* For messages: "name/boot-id" (how hosts are told apart) reads as "name". */
+const char *sd_host_name(const char *hostid)
+{
+	static __thread char buf[SD_HOSTID_MAX];
+	const char *slash = strchr(hostid, '/');
+
+	if (!slash || slash == hostid)
+		return hostid;
+	snprintf(buf, sizeof(buf), "%.*s", (int)(slash - hostid), hostid);
+	return buf;
+}
+
 static const char *host_of(struct sd_boot *b, int r)
 {
-	static __thread char buf[sizeof(b->ids[0].hostid)];
-	const char *h, *slash;
-
 	if (!b->ids || !b->ids[r].hostid[0])
 		return "an unknown host";
-	h = b->ids[r].hostid;
-	slash = strchr(h, '/');
-	if (!slash || slash == h)
-		return h;
-	snprintf(buf, sizeof(buf), "%.*s", (int)(slash - h), h);
-	return buf;
+	return sd_host_name(b->ids[r].hostid);
 }
 
 /* The far end of c closed (err == 0) or broke (errno err), or sent nonsense (proto != NULL). */

@@ -17,6 +17,10 @@
 
 struct sd_boot;
 
+/* A host identity as messages name it: "name/boot-id" (how hosts are told
+ * apart) reads as "name".  Thread-local result, valid until the next call. */
+const char *sd_host_name(const char *hostid);
+
 struct sd_boot_peer {
 	char hostid[SD_HOSTID_MAX]; /* host identity: SMDDP_HOSTID, else hostname + boot id */
 	int32_t pid;

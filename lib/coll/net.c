@@ -83,16 +83,7 @@ struct grp {
 
 static const char *host_of(struct smddp_comm *c, int r)
 {
-	const char *h = c->net->hosts[r];
-	const char *slash = strchr(h, '/');
-	static __thread char buf[SD_HOSTID_MAX];
-
-	/* "name/boot-id" reads better as "name". */
-	if (slash) {
-		snprintf(buf, sizeof(buf), "%.*s", (int)(slash - h), h);
-		return buf;
-	}
-	return h;
+	return sd_host_name(c->net->hosts[r]);
 }
 
 static int check_news(struct smddp_comm *c)

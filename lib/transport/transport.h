@@ -37,9 +37,9 @@ struct sd_transport_ops {
 	size_t (*half_bytes)(struct smddp_comm *c);
 	/* Rank r's half h. */
 	void *(*slot)(struct smddp_comm *c, int r, int h);
-	/* Rank r's SD_TINY_BYTES for half h, in the cache line that its
-	 * barrier arrival is written to (NULL where there is none): a peer
-	 * that sees the arrival has the data too. */
+	/* Rank r's SD_TINY_BYTES for half h, beside its barrier arrival (in
+	 * the same 128-byte pair of cache lines; NULL where there is none): a
+	 * peer that sees the arrival has the data too. */
 	void *(*tiny)(struct smddp_comm *c, int r, int h);
 	/* Publish this rank's descriptor and, after a barrier, read rank r's. */
 	void (*put_desc)(struct smddp_comm *c, const void *desc, size_t len);

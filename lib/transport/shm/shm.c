@@ -57,8 +57,9 @@ struct shm_hdr {
 };
 
 struct shm_ctl {
-	/* One cache line: what peers poll, and the data of tiny collectives,
-	 * which thus arrives with the arrival itself. */
+	/* The first 128-byte pair of cache lines (the pair the hardware
+	 * fetches together): what peers poll, and the data of tiny
+	 * collectives, which thus arrives with the arrival itself. */
 	_Atomic uint64_t arrive;   /* last barrier epoch this rank reached */
 	unsigned char tiny[2][SD_TINY_BYTES];
 	_Atomic uint32_t bell;     /* futex word: bumped to wake this rank */
@@ -76,7 +77,7 @@ struct shm_ctl {
 	char abort_msg[320];       /* its last_error when it left after a failure */
 } __attribute__((aligned(128)));
 _Static_assert(offsetof(struct shm_ctl, sleeping) + sizeof(uint32_t) <= 128,
-	       "arrive and the tiny data share one cache line");
+	       "arrive and the tiny data share one 128-byte pair of lines");
 
 struct shm_state {
 	char name[64];
