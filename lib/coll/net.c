@@ -1,8 +1,10 @@
 /* net.c - collectives of communicators that span hosts.
  *
  * Between hosts every transfer is a tagged libfabric message (lib/transport/
- * fabric/), tagged with the collective's sequence number, a phase and a step,
- * so that messages of different steps never match each other's receives.
+ * fabric/), tagged with the call's number on the wire (c->wire: one per
+ * call, and one per chunk of a device call staged across hosts), a phase
+ * and a step, so that messages of different steps never match each other's
+ * receives.
  *
  * Algorithms, over a "group" (a list of the communicator's ranks):
  *   ring allreduce       reduce-scatter then allgather around the ring, each
@@ -226,7 +228,7 @@ static void release(struct smddp_comm *c, void *p)
 
 static uint64_t tag(struct smddp_comm *c, unsigned phase, uint64_t step)
 {
-	return sd_fab_tag(SD_TAG_KIND_DATA, c->cur.seq, phase, step);
+	return sd_fab_tag(SD_TAG_KIND_DATA, c->wire, phase, step);
 }
 
 static int send_to(struct smddp_comm *c, int peer, unsigned ph, uint64_t step, const void *buf,

@@ -221,6 +221,7 @@ static int api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, in
 		return sd_comm_error(c, SMDDP_EINVAL, "%s: count %zu is too large",
 				     sd_coll_name(coll), count);
 	c->cur.seq = ++c->seq;
+	c->wire++;
 	c->cur.coll = coll;
 	c->cur.count = count;
 	c->cur.dtype = dtype;
@@ -316,8 +317,11 @@ static int device_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
 {
 	int rc = sd_cuda_collect(comm, 0);
 
+	/* Between hosts the host algorithms do the work: SMDDP_CHECK_COLL
+	 * compares the call as on host memory. */
 	if (!rc)
-		rc = api_enter(comm, k->coll, k->count, k->dtype, k->op, k->root, 0);
+		rc = api_enter(comm, k->coll, k->count, k->dtype, k->op, k->root,
+			       comm->net != NULL);
 	if (rc)
 		return leave(comm, rc);
 	if (k->count == 0)
@@ -328,13 +332,9 @@ static int device_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
 						     comm->rank == k->root) &&
 						    check_ptr(comm, k->recvbuf, "recvbuf", k->count)))
 		return leave(comm, SMDDP_EINVAL);
-	if (comm->net)
-		return leave(comm, sd_comm_error(comm, SMDDP_EUNSUPPORTED,
-						 "%s: CUDA device memory between hosts is not moved "
-						 "by this release (its ranks are on several hosts): "
-						 "copy to host memory and call again",
-						 sd_coll_name(k->coll)));
 #ifdef HAVE_CUDA
+	if (comm->net)
+		return leave(comm, sd_cuda_staged(comm, k));
 	return leave(comm, sd_cuda_enqueue(comm, k));
 #else
 	return leave(comm, sd_comm_error(comm, SMDDP_EINTERNAL, "device call in a build "

@@ -29,6 +29,11 @@ struct sd_cuda_call {
  * the stream is told to wait for it.  SMDDP_EINVAL (bad buffer) and
  * SMDDP_EUNSUPPORTED (ranks on several hosts) queue nothing. */
 int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *call);
+/* Host thread, comm entered, count > 0, comm spanning hosts (c->net):
+ * the call staged through pinned host memory and the host algorithms
+ * between hosts (staged.c); returns when it is done, the stream ordered
+ * after it. */
+int sd_cuda_staged(struct smddp_comm *c, const struct sd_cuda_call *call);
 /* Host thread, before anything else on comm: the error an earlier queued
  * call met (moved into c->last_error; sticky ones also into c->failed),
  * else 0.  With drain, first waits until the proxy has finished every

@@ -72,6 +72,7 @@
 
 #include "core/comm.h"
 #include "cuda/cuda.h"
+#include "cuda/internal.h"
 #include "cuda/kernels.h"
 #include "transport/transport.h"
 
@@ -122,12 +123,6 @@ static void drv_load(void)
 
 /* ---- state --------------------------------------------------------------- */
 
-/* A buffer as its owner publishes it. */
-struct buf_pub {
-	cudaIpcMemHandle_t h;
-	uint64_t base, off, id, size;
-	int32_t present, pad;
-};
 
 /* What each rank puts in its slot for one call. */
 struct pub {
@@ -428,31 +423,19 @@ int sd_cuda_collect(struct smddp_comm *c, int do_drain)
 
 /* ---- queueing (host thread) --------------------------------------------------- */
 
-int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
+/* The buffers of call k: device memory of one GPU (*dev, or set when -1),
+ * long enough, overlapping only in the documented in-place layouts. */
+int sd_cuda_check_call(struct smddp_comm *c, const struct sd_cuda_call *k, int *devp,
+		       struct buf_pub b[2])
 {
-	struct sd_cuda *cu = c->cuda;
-	struct buf_pub b[2];
 	size_t sb, rb, es = dtsize(k->dtype);
-	int dev = cu ? cu->dev : -1, old = -1, rc;
-	cudaStream_t st = (cudaStream_t)k->stream;
-	cudaError_t e;
+	int dev = *devp;
 
 	pthread_once(&drv_once, drv_load);
 	if (drv.rc)
 		return sd_comm_error(c, drv.rc, "%s", drv.err);
-	if (c->local_size != c->size)
-		return sd_comm_error(c, SMDDP_EUNSUPPORTED,
-				     "device memory across hosts is not supported yet (this "
-				     "communicator spans %d ranks, %d on this host): stage through "
-				     "host memory",
-				     c->size, c->local_size);
-	if (c->size > SD_CUDA_MAX_RANKS)
-		return sd_comm_error(c, SMDDP_EUNSUPPORTED,
-				     "device collectives take at most %d ranks on one node, this "
-				     "communicator has %d",
-				     SD_CUDA_MAX_RANKS, c->size);
 	extents(k, c->size, c->rank, &sb, &rb);
-	memset(b, 0, sizeof(b));
+	memset(b, 0, 2 * sizeof(*b));
 	if (sb)
 		SD_CHECK(buffer_info(c, k->sendbuf, sb, "sendbuf", &dev, &b[0]));
 	if (rb)
@@ -479,6 +462,30 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 						     ? ", or recvbuf = sendbuf + rank * recvcount"
 						     : "");
 	}
+	*devp = dev;
+	return SMDDP_OK;
+}
+
+int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
+{
+	struct sd_cuda *cu = c->cuda;
+	struct buf_pub b[2];
+	size_t sb, rb, es = dtsize(k->dtype);
+	int dev = cu ? cu->dev : -1, old = -1, rc;
+	cudaStream_t st = (cudaStream_t)k->stream;
+	cudaError_t e;
+
+	if (c->local_size != c->size || c->net)
+		return sd_comm_error(c, SMDDP_EINTERNAL,
+				     "a communicator across hosts reached the device path of one "
+				     "node");
+	if (c->size > SD_CUDA_MAX_RANKS)
+		return sd_comm_error(c, SMDDP_EUNSUPPORTED,
+				     "device collectives take at most %d ranks on one node, this "
+				     "communicator has %d",
+				     SD_CUDA_MAX_RANKS, c->size);
+	SD_CHECK(sd_cuda_check_call(c, k, &dev, b));
+	extents(k, c->size, c->rank, &sb, &rb);
 	if (c->size == 1) {
 		/* Nothing to meet: a copy on the user's stream does it. */
 		void *dst = k->recvbuf;
@@ -1171,6 +1178,8 @@ void sd_cuda_comm_free(struct smddp_comm *c)
 	struct sd_cuda *cu = c ? c->cuda : NULL;
 	int old = -1, passed = 1;
 
+	if (c)
+		sd_cuda_stage_free(c);
 	if (!cu)
 		return;
 	if (cu->thr_started) {

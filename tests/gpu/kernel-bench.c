@@ -6,7 +6,9 @@
  * sources into one destination (2 reads + 1 write) and into two (the shape
  * of a 2-rank allreduce partition: 2 reads + 2 writes), and the kernel as a
  * plain copy.  Each time is the median of -n launches timed by CUDA events,
- * after warm-up; the inputs are random finite values, not zeros.
+ * after warm-up; the inputs are random finite values, not zeros.  Last,
+ * cudaMemcpyAsync between the device and pinned host memory, each way (the
+ * ceiling of device calls staged between hosts).
  *
  * Usage: kernel-bench [-b BYTES] [-n ITERS] [-d DTYPE]...   (BYTES per buffer, default 256M)
  * Prints one table; exit 0, 1 on a CUDA error, 77 without a GPU.
@@ -38,7 +40,7 @@ static int cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-enum { COPY_API, KERNEL_COPY, RED_2_1, RED_2_2 };
+enum { COPY_API, KERNEL_COPY, RED_2_1, RED_2_2, PINNED_D2H, PINNED_H2D };
 
 static float time_one(int what, int dt, void **buf, size_t bytes, int iters, cudaStream_t st)
 {
@@ -60,6 +62,12 @@ static float time_one(int what, int dt, void **buf, size_t bytes, int iters, cud
 		switch (what) {
 		case COPY_API:
 			CK(cudaMemcpyAsync(buf[2], buf[0], bytes, cudaMemcpyDeviceToDevice, st));
+			break;
+		case PINNED_D2H: /* buf[3] is pinned host memory here */
+			CK(cudaMemcpyAsync(buf[3], buf[0], bytes, cudaMemcpyDeviceToHost, st));
+			break;
+		case PINNED_H2D:
+			CK(cudaMemcpyAsync(buf[0], buf[3], bytes, cudaMemcpyHostToDevice, st));
 			break;
 		case KERNEL_COPY:
 			k.nsrc = 1, k.ndst = 1;
@@ -169,6 +177,19 @@ int main(int argc, char **argv)
 		printf("  %-9s %12.1f %12.1f %12.1f %12.1f %10.3f %10.3f\n",
 		       smddp_dtype_name((enum smddp_dtype)dt), bw_copy, bw_kc, bw21, bw22,
 		       bw21 / bw_copy, bw22 / bw_copy);
+	}
+	{
+		/* Pinned host memory each way: the ceiling of staging device
+		 * buffers between hosts (GB/s = bytes moved / time). */
+		void *pb[4] = {buf[0], buf[1], buf[2], NULL};
+		CK(cudaHostAlloc(&pb[3], bytes, cudaHostAllocPortable));
+		memset(pb[3], 1, bytes);
+		double t_d2h = time_one(PINNED_D2H, SMDDP_FLOAT32, pb, bytes, iters, st) / 1e3;
+		double t_h2d = time_one(PINNED_H2D, SMDDP_FLOAT32, pb, bytes, iters, st) / 1e3;
+		printf("# pinned host memory, %llu MiB: device to host %.1f GB/s, host to device "
+		       "%.1f GB/s\n", (unsigned long long)(bytes >> 20), bytes / t_d2h / 1e9,
+		       bytes / t_h2d / 1e9);
+		cudaFreeHost(pb[3]);
 	}
 	for (int i = 0; i < 4; i++)
 		cudaFree(buf[i]);

@@ -27,8 +27,9 @@ finish() {
 run_gpu() {
 	local name=$1 secs=$2 n=$3
 	shift 3
+	# GPU_WRAP: a command that runs the program (tests/net/fakehost.sh)
 	timeout -k 5 $((secs + 30)) "$RUN" -n "$n" --timeout "$secs" ${LAUNCH_OPTS:-} \
-		"$GPUPROG" "$@" >"$TDIR/$name.out" 2>&1
+		${GPU_WRAP:-} "$GPUPROG" "$@" >"$TDIR/$name.out" 2>&1
 	status=$?
 	echo "--- $name: $n ranks: gpu-conformance $* -> exit $status"
 	sed 's/^/    /' "$TDIR/$name.out"

@@ -12,11 +12,13 @@
 #   sanitizer  compute-sanitizer memcheck and racecheck over a small matrix
 #   kernel     reduction kernel against device-to-device copy, >= 256 MiB
 #   bench      smddp-allreduce-bench --device cuda, 2 and 4 ranks, 8 B .. 512 MiB
+#   staged     device memory between "hosts" on loopback against host memory
+#              through the same path, and pinned copy bandwidth (3 runs each)
 #   async      the stream-ordering test with SMDDP_CUDA_ASYNC=1, phases traced
 #   nccl       tests/gpu/multigpu-vs-nccl.sh with one rank per GPU
-# (default: all of them, in that order).  Environment: B (build tree),
+# (default: info tests sanitizer kernel bench).  Environment: B (build tree),
 # CARRY (carried libraries), OUT (log folder, default ./gpu-logs), GPU_TESTS
-# (the tests stage's list, default: errors order dead matrix-n1 matrix-n2 matrix-n4 matrix-n8).
+# (the tests stage's list, default: errors order dead staged matrix-n1 matrix-n2 matrix-n4 matrix-n8).
 # Exit: 0 all stages passed, 1 a stage failed.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -68,8 +70,10 @@ for s in $stages; do
 		say "info: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
 		;;
 	tests)
-		for t in ${GPU_TESTS:-errors order dead matrix-n1 matrix-n2 matrix-n4 matrix-n8}; do
-			stage "test-$t" 200 bash "$ROOT/tests/gpu/$t.sh"
+		for t in ${GPU_TESTS:-errors order dead staged matrix-n1 matrix-n2 matrix-n4 matrix-n8}; do
+			secs=200
+			[ "$t" = staged ] && secs=450
+			stage "test-$t" "$secs" bash "$ROOT/tests/gpu/$t.sh"
 			grep -h "^FAIL\|FAULT-BAD" "$TMPD/test-$t.log" | head -5 | tee -a "$summary"
 		done
 		;;
@@ -79,9 +83,11 @@ for s in $stages; do
 			# hazards, slow) over the stream-ordering test
 			what="matrix --small"
 			[ "$tool" = racecheck ] && what=order
-			stage "sanitizer-$tool" 200 compute-sanitizer --tool "$tool" \
-				--target-processes all --error-exitcode 9 --report-api-errors no \
-				"$RUN" -n 2 --timeout 190 "$GPU_CONFORMANCE_BIN" $what
+			# one sanitizer per rank, as with mpirun (wrapping the
+			# launcher with --target-processes all never exited)
+			stage "sanitizer-$tool" 200 "$RUN" -n 2 --timeout 190 compute-sanitizer \
+				--tool "$tool" --error-exitcode 9 --report-api-errors no \
+				"$GPU_CONFORMANCE_BIN" $what
 			grep -h "ERROR SUMMARY\|^FAIL" "$TMPD/sanitizer-$tool.log" | sort | uniq -c |
 				head -5 | tee -a "$summary"
 		done
@@ -112,6 +118,20 @@ for s in $stages; do
 		grep -h "^# \(allreduce\|allgather\|reducescatter\):\|Out of bounds" "$TMPD/nccl.log" |
 			tee -a "$summary"
 		;;
+	staged)
+		# device memory between "hosts" (tests/net/fakehost.sh, tcp on loopback)
+		# against host memory through the same path and the pinned copies
+		stage pinned 120 "$B/tests/gpu/kernel-bench" -b 256M -n 10 -d float32
+		grep "pinned" "$TMPD/pinned.log" | tee -a "$summary"
+		for rep in 1 2 3; do
+			for mem in cuda host; do
+				stage "staged-$mem-$rep" 150 env CONFORMANCE_PER_HOST=1 \
+					SMDDP_FABRIC_PROVIDER=tcp "$RUN" -n 2 --timeout 140 /bin/sh \
+					"$ROOT/tests/net/fakehost.sh" "$BENCH" --device "$mem" -b 8 -e 256M \
+					-f 2 -n 5 -w 2 -c 0 --json
+			done
+		done
+		;;
 	async)
 		# SMDDP_CUDA_ASYNC=1 (queue and return), phases traced
 		stage async-order 40 env SMDDP_CUDA_ASYNC=1 SMDDP_DEBUG=TRACE SMDDP_DEBUG_SUBSYS=COLL \
@@ -119,7 +139,7 @@ for s in $stages; do
 		grep -h "GPU call\|^\[.\] FAIL\|SUMMARY" "$TMPD/async-order.log" | head -20 | tee -a "$summary"
 		;;
 	*)
-		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench async nccl)" >&2
+		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench staged async nccl)" >&2
 		exit 2
 		;;
 	esac

@@ -1,0 +1,29 @@
+/* internal.h - what the files of lib/cuda/ share: the buffer checks (proxy.c) and the staged path (staged.c). */
+#ifndef SD_CUDA_INTERNAL_H
+#define SD_CUDA_INTERNAL_H
+
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include "cuda/cuda.h"
+
+/* A buffer as its owner publishes it. */
+struct buf_pub {
+	cudaIpcMemHandle_t h;
+	uint64_t base, off, id, size;
+	int32_t present, pad;
+};
+
+/* The buffers of call k: cudaMalloc'ed memory of one GPU (*dev, or set
+ * there when -1), long enough for the call, overlapping only in the
+ * documented in-place layouts; b[0] sendbuf, b[1] recvbuf (present 0 when
+ * the call does not touch it on this rank).  Loads the driver's entry
+ * points first.  SMDDP_EINVAL with a sentence, or SMDDP_ECUDA. */
+int sd_cuda_check_call(struct smddp_comm *c, const struct sd_cuda_call *k, int *dev,
+		       struct buf_pub b[2]);
+
+/* comm_free(): the staging buffers, streams and events (staged.c). */
+void sd_cuda_stage_free(struct smddp_comm *c);
+
+#endif

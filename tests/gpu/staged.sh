@@ -1,0 +1,43 @@
+# staged.sh - device collectives between "hosts": ranks on this one GPU told they are on
+# different hosts (SMDDP_HOSTID, tests/net/fakehost.sh), so that every call is staged
+# through pinned host memory and moved by libfabric's tcp provider on loopback.
+# The matrix on 2 hosts x 1 rank (flat) and 2 hosts x 2 ranks (hierarchical) with a
+# large count cut in several chunks; stream ordering; a rank killed mid-job.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "$top_srcdir/tests/gpu/lib.sh"
+grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h" || {
+	echo "SKIP: built without libfabric"
+	exit 77
+}
+export SMDDP_TIMEOUT=60 SMDDP_FABRIC_PROVIDER=tcp
+GPU_WRAP="/bin/sh $top_srcdir/tests/net/fakehost.sh"
+
+# float32 1048579: five chunks of the staged pipeline (the last of 3 elements)
+export CONFORMANCE_PER_HOST=1
+run_gpu staged-2x1 300 2 matrix --quick --large 1048579
+expect_summary staged-2x1 2
+export CONFORMANCE_PER_HOST=2
+run_gpu staged-2x2 300 4 matrix --quick --large 1048579
+expect_summary staged-2x2 4
+export CONFORMANCE_PER_HOST=1
+run_gpu staged-3x1 200 3 matrix --small
+expect_summary staged-3x1 3
+run_gpu staged-order 120 2 order
+expect_summary staged-order 2
+
+# a rank dies: the others' next call fails naming it, streams released
+export CONFORMANCE_PER_HOST=2 SMDDP_TIMEOUT=30 SMDDP_JOB_ID=gpustaged$$
+LAUNCH_OPTS="--grace 30"
+run_gpu staged-dead 60 4 dead 1
+for r in 0 2 3; do
+	if grep -q "FAULT-OK rank=$r " "$TDIR/staged-dead.out"; then
+		pass "staged-dead: rank $r saw the dead peer"
+	else
+		fail "staged-dead: rank $r did not report the dead peer"
+	fi
+done
+grep -q FAULT-BAD "$TDIR/staged-dead.out" && fail "$(grep FAULT-BAD "$TDIR/staged-dead.out" | head -3)"
+if ls /dev/shm | grep -q "smddp-$SMDDP_JOB_ID"; then
+	fail "left behind: $(ls /dev/shm | grep "smddp-$SMDDP_JOB_ID")"
+fi
+finish
