@@ -1351,6 +1351,11 @@ struct sd_job *sd_net_job(struct smddp_comm *c)
 	return c->net->job;
 }
 
+int sd_net_poisoned(struct smddp_comm *c)
+{
+	return c->net && c->net->fab && sd_fab_poisoned(c->net->fab);
+}
+
 struct smddp_comm *sd_net_node(struct smddp_comm *c, int forget)
 {
 	struct smddp_comm *node = c->net->node;

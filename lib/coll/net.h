@@ -42,6 +42,9 @@ void sd_net_free(struct smddp_comm *c, int clean);
 /* Host of c's rank r, for messages and for splits. */
 char (*sd_net_hosts(struct smddp_comm *c))[SD_HOSTID_MAX];
 struct sd_job *sd_net_job(struct smddp_comm *c);
+/* 1 when c's endpoint was left with transfers in flight (a failed call):
+ * buffers they may touch must stay allocated. */
+int sd_net_poisoned(struct smddp_comm *c);
 /* c's communicator on this host; forget != 0 detaches it from c. */
 struct smddp_comm *sd_net_node(struct smddp_comm *c, int forget);
 

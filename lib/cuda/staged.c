@@ -45,9 +45,11 @@
 
 #include <cuda_runtime.h>
 
+#include "coll/net.h"
 #include "core/comm.h"
 #include "cuda/cuda.h"
 #include "cuda/internal.h"
+#include "transport/transport.h"
 
 #define NSLOT 3
 #define CHUNK_MAX ((size_t)4 << 20)   /* bytes of data per slot, at most */
@@ -117,7 +119,7 @@ static int streams_idle(struct sd_stage *s)
 
 static void stage_destroy(struct sd_stage *s)
 {
-	int idle = streams_idle(s);
+	int idle = s->up && s->down && streams_idle(s);
 
 	if (s->host) {
 		if (idle)
@@ -151,6 +153,14 @@ void sd_cuda_stage_free(struct smddp_comm *c)
 
 	if (!s)
 		return;
+	if (s->host && sd_net_poisoned(c)) {
+		/* The provider may still write into a slot (a transfer the
+		 * failed call left behind): keep them, as net.c keeps its own. */
+		SD_WARN(SD_SUB_COLL, "the fabric endpoint was left with transfers in flight: the "
+				     "pinned staging memory (%zu bytes) is left allocated",
+			 NSLOT * s->slot);
+		s->host = NULL;
+	}
 	cudaGetDevice(&old);
 	cudaSetDevice(s->dev);
 	stage_destroy(s);
@@ -231,6 +241,21 @@ static void chunk_of(const struct plan *p, size_t i, size_t *o, size_t *L)
 	*L = p->k->count - *o < p->len ? p->k->count - *o : p->len;
 }
 
+/* cudaMemcpy2DAsync, or one copy per row where a pitch is beyond what it
+ * takes (2^31 - 1 bytes on current GPUs: blocks over 2 GiB). */
+static cudaError_t copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+			  size_t height, enum cudaMemcpyKind kind, cudaStream_t st)
+{
+	cudaError_t e = cudaSuccess;
+
+	if (dpitch < ((size_t)1 << 31) && spitch < ((size_t)1 << 31))
+		return cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, st);
+	for (size_t y = 0; y < height && e == cudaSuccess; y++)
+		e = cudaMemcpyAsync((char *)dst + y * dpitch, (const char *)src + y * spitch, width,
+				    kind, st);
+	return e;
+}
+
 /* Queue chunk i's copy up into slot S (after the slot's last copy down). */
 static cudaError_t copy_up(struct sd_stage *s, const struct plan *p, size_t i)
 {
@@ -261,8 +286,8 @@ static cudaError_t copy_up(struct sd_stage *s, const struct plan *p, size_t i)
 				    cudaMemcpyDeviceToHost, s->up);
 		break;
 	default: /* reduce_scatter, alltoall: block q at o into S[q] */
-		e = cudaMemcpy2DAsync(S, Lb, (const char *)k->sendbuf + ob, p->m, Lb,
-				      (size_t)p->n, cudaMemcpyDeviceToHost, s->up);
+		e = copy2d(S, Lb, (const char *)k->sendbuf + ob, p->m, Lb, (size_t)p->n,
+			   cudaMemcpyDeviceToHost, s->up);
 		break;
 	}
 	if (e == cudaSuccess)
@@ -322,15 +347,14 @@ static cudaError_t copy_down(struct sd_stage *s, const struct plan *p, size_t i)
 			e = cudaMemcpyAsync(R, S, Lb, cudaMemcpyHostToDevice, s->down);
 		break;
 	case SD_COLL_ALLGATHER:
-		e = cudaMemcpy2DAsync(R, p->m, S, Lb, Lb, (size_t)p->n, cudaMemcpyHostToDevice,
-				      s->down);
+		e = copy2d(R, p->m, S, Lb, Lb, (size_t)p->n, cudaMemcpyHostToDevice, s->down);
 		break;
 	case SD_COLL_REDUCE_SCATTER:
 		e = cudaMemcpyAsync(R, S + (size_t)p->r * Lb, Lb, cudaMemcpyHostToDevice, s->down);
 		break;
 	default: /* alltoall */
-		e = cudaMemcpy2DAsync(R, p->m, S + (size_t)p->n * Lb, Lb, Lb, (size_t)p->n,
-				      cudaMemcpyHostToDevice, s->down);
+		e = copy2d(R, p->m, S + (size_t)p->n * Lb, Lb, Lb, (size_t)p->n,
+			   cudaMemcpyHostToDevice, s->down);
 		break;
 	}
 	if (e == cudaSuccess)
@@ -358,6 +382,13 @@ static int run(struct smddp_comm *c, struct sd_stage *s, const struct plan *p, c
 				      : "the stream did not reach this call (is the work queued "
 					"before it stuck?) or its copy to host memory did not "
 					"finish"));
+		/* Chunk i+2 into the slot chunk i-1 leaves (after its copy
+		 * down, queued last round): two chunks ahead of the host. */
+		if (issued < p->nch) {
+			if ((e = copy_up(s, p, issued)) != cudaSuccess)
+				return cuda_fail(c, e, "cannot queue a copy to host memory");
+			issued++;
+		}
 		if (i)
 			c->wire++; /* each chunk is a call of its own on the wire */
 		rc = host_chunk(c, s, p, i);
@@ -365,11 +396,6 @@ static int run(struct smddp_comm *c, struct sd_stage *s, const struct plan *p, c
 			return rc;
 		if ((e = copy_down(s, p, i)) != cudaSuccess)
 			return cuda_fail(c, e, "cannot queue a copy to the GPU");
-		if (issued < p->nch) {
-			if ((e = copy_up(s, p, issued)) != cudaSuccess)
-				return cuda_fail(c, e, "cannot queue a copy to host memory");
-			issued++;
-		}
 	}
 	return SMDDP_OK;
 }
@@ -383,7 +409,16 @@ int sd_cuda_staged(struct smddp_comm *c, const struct sd_cuda_call *k)
 	cudaStream_t user = (cudaStream_t)k->stream;
 	cudaError_t e;
 
-	SD_CHECK(sd_cuda_check_call(c, k, &dev, b));
+	rc = sd_cuda_check_call(c, k, &dev, b);
+	if (rc) {
+		/* The peers are already in the call (their buffers were fine)
+		 * and would wait for this rank until SMDDP_TIMEOUT: between
+		 * hosts a bad buffer breaks the communicator, and they are told
+		 * now, with the reason. */
+		c->failed = rc;
+		c->tp->abort(c);
+		return rc;
+	}
 	memset(&p, 0, sizeof(p));
 	p.k = k;
 	p.n = c->size;

@@ -29,6 +29,9 @@
  *   gpu-conformance errors                  bad calls get the documented errors;
  *                                           reallocated buffers; a split communicator
  *                                           on the same buffers
+ *   gpu-conformance badbuf VICTIM           (between hosts) VICTIM passes a short
+ *                                           buffer: it gets SMDDP_EINVAL, the others
+ *                                           an error naming it, in seconds
  *   gpu-conformance dead VICTIM             VICTIM is SIGKILLed; the others get an
  *                                           error from the next call, and their
  *                                           streams are released (FAULT-OK lines)
@@ -680,6 +683,38 @@ static void errors(void)
 	}
 }
 
+/* ---- a peer passes a bad buffer (between hosts) ----------------------------------- */
+
+/* VICTIM passes a recvbuf shorter than the call: it gets SMDDP_EINVAL, and
+ * the others, already in the call, an error naming it within seconds
+ * (not after SMDDP_TIMEOUT).  FAULT-OK / FAULT-BAD lines, as dead. */
+static int badbuf(int victim)
+{
+	size_t count = 1 << 16;
+	char *small = NULL, want[32];
+	double t0 = now_s();
+	int rc;
+
+	CK(cudaMalloc((void **)&small, 256));
+	rc = smddp_allreduce(dsend, rank == victim ? small : drecv, count, SMDDP_FLOAT32,
+			     SMDDP_SUM, comm, stream);
+	double took = now_s() - t0;
+	const char *msg = smddp_last_error(comm);
+
+	snprintf(want, sizeof(want), "rank %d", victim);
+	if (rank == victim ? rc == SMDDP_EINVAL
+			   : (rc == SMDDP_EPEER || rc == SMDDP_EABORTED) && strstr(msg, want) &&
+				     took < 20)
+		printf("FAULT-OK rank=%d %s after %.2f s: %s\n", rank, smddp_strerror(rc), took, msg);
+	else
+		printf("FAULT-BAD rank=%d got %s after %.2f s: %s\n", rank, smddp_strerror(rc), took,
+		       msg);
+	CK(cudaStreamSynchronize(stream));
+	cudaFree(small);
+	smddp_comm_abort(comm);
+	return 0;
+}
+
 /* ---- a peer dies ------------------------------------------------------------------ */
 
 static int dead(int victim)
@@ -769,6 +804,8 @@ int main(int argc, char **argv)
 		order();
 	} else if (!strcmp(mode, "errors")) {
 		errors();
+	} else if (!strcmp(mode, "badbuf") && argc > 2) {
+		return badbuf(atoi(argv[2]));
 	} else if (!strcmp(mode, "dead") && argc > 2) {
 		/* smddp-run stops the others (SIGTERM) when the victim dies:
 		 * run under --grace long enough for them to report. */
@@ -776,7 +813,7 @@ int main(int argc, char **argv)
 		return dead(atoi(argv[2]));
 	} else {
 		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | "
-				"errors | dead VICTIM]\n");
+				"errors | dead VICTIM | badbuf VICTIM]\n");
 		return 2;
 	}
 	printf("SUMMARY rank %d of %d: %d passed, %d failed\n", rank, nranks, passed, failures);

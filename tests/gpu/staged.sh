@@ -2,7 +2,8 @@
 # different hosts (SMDDP_HOSTID, tests/net/fakehost.sh), so that every call is staged
 # through pinned host memory and moved by libfabric's tcp provider on loopback.
 # The matrix on 2 hosts x 1 rank (flat) and 2 hosts x 2 ranks (hierarchical) with a
-# large count cut in several chunks; stream ordering; a rank killed mid-job.
+# large count cut in several chunks; stream ordering; a bad buffer on one rank; a
+# rank killed mid-job.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$top_srcdir/tests/gpu/lib.sh"
 grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h" || {
@@ -24,6 +25,17 @@ run_gpu staged-3x1 200 3 matrix --small
 expect_summary staged-3x1 3
 run_gpu staged-order 120 2 order
 expect_summary staged-order 2
+
+# a rank passes a short buffer: it gets SMDDP_EINVAL, the others (already in
+# the call) an error naming it in seconds, not after SMDDP_TIMEOUT
+export CONFORMANCE_PER_HOST=1
+LAUNCH_OPTS="--grace 30"
+run_gpu staged-badbuf 60 2 badbuf 1
+for r in 0 1; do
+	grep -q "FAULT-OK rank=$r " "$TDIR/staged-badbuf.out" &&
+		pass "staged-badbuf: rank $r got the right error" ||
+		fail "staged-badbuf: rank $r did not get the right error"
+done
 
 # a rank dies: the others' next call fails naming it, streams released
 export CONFORMANCE_PER_HOST=2 SMDDP_TIMEOUT=30 SMDDP_JOB_ID=gpustaged$$
