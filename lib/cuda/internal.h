@@ -23,6 +23,13 @@ struct buf_pub {
 int sd_cuda_check_call(struct smddp_comm *c, const struct sd_cuda_call *k, int *dev,
 		       struct buf_pub b[2]);
 
+/* Polls query(obj) (sd_cuda_q_event: cudaEventQuery) until it says yes
+ * (1), fails (-1, the CUDA error in *err), the deadline (sd_now_ns) passes
+ * (0) or *stop turns nonzero (2; stop may be NULL). */
+int sd_cuda_wait(cudaError_t (*query)(void *), void *obj, uint64_t deadline, const int *stop,
+		 cudaError_t *err);
+cudaError_t sd_cuda_q_event(void *event);
+
 /* comm_free(): the staging buffers, streams and events (staged.c). */
 void sd_cuda_stage_free(struct smddp_comm *c);
 

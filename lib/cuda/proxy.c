@@ -622,10 +622,11 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 
 /* ---- the proxy ------------------------------------------------------------------ */
 
-/* Polls done() until it says yes (1), fails (<0: a CUDA error in *err) or
- * the deadline passes; spins first, then sleeps a little longer each time. */
-static int wait_cuda(struct sd_cuda *cu, cudaError_t (*query)(void *), void *obj, uint64_t deadline,
-		     int stoppable, cudaError_t *err)
+/* Polls query(obj) until it says yes (1), fails (<0: a CUDA error in *err)
+ * or the deadline passes (0), or *stop turns nonzero (2; stop may be NULL);
+ * spins first, then sleeps a little longer each time. */
+int sd_cuda_wait(cudaError_t (*query)(void *), void *obj, uint64_t deadline, const int *stop,
+		 cudaError_t *err)
 {
 	uint64_t t0 = sd_now_ns();
 	long sleep_ns = 2000;
@@ -643,7 +644,7 @@ static int wait_cuda(struct sd_cuda *cu, cudaError_t (*query)(void *), void *obj
 
 		if (now >= deadline)
 			return 0;
-		if (stoppable && __atomic_load_n(&cu->stop, __ATOMIC_ACQUIRE))
+		if (stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE))
 			return 2;
 		if (now - t0 < 100000) {
 			sched_yield();
@@ -657,7 +658,13 @@ static int wait_cuda(struct sd_cuda *cu, cudaError_t (*query)(void *), void *obj
 	}
 }
 
-static cudaError_t q_event(void *e)
+static int wait_cuda(struct sd_cuda *cu, cudaError_t (*query)(void *), void *obj, uint64_t deadline,
+		     int stoppable, cudaError_t *err)
+{
+	return sd_cuda_wait(query, obj, deadline, stoppable ? &cu->stop : NULL, err);
+}
+
+cudaError_t sd_cuda_q_event(void *e)
 {
 	return cudaEventQuery((cudaEvent_t)e);
 }
@@ -987,7 +994,7 @@ static int run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	c->cur = o->desc;
 	c->last_error[0] = 0;
 	/* 1. The stream reached the call: the input is there. */
-	r = wait_cuda(cu, q_event, cu->ev_in[o->slot], sd_now_ns() + c->timeout_ns, 1, &e);
+	r = wait_cuda(cu, sd_cuda_q_event, cu->ev_in[o->slot], sd_now_ns() + c->timeout_ns, 1, &e);
 	if (r == 2)
 		return sd_comm_error(c, SMDDP_EABORTED, "the communicator was destroyed or aborted "
 							"before this call ran");
@@ -1200,7 +1207,7 @@ void sd_cuda_comm_free(struct smddp_comm *c)
 		cudaError_t e = cudaSuccess;
 
 		if (cu->out_used[i] &&
-		    wait_cuda(cu, q_event, cu->ev_out[i], deadline, 0, &e) == 0)
+		    wait_cuda(cu, sd_cuda_q_event, cu->ev_out[i], deadline, 0, &e) == 0)
 			passed = 0;
 	}
 	for (int i = 0; i < cu->nmaps; i++)

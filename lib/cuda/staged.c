@@ -37,7 +37,6 @@
  */
 #include "config.h"
 
-#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,31 +71,15 @@ static int cuda_fail(struct smddp_comm *c, cudaError_t e, const char *what)
 /* Waits until ev has passed, at most SMDDP_TIMEOUT: 0, or an error. */
 static int wait_event(struct smddp_comm *c, cudaEvent_t ev, const char *late)
 {
-	uint64_t t0 = sd_now_ns(), deadline = t0 + c->timeout_ns;
-	long sleep_ns = 2000;
+	cudaError_t e = cudaSuccess;
+	int r = sd_cuda_wait(sd_cuda_q_event, ev, sd_now_ns() + c->timeout_ns, NULL, &e);
 
-	for (;;) {
-		cudaError_t e = cudaEventQuery(ev);
-
-		if (e == cudaSuccess)
-			return SMDDP_OK;
-		if (e != cudaErrorNotReady)
-			return cuda_fail(c, e, "a copy between the GPU and host memory failed");
-		uint64_t now = sd_now_ns();
-
-		if (now >= deadline)
-			return sd_comm_error(c, SMDDP_ETIMEDOUT, "%s within SMDDP_TIMEOUT (%.0f s)",
-					     late, (double)c->timeout_ns / 1e9);
-		if (now - t0 < 50000) {
-			sched_yield();
-			continue;
-		}
-		struct timespec ts = {0, sleep_ns};
-
-		nanosleep(&ts, NULL);
-		if (sleep_ns < 200000)
-			sleep_ns *= 2;
-	}
+	if (r == 1)
+		return SMDDP_OK;
+	if (r < 0)
+		return cuda_fail(c, e, "a copy between the GPU and host memory failed");
+	return sd_comm_error(c, SMDDP_ETIMEDOUT, "%s within SMDDP_TIMEOUT (%.0f s)", late,
+			     (double)c->timeout_ns / 1e9);
 }
 
 /* Both streams idle (at most 10 s): 1, else 0. */

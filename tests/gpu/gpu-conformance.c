@@ -683,7 +683,14 @@ static void errors(void)
 	}
 }
 
-/* ---- a peer passes a bad buffer (between hosts) ----------------------------------- */
+/* ---- a peer passes a bad buffer (between hosts), a peer dies ------------------------ */
+
+/* One FAULT-OK or FAULT-BAD line, which the scripts grep for. */
+static void verdict(int ok, int rc, double took, const char *msg)
+{
+	printf("FAULT-%s rank=%d %s%s after %.2f s: %s\n", ok ? "OK" : "BAD", rank, ok ? "" : "got ",
+	       smddp_strerror(rc), took, msg);
+}
 
 /* VICTIM passes a recvbuf shorter than the call: it gets SMDDP_EINVAL, and
  * the others, already in the call, an error naming it and its reason within seconds
@@ -703,13 +710,10 @@ static int badbuf(int victim)
 
 	snprintf(want, sizeof(want), "rank %d", victim);
 	/* The peers get the victim's code with its reason, naming it. */
-	if (rank == victim ? rc == SMDDP_EINVAL
-			   : rc != SMDDP_OK && strstr(msg, want) && strstr(msg, "recvbuf") &&
-				     took < 20)
-		printf("FAULT-OK rank=%d %s after %.2f s: %s\n", rank, smddp_strerror(rc), took, msg);
-	else
-		printf("FAULT-BAD rank=%d got %s after %.2f s: %s\n", rank, smddp_strerror(rc), took,
-		       msg);
+	verdict(rank == victim ? rc == SMDDP_EINVAL
+			       : rc != SMDDP_OK && strstr(msg, want) && strstr(msg, "recvbuf") &&
+					 took < 20,
+		rc, took, msg);
 	CK(cudaStreamSynchronize(stream));
 	cudaFree(small);
 	smddp_comm_abort(comm);
@@ -751,11 +755,8 @@ static int dead(int victim)
 	char want[32];
 
 	snprintf(want, sizeof(want), "rank %d", victim);
-	if ((rc == SMDDP_EPEER || rc == SMDDP_EABORTED) && strstr(msg, want) && took < 20)
-		printf("FAULT-OK rank=%d %s after %.2f s: %s\n", rank, smddp_strerror(rc), took, msg);
-	else
-		printf("FAULT-BAD rank=%d got %s after %.2f s: %s\n", rank, smddp_strerror(rc), took,
-		       msg);
+	verdict((rc == SMDDP_EPEER || rc == SMDDP_EABORTED) && strstr(msg, want) && took < 20, rc,
+		took, msg);
 	CK(cudaStreamSynchronize(stream));
 	smddp_comm_abort(comm);
 	return 0;
