@@ -204,7 +204,7 @@ static int compare_descs(struct smddp_comm *c)
 /* The checks of every entry; compare: SMDDP_CHECK_COLL may compare the call
  * across ranks (host path only: the device path compares on its proxy). */
 static int api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op, int root,
-		     int compare)
+		     int mem, int compare)
 {
 	if (c->failed)
 		return c->failed;
@@ -227,6 +227,7 @@ static int api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, in
 	c->cur.dtype = dtype;
 	c->cur.op = op;
 	c->cur.root = root;
+	c->cur.mem = mem;
 	c->last_error[0] = 0;
 	if (compare && c->check_coll && !(count == 0 && coll <= SD_COLL_ALLTOALL))
 		return compare_descs(c);
@@ -247,7 +248,7 @@ int sd_api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op
 	rc = sd_cuda_collect(c, 1);
 	if (rc)
 		return rc;
-	return api_enter(c, coll, count, dtype, op, root, 1);
+	return api_enter(c, coll, count, dtype, op, root, MEM_HOST, 1);
 }
 
 /* A failure that leaves ranks at different places in the protocol breaks
@@ -320,7 +321,7 @@ static int device_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
 	/* Between hosts the host algorithms do the work: SMDDP_CHECK_COLL
 	 * compares the call as on host memory. */
 	if (!rc)
-		rc = api_enter(comm, k->coll, k->count, k->dtype, k->op, k->root,
+		rc = api_enter(comm, k->coll, k->count, k->dtype, k->op, k->root, MEM_DEVICE,
 			       comm->net != NULL);
 	if (rc)
 		return leave(comm, rc);
@@ -366,7 +367,7 @@ static int collective(struct smddp_comm *comm, int coll, const void *sendbuf, vo
 	int rc = sd_cuda_collect(comm, 0);
 
 	if (!rc)
-		rc = api_enter(comm, coll, count, dtype, op, root, 0);
+		rc = api_enter(comm, coll, count, dtype, op, root, MEM_HOST, 0);
 	if (!rc)
 		rc = sd_comm_error(comm, kind, "%s", msg);
 	return leave(comm, rc);

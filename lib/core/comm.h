@@ -31,6 +31,8 @@ struct sd_coll_desc {
 	int32_t op;
 	int32_t root;
 	uint64_t count;
+	int32_t mem;    /* 1: CUDA device memory (a mix between hosts would hang) */
+	int32_t pad;
 };
 
 struct sd_transport_ops;

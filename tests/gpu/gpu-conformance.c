@@ -32,6 +32,9 @@
  *   gpu-conformance badbuf VICTIM           (between hosts) VICTIM passes a short
  *                                           buffer: it gets SMDDP_EINVAL, the others
  *                                           an error naming it, in seconds
+ *   gpu-conformance mixed                   (between hosts, SMDDP_CHECK_COLL=1) rank 0
+ *                                           on device memory, the others on host
+ *                                           memory: SMDDP_EMISMATCH everywhere
  *   gpu-conformance dead VICTIM             VICTIM is SIGKILLed; the others get an
  *                                           error from the next call, and their
  *                                           streams are released (FAULT-OK lines)
@@ -720,6 +723,28 @@ static int badbuf(int victim)
 	return 0;
 }
 
+/* ---- ranks disagree on the kind of memory (between hosts) -------------------------- */
+
+/* Rank 0 on device memory, the others on host memory, SMDDP_CHECK_COLL=1:
+ * every rank gets SMDDP_EMISMATCH saying so, in seconds. */
+static int mixed(void)
+{
+	static float host[1 << 17];
+	size_t count = 1 << 17; /* 512 KiB: two chunks on the device rank */
+	double t0 = now_s();
+	int rc = rank == 0 ? smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm,
+					     stream)
+			   : smddp_allreduce(host, host, count, SMDDP_FLOAT32, SMDDP_SUM, comm,
+					     NULL);
+	double took = now_s() - t0;
+	const char *msg = smddp_last_error(comm);
+
+	verdict(rc == SMDDP_EMISMATCH && strstr(msg, "device memory") && took < 20, rc, took, msg);
+	CK(cudaStreamSynchronize(stream));
+	smddp_comm_abort(comm);
+	return 0;
+}
+
 /* ---- a peer dies ------------------------------------------------------------------ */
 
 static int dead(int victim)
@@ -806,6 +831,8 @@ int main(int argc, char **argv)
 		order();
 	} else if (!strcmp(mode, "errors")) {
 		errors();
+	} else if (!strcmp(mode, "mixed")) {
+		return mixed();
 	} else if (!strcmp(mode, "badbuf") && argc > 2) {
 		return badbuf(atoi(argv[2]));
 	} else if (!strcmp(mode, "dead") && argc > 2) {
@@ -815,7 +842,7 @@ int main(int argc, char **argv)
 		return dead(atoi(argv[2]));
 	} else {
 		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | "
-				"errors | dead VICTIM | badbuf VICTIM]\n");
+				"errors | dead VICTIM | badbuf VICTIM | mixed]\n");
 		return 2;
 	}
 	printf("SUMMARY rank %d of %d: %d passed, %d failed\n", rank, nranks, passed, failures);

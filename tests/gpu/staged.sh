@@ -37,6 +37,14 @@ for r in 0 1; do
 		fail "staged-badbuf: rank $r did not get the right error"
 done
 
+# rank 0 on device memory, rank 1 on host memory: SMDDP_CHECK_COLL says so
+SMDDP_CHECK_COLL=1 run_gpu staged-mixed 60 2 mixed
+for r in 0 1; do
+	grep -q "FAULT-OK rank=$r " "$TDIR/staged-mixed.out" &&
+		pass "staged-mixed: rank $r got SMDDP_EMISMATCH" ||
+		fail "staged-mixed: rank $r did not get SMDDP_EMISMATCH"
+done
+
 # a rank dies: the others' next call fails naming it, streams released
 export CONFORMANCE_PER_HOST=2 SMDDP_TIMEOUT=30 SMDDP_JOB_ID=gpustaged$$
 LAUNCH_OPTS="--grace 30"
