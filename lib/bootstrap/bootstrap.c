@@ -24,6 +24,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -1161,6 +1163,69 @@ static int listen_on(struct sd_boot *b, const struct sd_boot_params *p, char *er
 	return SMDDP_OK;
 }
 
+int sd_boot_listen(int *fd, int *port, char *err, size_t errlen)
+{
+	static const int families[] = {AF_INET6, AF_INET};
+	int e = 0;
+
+	*fd = -1;
+	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
+		struct sockaddr_storage ss = {0};
+		socklen_t len;
+		int one = 1, zero = 0, s = socket(families[i], SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+		if (s < 0) {
+			e = errno;
+			continue;
+		}
+		(void)setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		ss.ss_family = (sa_family_t)families[i];
+		if (families[i] == AF_INET6) { /* "::" takes IPv4 ranks too */
+			(void)setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+			len = sizeof(struct sockaddr_in6);
+		} else {
+			len = sizeof(struct sockaddr_in);
+		}
+		if (bind(s, (struct sockaddr *)&ss, len) == 0 && listen(s, 4096) == 0) {
+			len = sizeof(ss);
+			if (getsockname(s, (struct sockaddr *)&ss, &len) == 0) {
+				*port = ntohs(families[i] == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+								      : ((struct sockaddr_in *)&ss)->sin_port);
+				*fd = s;
+				SD_TRACE(SD_SUB_BOOT, "listening on port %d for a rendezvous to come", *port);
+				return SMDDP_OK;
+			}
+		}
+		e = errno;
+		close(s);
+	}
+	seterr(err, errlen, "cannot listen on a TCP port for the rendezvous: %s", strerror(e));
+	return SMDDP_ESYSTEM;
+}
+
+void sd_boot_local_addr(char *buf, size_t len)
+{
+	const char *v = sd_param_str("SMDDP_BOOT_ADDR");
+	struct ifaddrs *ifa = NULL;
+
+	snprintf(buf, len, "127.0.0.1");
+	if (v && *v) {
+		snprintf(buf, len, "%s", v);
+		return;
+	}
+	if (getifaddrs(&ifa) != 0)
+		return;
+	for (struct ifaddrs *i = ifa; i; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP) ||
+		    (i->ifa_flags & IFF_LOOPBACK))
+			continue;
+		if (inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, buf,
+			      (socklen_t)len))
+			break;
+	}
+	freeifaddrs(ifa);
+}
+
 static void give_up(struct sd_boot *b, int rc, const char *why)
 {
 	struct frame *f = frame_str(F_GIVEUP, 0, 0, 1, rc, why);
@@ -1177,9 +1242,13 @@ static int rendezvous0(struct sd_boot *b, const struct sd_boot_params *p, uint64
 	uint8_t *missing;
 	int rc;
 
-	rc = listen_on(b, p, err, errlen);
-	if (rc)
-		return rc;
+	if (p->listen_fd >= 0) {
+		b->lfd = p->listen_fd;
+	} else {
+		rc = listen_on(b, p, err, errlen);
+		if (rc)
+			return rc;
+	}
 	b->pending = calloc(PENDING_MAX, sizeof(*b->pending));
 	missing = calloc((size_t)b->size, 1);
 	if (!b->pending || !missing) {

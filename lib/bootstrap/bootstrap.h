@@ -33,7 +33,19 @@ struct sd_boot_params {
 	const char *token;  /* job token; "" means none is checked */
 	const char *hostid; /* this rank's host identity */
 	uint64_t deadline_ns; /* sd_now_ns() value after which rendezvous gives up */
+	int listen_fd;      /* rank 0: a socket from sd_boot_listen() (taken over
+			     * and closed), or -1 to listen at addr:port */
 };
+
+/* A listening socket on every interface, on a port the kernel picks (for
+ * an id made before the rendezvous, see smddp_get_unique_id): *fd, and
+ * *port its number.  SMDDP_ESYSTEM with a sentence in err. */
+int sd_boot_listen(int *fd, int *port, char *err, size_t errlen);
+
+/* An address of this host that other hosts can reach: SMDDP_BOOT_ADDR
+ * if set, else the first IPv4 address of an interface that is up and not
+ * loopback, else 127.0.0.1. */
+void sd_boot_local_addr(char *buf, size_t len);
 
 /* Rendezvous.  On success *out is the channel, peers[0..size-1] the identity
  * of every rank and *nonce a random 64-bit number chosen by rank 0 (the same

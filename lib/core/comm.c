@@ -475,22 +475,28 @@ static int setup_spanning(struct smddp_comm *c, int want, struct smddp_comm *via
 }
 #endif
 
-SD_EXPORT int smddp_init(struct smddp_comm **out)
+/* Both ways in: smddp_init (how == NULL: everything from the environment)
+ * and smddp_comm_init_rank (rank, size and rendezvous given). */
+int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 {
 	struct smddp_comm *c = NULL;
 	struct sd_boot_peer *peers = NULL;
 	char err[512], hostid[SD_HOSTID_MAX];
 	uint64_t nonce = 0;
-	int rc;
+	int rc, listen_fd = -1;
 
 	sd_set_init_error("%s", "");
 	if (!out) {
 		sd_set_init_error("smddp_init: comm is NULL");
+		if (how && how->listen_fd >= 0)
+			close(how->listen_fd);
 		return SMDDP_EINVAL;
 	}
 	*out = NULL;
 	sd_log_init();
 	rc = sd_params_load(err, sizeof(err));
+	if (rc && how && how->listen_fd >= 0)
+		close(how->listen_fd);
 	if (rc) {
 		sd_set_init_error("%s", err);
 		SD_WARN(SD_SUB_CONFIG, "%s", err);
@@ -505,6 +511,8 @@ SD_EXPORT int smddp_init(struct smddp_comm **out)
 
 		rc = sd_topo_shared(&topo);
 		if (rc) {
+			if (how && how->listen_fd >= 0)
+				close(how->listen_fd);
 			sd_set_init_error("%s", smddp_topo_error());
 			SD_WARN(SD_SUB_INIT, "%s", sd_init_error());
 			return rc;
@@ -515,6 +523,8 @@ SD_EXPORT int smddp_init(struct smddp_comm **out)
 	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
+		if (how && how->listen_fd >= 0)
+			close(how->listen_fd);
 		sd_set_init_error("smddp_init: out of memory");
 		return SMDDP_ENOMEM;
 	}
@@ -522,11 +532,19 @@ SD_EXPORT int smddp_init(struct smddp_comm **out)
 	c->tp = &sd_transport_shm;
 	c->cur.coll = SD_COLL_INIT;
 	c->rank = -1;
-	rc = discover(c);
-	if (rc)
-		goto fail;
+	if (how) {
+		c->rank = how->rank;
+		c->size = how->size;
+		listen_fd = how->listen_fd;
+	} else {
+		rc = discover(c);
+		if (rc)
+			goto fail;
+	}
 	sd_log_set_rank(c->rank);
 	read_tunables(c);
+	if (how && how->timeout_ns)
+		c->timeout_ns = how->timeout_ns;
 	c->pids = calloc((size_t)c->size, sizeof(*c->pids));
 	peers = calloc((size_t)c->size, sizeof(*peers));
 	if (!c->pids || !peers) {
@@ -535,9 +553,9 @@ SD_EXPORT int smddp_init(struct smddp_comm **out)
 	}
 	host_identity(hostid, sizeof(hostid));
 	if (c->size > 1) {
-		const char *addr = first_env("SMDDP_MASTER_ADDR", "MASTER_ADDR");
-		const char *port = first_env("SMDDP_MASTER_PORT", "MASTER_PORT");
-		const char *token = getenv("SMDDP_JOB_TOKEN");
+		const char *addr = how ? how->addr : first_env("SMDDP_MASTER_ADDR", "MASTER_ADDR");
+		const char *port = how ? how->port : first_env("SMDDP_MASTER_PORT", "MASTER_PORT");
+		const char *token = how ? how->token : getenv("SMDDP_JOB_TOKEN");
 		struct sd_boot_params bp;
 
 		if (!addr || !port) {
@@ -555,6 +573,8 @@ SD_EXPORT int smddp_init(struct smddp_comm **out)
 		bp.token = token ? token : "";
 		bp.hostid = hostid;
 		bp.deadline_ns = sd_now_ns() + c->timeout_ns;
+		bp.listen_fd = listen_fd;
+		listen_fd = -1; /* sd_boot_init's now, whatever happens */
 		rc = sd_boot_init(&bp, &c->boot, peers, &nonce, err, sizeof(err));
 		if (rc) {
 			sd_comm_error(c, rc, "%s", err);
@@ -628,6 +648,8 @@ SD_EXPORT int smddp_init(struct smddp_comm **out)
 	*out = c;
 	return SMDDP_OK;
 fail:
+	if (listen_fd >= 0)
+		close(listen_fd);
 	sd_set_init_error("%s", c->last_error);
 	free(peers);
 	c->failed = rc;
@@ -635,6 +657,11 @@ fail:
 		c->tp->abort(c);
 	comm_free(c, 0);
 	return rc;
+}
+
+SD_EXPORT int smddp_init(struct smddp_comm **out)
+{
+	return sd_comm_init(out, NULL);
 }
 
 struct split_rec {
@@ -740,6 +767,21 @@ SD_EXPORT int smddp_comm_destroy(struct smddp_comm *comm)
 		comm->tp->abort(comm);
 	comm_free(comm, rc == SMDDP_OK && !comm->failed);
 	return rc;
+}
+
+SD_EXPORT int smddp_comm_release(struct smddp_comm *comm)
+{
+	if (!comm)
+		return SMDDP_EINVAL;
+	if (comm->failed)
+		return smddp_comm_abort(comm);
+	/* Every call of this rank has returned, so no peer still needs this
+	 * rank's memory or messages: the clean close (BYE) tells them not to
+	 * take the closing connections as a death. */
+	if (sd_cuda_collect(comm, 1) || comm->failed)
+		return smddp_comm_abort(comm);
+	comm_free(comm, 1);
+	return SMDDP_OK;
 }
 
 SD_EXPORT int smddp_comm_abort(struct smddp_comm *comm)

@@ -70,6 +70,16 @@ struct smddp_comm {
 			    * chunk of a device call staged across hosts */
 };
 
+/* How sd_comm_init makes a world communicator when not from the
+ * environment (smddp_comm_init_rank). */
+struct sd_init_how {
+	int rank, size;
+	const char *addr, *port, *token; /* rank 0's rendezvous */
+	int listen_fd;                   /* rank 0: its listening socket (taken over), else -1 */
+	uint64_t timeout_ns;             /* 0: SMDDP_TIMEOUT */
+};
+int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how);
+
 /* The number a message gives rank r: a host's communicator inside one that
  * spans hosts names its ranks as the outer communicator does. */
 #define SD_RANK_NAME(c, r) ((c)->names ? (c)->names[r] : (r))

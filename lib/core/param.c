@@ -103,6 +103,9 @@ static struct param params[] = {
 	TUNE("SMDDP_CUDA_ASYNC", "cuda_async", SD_PARAM_BOOL, "0", NULL, 0, 1, NULL, NULL, 0,
 	     "device-memory calls return as soon as they are queued, the stream waiting on the "
 	     "GPU (cuStreamWaitValue32); 0: the call returns when its collective is done"),
+	TUNE("SMDDP_BOOT_ADDR", "boot_addr", SD_PARAM_STR, "", NULL, 0, 0, NULL, NULL, 0,
+	     "address of this host that smddp_get_unique_id() puts in the id for the other "
+	     "ranks to connect to (default: the first non-loopback IPv4 interface that is up)"),
 	TUNE("SMDDP_TOPO_FILE", "topo_file", SD_PARAM_STR, "", NULL, 0, 0, NULL, NULL, 0,
 	     "topology JSON (smddp-topo --json) to use instead of discovering this node"),
 	TUNE("SMDDP_ALGO", "algo", SD_PARAM_ENUM, "auto", "auto|hier|ring|rd", 0, 0,

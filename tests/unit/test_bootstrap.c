@@ -96,6 +96,7 @@ static struct sd_boot_params params(struct ctx *c, int rank, int size, const cha
 	p.token = token;
 	p.hostid = hostid;
 	p.deadline_ns = now() + deadline_ms * MS;
+	p.listen_fd = -1;
 	return p;
 }
 

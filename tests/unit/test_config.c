@@ -210,7 +210,7 @@ int main(void)
 	       fmt_msg(0,
 		       "%s: unknown key \"timout\" (did you mean \"timeout\"? known keys: timeout, "
 		       "check_coll, debug, debug_subsys, debug_file, shm_chunk, spin, liveness_ms, "
-		       "single_copy, single_copy_min, cuda_async, topo_file, algo, fabric_provider, "
+		       "single_copy, single_copy_min, cuda_async, boot_addr, topo_file, algo, fabric_provider, "
 		       "net_chunk, net_rd_max, optimize_sdp)",
 		       p),
 	       check_error_sticks);
@@ -311,7 +311,7 @@ int main(void)
 	       fmt_msg(0,
 		       "%s: unknown key \"SMDDP_TIMEOUT\" (did you mean \"timeout\"? known keys: "
 		       "timeout, check_coll, debug, debug_subsys, debug_file, shm_chunk, spin, "
-		       "liveness_ms, single_copy, single_copy_min, cuda_async, topo_file, algo, "
+		       "liveness_ms, single_copy, single_copy_min, cuda_async, boot_addr, topo_file, algo, "
 		       "fabric_provider, net_chunk, net_rd_max, optimize_sdp)",
 		       p),
 	       NULL);

@@ -90,6 +90,44 @@ int smddp_comm_destroy(struct smddp_comm *comm);
 /* Local: never blocks; peers waiting on this rank fail with SMDDP_EABORTED.
  * Frees comm, like smddp_comm_destroy: do not use it afterwards. */
 int smddp_comm_abort(struct smddp_comm *comm);
+/* ---- explicit initialisation (man 3 smddp: INITIALISATION) ----------------
+ * For programs that know their rank and size and have their own way to pass
+ * a few bytes to every rank (a key-value store, MPI_Bcast, a file), as with
+ * NCCL's ncclGetUniqueId: one rank calls smddp_get_unique_id(), every rank
+ * gets a copy of the id, and every rank calls smddp_comm_init_rank() with it.
+ * Nothing is read from rank variables or MASTER_ADDR/MASTER_PORT, and the
+ * process environment is never written.  The rank that made the id must be
+ * rank 0 of the new communicator: the id holds the address and port of a
+ * socket it already listens on (ephemeral port, every interface), an address
+ * of this host for the others to reach it (SMDDP_BOOT_ADDR, else the first
+ * non-loopback IPv4 interface that is up, else loopback) and a random token
+ * that keeps strangers out.  An id serves one communicator; one never used
+ * keeps its socket until the process exits. */
+#define SMDDP_UNIQUE_ID_BYTES 128
+struct smddp_unique_id {
+	char internal[SMDDP_UNIQUE_ID_BYTES];
+};
+
+/* Options of smddp_comm_init_rank(); NULL for the defaults.  Set size to
+ * sizeof(struct smddp_config) (fields may be added at the end), others 0. */
+struct smddp_config {
+	size_t size;
+	int timeout_ms; /* deadline of every wait, rendezvous included; 0: SMDDP_TIMEOUT */
+};
+
+int smddp_get_unique_id(struct smddp_unique_id *id);
+/* Collective over the nranks ranks given the same id: rank is this
+ * process's rank in the new communicator (0 on the process that made the
+ * id).  Errors as smddp_init(); the sentence is in smddp_last_error(NULL). */
+int smddp_comm_init_rank(struct smddp_comm **comm, int nranks, const struct smddp_unique_id *id,
+			 int rank, const struct smddp_config *config);
+/* Local: frees comm at once, without waiting for the other ranks, who take
+ * this rank's leaving as normal (not as a death, unlike smddp_comm_abort).
+ * For callers that tear communicators down in no agreed order; call it
+ * only once this rank's calls on comm have all returned.  A failed comm is
+ * aborted instead. */
+int smddp_comm_release(struct smddp_comm *comm);
+
 int smddp_comm_rank(const struct smddp_comm *comm);
 int smddp_comm_size(const struct smddp_comm *comm);
 int smddp_comm_local_rank(const struct smddp_comm *comm);
