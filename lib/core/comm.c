@@ -584,6 +584,10 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 		snprintf(peers[0].hostid, sizeof(peers[0].hostid), "%s", hostid);
 		peers[0].pid = getpid();
 		nonce = sd_now_ns() ^ ((uint64_t)getpid() << 40);
+		if (listen_fd >= 0) { /* an id for one rank: nobody will connect */
+			close(listen_fd);
+			listen_fd = -1;
+		}
 	}
 	for (int r = 0; r < c->size; r++)
 		c->pids[r] = peers[r].pid;

@@ -12,6 +12,7 @@
  * The launcher's variables only tell this program its rank: the communicators
  * read nothing from the environment.
  */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +141,19 @@ static int basic(const char *dir, int n)
 	return 0;
 }
 
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
 static void expect(int rc, int want, const char *what, const char *words)
 {
 	if (rc != want)
@@ -180,6 +194,16 @@ static int errors(void)
 		bad("%s", "release of one rank failed", 0);
 	expect(smddp_comm_init_rank(&c, 1, &id, 0, NULL), SMDDP_EINVAL, "an id used twice",
 	       "one communicator only");
+	/* one-rank communicators from ids, over and over: no descriptor kept */
+	int fd0 = count_fds();
+
+	for (int i = 0; i < 50; i++) {
+		if ((rc = smddp_get_unique_id(&id)) || (rc = smddp_comm_init_rank(&c, 1, &id, 0, NULL)) ||
+		    (rc = smddp_comm_release(c)))
+			bad("cycle: %s", smddp_last_error(NULL), rc);
+	}
+	if (count_fds() != fd0)
+		bad("%s", "50 one-rank communicators from ids left file descriptors open", 0);
 	if (smddp_comm_release(NULL) != SMDDP_EINVAL)
 		bad("%s", "smddp_comm_release(NULL) is not SMDDP_EINVAL", 0);
 	printf("INITRANK-OK rank=0 errors\n");
