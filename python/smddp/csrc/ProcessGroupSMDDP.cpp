@@ -1,0 +1,770 @@
+// ProcessGroupSMDDP.cpp - the "smddp" c10d backend: rendezvous, argument
+// checks and the collectives as work items (design in ProcessGroupSMDDP.hpp).
+#include "ProcessGroupSMDDP.hpp"
+
+#include <climits>
+#include <cstring>
+
+#include <c10/util/Exception.h>
+
+#include "Types.hpp"
+
+namespace smddp_torch {
+
+namespace {
+
+// The store key of the communicator id, under the prefix torch gives the
+// group.  The value is 'I' and the id, or 'E' and why rank 0 could not make
+// one, so that the other ranks fail with the cause instead of a timeout.
+constexpr const char* kIdKey = "smddp/uid";
+
+void checkTensor(const at::Tensor& t, const char* op) {
+  TORCH_CHECK(t.defined(), "smddp: ", op, " got an undefined tensor");
+  if (t.layout() == at::kStrided)
+    return;
+  std::string layout = t.is_sparse() ? "sparse COO" : c10::str(t.layout());
+  if (t.is_sparse_csr())
+    layout = "sparse compressed (" + c10::str(t.layout()) + ")";
+  throwNotSupported(
+      std::string(op) + " on " + layout + " tensors", "Only dense (strided) tensors are.");
+}
+
+// The one device all tensors of a call are on: CPU, or one CUDA device.
+at::Device deviceOf(const std::vector<at::Tensor>& tensors, const char* op) {
+  TORCH_CHECK(!tensors.empty(), "smddp: ", op, " got no tensors");
+  for (const auto& t : tensors)
+    checkTensor(t, op);
+  at::Device device = tensors[0].device();
+  for (const auto& t : tensors)
+    TORCH_CHECK(
+        t.device() == device,
+        "smddp: ",
+        op,
+        " got tensors on ",
+        device,
+        " and on ",
+        t.device(),
+        "; all tensors of one call must be on the same device");
+  if (device.is_cuda()) {
+#ifndef SMDDP_TORCH_CUDA
+    throwNotSupported(
+        std::string(op) + " on CUDA tensors in this build",
+        "This smddp torch extension was built without CUDA; reinstall it with a CUDA build "
+        "of torch and the CUDA toolkit (CUDA_HOME) present.");
+#endif
+  } else if (!device.is_cpu()) {
+    throwNotSupported(
+        std::string(op) + " on " + c10::DeviceTypeName(device.type()) + " tensors",
+        "CPU and CUDA tensors are.");
+  }
+  return device;
+}
+
+void checkSameDtype(const std::vector<at::Tensor>& tensors, const char* op) {
+  for (const auto& t : tensors)
+    TORCH_CHECK(
+        t.scalar_type() == tensors[0].scalar_type(),
+        "smddp: ",
+        op,
+        " got tensors of dtypes ",
+        dtypeName(tensors[0].scalar_type()),
+        " and ",
+        dtypeName(t.scalar_type()),
+        "; they must all be the same");
+}
+
+size_t countOf(const at::Tensor& t, const Dtype& dt) {
+  return static_cast<size_t>(t.numel()) * dt.lanes;
+}
+
+// The contiguous tensor a library call reads or writes in place of t: t
+// itself, or a copy (copied back by copyBack()).
+at::Tensor staged(const at::Tensor& t) {
+  return t.is_contiguous() ? t : t.contiguous();
+}
+
+void copyBack(const at::Tensor& user, const at::Tensor& data) {
+  if (!data.is_same(user))
+    user.copy_(data.view(user.sizes()));
+}
+
+// For a PREMUL_SUM: the contiguous input multiplied by the factor, in a new
+// tensor (the caller's input is left as it is, as NCCL does).
+at::Tensor premultiplied(const at::Tensor& data, const Reduction& red) {
+  if (red.factorTensor)
+    return data.mul(red.factorTensor->to(data.options()).reshape({})).contiguous();
+  return data.mul(red.factor).contiguous();
+}
+
+// Output buffers every rank's part of which has numel elements, flattened.
+at::Tensor flatOf(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> flat;
+  flat.reserve(tensors.size());
+  for (const auto& t : tensors)
+    flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+
+void checkRoot(int64_t root, int size, const char* op) {
+  TORCH_CHECK_VALUE(
+      root >= 0 && root < size,
+      "smddp: ",
+      op,
+      " root rank ",
+      root,
+      " is not a rank of this group of ",
+      size);
+}
+
+void checkSplits(
+    const std::vector<int64_t>& splits,
+    const at::Tensor& t,
+    int size,
+    const char* which) {
+  if (splits.empty()) {
+    TORCH_CHECK_VALUE(
+        t.dim() > 0 && t.size(0) % size == 0,
+        "smddp: all_to_all_single: the ",
+        which,
+        " tensor's first dimension (",
+        (t.dim() > 0 ? t.size(0) : 0),
+        ") does not split evenly over ",
+        size,
+        " ranks");
+    return;
+  }
+  TORCH_CHECK_VALUE(
+      static_cast<int>(splits.size()) == size,
+      "smddp: all_to_all_single: ",
+      which,
+      "_split_sizes has ",
+      splits.size(),
+      " entries for a group of ",
+      size);
+  int64_t sum = 0;
+  bool even = true;
+  for (int64_t s : splits) {
+    sum += s;
+    even = even && s == splits[0];
+  }
+  TORCH_CHECK_VALUE(
+      t.dim() > 0 && sum == t.size(0),
+      "smddp: all_to_all_single: ",
+      which,
+      "_split_sizes add up to ",
+      sum,
+      ", not to the first dimension of the ",
+      which,
+      " tensor");
+  if (!even)
+    throwNotSupported(
+        "all_to_all_single with uneven split sizes",
+        "Pass equal splits (or none), padding the data to equal parts.");
+}
+
+} // namespace
+
+ProcessGroupSMDDP::ProcessGroupSMDDP(
+    const c10::intrusive_ptr<c10d::Store>& store,
+    int rank,
+    int size,
+    std::chrono::milliseconds timeout)
+    : c10d::Backend(rank, size), timeout_(timeout) {
+  TORCH_CHECK_VALUE(
+      size > 0 && rank >= 0 && rank < size,
+      "smddp: rank ",
+      rank,
+      " is not a rank of a group of ",
+      size);
+  TORCH_CHECK_VALUE(timeout.count() > 0, "smddp: the group timeout must be positive");
+  state_ = std::make_shared<GroupState>(rank, size, timeout);
+
+  smddp_unique_id id = rendezvous(*store);
+
+  smddp_config config;
+  std::memset(&config, 0, sizeof(config));
+  config.size = sizeof(config);
+  config.timeout_ms = timeout.count() > INT_MAX ? INT_MAX : static_cast<int>(timeout.count());
+  smddp_comm* comm = nullptr;
+  int rc = smddp_comm_init_rank(&comm, size, &id, rank, &config);
+  if (rc != SMDDP_OK) {
+    std::string detail = smddp_last_error(nullptr);
+    throwBackendError(
+        "smddp: could not create the communicator of " + state_->who() + ": " +
+        (detail.empty() ? std::string(smddp_strerror(rc)) : detail) + " (" +
+        smddp_strerror(rc) + ")");
+  }
+  queue_ = std::make_shared<WorkQueue>(state_, comm);
+  queue_->start();
+  init();
+}
+
+ProcessGroupSMDDP::~ProcessGroupSMDDP() {
+  queue_->stop(false);
+}
+
+smddp_unique_id ProcessGroupSMDDP::rendezvous(c10d::Store& store) {
+  smddp_unique_id id;
+  std::memset(&id, 0, sizeof(id));
+  if (rank_ == 0) {
+    int rc = smddp_get_unique_id(&id);
+    if (rc != SMDDP_OK) {
+      std::string detail = smddp_last_error(nullptr);
+      std::string msg = "rank 0 of the group could not make a communicator id: " +
+          (detail.empty() ? std::string(smddp_strerror(rc)) : detail) + " (" +
+          smddp_strerror(rc) + ")";
+      std::string value = "E" + msg;
+      store.set(kIdKey, std::vector<uint8_t>(value.begin(), value.end()));
+      throwBackendError("smddp: " + msg);
+    }
+    std::vector<uint8_t> value(1 + sizeof(id.internal));
+    value[0] = 'I';
+    std::memcpy(value.data() + 1, id.internal, sizeof(id.internal));
+    store.set(kIdKey, value);
+    return id;
+  }
+
+  std::vector<uint8_t> value;
+  try {
+    store.wait({kIdKey}, timeout_);
+    value = store.get(kIdKey);
+  } catch (const c10::Error& e) {
+    throwBackendError(
+        "smddp: " + state_->who() + " waited " + std::to_string(timeout_.count()) +
+        " ms for rank 0 of the group to publish the communicator id in the store: " +
+        e.what_without_backtrace());
+  }
+  if (!value.empty() && value[0] == 'E')
+    throwBackendError(
+        "smddp: " + state_->who() + " cannot join the group: " +
+        std::string(value.begin() + 1, value.end()));
+  TORCH_CHECK(
+      value.size() == 1 + sizeof(id.internal) && value[0] == 'I',
+      "smddp: the store holds a malformed communicator id under '",
+      kIdKey,
+      "' (",
+      value.size(),
+      " bytes); is another program using the same store prefix?");
+  std::memcpy(id.internal, value.data() + 1, sizeof(id.internal));
+  return id;
+}
+
+c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupSMDDP::getBackendOptions() {
+  return c10::make_intrusive<c10d::Backend::Options>("smddp", timeout_);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::enqueue(
+    c10d::OpType type,
+    const char* name,
+    at::Device device,
+    std::vector<at::Tensor> outputs,
+    const std::vector<at::Tensor>& touched,
+    std::chrono::milliseconds timeout,
+    WorkSMDDP::Body body) {
+  auto work = c10::make_intrusive<WorkSMDDP>(
+      state_,
+      type,
+      name,
+      device,
+      std::move(outputs),
+      timeout.count() > 0 ? timeout : timeout_,
+      seq_ + 1,
+      std::move(body));
+  queue_->enqueue(work, device.is_cuda() ? touched : std::vector<at::Tensor>());
+  ++seq_;
+  return work;
+}
+
+// ---- collectives -----------------------------------------------------------
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allreduce(
+    std::vector<at::Tensor>& tensors,
+    const c10d::AllreduceOptions& opts) {
+  const char* op = "allreduce";
+  if (tensors.size() != 1)
+    throwNotSupported("allreduce of several tensors per process (a list of " +
+                      std::to_string(tensors.size()) + ")");
+  at::Device device = deviceOf(tensors, op);
+  at::Tensor t = tensors[0];
+  if (t.is_sparse())
+    throwNotSupported("allreduce on sparse tensors");
+  Dtype dt = toSmddpDtype(t.scalar_type(), op);
+  Reduction red = toSmddpReduction(opts.reduceOp, dt, op);
+  auto body = [t, dt, red](RunContext& ctx) {
+    at::Tensor data = staged(t);
+    at::Tensor src = red.premul ? premultiplied(data, red) : data;
+    ctx.check(
+        smddp_allreduce(src.data_ptr(), data.data_ptr(), countOf(data, dt), dt.dtype, red.op,
+                        ctx.comm, ctx.stream),
+        "smddp_allreduce");
+    copyBack(t, data);
+  };
+  return enqueue(c10d::OpType::ALLREDUCE, op, device, {t}, {t}, opts.timeout, std::move(body));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors,
+    const c10d::AllreduceCoalescedOptions& opts) {
+  const char* op = "allreduce_coalesced";
+  at::Device device = deviceOf(tensors, op);
+  std::vector<Dtype> dts;
+  std::vector<Reduction> reds;
+  bool sameDtype = true;
+  for (const auto& t : tensors) {
+    dts.push_back(toSmddpDtype(t.scalar_type(), op));
+    reds.push_back(toSmddpReduction(opts.reduceOp, dts.back(), op));
+    sameDtype = sameDtype && t.scalar_type() == tensors[0].scalar_type();
+  }
+  std::vector<at::Tensor> ts = tensors;
+  auto body = [ts, dts, reds, sameDtype](RunContext& ctx) {
+    if (sameDtype) {
+      // One call over a flat copy of all of them.
+      at::Tensor flat = flatOf(ts);
+      at::Tensor src = reds[0].premul ? premultiplied(flat, reds[0]) : flat;
+      ctx.check(
+          smddp_allreduce(src.data_ptr(), flat.data_ptr(), countOf(flat, dts[0]),
+                          dts[0].dtype, reds[0].op, ctx.comm, ctx.stream),
+          "smddp_allreduce");
+      int64_t offset = 0;
+      for (const auto& t : ts) {
+        t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+        offset += t.numel();
+      }
+      return;
+    }
+    for (size_t i = 0; i < ts.size(); i++) {
+      at::Tensor data = staged(ts[i]);
+      at::Tensor src = reds[i].premul ? premultiplied(data, reds[i]) : data;
+      ctx.check(
+          smddp_allreduce(src.data_ptr(), data.data_ptr(), countOf(data, dts[i]),
+                          dts[i].dtype, reds[i].op, ctx.comm, ctx.stream),
+          "smddp_allreduce");
+      copyBack(ts[i], data);
+    }
+  };
+  return enqueue(
+      c10d::OpType::ALLREDUCE_COALESCED, op, device, ts, ts, opts.timeout, std::move(body));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::broadcast(
+    std::vector<at::Tensor>& tensors,
+    const c10d::BroadcastOptions& opts) {
+  const char* op = "broadcast";
+  if (tensors.size() != 1)
+    throwNotSupported("broadcast of several tensors per process (a list of " +
+                      std::to_string(tensors.size()) + ")");
+  TORCH_CHECK_VALUE(opts.rootTensor == 0, "smddp: broadcast: rootTensor must be 0");
+  checkRoot(opts.rootRank, size_, op);
+  at::Device device = deviceOf(tensors, op);
+  at::Tensor t = tensors[0];
+  Dtype dt = toSmddpDtype(t.scalar_type(), op);
+  int root = static_cast<int>(opts.rootRank);
+  bool isRoot = root == rank_;
+  auto body = [t, dt, root, isRoot](RunContext& ctx) {
+    at::Tensor data = staged(t);
+    ctx.check(
+        smddp_broadcast(data.data_ptr(), countOf(data, dt), dt.dtype, root, ctx.comm, ctx.stream),
+        "smddp_broadcast");
+    if (!isRoot)
+      copyBack(t, data);
+  };
+  return enqueue(c10d::OpType::BROADCAST, op, device, {t}, {t}, opts.timeout, std::move(body));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::reduce(
+    std::vector<at::Tensor>& tensors,
+    const c10d::ReduceOptions& opts) {
+  const char* op = "reduce";
+  if (tensors.size() != 1)
+    throwNotSupported("reduce of several tensors per process (a list of " +
+                      std::to_string(tensors.size()) + ")");
+  TORCH_CHECK_VALUE(opts.rootTensor == 0, "smddp: reduce: rootTensor must be 0");
+  checkRoot(opts.rootRank, size_, op);
+  at::Device device = deviceOf(tensors, op);
+  at::Tensor t = tensors[0];
+  Dtype dt = toSmddpDtype(t.scalar_type(), op);
+  Reduction red = toSmddpReduction(opts.reduceOp, dt, op);
+  int root = static_cast<int>(opts.rootRank);
+  bool isRoot = root == rank_;
+  auto body = [t, dt, red, root, isRoot](RunContext& ctx) {
+    at::Tensor data = staged(t);
+    at::Tensor src = red.premul ? premultiplied(data, red) : data;
+    ctx.check(
+        smddp_reduce(src.data_ptr(), data.data_ptr(), countOf(data, dt), dt.dtype, red.op, root,
+                     ctx.comm, ctx.stream),
+        "smddp_reduce");
+    if (isRoot)
+      copyBack(t, data);
+  };
+  return enqueue(c10d::OpType::REDUCE, op, device, {t}, {t}, opts.timeout, std::move(body));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs,
+    std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  const char* op = "allgather";
+  if (inputs.size() != 1 || outputs.size() != 1)
+    throwNotSupported("allgather of several tensors per process");
+  std::vector<at::Tensor> outs = outputs[0];
+  TORCH_CHECK_VALUE(
+      static_cast<int>(outs.size()) == size_,
+      "smddp: allgather: the output list has ",
+      outs.size(),
+      " tensors for a group of ",
+      size_);
+  at::Tensor in = inputs[0];
+  std::vector<at::Tensor> all = outs;
+  all.push_back(in);
+  at::Device device = deviceOf(all, op);
+  checkSameDtype(all, op);
+  for (const auto& o : outs)
+    TORCH_CHECK_VALUE(
+        o.numel() == in.numel(),
+        "smddp: allgather: an output tensor has ",
+        o.numel(),
+        " elements, the input ",
+        in.numel());
+  Dtype dt = toSmddpDtype(in.scalar_type(), op);
+  int size = size_;
+  auto body = [in, outs, dt, size](RunContext& ctx) {
+    at::Tensor src = staged(in);
+    at::Tensor flat = at::empty({size * in.numel()}, in.options());
+    ctx.check(
+        smddp_allgather(src.data_ptr(), flat.data_ptr(), countOf(src, dt), dt.dtype, ctx.comm,
+                        ctx.stream),
+        "smddp_allgather");
+    for (int r = 0; r < size; r++)
+      outs[r].copy_(flat.narrow(0, r * in.numel(), in.numel()).view(outs[r].sizes()));
+  };
+  return enqueue(c10d::OpType::ALLGATHER, op, device, outs, all, opts.timeout, std::move(body));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::_allgather_base(
+    at::Tensor& output,
+    at::Tensor& input,
+    const c10d::AllgatherOptions& opts) {
+  const char* op = "all_gather_into_tensor";
+  at::Device device = deviceOf({output, input}, op);
+  checkSameDtype({output, input}, op);
+  TORCH_CHECK_VALUE(
+      output.numel() == input.numel() * size_,
+      "smddp: all_gather_into_tensor: the output has ",
+      output.numel(),
+      " elements, not ",
+      size_,
+      " x ",
+      input.numel());
+  Dtype dt = toSmddpDtype(input.scalar_type(), op);
+  at::Tensor in = input, out = output;
+  auto body = [in, out, dt](RunContext& ctx) {
+    at::Tensor src = staged(in);
+    at::Tensor dst = staged(out);
+    ctx.check(
+        smddp_allgather(src.data_ptr(), dst.data_ptr(), countOf(src, dt), dt.dtype, ctx.comm,
+                        ctx.stream),
+        "smddp_allgather");
+    copyBack(out, dst);
+  };
+  return enqueue(
+      c10d::OpType::_ALLGATHER_BASE, op, device, {out}, {out, in}, opts.timeout, std::move(body));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs,
+    std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  const char* op = "allgather_into_tensor_coalesced";
+  TORCH_CHECK_VALUE(
+      outputs.size() == inputs.size(),
+      "smddp: ",
+      op,
+      ": ",
+      outputs.size(),
+      " outputs for ",
+      inputs.size(),
+      " inputs");
+  std::vector<at::Tensor> all = outputs;
+  all.insert(all.end(), inputs.begin(), inputs.end());
+  at::Device device = deviceOf(all, op);
+  std::vector<Dtype> dts;
+  for (size_t i = 0; i < inputs.size(); i++) {
+    checkSameDtype({outputs[i], inputs[i]}, op);
+    TORCH_CHECK_VALUE(
+        outputs[i].numel() == inputs[i].numel() * size_,
+        "smddp: ",
+        op,
+        ": output ",
+        i,
+        " has ",
+        outputs[i].numel(),
+        " elements, not ",
+        size_,
+        " x ",
+        inputs[i].numel());
+    dts.push_back(toSmddpDtype(inputs[i].scalar_type(), op));
+  }
+  std::vector<at::Tensor> ins = inputs, outs = outputs;
+  auto body = [ins, outs, dts](RunContext& ctx) {
+    for (size_t i = 0; i < ins.size(); i++) {
+      at::Tensor src = staged(ins[i]);
+      at::Tensor dst = staged(outs[i]);
+      ctx.check(
+          smddp_allgather(src.data_ptr(), dst.data_ptr(), countOf(src, dts[i]), dts[i].dtype,
+                          ctx.comm, ctx.stream),
+          "smddp_allgather");
+      copyBack(outs[i], dst);
+    }
+  };
+  return enqueue(
+      c10d::OpType::COALESCED, op, device, outs, all, opts.timeout,
+      std::move(body));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::reduce_scatter(
+    std::vector<at::Tensor>& outputs,
+    std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const char* op = "reduce_scatter";
+  if (outputs.size() != 1 || inputs.size() != 1)
+    throwNotSupported("reduce_scatter of several tensors per process");
+  std::vector<at::Tensor> ins = inputs[0];
+  TORCH_CHECK_VALUE(
+      static_cast<int>(ins.size()) == size_,
+      "smddp: reduce_scatter: the input list has ",
+      ins.size(),
+      " tensors for a group of ",
+      size_);
+  at::Tensor out = outputs[0];
+  std::vector<at::Tensor> all = ins;
+  all.push_back(out);
+  at::Device device = deviceOf(all, op);
+  checkSameDtype(all, op);
+  for (const auto& in : ins)
+    TORCH_CHECK_VALUE(
+        in.numel() == out.numel(),
+        "smddp: reduce_scatter: an input tensor has ",
+        in.numel(),
+        " elements, the output ",
+        out.numel());
+  Dtype dt = toSmddpDtype(out.scalar_type(), op);
+  Reduction red = toSmddpReduction(opts.reduceOp, dt, op);
+  auto body = [ins, out, dt, red](RunContext& ctx) {
+    at::Tensor flat = flatOf(ins);
+    at::Tensor src = red.premul ? premultiplied(flat, red) : flat;
+    at::Tensor dst = staged(out);
+    ctx.check(
+        smddp_reduce_scatter(src.data_ptr(), dst.data_ptr(), countOf(dst, dt), dt.dtype, red.op,
+                             ctx.comm, ctx.stream),
+        "smddp_reduce_scatter");
+    copyBack(out, dst);
+  };
+  return enqueue(
+      c10d::OpType::REDUCE_SCATTER, op, device, {out}, all, opts.timeout, std::move(body));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::_reduce_scatter_base(
+    at::Tensor& output,
+    at::Tensor& input,
+    const c10d::ReduceScatterOptions& opts) {
+  const char* op = "reduce_scatter_tensor";
+  at::Device device = deviceOf({output, input}, op);
+  checkSameDtype({output, input}, op);
+  TORCH_CHECK_VALUE(
+      input.numel() == output.numel() * size_,
+      "smddp: reduce_scatter_tensor: the input has ",
+      input.numel(),
+      " elements, not ",
+      size_,
+      " x ",
+      output.numel());
+  Dtype dt = toSmddpDtype(output.scalar_type(), op);
+  Reduction red = toSmddpReduction(opts.reduceOp, dt, op);
+  at::Tensor in = input, out = output;
+  auto body = [in, out, dt, red](RunContext& ctx) {
+    at::Tensor src = staged(in);
+    if (red.premul)
+      src = premultiplied(src, red);
+    at::Tensor dst = staged(out);
+    ctx.check(
+        smddp_reduce_scatter(src.data_ptr(), dst.data_ptr(), countOf(dst, dt), dt.dtype, red.op,
+                             ctx.comm, ctx.stream),
+        "smddp_reduce_scatter");
+    copyBack(out, dst);
+  };
+  return enqueue(
+      c10d::OpType::_REDUCE_SCATTER_BASE, op, device, {out}, {out, in}, opts.timeout,
+      std::move(body));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs,
+    std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const char* op = "reduce_scatter_tensor_coalesced";
+  TORCH_CHECK_VALUE(
+      outputs.size() == inputs.size(),
+      "smddp: ",
+      op,
+      ": ",
+      outputs.size(),
+      " outputs for ",
+      inputs.size(),
+      " inputs");
+  std::vector<at::Tensor> all = outputs;
+  all.insert(all.end(), inputs.begin(), inputs.end());
+  at::Device device = deviceOf(all, op);
+  std::vector<Dtype> dts;
+  std::vector<Reduction> reds;
+  for (size_t i = 0; i < inputs.size(); i++) {
+    checkSameDtype({outputs[i], inputs[i]}, op);
+    TORCH_CHECK_VALUE(
+        inputs[i].numel() == outputs[i].numel() * size_,
+        "smddp: ",
+        op,
+        ": input ",
+        i,
+        " has ",
+        inputs[i].numel(),
+        " elements, not ",
+        size_,
+        " x ",
+        outputs[i].numel());
+    dts.push_back(toSmddpDtype(inputs[i].scalar_type(), op));
+    reds.push_back(toSmddpReduction(opts.reduceOp, dts.back(), op));
+  }
+  std::vector<at::Tensor> ins = inputs, outs = outputs;
+  auto body = [ins, outs, dts, reds](RunContext& ctx) {
+    for (size_t i = 0; i < ins.size(); i++) {
+      at::Tensor src = staged(ins[i]);
+      if (reds[i].premul)
+        src = premultiplied(src, reds[i]);
+      at::Tensor dst = staged(outs[i]);
+      ctx.check(
+          smddp_reduce_scatter(src.data_ptr(), dst.data_ptr(), countOf(dst, dts[i]),
+                               dts[i].dtype, reds[i].op, ctx.comm, ctx.stream),
+          "smddp_reduce_scatter");
+      copyBack(outs[i], dst);
+    }
+  };
+  return enqueue(
+      c10d::OpType::COALESCED, op, device, outs, all, opts.timeout,
+      std::move(body));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::alltoall_base(
+    at::Tensor& output,
+    at::Tensor& input,
+    std::vector<int64_t>& outputSplitSizes,
+    std::vector<int64_t>& inputSplitSizes,
+    const c10d::AllToAllOptions& opts) {
+  const char* op = "all_to_all_single";
+  at::Device device = deviceOf({output, input}, op);
+  checkSameDtype({output, input}, op);
+  checkSplits(inputSplitSizes, input, size_, "input");
+  checkSplits(outputSplitSizes, output, size_, "output");
+  TORCH_CHECK_VALUE(
+      input.numel() == output.numel(),
+      "smddp: all_to_all_single: the input has ",
+      input.numel(),
+      " elements and the output ",
+      output.numel(),
+      "; with equal splits they must be the same");
+  Dtype dt = toSmddpDtype(input.scalar_type(), op);
+  at::Tensor in = input, out = output;
+  int size = size_;
+  auto body = [in, out, dt, size](RunContext& ctx) {
+    at::Tensor src = staged(in);
+    at::Tensor dst = staged(out);
+    ctx.check(
+        smddp_alltoall(src.data_ptr(), dst.data_ptr(), countOf(src, dt) / size, dt.dtype,
+                       ctx.comm, ctx.stream),
+        "smddp_alltoall");
+    copyBack(out, dst);
+  };
+  return enqueue(
+      c10d::OpType::ALLTOALL_BASE, op, device, {out}, {out, in}, opts.timeout, std::move(body));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::barrier(const c10d::BarrierOptions& opts) {
+  // A host barrier, run after the work queued before it (device work
+  // included: the library call of each returned before the next starts).
+  auto body = [](RunContext& ctx) { ctx.check(smddp_barrier(ctx.comm), "smddp_barrier"); };
+  return enqueue(
+      c10d::OpType::BARRIER, "barrier", at::Device(at::kCPU), {}, {}, opts.timeout,
+      std::move(body));
+}
+
+// ---- not in this release --------------------------------------------------------
+
+static const char* kOtherBackend =
+    "Meanwhile, create a group of another backend for it, e.g. "
+    "torch.distributed.new_group(backend=\"gloo\").";
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allreduce_sparse(
+    std::vector<at::Tensor>&,
+    const c10d::AllreduceOptions&) {
+  throwNotSupported("allreduce on sparse tensors", kOtherBackend);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>&,
+    std::vector<at::Tensor>&,
+    const c10d::AllgatherOptions&) {
+  throwNotSupported(
+      "all_gather_coalesced (lists of output lists)",
+      "all_gather_into_tensor under torch.distributed._coalescing_manager is.");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::gather(
+    std::vector<std::vector<at::Tensor>>&,
+    std::vector<at::Tensor>&,
+    const c10d::GatherOptions&) {
+  throwNotSupported("gather", kOtherBackend);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::scatter(
+    std::vector<at::Tensor>&,
+    std::vector<std::vector<at::Tensor>>&,
+    const c10d::ScatterOptions&) {
+  throwNotSupported("scatter", kOtherBackend);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::alltoall(
+    std::vector<at::Tensor>&,
+    std::vector<at::Tensor>&,
+    const c10d::AllToAllOptions&) {
+  throwNotSupported(
+      "all_to_all with tensor lists",
+      "all_to_all_single with equal splits is.");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::send(std::vector<at::Tensor>&, int, int) {
+  throwNotSupported("point-to-point send", kOtherBackend);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::recv(std::vector<at::Tensor>&, int, int) {
+  throwNotSupported("point-to-point recv", kOtherBackend);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::recvAnysource(std::vector<at::Tensor>&, int) {
+  throwNotSupported("point-to-point recv from any source", kOtherBackend);
+}
+
+// ---- bookkeeping and tear-down ---------------------------------------------------
+
+void ProcessGroupSMDDP::setSequenceNumberForGroup() {}
+
+uint64_t ProcessGroupSMDDP::getSequenceNumberForGroup() {
+  return seq_;
+}
+
+void ProcessGroupSMDDP::shutdown() {
+  queue_->stop(false);
+}
+
+void ProcessGroupSMDDP::abort() {
+  queue_->stop(true);
+}
+
+} // namespace smddp_torch

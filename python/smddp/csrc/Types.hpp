@@ -1,0 +1,59 @@
+// Types.hpp - torch dtypes and reduce ops in libsmddp's terms, and the errors
+// the backend raises.
+//
+// Everything here decides, before any work is queued, whether a call can be
+// done exactly; what cannot is refused with a c10 error that says what and
+// why, never approximated.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include <smddp/smddp.h>
+
+namespace smddp_torch {
+
+// The element type a tensor is moved as.  Complex tensors travel as twice as
+// many reals (view_as_real); bool as uint8 (one byte, 0 or 1, in torch).
+struct Dtype {
+  smddp_dtype dtype;
+  int lanes; // library elements per torch element: 2 for complex, else 1
+  bool isBool;
+  bool isComplex;
+  bool isFloat; // floating point or complex: what PREMUL_SUM may scale
+};
+
+// The reduction a call does.  PREMUL_SUM is a SUM of inputs first multiplied
+// by factor (a double, or a one-element tensor when factorTensor is set).
+struct Reduction {
+  smddp_op op;
+  bool premul = false;
+  double factor = 1.0;
+  std::optional<at::Tensor> factorTensor;
+};
+
+// Throws c10::NotImplementedError when the dtype has no libsmddp type.
+Dtype toSmddpDtype(at::ScalarType type, const char* opName);
+
+// Throws when the op has no exact libsmddp equivalent for this dtype: bool
+// maps SUM to MAX and PRODUCT to MIN (as gloo and NCCL do), complex allows
+// only SUM, AVG and PREMUL_SUM, bitwise ops are not supported.
+Reduction toSmddpReduction(const c10d::ReduceOp& op, const Dtype& dtype, const char* opName);
+
+// "torch.int16" ...: the name Python users know.
+std::string dtypeName(at::ScalarType type);
+
+// "SUM", "PREMUL_SUM" ...
+std::string reduceOpName(const c10d::ReduceOp& op);
+
+// Raises c10::NotImplementedError: "smddp: <what> is not supported by the
+// smddp backend yet; a later release adds it.<hint>"
+[[noreturn]] void throwNotSupported(const std::string& what, const std::string& hint = "");
+
+// Raises c10::DistBackendError with msg (which starts with "smddp: ").
+[[noreturn]] void throwBackendError(const std::string& msg);
+
+} // namespace smddp_torch

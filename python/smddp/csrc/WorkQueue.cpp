@@ -1,0 +1,617 @@
+// WorkQueue.cpp - the work items of an smddp process group and the threads
+// that run and complete them (design in WorkQueue.hpp).
+#include <Python.h>
+
+#include "WorkQueue.hpp"
+
+#include <algorithm>
+#include <system_error>
+#include <unordered_map>
+
+#include <ATen/core/ivalue.h>
+#include <ATen/core/jit_type.h>
+#include <c10/core/GradMode.h>
+#include <c10/util/Exception.h>
+#include <c10/util/thread_name.h>
+
+#ifdef SMDDP_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
+#endif
+
+#include "Types.hpp"
+
+namespace smddp_torch {
+
+namespace {
+
+// The queue whose completer this thread is, if any.
+thread_local const WorkQueue* completerOf = nullptr;
+
+// The message of an exception, without the C++ backtrace of c10 errors.
+std::string messageOf(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+std::exception_ptr backendError(const std::string& msg) {
+  try {
+    throwBackendError(msg);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+// Releases the GIL, if this thread holds it, for as long as it lives: the
+// completers may need it (Python callbacks chained on a work's future), so
+// nothing may wait for them while holding it.
+class GilRelease {
+ public:
+  GilRelease() {
+    if (Py_IsInitialized() && PyGILState_Check())
+      saved_ = PyEval_SaveThread();
+  }
+  ~GilRelease() {
+    if (saved_)
+      PyEval_RestoreThread(saved_);
+  }
+  GilRelease(const GilRelease&) = delete;
+  GilRelease& operator=(const GilRelease&) = delete;
+
+ private:
+  PyThreadState* saved_ = nullptr;
+};
+
+#ifdef SMDDP_TORCH_CUDA
+// Streams are made for the groups, not taken from torch's pool (where an
+// unrelated group or library could share one and order its work behind
+// ours), and never destroyed: the caching allocator records events on a
+// stream given to recordStream() whenever the tensor is freed, possibly
+// after the group is gone.  A stopped group's streams serve the next group.
+std::mutex streamPoolMutex;
+std::unordered_map<c10::DeviceIndex, std::vector<cudaStream_t>> streamPool;
+
+c10::cuda::CUDAStream acquireStream(c10::DeviceIndex device) {
+  cudaStream_t stream = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(streamPoolMutex);
+    auto& pool = streamPool[device];
+    if (!pool.empty()) {
+      stream = pool.back();
+      pool.pop_back();
+    }
+  }
+  if (!stream) {
+    c10::cuda::CUDAGuard guard(device);
+    C10_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  }
+  return c10::cuda::getStreamFromExternal(stream, device);
+}
+
+void releaseStream(const c10::cuda::CUDAStream& stream) {
+  std::lock_guard<std::mutex> lock(streamPoolMutex);
+  streamPool[stream.device_index()].push_back(stream.stream());
+}
+#endif
+
+} // namespace
+
+// ---- GroupState ------------------------------------------------------------
+
+std::string GroupState::who() const {
+  return "rank " + std::to_string(rank) + " of " + std::to_string(size);
+}
+
+void GroupState::fail(const std::string& cause) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_.empty())
+    failure_ = cause.empty() ? "smddp: unknown failure" : cause;
+}
+
+bool GroupState::failed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !failure_.empty();
+}
+
+std::string GroupState::failure() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failure_;
+}
+
+std::string GroupState::rootCause() const {
+  std::string cause = failure();
+  const std::string prefix = "smddp: ";
+  if (cause.compare(0, prefix.size(), prefix) == 0)
+    cause.erase(0, prefix.size());
+  return cause;
+}
+
+void RunContext::check(int rc, const char* call) {
+  if (rc == SMDDP_OK)
+    return;
+  // The library's sentence names this rank, the step and the peer.
+  std::string detail = smddp_last_error(comm);
+  std::string msg = detail.empty()
+      ? "smddp: " + std::string(call) + " failed on " + state.who() + ": " + smddp_strerror(rc)
+      : "smddp: " + std::string(call) + " failed: " + detail + " (" + smddp_strerror(rc) + ")";
+  // The library reports these before any message leaves this rank, and
+  // keeps the communicator usable (lib/core/api.c, leave()).
+  if (rc == SMDDP_EINVAL || rc == SMDDP_EUNSUPPORTED || rc == SMDDP_EMISMATCH)
+    recoverable = true;
+  else
+    state.fail(msg);
+  throwBackendError(msg);
+}
+
+// ---- WorkSMDDP ---------------------------------------------------------------
+
+WorkSMDDP::WorkSMDDP(
+    std::shared_ptr<GroupState> state,
+    c10d::OpType type,
+    const char* name,
+    at::Device device,
+    std::vector<at::Tensor> outputs,
+    std::chrono::milliseconds timeout,
+    uint64_t seq,
+    Body body)
+    : c10d::Work(state->rank, type),
+      state_(std::move(state)),
+      name_(name),
+      device_(device),
+      outputs_(std::move(outputs)),
+      timeout_(timeout),
+      seq_(seq),
+      body_(std::move(body)) {
+  std::vector<c10::Device> devices;
+  if (device_.is_cuda())
+    devices.push_back(device_);
+  future_ = c10::make_intrusive<c10::ivalue::Future>(
+      c10::ListType::create(c10::TensorType::get()), std::move(devices));
+}
+
+WorkSMDDP::~WorkSMDDP() = default;
+
+void WorkSMDDP::markStarted() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    started_ = std::chrono::steady_clock::now();
+  }
+  cv_.notify_all();
+}
+
+void WorkSMDDP::complete(std::exception_ptr error) {
+#ifdef SMDDP_TORCH_CUDA
+  // The future records its events on the current stream: one that has
+  // waited on this work's end event and on nothing later.
+  std::optional<c10::cuda::CUDAGuard> deviceGuard;
+  std::optional<c10::cuda::CUDAStreamGuard> streamGuard;
+  if (!error && doneStream_) {
+    deviceGuard.emplace(device_.index());
+    streamGuard.emplace(*doneStream_);
+  }
+#endif
+  try {
+    if (error)
+      future_->setError(error);
+    else
+      future_->markCompleted(c10::IValue(outputs_));
+  } catch (...) {
+    // markCompleted checks the value before completing (and a raw callback
+    // may throw after): the work fails with that, the future too if it can.
+    if (!error)
+      error = std::current_exception();
+    if (!future_->completed())
+      future_->setErrorIfNeeded(error);
+  }
+  finish(error);
+}
+
+bool WorkSMDDP::isCompleted() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!completed_)
+    return false;
+#ifdef SMDDP_TORCH_CUDA
+  if (!exception_ && endEvent_)
+    return endEvent_->query();
+#endif
+  return true;
+}
+
+bool WorkSMDDP::isSuccess() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !exception_;
+}
+
+std::exception_ptr WorkSMDDP::exception() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return exception_;
+}
+
+bool WorkSMDDP::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (timeout != kNoTimeout) {
+    if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
+      lock.unlock();
+      throwBackendError(
+          "smddp: " + std::string(name_) + " (operation " + std::to_string(seq_) + ") on " +
+          state_->who() + " did not complete within the " + std::to_string(timeout.count()) +
+          " ms given to wait()");
+    }
+  } else {
+    // The group timeout, from when the worker started this work: what
+    // waits before that is earlier work, bounded by its own deadline.  The
+    // library's waits have the same deadline, and its sentence says more
+    // (which ranks did not arrive), so it gets a moment to come first.
+    auto grace = std::min<std::chrono::milliseconds>(timeout_ / 4, std::chrono::seconds(5));
+    while (!completed_) {
+      if (!started_) {
+        cv_.wait(lock);
+        continue;
+      }
+      auto deadline = *started_ + timeout_ + grace;
+      if (cv_.wait_until(lock, deadline, [&] { return completed_; }))
+        break;
+      lock.unlock();
+      std::string msg = "smddp: " + std::string(name_) + " (operation " + std::to_string(seq_) +
+          ") on " + state_->who() + " did not complete within the process group timeout of " +
+          std::to_string(timeout_.count()) +
+          " ms; the group cannot be used any more (a peer may be stuck or have "
+          "stopped calling collectives)";
+      state_->fail(msg);
+      throwBackendError(msg);
+    }
+  }
+  std::exception_ptr error = exception_;
+  lock.unlock();
+  if (error)
+    std::rethrow_exception(error);
+  blockCurrentStreamOnEnd();
+  return true;
+}
+
+void WorkSMDDP::synchronize() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  bool ok = completed_ && !exception_;
+  lock.unlock();
+  if (ok)
+    blockCurrentStreamOnEnd();
+}
+
+void WorkSMDDP::blockCurrentStreamOnEnd() {
+#ifdef SMDDP_TORCH_CUDA
+  if (device_.is_cuda() && endEvent_)
+    endEvent_->block(c10::cuda::getCurrentCUDAStream(device_.index()));
+#endif
+}
+
+std::vector<at::Tensor> WorkSMDDP::result() {
+  return outputs_;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> WorkSMDDP::getFuture() {
+  return future_;
+}
+
+uint64_t WorkSMDDP::getSequencenumber() const {
+  return seq_;
+}
+
+std::chrono::milliseconds WorkSMDDP::getTimeout() const {
+  return timeout_;
+}
+
+// ---- WorkQueue: enqueue and the worker ---------------------------------------
+
+WorkQueue::WorkQueue(std::shared_ptr<GroupState> state, smddp_comm* comm)
+    : state_(std::move(state)), comm_(comm) {}
+
+WorkQueue::~WorkQueue() {
+  // stop() has joined or detached the threads (they hold references to
+  // this queue, so it outlives them); a queue never started still owns its
+  // communicator.
+  if (thread_.joinable())
+    stop(false);
+  freeComm();
+}
+
+void WorkQueue::start() {
+  // The worker owns a reference, so that it can outlive a stop() called
+  // on itself.
+  thread_ = std::thread([self = shared_from_this()] { self->loop(); });
+}
+
+void WorkQueue::enqueue(
+    const c10::intrusive_ptr<WorkSMDDP>& work,
+    const std::vector<at::Tensor>& deviceTensors) {
+  if (state_->failed())
+    throwBackendError(
+        "smddp: " + std::string(work->name_) + " on " + state_->who() +
+        ": this process group failed earlier and cannot be used any more (destroy "
+        "it and create a new one); the root cause: " +
+        state_->rootCause());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    TORCH_CHECK(
+        !stopped_,
+        "smddp: ",
+        work->name_,
+        " on a process group that was shut down or aborted");
+  }
+#ifdef SMDDP_TORCH_CUDA
+  if (work->device_.is_cuda()) {
+    c10::DeviceIndex device = work->device_.index();
+    DeviceStreams streams = streamsFor(device);
+    work->stream_ = streams.run;
+    work->doneStream_ = streams.done;
+    work->startEvent_ = std::make_unique<CudaEvent>();
+    work->endEvent_ = std::make_unique<CudaEvent>();
+    work->startEvent_->record(c10::cuda::getCurrentCUDAStream(device));
+    // The side stream uses memory the caller's stream allocated: the
+    // caching allocator must not hand it out again before the side stream
+    // is done with it, wait()ed for or not.
+    for (const auto& t : deviceTensors)
+      c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), streams.run);
+  }
+#else
+  (void)deviceTensors;
+#endif
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    TORCH_CHECK(
+        !stopped_,
+        "smddp: ",
+        work->name_,
+        " on a process group that was shut down or aborted");
+    queue_.push_back(work);
+  }
+  workCv_.notify_one();
+}
+
+#ifdef SMDDP_TORCH_CUDA
+WorkQueue::DeviceStreams WorkQueue::streamsFor(c10::DeviceIndex device) {
+  std::lock_guard<std::mutex> lock(streamMutex_);
+  for (const auto& s : streams_)
+    if (s.device == device)
+      return s;
+  streams_.push_back({device, acquireStream(device), acquireStream(device)});
+  return streams_.back();
+}
+#endif
+
+void WorkQueue::loop() {
+  c10::setThreadName("pt_smddp_work");
+  for (;;) {
+    c10::intrusive_ptr<WorkSMDDP> work;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      busy_ = false;
+      idleCv_.notify_all();
+      workCv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+      if (queue_.empty())
+        break;
+      work = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+    }
+    run(work);
+  }
+  bool detached;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    detached = detached_;
+  }
+  if (detached) {
+    freeComm();
+    stopCompleters(std::chrono::steady_clock::now() + state_->timeout);
+  }
+}
+
+void WorkQueue::run(const c10::intrusive_ptr<WorkSMDDP>& work) {
+  work->markStarted();
+  if (state_->failed() || !comm_) {
+    work->body_ = nullptr;
+    post(work,
+         backendError(
+             "smddp: " + std::string(work->name_) + " on " + state_->who() +
+             " was not run: this process group failed earlier and cannot be used any "
+             "more; the root cause: " +
+             state_->rootCause()));
+    return;
+  }
+
+  void* stream = nullptr;
+#ifdef SMDDP_TORCH_CUDA
+  std::optional<c10::cuda::CUDAGuard> deviceGuard;
+  std::optional<c10::cuda::CUDAStreamGuard> streamGuard;
+  if (work->device_.is_cuda()) {
+    deviceGuard.emplace(work->device_.index());
+    work->startEvent_->block(*work->stream_);
+    // Staging copies and PREMUL_SUM scaling are queued on the side stream
+    // too.
+    streamGuard.emplace(*work->stream_);
+    stream = work->stream_->stream();
+  }
+#endif
+  RunContext ctx(comm_, stream, *state_);
+  std::exception_ptr error;
+  try {
+    {
+      // The caller's thread-local state (profiler, dispatch keys), without
+      // autograd: the copies in and out of staging buffers are not part of
+      // any graph, and may write leaf tensors that require grad.
+      at::ThreadLocalStateGuard tlsGuard(work->tls_);
+      at::NoGradGuard noGrad;
+      work->body_(ctx);
+    }
+#ifdef SMDDP_TORCH_CUDA
+    if (work->endEvent_) {
+      work->endEvent_->record(*work->stream_);
+      work->endEvent_->block(*work->doneStream_);
+    }
+#endif
+  } catch (...) {
+    error = std::current_exception();
+    if (!ctx.recoverable && !state_->failed()) {
+      // The shim failed around the library call (out of memory for a
+      // staging buffer...): this rank is out of step with its peers.
+      // Aborting tells them now rather than at their timeout.
+      state_->fail(
+          "smddp: " + std::string(work->name_) + " failed on " + state_->who() + ": " +
+          messageOf(error));
+      smddp_comm_abort(comm_);
+      comm_ = nullptr;
+    }
+  }
+  work->body_ = nullptr; // frees the staging buffers now
+  post(work, error);
+}
+
+// ---- WorkQueue: completers ---------------------------------------------------------
+
+void WorkQueue::post(c10::intrusive_ptr<WorkSMDDP> work, std::exception_ptr error) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  completions_.push_back({std::move(work), error});
+  if (static_cast<int>(completions_.size()) <= idleCompleters_) {
+    taskCv_.notify_one();
+    return;
+  }
+  try {
+    completers_.emplace_back([self = shared_from_this()] { self->completerLoop(); });
+    ++liveCompleters_;
+  } catch (const std::system_error&) {
+    if (liveCompleters_ > 0) {
+      taskCv_.notify_one(); // a busy completer gets to it later
+      return;
+    }
+    // No thread to be had: complete it here, callbacks and all.
+    Completion c = std::move(completions_.back());
+    completions_.pop_back();
+    lock.unlock();
+    c.work->complete(c.error);
+  }
+}
+
+void WorkQueue::completerLoop() {
+  c10::setThreadName("pt_smddp_done");
+  completerOf = this;
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    ++idleCompleters_;
+    taskCv_.wait(lock, [&] { return !completions_.empty() || completersStop_; });
+    --idleCompleters_;
+    if (completions_.empty())
+      break;
+    Completion c = std::move(completions_.front());
+    completions_.pop_front();
+    ++runningCompletions_;
+    lock.unlock();
+    c.work->complete(c.error);
+    c.work.reset();
+    lock.lock();
+    --runningCompletions_;
+    idleCv_.notify_all();
+  }
+  --liveCompleters_;
+  completerOf = nullptr;
+  idleCv_.notify_all();
+}
+
+void WorkQueue::stopCompleters(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  completersStop_ = true;
+  taskCv_.notify_all();
+  const int self = completerOf == this ? 1 : 0;
+  bool done = idleCv_.wait_until(lock, deadline, [&] { return liveCompleters_ <= self; });
+  std::vector<std::thread> threads = std::move(completers_);
+  completers_.clear();
+  lock.unlock();
+  for (auto& t : threads) {
+    if (!t.joinable())
+      continue;
+    // A completer still in a callback after the deadline, or this thread
+    // itself, finishes on its own (it holds a reference to the queue).
+    if (done && t.get_id() != std::this_thread::get_id())
+      t.join();
+    else
+      t.detach();
+  }
+}
+
+// ---- WorkQueue: tear-down ------------------------------------------------------------
+
+void WorkQueue::stop(bool abort) {
+  GilRelease noGil;
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (stopRequested_)
+    return;
+  stopRequested_ = true;
+  const bool onWorker = thread_.joinable() && std::this_thread::get_id() == thread_.get_id();
+  const int self = completerOf == this ? 1 : 0;
+  auto deadline = std::chrono::steady_clock::now() + state_->timeout;
+
+  if (abort) {
+    state_->fail("smddp: the process group was aborted on " + state_->who());
+    aborting_ = true;
+  } else if (thread_.joinable() && !onWorker) {
+    // Callbacks of completed work may still queue more (PowerSGD's hook
+    // does): wait for all of it.
+    if (!idleCv_.wait_until(lock, deadline, [&] {
+          return queue_.empty() && !busy_ && completions_.empty() &&
+              runningCompletions_ <= self;
+        }))
+      state_->fail(
+          "smddp: the process group was shut down on " + state_->who() +
+          " with work still queued after the group timeout of " +
+          std::to_string(state_->timeout.count()) + " ms");
+  }
+  stopped_ = true;
+  stopping_ = true;
+
+  if (onWorker) {
+    // It cannot wait for itself: the worker fails or finishes what is
+    // queued, then frees the communicator and stops the completers.
+    detached_ = true;
+    thread_.detach();
+    lock.unlock();
+    workCv_.notify_all();
+    return;
+  }
+  lock.unlock();
+  workCv_.notify_all();
+  if (thread_.joinable())
+    thread_.join();
+  freeComm();
+  stopCompleters(std::max(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(1)));
+}
+
+void WorkQueue::freeComm() {
+  if (comm_) {
+    // smddp_comm_release tells the peers this rank leaves normally; after a
+    // failure it aborts (and so does an explicit abort).  Either frees comm
+    // and cannot fail in a way a caller could act on.
+    if (aborting_ || state_->failed())
+      smddp_comm_abort(comm_);
+    else
+      smddp_comm_release(comm_);
+    comm_ = nullptr;
+  }
+#ifdef SMDDP_TORCH_CUDA
+  std::lock_guard<std::mutex> lock(streamMutex_);
+  for (const auto& s : streams_) {
+    releaseStream(s.run);
+    releaseStream(s.done);
+  }
+  streams_.clear();
+#endif
+}
+
+} // namespace smddp_torch

@@ -1,0 +1,248 @@
+// WorkQueue.hpp - the work items of an smddp process group and the threads
+// that run and complete them.
+//
+// The training thread never waits on the network: each collective call
+// checks its arguments, wraps the library call in a WorkSMDDP and queues it.
+// One worker thread per process group runs the items in issue order (the
+// order every rank issues them in, which is what the library needs), one
+// library call at a time (a communicator is used by one thread at a time).
+//
+// The worker never runs user code.  Completing a work's future runs the
+// callbacks chained on it (then(), DDP communication hooks) inline, and a
+// callback may wait for a collective it issues itself (PowerSGD does), which
+// only the worker can run.  So completions go to completer threads: a
+// completion that finds every completer busy (blocked in a callback) starts
+// another one.  A work's Work::wait() returns once its future is complete.
+//
+// Failure is sticky: the first error that leaves this rank out of step with
+// its peers (any library error but EINVAL, EUNSUPPORTED and EMISMATCH, which
+// libsmddp reports before touching the peers, or a shim error on the worker)
+// becomes the group's root cause, and every later call fails at once with
+// it.  A shim error also aborts the communicator, so that the peers learn at
+// once instead of at their timeout.
+//
+// CUDA work (SMDDP_TORCH_CUDA) is stream-ordered as in ProcessGroupNCCL: an
+// event recorded on the caller's current stream at enqueue; a side stream of
+// the group that waits on it and that the library call (and any staging
+// copy) is queued on; an end event recorded after the call.  Work::wait()
+// makes the caller's current stream wait on the end event once the worker
+// has recorded it.  The future is completed from a second stream of the
+// group that only ever waits on end events, so the events it records stand
+// for this work's end and not for later work on the side stream.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/ThreadLocalState.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <smddp/smddp.h>
+
+#ifdef SMDDP_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#if __has_include(<c10/cuda/CUDAEvent.h>)
+#include <c10/cuda/CUDAEvent.h>
+namespace smddp_torch {
+using CudaEvent = c10::cuda::CUDAEvent;
+}
+#else
+#include <ATen/cuda/CUDAEvent.h>
+namespace smddp_torch {
+using CudaEvent = at::cuda::CUDAEvent;
+}
+#endif
+#endif
+
+namespace smddp_torch {
+
+// What the work items of one group share: who this rank is, the group
+// timeout, and the root cause once the group failed.
+class GroupState {
+ public:
+  GroupState(int rank, int size, std::chrono::milliseconds timeout)
+      : rank(rank), size(size), timeout(timeout) {}
+
+  const int rank;
+  const int size;
+  const std::chrono::milliseconds timeout;
+
+  // "rank 1 of 4"
+  std::string who() const;
+
+  // Records cause as the group's failure unless one is recorded already.
+  void fail(const std::string& cause);
+  bool failed() const;
+  // The recorded cause, "" while the group is healthy.
+  std::string failure() const;
+  // The same without its leading "smddp: ", to quote in later errors.
+  std::string rootCause() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::string failure_;
+};
+
+// What the body of a work item runs with, on the worker thread.
+class RunContext {
+ public:
+  RunContext(smddp_comm* comm, void* stream, GroupState& state)
+      : comm(comm), stream(stream), state(state) {}
+
+  smddp_comm* const comm;
+  void* const stream; // the cudaStream_t of device work, NULL for host work
+  GroupState& state;
+
+  // Throws c10::DistBackendError when rc is not SMDDP_OK, with the library's
+  // sentence (smddp_last_error), and fails the group unless the library
+  // says the communicator is still usable.
+  void check(int rc, const char* call);
+
+  // Set by check() when it throws for an error that left the communicator
+  // usable.
+  bool recoverable = false;
+};
+
+class WorkQueue;
+
+class WorkSMDDP : public c10d::Work {
+ public:
+  using Body = std::function<void(RunContext&)>;
+
+  // outputs: what result() and the future hold.  timeout: the deadline of
+  // wait() without one, counted from when the worker starts the item.
+  WorkSMDDP(
+      std::shared_ptr<GroupState> state,
+      c10d::OpType type,
+      const char* name,
+      at::Device device,
+      std::vector<at::Tensor> outputs,
+      std::chrono::milliseconds timeout,
+      uint64_t seq,
+      Body body);
+  ~WorkSMDDP() override;
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  void synchronize() override;
+  std::vector<at::Tensor> result() override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  uint64_t getSequencenumber() const override;
+  // Overrides Work::getTimeout in the torch versions that have it.
+  std::chrono::milliseconds getTimeout() const;
+
+ private:
+  friend class WorkQueue;
+
+  void markStarted();
+  // On a completer thread: completes the future (running its callbacks),
+  // then the work.
+  void complete(std::exception_ptr error);
+  // The caller's current stream waits for the end event (CUDA work).
+  void blockCurrentStreamOnEnd();
+
+  std::shared_ptr<GroupState> state_;
+  const char* name_;
+  const at::Device device_;
+  std::vector<at::Tensor> outputs_;
+  const std::chrono::milliseconds timeout_;
+  const uint64_t seq_;
+  Body body_;
+  at::ThreadLocalState tls_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  // When the worker started it; under mutex_.
+  std::optional<std::chrono::steady_clock::time_point> started_;
+#ifdef SMDDP_TORCH_CUDA
+  std::unique_ptr<CudaEvent> startEvent_;
+  std::unique_ptr<CudaEvent> endEvent_;
+  std::optional<c10::cuda::CUDAStream> stream_;     // runs the call
+  std::optional<c10::cuda::CUDAStream> doneStream_; // completes the future
+#endif
+};
+
+class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
+ public:
+  // Takes comm over: it is freed by stop().  Call start() next.
+  WorkQueue(std::shared_ptr<GroupState> state, smddp_comm* comm);
+  ~WorkQueue();
+  void start();
+
+  // Queues work; throws at once when the group failed or stopped.
+  // deviceTensors: the CUDA tensors the call reads or writes (recorded on
+  // the side stream for the caching allocator).
+  void enqueue(
+      const c10::intrusive_ptr<WorkSMDDP>& work,
+      const std::vector<at::Tensor>& deviceTensors);
+
+  // Local and bounded.  Normal (abort false): lets the queued work run and
+  // complete, for at most the group timeout, then fails what is left;
+  // joins the worker; releases the communicator (smddp_comm_release) or, if
+  // the group failed, aborts it.  abort true: fails the queued work at once
+  // and aborts the communicator.  Only the library call in progress, if
+  // any, is waited for (it has its own deadline).  Callbacks still running
+  // after the group timeout are left to finish on their own.  Idempotent.
+  void stop(bool abort);
+
+ private:
+  void loop();
+  void run(const c10::intrusive_ptr<WorkSMDDP>& work);
+  // Hands work's completion to a completer thread (starting one if every
+  // completer is busy).
+  void post(c10::intrusive_ptr<WorkSMDDP> work, std::exception_ptr error);
+  void completerLoop();
+  void stopCompleters(std::chrono::steady_clock::time_point deadline);
+  void freeComm();
+#ifdef SMDDP_TORCH_CUDA
+  struct DeviceStreams {
+    c10::DeviceIndex device;
+    c10::cuda::CUDAStream run;
+    c10::cuda::CUDAStream done;
+  };
+  DeviceStreams streamsFor(c10::DeviceIndex device);
+#endif
+
+  std::shared_ptr<GroupState> state_;
+  smddp_comm* comm_; // only the worker uses it while the worker runs
+
+  std::mutex mutex_;
+  std::condition_variable workCv_; // worker: work queued or stopping
+  std::condition_variable taskCv_; // completers: completion posted or stopping
+  std::condition_variable idleCv_; // stop(): work or completions done
+  std::deque<c10::intrusive_ptr<WorkSMDDP>> queue_;
+  bool busy_ = false;
+  bool stopRequested_ = false; // stop() was called
+  bool stopping_ = false;      // the worker may leave once the queue is empty
+  bool aborting_ = false;
+  bool stopped_ = false;
+  bool detached_ = false; // stop() ran on the worker thread itself
+  std::thread thread_;
+
+  struct Completion {
+    c10::intrusive_ptr<WorkSMDDP> work;
+    std::exception_ptr error;
+  };
+  std::deque<Completion> completions_;
+  std::vector<std::thread> completers_;
+  int idleCompleters_ = 0;
+  int runningCompletions_ = 0;
+  int liveCompleters_ = 0;
+  bool completersStop_ = false;
+
+#ifdef SMDDP_TORCH_CUDA
+  std::mutex streamMutex_;
+  std::vector<DeviceStreams> streams_;
+#endif
+};
+
+} // namespace smddp_torch

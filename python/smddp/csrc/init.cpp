@@ -1,0 +1,52 @@
+// init.cpp - the smddp._C Python module: the backend class for
+// torch.distributed.Backend.register_backend (done in smddp/torch.py).
+#include <chrono>
+
+#include <pybind11/chrono.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <smddp/smddp.h>
+
+#include "ProcessGroupSMDDP.hpp"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "libsmddp c10d backend (internal; use smddp.torch)";
+
+  // The base class must be known to pybind11 before a subclass is bound.
+  py::module_::import("torch.distributed");
+
+  py::class_<
+      smddp_torch::ProcessGroupSMDDP,
+      c10d::Backend,
+      c10::intrusive_ptr<smddp_torch::ProcessGroupSMDDP>>(m, "ProcessGroupSMDDP")
+      .def(
+          py::init([](const c10::intrusive_ptr<c10d::Store>& store,
+                      int rank,
+                      int size,
+                      std::chrono::milliseconds timeout) {
+            return c10::make_intrusive<smddp_torch::ProcessGroupSMDDP>(
+                store, rank, size, timeout);
+          }),
+          py::arg("store"),
+          py::arg("rank"),
+          py::arg("size"),
+          py::arg("timeout"),
+          // The rendezvous blocks on the store and on the peers.
+          py::call_guard<py::gil_scoped_release>());
+
+  m.def("library_version", [] { return std::string(smddp_version()); },
+        "The version of the libsmddp the extension runs with.");
+  m.def("header_version", [] {
+    return std::to_string(SMDDP_VERSION_MAJOR) + "." + std::to_string(SMDDP_VERSION_MINOR) + "." +
+        std::to_string(SMDDP_VERSION_PATCH);
+  }, "The version of the libsmddp headers the extension was built with.");
+  m.def("cuda_built", [] {
+#ifdef SMDDP_TORCH_CUDA
+    return true;
+#else
+    return false;
+#endif
+  }, "Whether the extension was built with its CUDA path.");
+}

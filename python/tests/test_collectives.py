@@ -1,0 +1,220 @@
+"""test_collectives.py - every collective of the backend x dtype x op against gloo.
+
+Run one process per rank (env:// init: smddp-run -n N, or torchrun).
+DEVICE=cuda puts the smddp side's tensors on the GPU (local rank modulo the
+GPUs); the reference stays on the CPU.  The
+world is an smddp group; a gloo group over the same ranks computes the
+reference from the same inputs.  Values are small integers, so sums come
+out exact in any order and results compare bit for bit.
+"""
+import os
+
+import torch
+import torch.distributed as dist
+
+from common import check, expect_error, finish, same
+
+dist.init_process_group(backend="smddp")
+R, N = dist.get_rank(), dist.get_world_size()
+gloo = dist.new_group(backend="gloo")
+check(dist.get_backend() == "smddp", f"default backend is {dist.get_backend()}")
+check(dist.get_backend(gloo) == "gloo", "the gloo group is gloo")
+
+DEVICE = os.environ.get("DEVICE", "cpu")
+if DEVICE == "cuda":
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", R)) % torch.cuda.device_count())
+dev = torch.device(DEVICE)
+
+
+def D(t):
+    """The smddp side's copy of a tensor, on the device under test."""
+    return t.clone().to(dev) if DEVICE != "cuda" else t.to(dev)
+
+
+def H(t):
+    return t.cpu()
+
+
+Op = dist.ReduceOp
+DTYPES = [torch.int8, torch.uint8, torch.int32, torch.int64, torch.float16, torch.bfloat16,
+          torch.float32, torch.float64, torch.bool, torch.complex64, torch.complex128]
+COUNTS = [0, 1, 13, 4099, 65537]
+
+
+def data(count, dtype, salt, prod=False):
+    g = torch.Generator().manual_seed(1000 * salt + 7 * R + count)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, (count,), generator=g).bool()
+    lo, hi = (-1, 3) if prod else (-20, 21)
+    if dtype == torch.uint8:
+        lo, hi = (1, 3) if prod else (0, 60)
+    x = torch.randint(lo, hi, (count,), generator=g)
+    if dtype.is_complex:
+        y = torch.randint(lo, hi, (count,), generator=torch.Generator().manual_seed(salt + R))
+        return torch.complex(x.float(), y.float()).to(dtype)
+    return x.to(dtype)
+
+
+def ops_for(dtype):
+    if dtype == torch.bool:
+        return [Op.SUM, Op.PRODUCT, Op.MIN, Op.MAX]
+    if dtype.is_complex:
+        return [Op.SUM, Op.AVG]
+    return [Op.SUM, Op.PRODUCT, Op.MIN, Op.MAX, Op.AVG]
+
+
+def reference_allreduce(x, op):
+    """gloo's answer; AVG on integers (gloo has none) as the sum divided, truncated."""
+    y = x.clone()
+    if op == Op.AVG and not (x.is_floating_point() or x.is_complex()):
+        dist.all_reduce(y, op=Op.SUM, group=gloo)
+        return torch.div(y, N, rounding_mode="trunc").to(x.dtype)
+    if op == Op.AVG and x.dtype in (torch.float16, torch.bfloat16):
+        # libsmddp divides in float and rounds once; gloo's sum is exact here.
+        dist.all_reduce(y, op=Op.SUM, group=gloo)
+        return (y.double() / N).to(x.dtype)
+    dist.all_reduce(y, op=op, group=gloo)
+    return y
+
+
+salt = 0
+for dtype in DTYPES:
+    for op in ops_for(dtype):
+        for count in COUNTS:
+            salt += 1
+            x = data(count, dtype, salt, prod=op == Op.PRODUCT)
+            want = reference_allreduce(x, op)
+            got = D(x)
+            work = dist.all_reduce(got, op=op, async_op=True)
+            work.wait()
+            check(same(H(got), want), f"all_reduce {dtype} {op} count {count}")
+            # out of place through a non-contiguous view: copied back
+            if count > 1 and dtype != torch.bool and not dtype.is_complex:
+                m = data(2 * count, dtype, salt, prod=op == Op.PRODUCT).view(count, 2)
+                w = reference_allreduce(m.t().contiguous(), op)
+                v = D(m).t()  # non-contiguous
+                dist.all_reduce(v, op=op)
+                check(same(H(v).contiguous(), w), f"all_reduce non-contiguous {dtype} {op} {count}")
+
+# PREMUL_SUM: multiply by the factor, then sum (gloo has none: reference by hand)
+for dtype in (torch.float32, torch.float64, torch.bfloat16):
+    x = data(4099, dtype, 99)
+    want = x.clone() * 2
+    dist.all_reduce(want, group=gloo)
+    got = D(x)
+    dist.all_reduce(got, op=dist._make_nccl_premul_sum(2.0))
+    check(same(H(got), want), f"PREMUL_SUM {dtype}")
+
+# all_reduce_coalesced
+ts = [data(c, torch.float32, 7) for c in (5, 0, 4099)]
+want = [t.clone() for t in ts]
+dist.all_reduce_coalesced(want, group=gloo)
+ts = [D(t) for t in ts]
+dist.all_reduce_coalesced(ts)
+check(all(same(H(a), b) for a, b in zip(ts, want)), "all_reduce_coalesced")
+
+for dtype in (torch.int8, torch.int64, torch.float16, torch.bfloat16, torch.float64, torch.bool):
+    for count in (0, 7, 4099):
+        salt += 1
+        for root in range(N):
+            x = data(count, dtype, salt)
+            want, got = x.clone(), D(x)
+            dist.broadcast(want, root, group=gloo)
+            dist.broadcast(got, root)
+            check(same(H(got), want), f"broadcast {dtype} count {count} root {root}")
+            for op in ops_for(dtype)[:4]:
+                xo = data(count, dtype, salt, prod=True) if op == Op.PRODUCT else x
+                want, got = xo.clone(), D(xo)
+                if dtype == torch.bool:
+                    break
+                dist.reduce(want, root, op=op, group=gloo)
+                dist.reduce(got, root, op=op)
+                # only the root's result is defined
+                if R == root:
+                    check(same(H(got), want), f"reduce {dtype} {op} count {count} root {root}")
+        x = data(count, dtype, salt)
+        want = [torch.empty_like(x) for _ in range(N)]
+        got = [torch.empty_like(x, device=dev) for _ in range(N)]
+        dist.all_gather(want, x, group=gloo)
+        dist.all_gather(got, D(x))
+        check(all(same(H(a), b) for a, b in zip(got, want)), f"all_gather {dtype} {count}")
+        want_t = torch.empty(N * count, dtype=dtype)
+        got_t = torch.empty(N * count, dtype=dtype, device=dev)
+        dist.all_gather_into_tensor(want_t, x, group=gloo)
+        dist.all_gather_into_tensor(got_t, D(x))
+        check(same(H(got_t), want_t), f"all_gather_into_tensor {dtype} {count}")
+        if dtype != torch.bool:
+            big = data(N * count, dtype, salt)
+            want_rs, got_rs = torch.empty(count, dtype=dtype), torch.empty(count, dtype=dtype, device=dev)
+            dist.reduce_scatter_tensor(want_rs, big, group=gloo)
+            dist.reduce_scatter_tensor(got_rs, D(big))
+            check(same(H(got_rs), want_rs), f"reduce_scatter_tensor {dtype} {count}")
+            parts = list(big.chunk(N)) if count else [big.new_empty(0) for _ in range(N)]
+            want_rs, got_rs = torch.empty(count, dtype=dtype), torch.empty(count, dtype=dtype, device=dev)
+            dist.reduce_scatter(want_rs, parts, group=gloo)
+            dist.reduce_scatter(got_rs, [D(p) for p in parts])
+            check(same(H(got_rs), want_rs), f"reduce_scatter list {dtype} {count}")
+            a2a_in = data(N * count, dtype, salt + 1)
+            want_a, got_a = torch.empty_like(a2a_in), torch.empty_like(a2a_in, device=dev)
+            dist.all_to_all_single(want_a, a2a_in, group=gloo)
+            dist.all_to_all_single(got_a, D(a2a_in))
+            check(same(H(got_a), want_a), f"all_to_all_single {dtype} {count}")
+            if count:
+                eq = [count] * N
+                got_a = torch.empty_like(a2a_in, device=dev)
+                dist.all_to_all_single(got_a, D(a2a_in), eq, eq)
+                check(same(H(got_a), want_a), f"all_to_all_single equal splits {dtype} {count}")
+
+# coalesced tensor forms, through torch's coalescing manager where it has one
+ins = [data(c, torch.float32, 5) for c in (3, 4099)]
+with dist._coalescing_manager(async_ops=True) as cm:
+    outs = [torch.empty(N * t.numel(), device=dev) for t in ins]
+    for o, i in zip(outs, ins):
+        dist.all_gather_into_tensor(o, D(i))
+cm.wait()
+for o, i in zip(outs, ins):
+    want = torch.empty(N * i.numel())
+    dist.all_gather_into_tensor(want, i, group=gloo)
+    check(same(H(o), want), "allgather_into_tensor_coalesced")
+ins = [data(N * c, torch.float32, 6) for c in (3, 4099)]
+with dist._coalescing_manager(async_ops=True) as cm:
+    outs = [torch.empty(t.numel() // N, device=dev) for t in ins]
+    for o, i in zip(outs, ins):
+        dist.reduce_scatter_tensor(o, D(i))
+cm.wait()
+for o, i in zip(outs, ins):
+    want = torch.empty(i.numel() // N)
+    dist.reduce_scatter_tensor(want, i, group=gloo)
+    check(same(H(o), want), "reduce_scatter_tensor_coalesced")
+
+dist.barrier()
+work = dist.barrier(async_op=True)
+work.wait()
+check(work.is_completed(), "barrier work completed")
+
+# A future with the result, as DDP's hooks use it
+x = D(torch.ones(5) * (R + 1))
+fut = dist.all_reduce(x, async_op=True).get_future()
+res = fut.wait()
+check(isinstance(res, list) and same(H(res[0]), torch.full((5,), float(N * (N + 1) // 2))),
+      "get_future() gives the reduced tensor")
+
+# What the backend does not do says so, instead of a wrong answer
+if N > 1:
+    expect_error(lambda: dist.all_to_all_single(torch.empty(N + 1), torch.ones(N + 1),
+                                                [2] + [1] * (N - 1), [2] + [1] * (N - 1)),
+                 ["smddp", "split"], "uneven all_to_all_single")
+    expect_error(lambda: dist.send(torch.ones(1), (R + 1) % N), ["smddp", "send"], "send")
+    expect_error(lambda: dist.recv(torch.ones(1), (R + N - 1) % N), ["smddp", "recv"], "recv")
+expect_error(lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16)), ["smddp", "int16"],
+             "int16 all_reduce")
+expect_error(lambda: dist.all_reduce(torch.ones(3, dtype=torch.complex64), op=Op.MAX),
+             [], "complex MAX", kind=(ValueError, RuntimeError))
+expect_error(lambda: dist.gather(torch.ones(1), [torch.ones(1)] * N if R == 0 else None, 0),
+             ["smddp", "gather"], "gather")
+
+# Coexistence: the gloo group still works after all this
+y = torch.ones(3)
+dist.all_reduce(y, group=gloo)
+check(same(y, torch.full((3,), float(N))), "gloo group beside smddp")
+finish()

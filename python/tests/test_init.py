@@ -1,0 +1,132 @@
+"""test_init.py - every way a job starts: env:// (smddp-run, torchrun), tcp://,
+file://, mpirun, the SageMaker import path, and the group timeout.
+
+Usage:
+  test_init.py env                       one rank, under smddp-run or torchrun
+  test_init.py spawn tcp|file N          starts N ranks itself, with that init_method
+  test_init.py mpi URL                   one rank under mpirun (rank from OMPI_COMM_WORLD_*)
+  test_init.py sagemaker                 env://, through smdistributed.dataparallel.torch.torch_smddp
+  test_init.py timeout                   2 ranks spawned, timeout=3 s; rank 1 skips a call:
+                                         rank 0 raises DistBackendError in seconds
+"""
+import datetime
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+here = os.path.dirname(os.path.abspath(__file__))
+
+
+def work(init_method=None, rank=None, size=None, timeout=None):
+    import torch
+    import torch.distributed as dist
+
+    kw = {}
+    if init_method:
+        kw.update(init_method=init_method, rank=rank, world_size=size)
+    if timeout:
+        kw["timeout"] = datetime.timedelta(seconds=timeout)
+    dist.init_process_group(backend="smddp", **kw)
+    r, n = dist.get_rank(), dist.get_world_size()
+    x = torch.full((100000,), float(r + 1))
+    dist.all_reduce(x)
+    ok = torch.equal(x, torch.full((100000,), n * (n + 1) / 2))
+    return dist, r, n, ok
+
+
+def report(ok, r, what):
+    print(f"{'TORCH-OK' if ok else 'TORCH-BAD'} rank={r} {what}", flush=True)
+    return 0 if ok else 1
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def spawn(argv_of_rank, n, limit=120):
+    procs = [subprocess.Popen([sys.executable, __file__] + argv_of_rank(r)) for r in range(n)]
+    t0, rc = time.monotonic(), 0
+    for p in procs:
+        try:
+            rc |= p.wait(timeout=max(1, limit - (time.monotonic() - t0)))
+        except subprocess.TimeoutExpired:
+            rc = 1
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return rc
+
+
+def main():
+    mode = sys.argv[1]
+    if mode == "env":
+        import smddp.torch  # noqa: F401
+        dist, r, n, ok = work()
+        ok = ok and os.environ.get("MASTER_PORT") is not None
+        dist.destroy_process_group()
+        return report(ok, r, f"env:// of {n}")
+    if mode == "sagemaker":
+        import smdistributed.dataparallel.torch.torch_smddp  # noqa: F401
+        dist, r, n, ok = work()
+        dist.destroy_process_group()
+        return report(ok, r, f"SageMaker import path, {n} ranks")
+    if mode == "spawn":
+        kind, n = sys.argv[2], int(sys.argv[3])
+        if kind == "tcp":
+            url = f"tcp://127.0.0.1:{free_port()}"
+        else:
+            fd, path = tempfile.mkstemp(prefix="smddp-init-")
+            os.close(fd)
+            os.unlink(path)  # torch makes it
+            url = f"file://{path}"
+        rc = spawn(lambda r: ["child", url, str(r), str(n)], n)
+        if kind == "file" and os.path.exists(url[7:]):
+            os.unlink(url[7:])
+        return rc
+    if mode == "child":
+        import smddp.torch  # noqa: F401
+        url, r, n = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+        dist, r, n, ok = work(url, r, n)
+        dist.destroy_process_group()
+        return report(ok, r, f"{url.split(':')[0]}:// of {n}")
+    if mode == "mpi":
+        import smddp.torch  # noqa: F401
+        r = int(os.environ["OMPI_COMM_WORLD_RANK"])
+        n = int(os.environ["OMPI_COMM_WORLD_SIZE"])
+        dist, r, n, ok = work(sys.argv[2], r, n)
+        dist.destroy_process_group()
+        return report(ok, r, f"mpirun, {n} ranks")
+    if mode == "timeout":
+        url = f"tcp://127.0.0.1:{free_port()}"
+        return spawn(lambda r: ["timeout-child", url, str(r)], 2)
+    if mode == "timeout-child":
+        import smddp.torch  # noqa: F401
+        url, r = sys.argv[2], int(sys.argv[3])
+        dist, r, n, ok = work(url, r, 2, timeout=3)
+        import torch
+        if r == 1:
+            time.sleep(12)  # skips the next call; leaves after rank 0 gave up
+            os._exit(0)
+        t0 = time.monotonic()
+        try:
+            dist.all_reduce(torch.ones(4))
+            return report(False, r, "an all_reduce that rank 1 never joined succeeded")
+        except dist.DistBackendError as e:
+            took = time.monotonic() - t0
+            good = 2.5 < took < 10 and re.search(r"ranks?(\(s\))? 1\b", str(e)) is not None
+            return report(good, r, f"DistBackendError after {took:.1f} s: {str(e)[:300]}")
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

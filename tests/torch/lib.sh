@@ -1,0 +1,41 @@
+# lib.sh - helpers of the PyTorch backend's tests (sourced by tests/torch/*.sh).
+#
+# The interpreter is $TORCH_PYTHON (scripts/torch-venv.sh makes one and
+# scripts/test.sh passes it on), else python3; without torch the tests skip.
+# shim.sh builds the backend once against this build of libsmddp into
+# $top_builddir/tests/torch/site; the other tests run after it (Makefile
+# dependency) and use that copy, so nothing is installed anywhere.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "$top_srcdir/tests/integration/testlib.sh"
+PY=${TORCH_PYTHON:-python3}
+SITE=$top_builddir/tests/torch/site
+TESTS_PY=$top_srcdir/python/tests
+
+if ! "$PY" -c 'import torch' 2>/dev/null; then
+	echo "SKIP: no torch for $PY (make a venv with scripts/torch-venv.sh and set TORCH_PYTHON)"
+	exit 77
+fi
+export PYTHONPATH=$SITE:$TESTS_PY${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 SMDDP_CONFIG=/dev/null
+
+need_shim() {
+	if ! "$PY" -c 'import smddp.torch' 2>"$TDIR/import.err"; then
+		echo "ERROR: the backend built by tests/torch/shim.sh does not import:"
+		sed 's/^/    /' "$TDIR/import.err"
+		exit 99
+	fi
+}
+
+# torch_job NAME SECONDS NRANKS SCRIPT ARGS...: smddp-run -n NRANKS python SCRIPT;
+# every rank must print TORCH-OK and the job exit 0.
+torch_job() {
+	local name=$1 secs=$2 n=$3 ok
+	shift 3
+	run_job "$name" "$secs" "$n" "$PY" "$TESTS_PY/$@"
+	ok=$(grep -c "TORCH-OK rank=" "$TDIR/$name.out")
+	if [ "$status" -eq 0 ] && [ "$ok" -eq "$n" ]; then
+		pass "$name: $n rank(s) agree with the reference"
+	else
+		fail "$name: exit $status, $ok of $n ranks said TORCH-OK"
+	fi
+}

@@ -1,0 +1,23 @@
+# shim.sh - build the PyTorch backend (python/) against this build of libsmddp, as
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
+# `pip install --no-build-isolation ./python` does, into a folder of the build tree.
+. "$top_srcdir/tests/torch/lib.sh"
+rm -rf "$SITE" "$TDIR/src"
+cp -r "$top_srcdir/python" "$TDIR/src"
+chmod -R u+w "$TDIR/src"
+t0=$(now)
+if SMDDP_BUILD_DIR=$top_builddir SMDDP_SOURCE_DIR=$top_srcdir MAX_JOBS=2 \
+	"$PY" -m pip install -q --no-build-isolation --no-deps --no-index --target "$SITE" \
+	"$TDIR/src" >"$TDIR/pip.out" 2>&1; then
+	pass "built and installed into $SITE in $(since "$t0") s"
+else
+	tail -40 "$TDIR/pip.out"
+	fail "pip install of python/ failed"
+	finish
+fi
+need_shim
+out=$("$PY" -c 'import torch.distributed as dist, smddp.torch; print(dist.Backend.SMDDP if hasattr(dist.Backend, "SMDDP") else dist.Backend("smddp"))' 2>&1)
+[ "$out" = smddp ] && pass "import smddp.torch registers the backend" || fail "registration: $out"
+"$PY" -c 'import smdistributed.dataparallel.torch.torch_smddp' 2>&1 &&
+	pass "the SageMaker module path imports" || fail "smdistributed.dataparallel.torch.torch_smddp"
+finish
