@@ -16,6 +16,9 @@
 #              through the same path, and pinned copy bandwidth (3 runs each)
 #   async      the stream-ordering test with SMDDP_CUDA_ASYNC=1, phases traced
 #   nccl       tests/gpu/multigpu-vs-nccl.sh with one rank per GPU
+#   torch      the PyTorch backend (python/) built there against its torch and
+#              this build; collectives and DDP on CUDA tensors against gloo, 2
+#              ranks on the GPU(s); python/bench/torch_bench.py on CUDA
 # (default: info tests sanitizer kernel bench).  Environment: B (build tree),
 # CARRY (carried libraries), OUT (log folder, default ./gpu-logs), GPU_TESTS
 # (the tests stage's list, default: errors order dead staged matrix-n1 matrix-n2 matrix-n4 matrix-n8).
@@ -138,8 +141,24 @@ for s in $stages; do
 			SMDDP_TIMEOUT=10 "$RUN" -n 2 --timeout 30 "$GPU_CONFORMANCE_BIN" order
 		grep -h "GPU call\|^\[.\] FAIL\|SUMMARY" "$TMPD/async-order.log" | head -20 | tee -a "$summary"
 		;;
+	torch)
+		cp -r "$ROOT/python" "$TMPD/pysrc"
+		stage torch-build 500 env SMDDP_BUILD_DIR="$B" SMDDP_SOURCE_DIR="$ROOT" \
+			SMDDP_TORCH_CUDA=1 MAX_JOBS=8 python3 -m pip install -q --no-build-isolation \
+			--no-deps --no-index --target "$TMPD/site" "$TMPD/pysrc"
+		export PYTHONPATH=$TMPD/site:$ROOT/python/tests PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+		for t in collectives ddp; do
+			stage "torch-$t" 300 env DEVICE=cuda "$RUN" -n 2 --timeout 290 python3 \
+				"$ROOT/python/tests/test_$t.py"
+			grep -h "TORCH-\|max difference" "$TMPD/torch-$t.log" | head -12 | tee -a "$summary"
+		done
+		# DDP step of a ~100 M parameter MLP (3 layers of 5760 x 5760), batch 8
+		stage torch-bench 400 env DEVICE=cuda DDP_WIDTH=5760 REPEATS=5 "$RUN" -n 2 \
+			--timeout 390 python3 "$ROOT/python/bench/torch_bench.py" all
+		grep -v "WARN" "$TMPD/torch-bench.log" | tee -a "$summary"
+		;;
 	*)
-		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench staged async nccl)" >&2
+		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench staged async nccl torch)" >&2
 		exit 2
 		;;
 	esac
