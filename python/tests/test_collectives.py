@@ -64,17 +64,28 @@ def ops_for(dtype):
 
 
 def reference_allreduce(x, op):
-    """gloo's answer; AVG on integers (gloo has none) as the sum divided, truncated."""
+    """gloo's answer.  AVG (which gloo has only from torch 2.5, and never on
+    integers) is gloo's sum divided by the number of ranks: truncated for
+    integers, rounded once for 16-bit floats (libsmddp divides in float)."""
     y = x.clone()
-    if op == Op.AVG and not (x.is_floating_point() or x.is_complex()):
-        dist.all_reduce(y, op=Op.SUM, group=gloo)
+    if op != Op.AVG:
+        dist.all_reduce(y, op=op, group=gloo)
+        return y
+    dist.all_reduce(y, op=Op.SUM, group=gloo)
+    if not (x.is_floating_point() or x.is_complex()):
         return torch.div(y, N, rounding_mode="trunc").to(x.dtype)
-    if op == Op.AVG and x.dtype in (torch.float16, torch.bfloat16):
-        # libsmddp divides in float and rounds once; gloo's sum is exact here.
-        dist.all_reduce(y, op=Op.SUM, group=gloo)
+    if x.dtype in (torch.float16, torch.bfloat16):
         return (y.double() / N).to(x.dtype)
-    dist.all_reduce(y, op=op, group=gloo)
-    return y
+    if x.is_complex():  # each part divided, as libsmddp sees them (view_as_real)
+        return torch.view_as_complex(torch.view_as_real(y) / N)
+    return y / N
+
+
+def reference_reduce_scatter(big, count):
+    """This rank's block of gloo's sum (gloo before torch 2.5 has no reduce_scatter)."""
+    y = big.clone()
+    dist.all_reduce(y, group=gloo)
+    return y[R * count:(R + 1) * count].clone()
 
 
 salt = 0
@@ -146,12 +157,12 @@ for dtype in (torch.int8, torch.int64, torch.float16, torch.bfloat16, torch.floa
         if dtype != torch.bool:
             big = data(N * count, dtype, salt)
             want_rs, got_rs = torch.empty(count, dtype=dtype), torch.empty(count, dtype=dtype, device=dev)
-            dist.reduce_scatter_tensor(want_rs, big, group=gloo)
+            want_rs = reference_reduce_scatter(big, count)
             dist.reduce_scatter_tensor(got_rs, D(big))
             check(same(H(got_rs), want_rs), f"reduce_scatter_tensor {dtype} {count}")
             parts = list(big.chunk(N)) if count else [big.new_empty(0) for _ in range(N)]
             want_rs, got_rs = torch.empty(count, dtype=dtype), torch.empty(count, dtype=dtype, device=dev)
-            dist.reduce_scatter(want_rs, parts, group=gloo)
+            want_rs = reference_reduce_scatter(big, count)
             dist.reduce_scatter(got_rs, [D(p) for p in parts])
             check(same(H(got_rs), want_rs), f"reduce_scatter list {dtype} {count}")
             a2a_in = data(N * count, dtype, salt + 1)
@@ -183,8 +194,7 @@ with dist._coalescing_manager(async_ops=True) as cm:
         dist.reduce_scatter_tensor(o, D(i))
 cm.wait()
 for o, i in zip(outs, ins):
-    want = torch.empty(i.numel() // N)
-    dist.reduce_scatter_tensor(want, i, group=gloo)
+    want = reference_reduce_scatter(i, i.numel() // N)
     check(same(H(o), want), "reduce_scatter_tensor_coalesced")
 
 dist.barrier()

@@ -3,12 +3,12 @@
 # The interpreter is $TORCH_PYTHON (scripts/torch-venv.sh makes one and
 # scripts/test.sh passes it on), else python3; without torch the tests skip.
 # shim.sh builds the backend once against this build of libsmddp into
-# $top_builddir/tests/torch/site; the other tests run after it (Makefile
+# $top_builddir/tests/torch/site (or $TORCH_SITE); the other tests run after it (Makefile
 # dependency) and use that copy, so nothing is installed anywhere.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$top_srcdir/tests/integration/testlib.sh"
 PY=${TORCH_PYTHON:-python3}
-SITE=$top_builddir/tests/torch/site
+SITE=${TORCH_SITE:-$top_builddir/tests/torch/site}
 TESTS_PY=$top_srcdir/python/tests
 
 if ! "$PY" -c 'import torch' 2>/dev/null; then
