@@ -9,4 +9,4 @@ py=$(./scripts/torch-venv.sh "$ver" | tail -1)
 [ -f build/Makefile ] || ./scripts/build.sh
 # A site folder of its own, so that the backend built for the other torch stays.
 TORCH_PYTHON=$py TORCH_SITE=$PWD/build/tests/torch/site-$ver make -C build -j"$(nproc)" check \
-	TESTS="tests/torch/shim.sh tests/torch/collectives.sh tests/torch/ddp.sh tests/torch/groups.sh tests/torch/fault.sh tests/torch/init.sh"
+	TESTS="$(cd build && make -s print-torch-tests)"
