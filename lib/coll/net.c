@@ -183,9 +183,9 @@ static int net_wait_pump(struct smddp_comm *c, struct sd_freq *r, struct pump *p
 		if (now - last > c->timeout_ns)
 			return sd_comm_error(
 				c, SMDDP_ENETWORK,
-				"waited %llu s (SMDDP_TIMEOUT) for rank %d on host %s over %s, "
+				"waited %llu s (%s) for rank %d on host %s over %s, "
 				"and nothing arrived: the link or that rank stalled",
-				(unsigned long long)(c->timeout_ns / 1000000000ull), r->peer,
+				(unsigned long long)(c->timeout_ns / 1000000000ull), c->timeout_from, r->peer,
 				r->peer >= 0 ? host_of(c, r->peer) : "?", sd_fab_describe(n->fab));
 	}
 	if (r->err)

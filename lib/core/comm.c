@@ -228,6 +228,7 @@ static int read_tunables(struct smddp_comm *c)
 	/* The registry has checked the ranges: timeout and liveness positive,
 	 * the chunk from 4K. */
 	c->timeout_ns = (uint64_t)sd_param_int("SMDDP_TIMEOUT") * 1000000000ull;
+	c->timeout_from = "SMDDP_TIMEOUT";
 	c->check_coll = (int)sd_param_int("SMDDP_CHECK_COLL");
 	c->liveness_ns = (uint64_t)sd_param_int("SMDDP_LIVENESS_MS") * 1000000ull;
 	c->chunk = ((size_t)sd_param_int("SMDDP_SHM_CHUNK") + 63) & ~(size_t)63;
@@ -367,6 +368,7 @@ static void comm_free(struct smddp_comm *c, int clean)
 static void inherit_tunables(struct smddp_comm *c, const struct smddp_comm *from)
 {
 	c->timeout_ns = from->timeout_ns;
+	c->timeout_from = from->timeout_from;
 	c->check_coll = from->check_coll;
 	c->spin = from->spin;
 	c->yield_mask = from->yield_mask;
@@ -543,8 +545,10 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 	}
 	sd_log_set_rank(c->rank);
 	read_tunables(c);
-	if (how && how->timeout_ns)
+	if (how && how->timeout_ns) {
 		c->timeout_ns = how->timeout_ns;
+		c->timeout_from = "the communicator's timeout_ms";
+	}
 	c->pids = calloc((size_t)c->size, sizeof(*c->pids));
 	peers = calloc((size_t)c->size, sizeof(*peers));
 	if (!c->pids || !peers) {

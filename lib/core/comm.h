@@ -54,6 +54,7 @@ struct smddp_comm {
 	int failed;                /* sticky result once the comm is broken */
 	/* tunables, read once at creation */
 	uint64_t timeout_ns;
+	const char *timeout_from;  /* what set it, for messages: "SMDDP_TIMEOUT" */
 	int check_coll;
 	int spin;
 	unsigned yield_mask;       /* poll count & mask == 0: sched_yield instead */

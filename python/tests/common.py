@@ -43,12 +43,15 @@ def same(a, b):
 def finish(extra=""):
     r = rank()
     if failures:
-        print(f"TORCH-BAD rank={r}: {len(failures)} of {checks} checks failed, first: "
-              f"{failures[0]}", flush=True)
+        line = (f"TORCH-BAD rank={r}: {len(failures)} of {checks} checks failed, first: "
+                f"{failures[0]}")
         code = 1
     else:
-        print(f"TORCH-OK rank={r} {checks} checks {extra}".rstrip(), flush=True)
+        line = f"TORCH-OK rank={r} {checks} checks {extra}".rstrip()
         code = 0
+    # one write: ranks sharing a pipe (torchrun) must not split each other's lines
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
     if dist.is_initialized():
         dist.destroy_process_group()
     sys.exit(code)

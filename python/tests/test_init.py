@@ -39,7 +39,9 @@ def work(init_method=None, rank=None, size=None, timeout=None):
 
 
 def report(ok, r, what):
-    print(f"{'TORCH-OK' if ok else 'TORCH-BAD'} rank={r} {what}", flush=True)
+    # one write: ranks sharing a pipe (torchrun) must not split each other's lines
+    sys.stdout.write(f"{'TORCH-OK' if ok else 'TORCH-BAD'} rank={r} {what}\n")
+    sys.stdout.flush()
     return 0 if ok else 1
 
 

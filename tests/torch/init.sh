@@ -8,12 +8,12 @@ torch_job env-2 120 2 test_init.py env
 torch_job sagemaker-2 120 2 test_init.py sagemaker
 for kind in tcp file; do
 	run_alone "$kind" 120 PYTHONPATH="$PYTHONPATH" SMDDP_CONFIG=/dev/null -- "$PY" "$TESTS_PY/test_init.py" spawn "$kind" 3
-	[ "$status" -eq 0 ] && [ "$(grep -c TORCH-OK "$TDIR/$kind.out")" -eq 3 ] &&
+	[ "$status" -eq 0 ] && [ "$(grep -o TORCH-OK "$TDIR/$kind.out" | wc -l)" -eq 3 ] &&
 		pass "$kind:// with 3 ranks" || fail "$kind:// with 3 ranks: exit $status"
 done
 run_alone torchrun 180 PYTHONPATH="$PYTHONPATH" SMDDP_CONFIG=/dev/null OMP_NUM_THREADS=1 -- \
 	"$PY" -m torch.distributed.run --standalone --nproc-per-node 2 "$TESTS_PY/test_init.py" env
-[ "$status" -eq 0 ] && [ "$(grep -c TORCH-OK "$TDIR/torchrun.out")" -eq 2 ] &&
+[ "$status" -eq 0 ] && [ "$(grep -o TORCH-OK "$TDIR/torchrun.out" | wc -l)" -eq 2 ] &&
 	pass "torchrun --standalone --nproc-per-node 2" || fail "torchrun: exit $status"
 if command -v mpirun >/dev/null; then
 	port=$("$top_builddir/tests/integration/fault" freeport)
@@ -23,7 +23,7 @@ if command -v mpirun >/dev/null; then
 		OMPI_MCA_plm_rsh_agent=false -- \
 		mpirun $asroot --oversubscribe -np 2 -x PYTHONPATH -x SMDDP_CONFIG \
 		"$PY" "$TESTS_PY/test_init.py" mpi "tcp://127.0.0.1:$port"
-	[ "$status" -eq 0 ] && [ "$(grep -c TORCH-OK "$TDIR/mpirun.out")" -eq 2 ] &&
+	[ "$status" -eq 0 ] && [ "$(grep -o TORCH-OK "$TDIR/mpirun.out" | wc -l)" -eq 2 ] &&
 		pass "mpirun -np 2 with tcp://" || fail "mpirun: exit $status"
 else
 	echo "no mpirun: that case is not run"

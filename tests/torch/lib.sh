@@ -32,7 +32,7 @@ torch_job() {
 	local name=$1 secs=$2 n=$3 ok
 	shift 3
 	run_job "$name" "$secs" "$n" "$PY" "$TESTS_PY/$@"
-	ok=$(grep -c "TORCH-OK rank=" "$TDIR/$name.out")
+	ok=$(grep -o "TORCH-OK rank=" "$TDIR/$name.out" | wc -l)
 	if [ "$status" -eq 0 ] && [ "$ok" -eq "$n" ]; then
 		pass "$name: $n rank(s) agree with the reference"
 	else

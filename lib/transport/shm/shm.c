@@ -343,10 +343,10 @@ static int check_health(struct smddp_comm *c, uint64_t target, uint64_t start, u
 	}
 	if (now >= deadline)
 		return sd_comm_error(c, SMDDP_ETIMEDOUT,
-				     "waited %.0f s (SMDDP_TIMEOUT) for rank(s) %s%s of %d, "
+				     "waited %.0f s (%s) for rank(s) %s%s of %d, "
 				     "which did not arrive: are they stuck, or calling a "
 				     "different collective?",
-				     (double)(now - start) / 1e9, missing, nmissing > 16 ? ",..." : "",
+				     (double)(now - start) / 1e9, c->timeout_from, missing, nmissing > 16 ? ",..." : "",
 				     c->size);
 	return SMDDP_OK;
 }
