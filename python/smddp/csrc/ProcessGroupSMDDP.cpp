@@ -73,6 +73,46 @@ void checkSameDtype(const std::vector<at::Tensor>& tensors, const char* op) {
         "; they must all be the same");
 }
 
+// The coalesced tensor forms: as many outputs as inputs, each pair of one
+// dtype, the larger of each pair (the output when outputsLarger) size times
+// the other.  Returns the pairs' libsmddp dtypes.
+std::vector<Dtype> checkCoalescedPairs(
+    const std::vector<at::Tensor>& outputs,
+    const std::vector<at::Tensor>& inputs,
+    bool outputsLarger,
+    int size,
+    const char* op) {
+  TORCH_CHECK_VALUE(
+      outputs.size() == inputs.size(),
+      "smddp: ",
+      op,
+      ": ",
+      outputs.size(),
+      " outputs for ",
+      inputs.size(),
+      " inputs");
+  std::vector<Dtype> dts;
+  for (size_t i = 0; i < inputs.size(); i++) {
+    checkSameDtype({outputs[i], inputs[i]}, op);
+    const at::Tensor& large = outputsLarger ? outputs[i] : inputs[i];
+    const at::Tensor& small = outputsLarger ? inputs[i] : outputs[i];
+    TORCH_CHECK_VALUE(
+        large.numel() == small.numel() * size,
+        "smddp: ",
+        op,
+        outputsLarger ? ": output " : ": input ",
+        i,
+        " has ",
+        large.numel(),
+        " elements, not ",
+        size,
+        " x ",
+        small.numel());
+    dts.push_back(toSmddpDtype(inputs[i].scalar_type(), op));
+  }
+  return dts;
+}
+
 size_t countOf(const at::Tensor& t, const Dtype& dt) {
   return static_cast<size_t>(t.numel()) * dt.lanes;
 }
@@ -475,35 +515,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allgather_into_tensor_coalesce
     std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   const char* op = "allgather_into_tensor_coalesced";
-  TORCH_CHECK_VALUE(
-      outputs.size() == inputs.size(),
-      "smddp: ",
-      op,
-      ": ",
-      outputs.size(),
-      " outputs for ",
-      inputs.size(),
-      " inputs");
   std::vector<at::Tensor> all = outputs;
   all.insert(all.end(), inputs.begin(), inputs.end());
   at::Device device = deviceOf(all, op);
-  std::vector<Dtype> dts;
-  for (size_t i = 0; i < inputs.size(); i++) {
-    checkSameDtype({outputs[i], inputs[i]}, op);
-    TORCH_CHECK_VALUE(
-        outputs[i].numel() == inputs[i].numel() * size_,
-        "smddp: ",
-        op,
-        ": output ",
-        i,
-        " has ",
-        outputs[i].numel(),
-        " elements, not ",
-        size_,
-        " x ",
-        inputs[i].numel());
-    dts.push_back(toSmddpDtype(inputs[i].scalar_type(), op));
-  }
+  std::vector<Dtype> dts = checkCoalescedPairs(outputs, inputs, true, size_, op);
   std::vector<at::Tensor> ins = inputs, outs = outputs;
   auto body = [ins, outs, dts](RunContext& ctx) {
     for (size_t i = 0; i < ins.size(); i++) {
@@ -602,37 +617,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::reduce_scatter_tensor_coalesce
     std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   const char* op = "reduce_scatter_tensor_coalesced";
-  TORCH_CHECK_VALUE(
-      outputs.size() == inputs.size(),
-      "smddp: ",
-      op,
-      ": ",
-      outputs.size(),
-      " outputs for ",
-      inputs.size(),
-      " inputs");
   std::vector<at::Tensor> all = outputs;
   all.insert(all.end(), inputs.begin(), inputs.end());
   at::Device device = deviceOf(all, op);
-  std::vector<Dtype> dts;
+  std::vector<Dtype> dts = checkCoalescedPairs(outputs, inputs, false, size_, op);
   std::vector<Reduction> reds;
-  for (size_t i = 0; i < inputs.size(); i++) {
-    checkSameDtype({outputs[i], inputs[i]}, op);
-    TORCH_CHECK_VALUE(
-        inputs[i].numel() == outputs[i].numel() * size_,
-        "smddp: ",
-        op,
-        ": input ",
-        i,
-        " has ",
-        inputs[i].numel(),
-        " elements, not ",
-        size_,
-        " x ",
-        outputs[i].numel());
-    dts.push_back(toSmddpDtype(inputs[i].scalar_type(), op));
-    reds.push_back(toSmddpReduction(opts.reduceOp, dts.back(), op));
-  }
+  for (const Dtype& dt : dts)
+    reds.push_back(toSmddpReduction(opts.reduceOp, dt, op));
   std::vector<at::Tensor> ins = inputs, outs = outputs;
   auto body = [ins, outs, dts, reds](RunContext& ctx) {
     for (size_t i = 0; i < ins.size(); i++) {

@@ -338,14 +338,6 @@ void WorkQueue::enqueue(
         ": this process group failed earlier and cannot be used any more (destroy "
         "it and create a new one); the root cause: " +
         state_->rootCause());
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    TORCH_CHECK(
-        !stopped_,
-        "smddp: ",
-        work->name_,
-        " on a process group that was shut down or aborted");
-  }
 #ifdef SMDDP_TORCH_CUDA
   if (work->device_.is_cuda()) {
     c10::DeviceIndex device = work->device_.index();
