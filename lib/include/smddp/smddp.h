@@ -148,6 +148,51 @@ int smddp_alltoall(const void *sendbuf, void *recvbuf, size_t count, enum smddp_
 		   struct smddp_comm *comm, void *stream);
 int smddp_barrier(struct smddp_comm *comm);
 
+/* ---- point to point, uneven and rooted exchanges (man 3 smddp) -----------
+ * smddp_send() blocks until the matching smddp_recv() on peer has taken the
+ * data (NCCL's contract: a rank that sends to and receives from the same
+ * peers at once must put the calls in a group).  Messages from one sender
+ * to one receiver with the same tag (0 .. SMDDP_TAG_MAX) match in the order
+ * they were sent, whatever other tags do; a receive whose count differs
+ * from the send's is SMDDP_EMISMATCH naming both ranks, on the receiver
+ * (and on the sender, inside one node).  A send to this rank itself is
+ * allowed only in a group that holds the matching receive.  Device buffers
+ * take the stream as every call does. */
+#define SMDDP_TAG_MAX 0x7fffffff
+#define SMDDP_ANY_SOURCE (-1)
+int smddp_send(const void *buf, size_t count, enum smddp_dtype dtype, int peer, int tag,
+	       struct smddp_comm *comm, void *stream);
+/* peer SMDDP_ANY_SOURCE takes the first message with this tag from anyone;
+ * *source (may be NULL) gets the sender's rank.  With a group, *source is
+ * written at smddp_group_end(). */
+int smddp_recv(void *buf, size_t count, enum smddp_dtype dtype, int peer, int tag, int *source,
+	       struct smddp_comm *comm, void *stream);
+/* Groups, per thread, nestable: sends and receives called between the
+ * outermost start and its end are only recorded (their buffers must stay
+ * valid), then run together by smddp_group_end(), which returns when all
+ * are done (or the first error; the others of that communicator then fail
+ * too).  That is what lets a rank exchange with several peers at once
+ * without deadlock.  Other calls inside a group run when called. */
+int smddp_group_start(void);
+int smddp_group_end(void);
+
+/* All-to-all of uneven blocks: rank r sends sendcounts[q] elements at
+ * sendbuf + sdispls[q] (in elements) to rank q, and receives recvcounts[q]
+ * at recvbuf + rdispls[q] from rank q; recvcounts[q] on r must equal
+ * sendcounts[r] on q (else SMDDP_EMISMATCH).  Not in place. */
+int smddp_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+		    void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
+		    enum smddp_dtype dtype, struct smddp_comm *comm, void *stream);
+/* Gather: root receives count elements from every rank q at recvbuf +
+ * q*count (recvbuf is ignored elsewhere).  Scatter: rank q receives the
+ * count elements at the root's sendbuf + q*count (sendbuf is ignored
+ * elsewhere).  In place on the root: sendbuf == recvbuf + root*count
+ * (gather), recvbuf == sendbuf + root*count (scatter). */
+int smddp_gather(const void *sendbuf, void *recvbuf, size_t count, enum smddp_dtype dtype,
+		 int root, struct smddp_comm *comm, void *stream);
+int smddp_scatter(const void *sendbuf, void *recvbuf, size_t count, enum smddp_dtype dtype,
+		  int root, struct smddp_comm *comm, void *stream);
+
 /* "Invalid argument" and so on; never NULL. */
 const char *smddp_strerror(int result);
 /* The detail of the last failure on comm (or of the last smddp_init failure
