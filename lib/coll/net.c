@@ -73,6 +73,7 @@ struct sd_net {
 	int aborted;
 	struct sd_coll_desc *descs;
 	int desc_pending;
+	int p2p;                 /* a batch of sends and receives waits (messages) */
 	int logged[SD_NUM_COLLS];
 };
 
@@ -180,6 +181,26 @@ static int net_wait_pump(struct smddp_comm *c, struct sd_freq *r, struct pump *p
 		if (!sleep && (polls & 255))
 			continue;
 		SD_CHECK(check_news(c));
+		if (now - last > c->timeout_ns && n->p2p && r->is_send)
+			return sd_comm_error(
+				c, SMDDP_ETIMEDOUT,
+				"waited %llu s (%s) for rank %d (host %s) to receive this rank's "
+				"message: it posted no matching receive (same tag and communicator)",
+				(unsigned long long)(c->timeout_ns / 1000000000ull), c->timeout_from,
+				r->peer, host_of(c, r->peer));
+		if (now - last > c->timeout_ns && n->p2p) {
+			char who[120] = "any rank";
+
+			if (r->peer >= 0)
+				snprintf(who, sizeof(who), "rank %d (host %s)", r->peer,
+					 host_of(c, r->peer));
+			return sd_comm_error(c, SMDDP_ETIMEDOUT,
+					     "waited %llu s (%s) for a message from %s, which did not "
+					     "send it (a send without a matching receive on one side, "
+					     "or a different tag?)",
+					     (unsigned long long)(c->timeout_ns / 1000000000ull),
+					     c->timeout_from, who);
+		}
 		if (now - last > c->timeout_ns)
 			return sd_comm_error(
 				c, SMDDP_ENETWORK,
@@ -187,6 +208,16 @@ static int net_wait_pump(struct smddp_comm *c, struct sd_freq *r, struct pump *p
 				"and nothing arrived: the link or that rank stalled",
 				(unsigned long long)(c->timeout_ns / 1000000000ull), c->timeout_from, r->peer,
 				r->peer >= 0 ? host_of(c, r->peer) : "?", sd_fab_describe(n->fab));
+	}
+	if (sd_fab_truncated(r)) {
+		char who[32] = "a rank";
+
+		if (r->peer >= 0)
+			snprintf(who, sizeof(who), "rank %d", r->peer);
+		return sd_comm_error(c, SMDDP_EMISMATCH,
+				     "%s sent more than the %zu bytes this rank's receive takes: "
+				     "the count or dtype differs",
+				     who, r->len);
 	}
 	if (r->err)
 		return explain(c, sd_comm_error(c, SMDDP_ENETWORK,
@@ -1034,6 +1065,78 @@ out:
 	return rc;
 }
 
+/* ---- point to point ----------------------------------------------------- */
+
+/* A message's tag carries its sender, so that a receive from anyone can
+ * learn who sent it (and ignore those bits to match). */
+#define P2P_SENDER_SHIFT 35
+#define P2P_SENDER_MASK 0x7ffffffull
+
+static uint64_t p2p_tag(int sender, uint64_t key)
+{
+	return sd_fab_tag(SD_TAG_KIND_P2P, 0, 0, 0) |
+	       ((uint64_t)sender & P2P_SENDER_MASK) << P2P_SENDER_SHIFT | (key & SD_P2P_KEY_MASK);
+}
+
+static int p2p_done(struct smddp_comm *c, struct sd_p2p_op *op, struct sd_freq *r)
+{
+	int rc = net_wait(c, r);
+
+	op->done = 1;
+	if (rc)
+		return rc;
+	if (!op->is_send) {
+		op->source = (int)((r->tag >> P2P_SENDER_SHIFT) & P2P_SENDER_MASK);
+		if (r->len != op->bytes)
+			return sd_comm_error(c, SMDDP_EMISMATCH,
+					     "rank %d sent %zu bytes, but this rank's receive takes "
+					     "%zu: the count or dtype differs",
+					     op->source, r->len, op->bytes);
+	}
+	return SMDDP_OK;
+}
+
+/* Post every operation, then wait for each: the provider progresses them
+ * all meanwhile.  A size mismatch fails its own operation only. */
+static int net_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
+{
+	struct sd_freq *req = calloc((size_t)n, sizeof(*req));
+	int rc = SMDDP_OK, first = SMDDP_OK;
+
+	if (!req)
+		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	c->net->p2p = 1;
+	for (int i = 0; i < n && !rc; i++) {
+		struct sd_p2p_op *op = &ops[i];
+
+		if (op->done)
+			continue;
+		if (op->is_send) {
+			rc = sd_fab_send(c, c->net->fab, op->peer, p2p_tag(c->rank, op->key), op->buf,
+					 op->bytes, &req[i]);
+		} else {
+			if (op->peer < 0)
+				req[i].ignore = P2P_SENDER_MASK << P2P_SENDER_SHIFT;
+			rc = sd_fab_recv(c, c->net->fab, op->peer,
+					 p2p_tag(op->peer < 0 ? 0 : op->peer, op->key), op->buf,
+					 op->bytes, &req[i]);
+		}
+	}
+	for (int i = 0; i < n && !rc; i++) {
+		if (!req[i].fab)
+			continue;
+		rc = p2p_done(c, &ops[i], &req[i]);
+		if (rc == SMDDP_EMISMATCH) {
+			first = first ? first : rc;
+			rc = SMDDP_OK;
+		}
+	}
+	c->net->p2p = 0;
+	rc = settle(c, rc);
+	free(req);
+	return rc ? rc : first;
+}
+
 /* ---- the transport table of communicators that span hosts --------------- */
 
 static int net_barrier(struct smddp_comm *c)
@@ -1154,6 +1257,7 @@ const struct sd_transport_ops sd_transport_net = {
 	.barrier = net_barrier,
 	.put_desc = net_put_desc,
 	.get_desc = net_get_desc,
+	.p2p = net_p2p,
 	.abort = net_abort,
 	.detach = net_detach,
 };

@@ -79,6 +79,11 @@ static int is_device_ptr(const void *p)
 	return type == 2 && !managed;
 }
 
+int sd_api_device_ptr(const void *p)
+{
+	return is_device_ptr(p);
+}
+
 static int check_ptr(struct smddp_comm *c, const void *p, const char *what, size_t count)
 {
 	if (!p && count)
@@ -253,7 +258,7 @@ int sd_api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op
 
 /* A failure that leaves ranks at different places in the protocol breaks
  * the communicator for good. */
-static int leave(struct smddp_comm *c, int rc)
+int sd_api_leave(struct smddp_comm *c, int rc)
 {
 	if (rc && rc != SMDDP_EMISMATCH && rc != SMDDP_EINVAL && rc != SMDDP_EUNSUPPORTED &&
 	    !c->failed) {
@@ -275,9 +280,9 @@ static int host_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
 	int rc = sd_api_enter(comm, k->coll, n, k->dtype, k->op, k->root, NULL);
 
 	if (rc)
-		return leave(comm, rc);
+		return sd_api_leave(comm, rc);
 	if (n == 0)
-		return leave(comm, SMDDP_OK);
+		return sd_api_leave(comm, SMDDP_OK);
 	if (k->coll == SD_COLL_BROADCAST)
 		rc = check_ptr(comm, rb, "buf", n);
 	else
@@ -285,7 +290,7 @@ static int host_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
 		     ((k->coll != SD_COLL_REDUCE || comm->rank == k->root) &&
 		      check_ptr(comm, rb, "recvbuf", n));
 	if (rc)
-		return leave(comm, SMDDP_EINVAL);
+		return sd_api_leave(comm, SMDDP_EINVAL);
 	switch (k->coll) {
 	case SD_COLL_ALLREDUCE:
 		rc = sd_coll_allreduce(comm, sb, rb, n, k->dtype, k->op);
@@ -309,7 +314,7 @@ static int host_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
 		rc = sd_comm_error(comm, SMDDP_EINTERNAL, "no host algorithm for %s",
 				   sd_coll_name(k->coll));
 	}
-	return leave(comm, rc);
+	return sd_api_leave(comm, rc);
 }
 
 /* Device memory: checked and queued; see lib/cuda/proxy.c.  The error of an
@@ -324,21 +329,21 @@ static int device_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
 		rc = api_enter(comm, k->coll, k->count, k->dtype, k->op, k->root, MEM_DEVICE,
 			       comm->net != NULL);
 	if (rc)
-		return leave(comm, rc);
+		return sd_api_leave(comm, rc);
 	if (k->count == 0)
-		return leave(comm, SMDDP_OK);
+		return sd_api_leave(comm, SMDDP_OK);
 	if (k->coll == SD_COLL_BROADCAST ? check_ptr(comm, k->recvbuf, "buf", k->count)
 					 : check_ptr(comm, k->sendbuf, "sendbuf", k->count) ||
 						   ((k->coll != SD_COLL_REDUCE ||
 						     comm->rank == k->root) &&
 						    check_ptr(comm, k->recvbuf, "recvbuf", k->count)))
-		return leave(comm, SMDDP_EINVAL);
+		return sd_api_leave(comm, SMDDP_EINVAL);
 #ifdef HAVE_CUDA
 	if (comm->net)
-		return leave(comm, sd_cuda_staged(comm, k));
-	return leave(comm, sd_cuda_enqueue(comm, k));
+		return sd_api_leave(comm, sd_cuda_staged(comm, k));
+	return sd_api_leave(comm, sd_cuda_enqueue(comm, k));
 #else
-	return leave(comm, sd_comm_error(comm, SMDDP_EINTERNAL, "device call in a build "
+	return sd_api_leave(comm, sd_comm_error(comm, SMDDP_EINTERNAL, "device call in a build "
 							       "without CUDA"));
 #endif
 }
@@ -370,7 +375,7 @@ static int collective(struct smddp_comm *comm, int coll, const void *sendbuf, vo
 		rc = api_enter(comm, coll, count, dtype, op, root, MEM_HOST, 0);
 	if (!rc)
 		rc = sd_comm_error(comm, kind, "%s", msg);
-	return leave(comm, rc);
+	return sd_api_leave(comm, rc);
 }
 
 SD_EXPORT int smddp_allreduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -419,6 +424,6 @@ SD_EXPORT int smddp_barrier(struct smddp_comm *comm)
 	int rc = sd_api_enter(comm, SD_COLL_BARRIER, 0, 0, 0, 0, NULL);
 
 	if (rc)
-		return comm ? leave(comm, rc) : rc;
-	return leave(comm, comm->tp->barrier(comm));
+		return comm ? sd_api_leave(comm, rc) : rc;
+	return sd_api_leave(comm, comm->tp->barrier(comm));
 }

@@ -43,6 +43,9 @@ static const char *const coll_names[SD_NUM_COLLS] = {
 	[SD_COLL_REDUCE] = "reduce",		   [SD_COLL_ALLTOALL] = "alltoall",
 	[SD_COLL_BARRIER] = "barrier",		   [SD_COLL_SPLIT] = "comm_split",
 	[SD_COLL_DESTROY] = "comm_destroy",	   [SD_COLL_INIT] = "init",
+	[SD_COLL_GATHER] = "gather",		   [SD_COLL_SCATTER] = "scatter",
+	[SD_COLL_ALLTOALLV] = "alltoallv",	   [SD_COLL_SEND] = "send",
+	[SD_COLL_RECV] = "recv",		   [SD_COLL_GROUP] = "group",
 };
 
 const char *sd_coll_name(int coll)
@@ -80,6 +83,28 @@ void sd_coll_describe(const struct sd_coll_desc *d, char *buf, size_t len)
 	case SD_COLL_ALLTOALL:
 		snprintf(buf + n, len - (size_t)n, " (count %llu, %s)",
 			 (unsigned long long)d->count, dt ? dt : "?");
+		break;
+	case SD_COLL_ALLTOALLV:
+		snprintf(buf + n, len - (size_t)n, " (%s)", dt ? dt : "?");
+		break;
+	case SD_COLL_GATHER:
+	case SD_COLL_SCATTER:
+		snprintf(buf + n, len - (size_t)n, " (count %llu, %s, root %d)",
+			 (unsigned long long)d->count, dt ? dt : "?", d->root);
+		break;
+	case SD_COLL_SEND:
+	case SD_COLL_RECV:
+		if (d->root < 0)
+			snprintf(buf + n, len - (size_t)n, " (count %llu, %s, from anyone, tag %d)",
+				 (unsigned long long)d->count, dt ? dt : "?", d->op);
+		else
+			snprintf(buf + n, len - (size_t)n, " (count %llu, %s, %s rank %d, tag %d)",
+				 (unsigned long long)d->count, dt ? dt : "?",
+				 d->coll == SD_COLL_SEND ? "to" : "from", d->root, d->op);
+		break;
+	case SD_COLL_GROUP:
+		snprintf(buf + n, len - (size_t)n, " (%llu sends and receives)",
+			 (unsigned long long)d->count);
 		break;
 	default:
 		break;

@@ -19,6 +19,12 @@ enum sd_coll {
 	SD_COLL_SPLIT,
 	SD_COLL_DESTROY,
 	SD_COLL_INIT,
+	SD_COLL_GATHER,
+	SD_COLL_SCATTER,
+	SD_COLL_ALLTOALLV,
+	SD_COLL_SEND,     /* root: the peer, op: the tag */
+	SD_COLL_RECV,
+	SD_COLL_GROUP,    /* count: the calls of the group */
 	SD_NUM_COLLS
 };
 
@@ -69,6 +75,8 @@ struct smddp_comm {
 	void *cuda_stage; /* lib/cuda/staged.c: device calls across hosts */
 	uint64_t wire;     /* fabric tags' sequence: one per call, one more per
 			    * chunk of a device call staged across hosts */
+	uint64_t p2p_calls; /* sends, receives and groups so far (for messages:
+			     * they are not collective, so not in seq) */
 };
 
 /* How sd_comm_init makes a world communicator when not from the
@@ -99,6 +107,12 @@ const char *sd_coll_name(int coll);
 int sd_api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op, int root,
 		 void *stream);
 
+/* Exit of every call: a failure that leaves ranks at different places in
+ * the protocol marks c failed and tells the peers; returns rc. */
+int sd_api_leave(struct smddp_comm *c, int rc);
+/* 1 if p is CUDA device memory (the driver is loaded and says so). */
+int sd_api_device_ptr(const void *p);
+
 /* Collective algorithms (lib/coll/coll.c), host memory, arguments checked. */
 int sd_coll_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 		      enum smddp_dtype dt, enum smddp_op op);
@@ -112,5 +126,39 @@ int sd_coll_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t co
 		   enum smddp_dtype dt, enum smddp_op op, int root);
 int sd_coll_alltoall(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 		     enum smddp_dtype dt);
+
+/* ---- point to point (lib/coll/p2p.c) --------------------------------------
+ * One send or receive of a batch that the transport runs to completion
+ * together (a group, or the messages of alltoallv, gather, scatter).  key
+ * matches a send with a receive, in order per (sender, receiver, key):
+ * user tags are below SD_P2P_KEY_COLL; the exchanges of one collective call
+ * use SD_P2P_KEY_COLL | its wire number. */
+#define SD_P2P_KEY_COLL (1ull << 34)
+#define SD_P2P_KEY_MASK ((1ull << 35) - 1)
+struct sd_p2p_op {
+	int is_send;
+	int peer;          /* rank of the communicator; receive: -1 for anyone */
+	uint64_t key;
+	void *buf;
+	size_t bytes;
+	int source;        /* receive: who sent it, once done */
+	int done;
+	/* the transport's own progress, zeroed by sd_coll_p2p */
+	int state;
+	uint64_t seq;
+	uint64_t off, aux;
+	void *tp;
+};
+/* Host buffers: runs ops[0..n) until all are done; the transport's own
+ * pairs (a rank to itself) are copied here. */
+int sd_coll_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n);
+/* The messages of one call, as a batch (es: element size; key: its key).
+ * *out is malloc()ed, *n its length; SMDDP_ENOMEM. */
+int sd_coll_alltoallv_ops(struct smddp_comm *c, const void *sbuf, const size_t *scounts,
+			  const size_t *sdispls, void *rbuf, const size_t *rcounts,
+			  const size_t *rdispls, size_t es, uint64_t key, struct sd_p2p_op **out,
+			  int *n);
+int sd_coll_rooted_ops(struct smddp_comm *c, int gather, const void *sbuf, void *rbuf,
+		       size_t bytes, int root, uint64_t key, struct sd_p2p_op **out, int *n);
 
 #endif

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 struct smddp_comm;
+struct sd_p2p_op;
 
 /* One collective call as the API received it (buffers already classified as
  * device memory by the caller; stream NULL means CUDA's legacy default
@@ -34,6 +35,10 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *call);
  * between hosts (staged.c); returns when it is done, the stream ordered
  * after it. */
 int sd_cuda_staged(struct smddp_comm *c, const struct sd_cuda_call *call);
+/* Host thread, comm drained (sd_cuda_collect(c, 1)): a batch of sends and
+ * receives whose buffers are device memory, through host copies ordered
+ * on stream (p2p.c); returns when done. */
+int sd_cuda_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n, void *stream);
 /* Host thread, before anything else on comm: the error an earlier queued
  * call met (moved into c->last_error; sticky ones also into c->failed),
  * else 0.  With drain, first waits until the proxy has finished every

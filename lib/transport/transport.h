@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 struct smddp_comm;
+struct sd_p2p_op;
 
 #define SD_TINY_BYTES 56
 
@@ -56,6 +57,13 @@ struct sd_transport_ops {
 	int (*peer_read)(struct smddp_comm *c, int r, void *dst, uintptr_t src, size_t len);
 	/* The other way: len bytes of src into rank r's memory at dst. */
 	int (*peer_write)(struct smddp_comm *c, int r, uintptr_t dst, const void *src, size_t len);
+	/* Point to point: run ops[0..n) (host buffers, peers other than this
+	 * rank, progress state zeroed) until every one is done, each send
+	 * matched with the receive of the same key on its peer, in order
+	 * (lib/coll/p2p.c).  Waits with the barrier's deadline and liveness
+	 * checks.  A size mismatch fails that operation (SMDDP_EMISMATCH)
+	 * but the others still complete. */
+	int (*p2p)(struct smddp_comm *c, struct sd_p2p_op *ops, int n);
 	/* Tell peers this rank aborts; local, never blocks. */
 	void (*abort)(struct smddp_comm *c);
 	/* Unmap and free. */

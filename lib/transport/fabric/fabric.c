@@ -445,7 +445,8 @@ static int post(struct smddp_comm *c, struct sd_fab *f, int is_send, int peer, u
 			ret = fi_tsend(f->ep, buf, len, desc, f->addrs[peer], tag, &x->ctx);
 		else
 			ret = fi_trecv(f->ep, buf, len, desc,
-				       peer >= 0 ? f->addrs[peer] : FI_ADDR_UNSPEC, tag, 0, &x->ctx);
+				       peer >= 0 ? f->addrs[peer] : FI_ADDR_UNSPEC, tag, r->ignore,
+				       &x->ctx);
 		if (ret != -FI_EAGAIN)
 			break;
 		rc = queue_full(c, f, start, deadline, peer);
@@ -532,8 +533,10 @@ static ssize_t reap(struct sd_fab *f, int wait_ms, struct fi_cq_err_entry *bad, 
 		/* A request reused for another operation is not this one's. */
 		r = x->owner && x->owner->fc == x ? x->owner : NULL;
 		if (r) {
-			if (!r->is_send)
+			if (!r->is_send) {
 				r->len = e[i].len;
+				r->tag = e[i].tag;
+			}
 			r->done = 1;
 		}
 		ctx_put(f, x);
@@ -580,6 +583,11 @@ int sd_fab_notify(struct sd_fab *f, int peer, uint64_t tag, const void *buf, siz
 	x->owner = r;
 	r->fc = x;
 	return 0;
+}
+
+int sd_fab_truncated(const struct sd_freq *r)
+{
+	return r->done && !r->is_send && r->err == FI_ETRUNC;
 }
 
 int sd_fab_poisoned(struct sd_fab *f)

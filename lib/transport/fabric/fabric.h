@@ -29,6 +29,8 @@ struct sd_freq {
 	int keep;           /* set before posting: sd_fab_forget leaves it be */
 	int peer;
 	int is_send;
+	uint64_t ignore;    /* set before posting a receive: tag bits that need not match */
+	uint64_t tag;       /* a receive's tag as sent, once done */
 	volatile int done;
 	int err;
 	size_t len;
@@ -61,6 +63,8 @@ void sd_fab_patience(struct sd_fab *f, uint64_t ns);
 /* What a post asks, while it waits for room in the provider's queue,
  * whether the peers are still there (nonzero: fail with that result). */
 void sd_fab_on_wait(struct sd_fab *f, int (*news)(struct smddp_comm *c));
+/* A receive that failed because the message was longer than its buffer. */
+int sd_fab_truncated(const struct sd_freq *r);
 /* Cancel a posted receive (at close, for the abort-notice receive). */
 void sd_fab_cancel(struct sd_fab *f, struct sd_freq *r);
 /* After a failed collective: detach every posted operation (but those with
@@ -99,5 +103,6 @@ static inline uint64_t sd_fab_tag(unsigned kind, uint64_t seq, unsigned phase, u
 }
 #define SD_TAG_KIND_DATA 0u
 #define SD_TAG_KIND_ABORT 1u
+#define SD_TAG_KIND_P2P 2u /* sends and receives: sender and key instead (lib/coll/net.c) */
 
 #endif

@@ -44,73 +44,16 @@
 #include "bootstrap/bootstrap.h"
 #include "core/comm.h"
 #include "transport/transport.h"
+#include "transport/shm/shm.h"
 
-#define SHM_MAGIC 0x31534d4844444d53ull /* "SMDDMSH1" */
-#define DESC_MAX 64
-
-struct shm_hdr {
-	uint64_t magic;
-	uint64_t total;
-	uint64_t half;
-	uint32_t nranks;
-	uint32_t pad;
-};
-
-struct shm_ctl {
-	/* The first 128-byte pair of cache lines (the pair the hardware
-	 * fetches together): what peers poll, and the data of tiny
-	 * collectives, which thus arrives with the arrival itself. */
-	_Atomic uint64_t arrive;   /* last barrier epoch this rank reached */
-	unsigned char tiny[2][SD_TINY_BYTES];
-	_Atomic uint32_t bell;     /* futex word: bumped to wake this rank */
-	_Atomic uint32_t sleeping; /* this rank is (about to be) asleep on bell */
-	/* The rest. */
-	_Atomic uint64_t done;     /* last barrier epoch this rank saw complete (set at abort) */
-	_Atomic uint32_t aborted;  /* this rank left: abort_rc says why */
-	int32_t pid;
-	int32_t abort_rc;          /* SMDDP_EABORTED, or the failure it left after */
-	int32_t cma_ok;            /* this rank could read every peer */
-	uint64_t probe;            /* a known value peers read to test single copy */
-	uintptr_t probe_addr;      /* &probe in this rank's address space */
-	uintptr_t addr[2];         /* this collective's buffers, in this rank's space */
-	unsigned char desc[DESC_MAX];
-	char abort_msg[320];       /* its last_error when it left after a failure */
-} __attribute__((aligned(128)));
-_Static_assert(offsetof(struct shm_ctl, sleeping) + sizeof(uint32_t) <= 128,
-	       "arrive and the tiny data share one 128-byte pair of lines");
-
-struct shm_state {
-	char name[64];
-	int owner; /* created the segment, so unlinks it */
-	void *base;
-	size_t len;
-	struct shm_hdr *hdr;
-	struct shm_ctl *ctl;
-	char *data;
-	size_t half;
-	uint64_t epoch;
-	uint64_t done_epoch; /* last barrier this rank completed (published at abort) */
-	int *pidfd;
-	uint64_t last_check;
-};
-
-#define ST(c) ((struct shm_state *)(c)->tp_state)
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
+/* Header page, control blocks, point-to-point channels, data slots. */
 static size_t layout(int nranks, size_t half, size_t *ctl_off, size_t *data_off)
 {
-	size_t page = 4096;
+	size_t page = 4096, chans = (size_t)nranks * (size_t)nranks * sizeof(struct p2p_chan);
 
 	*ctl_off = page;
-	*data_off = (*ctl_off + (size_t)nranks * sizeof(struct shm_ctl) + page - 1) / page * page;
+	*data_off = (*ctl_off + (size_t)nranks * sizeof(struct shm_ctl) + chans + page - 1) / page *
+		    page;
 	return *data_off + (size_t)nranks * 2 * half;
 }
 
@@ -146,7 +89,11 @@ static int map_segment(struct smddp_comm *c, struct shm_state *s, int fd, size_t
 	layout(c->size, s->half, &ctl_off, &data_off);
 	s->hdr = s->base;
 	s->ctl = (struct shm_ctl *)((char *)s->base + ctl_off);
+	s->chan = (struct p2p_chan *)(s->ctl + c->size);
 	s->data = (char *)s->base + data_off;
+	s->p2p = calloc((size_t)c->size, sizeof(*s->p2p));
+	if (!s->p2p)
+		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	return SMDDP_OK;
 }
 
@@ -256,6 +203,31 @@ static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct tim
 	return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
 }
 
+/* Wake rank r if it sleeps: the caller stored what r waits for first
+ * (seq_cst), so either r sees it or this sees r asleep. */
+void sd_shm_wake(struct smddp_comm *c, int r)
+{
+	struct shm_state *s = ST(c);
+
+	if (atomic_load_explicit(&s->ctl[r].sleeping, memory_order_seq_cst)) {
+		atomic_fetch_add_explicit(&s->ctl[r].bell, 1, memory_order_seq_cst);
+		futex(&s->ctl[r].bell, FUTEX_WAKE, 1, NULL);
+	}
+}
+
+/* Sleep on this rank's doorbell for at most ns, unless it moved on from
+ * bell (read before the caller's last look at what it waits for). */
+int sd_shm_sleep(struct smddp_comm *c, uint32_t bell, uint64_t ns)
+{
+	struct shm_ctl *me = &ST(c)->ctl[c->rank];
+	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull),
+			      .tv_nsec = (long)(ns % 1000000000ull)};
+
+	futex(&me->bell, FUTEX_WAIT, bell, &ts);
+	atomic_store_explicit(&me->sleeping, 0, memory_order_relaxed);
+	return SMDDP_OK;
+}
+
 static void ring_sleepers(struct smddp_comm *c)
 {
 	struct shm_state *s = ST(c);
@@ -272,6 +244,8 @@ static void ring_sleepers(struct smddp_comm *c)
 
 static int peer_gone(struct smddp_comm *c, struct shm_state *s, int r)
 {
+	if (r == c->rank)
+		return 0;
 	if (s->pidfd[r] >= 0) {
 		struct pollfd p = {.fd = s->pidfd[r], .events = POLLIN};
 
@@ -280,9 +254,14 @@ static int peer_gone(struct smddp_comm *c, struct shm_state *s, int r)
 	return kill(c->pids[r], 0) != 0 && errno == ESRCH;
 }
 
+int sd_shm_peer_gone(struct smddp_comm *c, int r)
+{
+	return peer_gone(c, ST(c), r);
+}
+
 /* Rank r has left the communicator (its aborted flag is set): say why, in
  * its own words when it gave up after a failure of its own. */
-static int report_left(struct smddp_comm *c, int r)
+int sd_shm_report_left(struct smddp_comm *c, int r)
 {
 	struct shm_ctl *p = &ST(c)->ctl[r];
 
@@ -330,7 +309,7 @@ static int check_health(struct smddp_comm *c, uint64_t target, uint64_t start, u
 			if (!atomic_load_explicit(&s->ctl[r].aborted, memory_order_acquire))
 				continue;
 			if ((pass == 0) == !s->ctl[r].abort_msg[0])
-				return report_left(c, r);
+				return sd_shm_report_left(c, r);
 		}
 	}
 	if (c->boot) {
@@ -452,7 +431,7 @@ static int peer_xfer(struct smddp_comm *c, int r, void *local, uintptr_t remote,
 
 			if (e == ESRCH && atomic_load_explicit(&ST(c)->ctl[r].aborted,
 							      memory_order_acquire))
-				return report_left(c, r);
+				return sd_shm_report_left(c, r);
 			if (e == ESRCH)
 				return sd_comm_error(c, SMDDP_EPEER,
 						     "rank %d (pid %d) died while this rank %s its "
@@ -472,7 +451,7 @@ static int peer_xfer(struct smddp_comm *c, int r, void *local, uintptr_t remote,
 	return SMDDP_OK;
 }
 
-static int shm_peer_read(struct smddp_comm *c, int r, void *dst, uintptr_t src, size_t len)
+int sd_shm_peer_read(struct smddp_comm *c, int r, void *dst, uintptr_t src, size_t len)
 {
 	return peer_xfer(c, r, dst, src, len, 0);
 }
@@ -623,6 +602,7 @@ static void shm_detach(struct smddp_comm *c)
 				close(s->pidfd[r]);
 		free(s->pidfd);
 	}
+	free(s->p2p);
 	if (s->base)
 		munmap(s->base, s->len);
 	free(s);
@@ -644,8 +624,9 @@ const struct sd_transport_ops sd_transport_shm = {
 	.finish = shm_finish,
 	.put_addrs = shm_put_addrs,
 	.get_addrs = shm_get_addrs,
-	.peer_read = shm_peer_read,
+	.peer_read = sd_shm_peer_read,
 	.peer_write = shm_peer_write,
+	.p2p = sd_shm_p2p,
 	.abort = shm_abort,
 	.detach = shm_detach,
 };

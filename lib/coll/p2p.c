@@ -1,0 +1,148 @@
+/* p2p.c - batches of sends and receives: groups, alltoallv, gather and scatter.
+ *
+ * Whatever the call, the work is a batch of sends and receives that the
+ * transport (shm inside a node, the fabric between hosts) runs together to
+ * completion.  alltoallv, gather and scatter are written here as such
+ * batches, as NCCL writes them over its point-to-point primitives: with
+ * single copy the receiver reads each block straight from the sender's
+ * buffer, which is as good as a dedicated algorithm for an exchange whose
+ * every byte goes to one place.  A rank's messages to itself never reach
+ * the transport: they are paired and copied here.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "transport/transport.h"
+
+/* Pair this rank's sends to itself with its receives from itself, in
+ * order of key. */
+static int pair_self(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct sd_p2p_op *r = &ops[i], *s = NULL;
+
+		if (r->is_send || r->peer != c->rank)
+			continue;
+		for (int j = 0; j < n && !s; j++)
+			if (ops[j].is_send && ops[j].peer == c->rank && !ops[j].done &&
+			    ops[j].key == r->key)
+				s = &ops[j];
+		if (!s)
+			return sd_comm_error(c, SMDDP_EINVAL,
+					     "a receive from this rank itself needs its send in the "
+					     "same group (smddp_group_start/end)");
+		if (s->bytes != r->bytes)
+			return sd_comm_error(c, SMDDP_EMISMATCH,
+					     "this rank sent itself %zu bytes but receives %zu: the "
+					     "count or dtype differs",
+					     s->bytes, r->bytes);
+		if (r->bytes && r->buf != s->buf)
+			memmove(r->buf, s->buf, r->bytes);
+		r->source = c->rank;
+		r->done = s->done = 1;
+	}
+	for (int i = 0; i < n; i++)
+		if (!ops[i].done && ops[i].is_send && ops[i].peer == c->rank)
+			return sd_comm_error(c, SMDDP_EINVAL,
+					     "a send to this rank itself needs its receive in the "
+					     "same group (smddp_group_start/end)");
+	return SMDDP_OK;
+}
+
+int sd_coll_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
+{
+	int left = 0;
+
+	for (int i = 0; i < n; i++) {
+		ops[i].done = 0;
+		ops[i].state = 0;
+		ops[i].seq = ops[i].off = ops[i].aux = 0;
+		ops[i].tp = NULL;
+		ops[i].source = ops[i].peer;
+	}
+	SD_CHECK(pair_self(c, ops, n));
+	for (int i = 0; i < n; i++)
+		left += !ops[i].done;
+	if (!left)
+		return SMDDP_OK;
+	return c->tp->p2p(c, ops, n);
+}
+
+static void op_set(struct sd_p2p_op *op, int is_send, int peer, uint64_t key, const void *buf,
+		   size_t bytes)
+{
+	memset(op, 0, sizeof(*op));
+	op->is_send = is_send;
+	op->peer = peer;
+	op->key = key;
+	op->buf = (void *)buf;
+	op->bytes = bytes;
+}
+
+int sd_coll_alltoallv_ops(struct smddp_comm *c, const void *sbuf, const size_t *scounts,
+			  const size_t *sdispls, void *rbuf, const size_t *rcounts,
+			  const size_t *rdispls, size_t es, uint64_t key, struct sd_p2p_op **out,
+			  int *n)
+{
+	int p = c->size, me = c->rank, k = 0;
+	struct sd_p2p_op *ops = calloc(2 * (size_t)p, sizeof(*ops));
+
+	if (!ops)
+		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	/* Rank me + i first: not every rank starts with rank 0. */
+	for (int i = 0; i < p; i++) {
+		int to = (me + i) % p, from = (me - i + p) % p;
+
+		op_set(&ops[k++], 0, from, key, (char *)rbuf + rdispls[from] * es,
+		       rcounts[from] * es);
+		op_set(&ops[k++], 1, to, key, (const char *)sbuf + sdispls[to] * es,
+		       scounts[to] * es);
+	}
+	*out = ops;
+	*n = k;
+	return SMDDP_OK;
+}
+
+int sd_coll_rooted_ops(struct smddp_comm *c, int gather, const void *sbuf, void *rbuf,
+		       size_t bytes, int root, uint64_t key, struct sd_p2p_op **out, int *n)
+{
+	int p = c->size, me = c->rank, k = 0;
+	struct sd_p2p_op *ops = calloc(me == root ? 2 * (size_t)p : 1, sizeof(*ops));
+
+	if (!ops)
+		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	if (me != root) {
+		if (gather)
+			op_set(&ops[k++], 1, root, key, sbuf, bytes);
+		else
+			op_set(&ops[k++], 0, root, key, rbuf, bytes);
+	} else {
+		for (int i = 0; i < p; i++) {
+			int q = (me + i) % p;
+
+			if (gather) {
+				char *slot = (char *)rbuf + (size_t)q * bytes;
+
+				if (q == me && slot == sbuf)
+					continue; /* in place */
+				op_set(&ops[k++], 0, q, key, slot, bytes);
+				if (q == me)
+					op_set(&ops[k++], 1, q, key, sbuf, bytes);
+			} else {
+				const char *slot = (const char *)sbuf + (size_t)q * bytes;
+
+				if (q == me && slot == rbuf)
+					continue;
+				op_set(&ops[k++], 1, q, key, slot, bytes);
+				if (q == me)
+					op_set(&ops[k++], 0, q, key, rbuf, bytes);
+			}
+		}
+	}
+	*out = ops;
+	*n = k;
+	return SMDDP_OK;
+}

@@ -1,0 +1,375 @@
+/* p2p_api.c - the public entry points of sends, receives, groups, alltoallv, gather and scatter.
+ *
+ * Each call checks its arguments, sorts its buffers (host memory, or CUDA
+ * device memory with the stream: lib/cuda/p2p.c), and hands a batch of
+ * sends and receives to lib/coll/p2p.c.  A send or receive between
+ * smddp_group_start() and smddp_group_end() is only recorded, per thread,
+ * and the group's end runs the batch of each communicator.  alltoallv,
+ * gather and scatter are collective calls: numbered like the others,
+ * compared across ranks under SMDDP_CHECK_COLL; sends and receives are
+ * not (they have their own count, p2p_calls, for messages).
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "cuda/cuda.h"
+
+/* ---- one batch ------------------------------------------------------------ */
+
+/* *dev: whether the buffers of ops are device memory; or an error. */
+static int memory_of(struct smddp_comm *c, const struct sd_p2p_op *ops, int n, void *stream,
+		     const char *call, int *dev)
+{
+	int ndev = 0, nhost = 0;
+
+	*dev = 0;
+	for (int i = 0; i < n; i++) {
+		if (!ops[i].bytes)
+			continue;
+		if (sd_api_device_ptr(ops[i].buf))
+			ndev++;
+		else
+			nhost++;
+	}
+#ifdef HAVE_CUDA
+	if (ndev && nhost)
+		return sd_comm_error(c, SMDDP_EINVAL,
+				     "%s: some buffers are CUDA device memory and some host memory: "
+				     "pass device buffers (with a stream) or host buffers (with "
+				     "stream NULL), not both",
+				     call);
+	if (nhost && stream)
+		return sd_comm_error(c, SMDDP_EUNSUPPORTED,
+				     "%s: a CUDA stream was given with host memory: host calls "
+				     "block until done and take stream NULL",
+				     call);
+	*dev = ndev || stream;
+	return SMDDP_OK;
+#else
+	(void)nhost;
+	if (stream)
+		return sd_comm_error(c, SMDDP_EUNSUPPORTED,
+				     "%s: a CUDA stream was given, but this build of libsmddp "
+				     "moves host memory only (configure --with-cuda): pass NULL",
+				     call);
+	if (ndev)
+		return sd_comm_error(c, SMDDP_EUNSUPPORTED,
+				     "%s: CUDA device memory, which this build of libsmddp does not "
+				     "move (configure --with-cuda): pass host memory",
+				     call);
+	return SMDDP_OK;
+#endif
+}
+
+/* Runs a batch on c, the call already entered (c->cur set). */
+static int run(struct smddp_comm *c, struct sd_p2p_op *ops, int n, void *stream, const char *call)
+{
+	int dev;
+
+	SD_CHECK(memory_of(c, ops, n, stream, call, &dev));
+	if (!dev)
+		return sd_coll_p2p(c, ops, n);
+#ifdef HAVE_CUDA
+	c->cur.mem = 1;
+	return sd_cuda_p2p(c, ops, n, stream);
+#else
+	return sd_comm_error(c, SMDDP_EINTERNAL, "device memory in a build without CUDA");
+#endif
+}
+
+/* Entry of a send, receive or group: not collective, so only counted for
+ * messages; the device calls queued before run first. */
+static int enter_p2p(struct smddp_comm *c, int coll, size_t count, int dtype, int peer, int tag)
+{
+	int rc = sd_cuda_collect(c, 1);
+
+	if (rc)
+		return rc;
+	if (c->failed)
+		return c->failed;
+	memset(&c->cur, 0, sizeof(c->cur));
+	c->cur.seq = ++c->p2p_calls;
+	c->cur.coll = coll;
+	c->cur.count = count;
+	c->cur.dtype = dtype;
+	c->cur.root = peer;
+	c->cur.op = tag;
+	c->last_error[0] = 0;
+	return SMDDP_OK;
+}
+
+/* ---- groups ---------------------------------------------------------------- */
+
+struct grp_op {
+	struct smddp_comm *comm;
+	struct sd_p2p_op op;
+	int *source;
+	void *stream;
+};
+
+static __thread int grp_depth;
+static __thread struct grp_op *grp_ops;
+static __thread int grp_n, grp_cap;
+
+SD_EXPORT int smddp_group_start(void)
+{
+	if (grp_depth >= 1 << 20) {
+		sd_set_init_error("smddp_group_start: groups nested too deep (a missing "
+				  "smddp_group_end?)");
+		return SMDDP_EINVAL;
+	}
+	grp_depth++;
+	return SMDDP_OK;
+}
+
+static int grp_add(struct smddp_comm *c, const struct sd_p2p_op *op, int *source, void *stream)
+{
+	if (grp_n == grp_cap) {
+		int cap = grp_cap ? 2 * grp_cap : 16;
+		struct grp_op *g = realloc(grp_ops, (size_t)cap * sizeof(*g));
+
+		if (!g)
+			return sd_comm_error(c, SMDDP_ENOMEM, "out of memory for a group of %d calls",
+					     grp_n + 1);
+		grp_ops = g;
+		grp_cap = cap;
+	}
+	grp_ops[grp_n].comm = c;
+	grp_ops[grp_n].op = *op;
+	grp_ops[grp_n].source = source;
+	grp_ops[grp_n].stream = stream;
+	grp_n++;
+	return SMDDP_OK;
+}
+
+/* The recorded calls of one communicator, in the order they were made. */
+static int grp_run_comm(struct smddp_comm *c, int first)
+{
+	struct sd_p2p_op *ops;
+	void *stream = grp_ops[first].stream;
+	int n = 0, rc;
+
+	for (int i = first; i < grp_n; i++)
+		n += grp_ops[i].comm == c;
+	ops = calloc((size_t)n, sizeof(*ops));
+	if (!ops)
+		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	n = 0;
+	for (int i = first; i < grp_n; i++)
+		if (grp_ops[i].comm == c) {
+			if (grp_ops[i].stream != stream) {
+				free(ops);
+				return sd_comm_error(c, SMDDP_EINVAL,
+						     "a group's calls on one communicator must "
+						     "use one stream");
+			}
+			ops[n++] = grp_ops[i].op;
+		}
+	rc = enter_p2p(c, SD_COLL_GROUP, (size_t)n, 0, 0, 0);
+	if (!rc)
+		rc = run(c, ops, n, stream, "smddp_group_end");
+	n = 0;
+	for (int i = first; i < grp_n; i++)
+		if (grp_ops[i].comm == c) {
+			if (grp_ops[i].source && !ops[n].is_send && ops[n].done)
+				*grp_ops[i].source = ops[n].source;
+			n++;
+		}
+	free(ops);
+	return sd_api_leave(c, rc);
+}
+
+SD_EXPORT int smddp_group_end(void)
+{
+	int rc = SMDDP_OK;
+
+	if (grp_depth == 0) {
+		sd_set_init_error("smddp_group_end without smddp_group_start");
+		return SMDDP_EINVAL;
+	}
+	if (--grp_depth > 0)
+		return SMDDP_OK;
+	/* One batch per communicator, in the order each first appears; a
+	 * broken communicator stops the rest (their peers would wait). */
+	for (int i = 0; i < grp_n && (!rc || rc == SMDDP_EMISMATCH); i++) {
+		int seen = 0, r;
+
+		for (int j = 0; j < i && !seen; j++)
+			seen = grp_ops[j].comm == grp_ops[i].comm;
+		if (seen)
+			continue;
+		r = grp_run_comm(grp_ops[i].comm, i);
+		rc = rc ? rc : r;
+		if (r && r != SMDDP_EMISMATCH)
+			rc = r;
+	}
+	grp_n = 0;
+	if (grp_cap > 1024) {
+		free(grp_ops);
+		grp_ops = NULL;
+		grp_cap = 0;
+	}
+	return rc;
+}
+
+/* ---- send and receive ------------------------------------------------------ */
+
+static int check_p2p(struct smddp_comm *c, const char *call, const void *buf, size_t count,
+		     int dtype, int peer, int tag, int any_ok)
+{
+	if (c->failed)
+		return c->failed;
+	if ((unsigned)dtype >= SMDDP_NUM_DTYPES)
+		return sd_comm_error(c, SMDDP_EINVAL, "%s: unknown dtype %d", call, dtype);
+	if (!(peer >= 0 && peer < c->size) && !(any_ok && peer == SMDDP_ANY_SOURCE))
+		return sd_comm_error(c, SMDDP_EINVAL, "%s: peer %d is not a rank of 0..%d%s", call,
+				     peer, c->size - 1, any_ok ? " or SMDDP_ANY_SOURCE" : "");
+	if (tag < 0)
+		return sd_comm_error(c, SMDDP_EINVAL, "%s: tag %d is negative (0 to SMDDP_TAG_MAX)",
+				     call, tag);
+	if (count > ((size_t)1 << 56))
+		return sd_comm_error(c, SMDDP_EINVAL, "%s: count %zu is too large", call, count);
+	if (!buf && count)
+		return sd_comm_error(c, SMDDP_EINVAL, "%s: buf is NULL with count %zu", call, count);
+	return SMDDP_OK;
+}
+
+static int p2p_call(int is_send, void *buf, size_t count, enum smddp_dtype dtype, int peer,
+		    int tag, int *source, struct smddp_comm *comm, void *stream)
+{
+	const char *call = is_send ? "smddp_send" : "smddp_recv";
+	struct sd_p2p_op op;
+	int rc;
+
+	if (!comm) {
+		sd_set_init_error("%s: communicator is NULL", call);
+		return SMDDP_EINVAL;
+	}
+	memset(&comm->cur, 0, sizeof(comm->cur));
+	rc = check_p2p(comm, call, buf, count, dtype, peer, tag, !is_send);
+	if (rc)
+		return rc;
+	memset(&op, 0, sizeof(op));
+	op.is_send = is_send;
+	op.peer = peer;
+	op.key = (uint64_t)tag;
+	op.buf = buf;
+	op.bytes = count * smddp_dtype_size(dtype);
+	if (grp_depth > 0) {
+		int dev;
+
+		rc = memory_of(comm, &op, 1, stream, call, &dev);
+		return rc ? rc : grp_add(comm, &op, source, stream);
+	}
+	rc = enter_p2p(comm, is_send ? SD_COLL_SEND : SD_COLL_RECV, count, dtype, peer, tag);
+	if (!rc && peer == comm->rank)
+		rc = sd_comm_error(comm, SMDDP_EINVAL,
+				   "%s to this rank itself needs the matching %s in the same group "
+				   "(smddp_group_start/end)",
+				   call, is_send ? "receive" : "send");
+	if (!rc)
+		rc = run(comm, &op, 1, stream, call);
+	if (!rc && source)
+		*source = op.source;
+	return sd_api_leave(comm, rc);
+}
+
+SD_EXPORT int smddp_send(const void *buf, size_t count, enum smddp_dtype dtype, int peer, int tag,
+			 struct smddp_comm *comm, void *stream)
+{
+	return p2p_call(1, (void *)buf, count, dtype, peer, tag, NULL, comm, stream);
+}
+
+SD_EXPORT int smddp_recv(void *buf, size_t count, enum smddp_dtype dtype, int peer, int tag,
+			 int *source, struct smddp_comm *comm, void *stream)
+{
+	return p2p_call(0, buf, count, dtype, peer, tag, source, comm, stream);
+}
+
+/* ---- alltoallv, gather, scatter -------------------------------------------- */
+
+static uint64_t call_key(struct smddp_comm *c)
+{
+	return SD_P2P_KEY_COLL | (c->wire & (SD_P2P_KEY_COLL - 1));
+}
+
+static int run_ops(struct smddp_comm *c, int rc, struct sd_p2p_op *ops, int n, void *stream,
+		   const char *call)
+{
+	if (!rc)
+		rc = run(c, ops, n, stream, call);
+	free(ops);
+	return sd_api_leave(c, rc);
+}
+
+SD_EXPORT int smddp_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+			      void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
+			      enum smddp_dtype dtype, struct smddp_comm *comm, void *stream)
+{
+	struct sd_p2p_op *ops = NULL;
+	size_t es = smddp_dtype_size(dtype);
+	int n = 0, rc;
+
+	/* Counts differ between ranks: the comparison is of dtype only. */
+	rc = sd_api_enter(comm, SD_COLL_ALLTOALLV, 0, dtype, 0, 0, NULL);
+	if (rc)
+		return comm ? sd_api_leave(comm, rc) : rc;
+	if (!sendcounts || !sdispls || !recvcounts || !rdispls)
+		return sd_api_leave(comm, sd_comm_error(comm, SMDDP_EINVAL,
+							"a count or displacement array is NULL"));
+	for (int q = 0; q < comm->size; q++) {
+		if (sendcounts[q] > ((size_t)1 << 56) || recvcounts[q] > ((size_t)1 << 56) ||
+		    sdispls[q] > ((size_t)1 << 56) || rdispls[q] > ((size_t)1 << 56))
+			return sd_api_leave(comm, sd_comm_error(comm, SMDDP_EINVAL,
+								"the count or displacement of "
+								"rank %d is too large",
+								q));
+		if ((sendcounts[q] && !sendbuf) || (recvcounts[q] && !recvbuf))
+			return sd_api_leave(comm, sd_comm_error(comm, SMDDP_EINVAL,
+								"%s is NULL with a count for "
+								"rank %d",
+								sendcounts[q] && !sendbuf
+									? "sendbuf"
+									: "recvbuf",
+								q));
+	}
+	rc = sd_coll_alltoallv_ops(comm, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls,
+				   es, call_key(comm), &ops, &n);
+	return run_ops(comm, rc, ops, n, stream, "smddp_alltoallv");
+}
+
+static int rooted(int gather, const void *sendbuf, void *recvbuf, size_t count,
+		  enum smddp_dtype dtype, int root, struct smddp_comm *comm, void *stream)
+{
+	struct sd_p2p_op *ops = NULL;
+	int n = 0, rc;
+
+	rc = sd_api_enter(comm, gather ? SD_COLL_GATHER : SD_COLL_SCATTER, count, dtype, 0, root,
+			  NULL);
+	if (rc)
+		return comm ? sd_api_leave(comm, rc) : rc;
+	if (count && !sendbuf && (gather || comm->rank == root))
+		return sd_api_leave(comm, sd_comm_error(comm, SMDDP_EINVAL,
+							"sendbuf is NULL with count %zu", count));
+	if (count && !recvbuf && (!gather || comm->rank == root))
+		return sd_api_leave(comm, sd_comm_error(comm, SMDDP_EINVAL,
+							"recvbuf is NULL with count %zu", count));
+	rc = sd_coll_rooted_ops(comm, gather, sendbuf, recvbuf, count * smddp_dtype_size(dtype),
+				root, call_key(comm), &ops, &n);
+	return run_ops(comm, rc, ops, n, stream, gather ? "smddp_gather" : "smddp_scatter");
+}
+
+SD_EXPORT int smddp_gather(const void *sendbuf, void *recvbuf, size_t count,
+			   enum smddp_dtype dtype, int root, struct smddp_comm *comm, void *stream)
+{
+	return rooted(1, sendbuf, recvbuf, count, dtype, root, comm, stream);
+}
+
+SD_EXPORT int smddp_scatter(const void *sendbuf, void *recvbuf, size_t count,
+			    enum smddp_dtype dtype, int root, struct smddp_comm *comm, void *stream)
+{
+	return rooted(0, sendbuf, recvbuf, count, dtype, root, comm, stream);
+}

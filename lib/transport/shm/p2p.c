@@ -1,0 +1,417 @@
+/* p2p.c - sends and receives between the ranks of one node, over the channels of shm.h.
+ *
+ * A batch (a group, or the messages of alltoallv, gather or scatter) is run
+ * by one loop that steps every unfinished operation, so that a rank that
+ * sends to and receives from several peers never waits on one while
+ * another could move.  A send is posted as soon as its descriptor slot is
+ * free; a receive matches the oldest posted message with its key from its
+ * peer (from any peer, in turn, for SMDDP_ANY_SOURCE) and takes it in one
+ * of three ways, decided by the receiver from the message's size:
+ *   - up to P2P_INLINE bytes: from the descriptor (the send finished when
+ *     posted);
+ *   - single copy on and at least SMDDP_SINGLE_COPY_MIN bytes: read from
+ *     the sender's buffer (process_vm_readv);
+ *   - else staged: the receiver claims the message, the sender copies it
+ *     into its two slot halves in turn, the receiver copies each out.  A
+ *     sender stages one message at a time (its halves are one buffer).
+ * The sender's operation ends when the receiver marks the message
+ * finished.  Nothing here blocks but the wait at the bottom of the loop:
+ * spin, then sleep on the rank's doorbell, waking every SMDDP_LIVENESS_MS
+ * to ask whether the peers still live, until SMDDP_TIMEOUT.
+ *
+ * Memory order: every field has one writer.  Data (descriptor, halves) is
+ * written before the counter that publishes it (release) and read after
+ * the counter (acquire); a counter store is followed by sd_shm_wake
+ * (seq_cst), the Dekker pair of the sleeper's seq_cst store to sleeping.
+ */
+#include "config.h"
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bootstrap/bootstrap.h"
+#include "transport/shm/shm.h"
+
+/* op->state */
+enum { S_NEW = 0, S_POSTED, R_MATCHED, R_STAGED };
+
+static const char *what(const struct sd_p2p_op *op, char *buf, size_t len)
+{
+	if (op->key & SD_P2P_KEY_COLL)
+		snprintf(buf, len, "this call's message");
+	else
+		snprintf(buf, len, "the message with tag %llu", (unsigned long long)op->key);
+	return buf;
+}
+
+static size_t halves_of(size_t bytes, size_t half)
+{
+	return (bytes + half - 1) / half;
+}
+
+/* ---- sender ---------------------------------------------------------------- */
+
+static int send_step(struct smddp_comm *c, struct sd_p2p_op *op, int *moved)
+{
+	struct shm_state *s = ST(c);
+	struct p2p_chan *ch = sd_shm_chan(s, c->size, c->rank, op->peer);
+	struct p2p_local *l = &s->p2p[op->peer];
+	char wbuf[64];
+
+	if (op->state == S_NEW) {
+		uint64_t seq = l->next;
+		unsigned i = (unsigned)(seq % P2P_NDESC);
+		struct p2p_desc *d = &ch->d[i];
+
+		/* The slot's previous message must be finished; and a later
+		 * send to the same peer must not overtake one held so. */
+		if (l->held == s->pass)
+			return SMDDP_OK;
+		if (seq >= P2P_NDESC &&
+		    (atomic_load_explicit(&ch->fin[i], memory_order_acquire) & ~P2P_FIN_BAD) !=
+			    seq - P2P_NDESC + 1) {
+			l->held = s->pass;
+			return SMDDP_OK;
+		}
+		d->key = op->key;
+		d->bytes = op->bytes;
+		d->addr = (uintptr_t)op->buf;
+		if (op->bytes <= P2P_INLINE)
+			memcpy(d->data, op->buf, op->bytes);
+		op->seq = seq;
+		l->next = seq + 1;
+		atomic_store_explicit(&ch->posted, seq + 1, memory_order_seq_cst);
+		sd_shm_wake(c, op->peer);
+		*moved = 1;
+		op->state = S_POSTED;
+		if (op->bytes <= P2P_INLINE) {
+			op->done = 1;
+			return SMDDP_OK;
+		}
+	}
+	uint64_t fin = atomic_load_explicit(&ch->fin[op->seq % P2P_NDESC], memory_order_acquire);
+
+	if ((fin & ~P2P_FIN_BAD) == op->seq + 1) {
+		if (s->streaming == op)
+			s->streaming = NULL;
+		op->done = 1;
+		*moved = 1;
+		if (fin & P2P_FIN_BAD)
+			return sd_comm_error(c, SMDDP_EMISMATCH,
+					     "rank %d refused %s (%zu bytes) from this rank: its "
+					     "receive has another size",
+					     SD_RANK_NAME(c, op->peer), what(op, wbuf, sizeof(wbuf)),
+					     op->bytes);
+		return SMDDP_OK;
+	}
+	/* Staged: the receiver claimed this message; copy it through our
+	 * halves, at most two ahead of what it copied out. */
+	if (!s->streaming &&
+	    atomic_load_explicit(&ch->claim, memory_order_acquire) == op->seq + 1) {
+		s->streaming = op;
+		op->off = 0;
+		op->aux = atomic_load_explicit(&ch->filled, memory_order_relaxed);
+	}
+	if (s->streaming != op)
+		return SMDDP_OK;
+	size_t n = halves_of(op->bytes, s->half);
+
+	while (op->off < n) {
+		uint64_t k = op->aux + op->off;
+		size_t o = op->off * s->half;
+		size_t len = op->bytes - o < s->half ? op->bytes - o : s->half;
+
+		if (k - atomic_load_explicit(&ch->drained, memory_order_acquire) >= 2)
+			break;
+		memcpy(s->data + ((size_t)c->rank * 2 + (size_t)(k & 1)) * s->half,
+		       (const char *)op->buf + o, len);
+		atomic_store_explicit(&ch->filled, k + 1, memory_order_seq_cst);
+		sd_shm_wake(c, op->peer);
+		op->off++;
+		*moved = 1;
+	}
+	return SMDDP_OK;
+}
+
+/* ---- receiver -------------------------------------------------------------- */
+
+static void finish(struct smddp_comm *c, struct p2p_chan *ch, int q, uint64_t seq, uint64_t bad)
+{
+	atomic_store_explicit(&ch->fin[seq % P2P_NDESC], (seq + 1) | bad, memory_order_seq_cst);
+	sd_shm_wake(c, q);
+}
+
+/* The oldest unmatched message from q with op's key, or -1.  What q has
+ * posted is read once per pass: a receive must not find a message that an
+ * earlier receive of the same key missed in the same pass. */
+static int64_t match(struct smddp_comm *c, struct sd_p2p_op *op, int q)
+{
+	struct shm_state *s = ST(c);
+	struct p2p_chan *ch = sd_shm_chan(s, c->size, q, c->rank);
+	struct p2p_local *l = &s->p2p[q];
+	uint64_t posted;
+
+	if (l->seen_pass != s->pass) {
+		l->seen = atomic_load_explicit(&ch->posted, memory_order_acquire);
+		l->seen_pass = s->pass;
+	}
+	posted = l->seen;
+
+	for (uint64_t seq = l->base; seq < posted; seq++) {
+		unsigned bit = (unsigned)(seq - l->base);
+
+		if (bit >= 64 || (l->taken >> bit & 1) ||
+		    ch->d[seq % P2P_NDESC].key != op->key)
+			continue;
+		l->taken |= 1ull << bit;
+		while (l->taken & 1) {
+			l->taken >>= 1;
+			l->base++;
+		}
+		return (int64_t)seq;
+	}
+	return -1;
+}
+
+static int recv_take(struct smddp_comm *c, struct sd_p2p_op *op, int q, uint64_t seq, int *moved)
+{
+	struct shm_state *s = ST(c);
+	struct p2p_chan *ch = sd_shm_chan(s, c->size, q, c->rank);
+	struct p2p_desc *d = &ch->d[seq % P2P_NDESC];
+	char wbuf[64];
+
+	*moved = 1;
+	op->source = q;
+	op->seq = seq;
+	if (d->bytes != op->bytes) {
+		size_t sent = d->bytes;
+
+		finish(c, ch, q, seq, P2P_FIN_BAD);
+		op->done = 1;
+		return sd_comm_error(c, SMDDP_EMISMATCH,
+				     "rank %d sent %zu bytes (%s), but this rank's receive "
+				     "takes %zu: the count or dtype differs",
+				     SD_RANK_NAME(c, q), sent, what(op, wbuf, sizeof(wbuf)), op->bytes);
+	}
+	if (op->bytes <= P2P_INLINE) {
+		memcpy(op->buf, d->data, op->bytes);
+	} else if (c->single_copy && op->bytes >= c->single_copy_min) {
+		int rc = sd_shm_peer_read(c, q, op->buf, d->addr, op->bytes);
+
+		if (rc)
+			return rc;
+	} else {
+		/* Staged: one claim per channel at a time. */
+		if (s->p2p[q].claimed)
+			return SMDDP_OK; /* state stays matched: taken later */
+		s->p2p[q].claimed = 1;
+		op->state = R_STAGED;
+		op->off = 0;
+		op->aux = atomic_load_explicit(&ch->drained, memory_order_relaxed);
+		atomic_store_explicit(&ch->claim, seq + 1, memory_order_seq_cst);
+		sd_shm_wake(c, q);
+		return SMDDP_OK;
+	}
+	finish(c, ch, q, seq, 0);
+	op->done = 1;
+	return SMDDP_OK;
+}
+
+static int recv_step(struct smddp_comm *c, struct sd_p2p_op *op, int *moved)
+{
+	struct shm_state *s = ST(c);
+
+	if (op->state == S_NEW) {
+		int64_t seq = -1;
+		int q = op->peer;
+
+		if (q >= 0) {
+			seq = match(c, op, q);
+		} else {
+			for (int i = 1; i < c->size && seq < 0; i++) {
+				q = (c->rank + i) % c->size;
+				seq = match(c, op, q);
+			}
+		}
+		if (seq < 0)
+			return SMDDP_OK;
+		op->state = R_MATCHED;
+		op->source = q;
+		op->seq = (uint64_t)seq;
+	}
+	if (op->state == R_MATCHED)
+		return recv_take(c, op, op->source, op->seq, moved);
+	/* R_STAGED: copy out each half the sender filled. */
+	int q = op->source;
+	struct p2p_chan *ch = sd_shm_chan(s, c->size, q, c->rank);
+	size_t n = halves_of(op->bytes, s->half);
+
+	while (op->off < n) {
+		uint64_t k = op->aux + op->off;
+		size_t o = op->off * s->half;
+		size_t len = op->bytes - o < s->half ? op->bytes - o : s->half;
+
+		if (atomic_load_explicit(&ch->filled, memory_order_acquire) <= k)
+			return SMDDP_OK;
+		memcpy((char *)op->buf + o, s->data + ((size_t)q * 2 + (size_t)(k & 1)) * s->half,
+		       len);
+		atomic_store_explicit(&ch->drained, k + 1, memory_order_seq_cst);
+		sd_shm_wake(c, q);
+		op->off++;
+		*moved = 1;
+	}
+	s->p2p[q].claimed = 0;
+	atomic_store_explicit(&ch->claim, 0, memory_order_relaxed);
+	finish(c, ch, q, op->seq, 0);
+	op->done = 1;
+	*moved = 1;
+	return SMDDP_OK;
+}
+
+/* ---- the wait -------------------------------------------------------------- */
+
+/* While asleep: did a peer we need die or leave, did the bootstrap hear of
+ * a failure, is the deadline gone? */
+static int health(struct smddp_comm *c, struct sd_p2p_op *ops, int n, uint64_t start)
+{
+	struct shm_state *s = ST(c);
+	uint64_t now = sd_now_ns();
+	char wbuf[64];
+
+	for (int i = 0; i < n; i++) {
+		int lo = ops[i].peer, hi = ops[i].peer;
+
+		if (ops[i].done)
+			continue;
+		if (lo < 0 || (ops[i].state == R_MATCHED || ops[i].state == R_STAGED)) {
+			lo = ops[i].state == S_NEW ? 0 : ops[i].source;
+			hi = ops[i].state == S_NEW ? c->size - 1 : ops[i].source;
+		}
+		for (int q = lo; q <= hi; q++) {
+			if (q == c->rank)
+				continue;
+			if (atomic_load_explicit(&s->ctl[q].aborted, memory_order_acquire))
+				return sd_shm_report_left(c, q);
+			if (sd_shm_peer_gone(c, q))
+				return sd_comm_error(
+					c, SMDDP_EPEER,
+					"rank %d (pid %d) is gone: its process ended (killed, crashed "
+					"or exited) before it %s %s",
+					SD_RANK_NAME(c, q), (int)c->pids[q],
+					ops[i].is_send ? "received" : "sent",
+					what(&ops[i], wbuf, sizeof(wbuf)));
+		}
+	}
+	if (c->boot) {
+		char err[512];
+		int who = -1;
+		int rc = sd_boot_poll(c->boot, &who, err, sizeof(err));
+
+		if (rc)
+			return sd_comm_error(c, rc, "%s", err);
+	}
+	if (now - start < c->timeout_ns)
+		return SMDDP_OK;
+	for (int i = 0; i < n; i++) {
+		struct sd_p2p_op *op = &ops[i];
+
+		if (op->done)
+			continue;
+		if (op->is_send)
+			return sd_comm_error(c, SMDDP_ETIMEDOUT,
+					     "waited %.0f s (%s) for rank %d (pid %d) to receive %s "
+					     "(%zu bytes) from this rank: it posted no matching "
+					     "receive (same tag and communicator)",
+					     (double)(now - start) / 1e9, c->timeout_from,
+					     SD_RANK_NAME(c, op->peer), (int)c->pids[op->peer],
+					     what(op, wbuf, sizeof(wbuf)), op->bytes);
+		if (op->peer < 0)
+			return sd_comm_error(c, SMDDP_ETIMEDOUT,
+					     "waited %.0f s (%s) for %s from any rank, and none "
+					     "sent it",
+					     (double)(now - start) / 1e9, c->timeout_from,
+					     what(op, wbuf, sizeof(wbuf)));
+		return sd_comm_error(c, SMDDP_ETIMEDOUT,
+				     "waited %.0f s (%s) for %s from rank %d (pid %d), which did "
+				     "not send it (a send without a matching receive on one side, or "
+				     "a different tag?)",
+				     (double)(now - start) / 1e9, c->timeout_from,
+				     what(op, wbuf, sizeof(wbuf)), SD_RANK_NAME(c, op->peer),
+				     (int)c->pids[op->peer]);
+	}
+	return SMDDP_OK;
+}
+
+/* One pass over the batch: *left unfinished, *moved if anything moved.
+ * A mismatch fails its own operation only (kept in *first). */
+static int pass(struct smddp_comm *c, struct sd_p2p_op *ops, int n, int *left, int *moved,
+		int *first)
+{
+	*left = 0;
+	ST(c)->pass++;
+	for (int i = 0; i < n; i++) {
+		int rc;
+
+		if (ops[i].done)
+			continue;
+		rc = ops[i].is_send ? send_step(c, &ops[i], moved) : recv_step(c, &ops[i], moved);
+		if (rc == SMDDP_EMISMATCH) {
+			if (!*first)
+				*first = rc;
+		} else if (rc) {
+			return rc;
+		}
+		*left += !ops[i].done;
+	}
+	return SMDDP_OK;
+}
+
+int sd_shm_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
+{
+	struct shm_state *s = ST(c);
+	struct shm_ctl *me = &s->ctl[c->rank];
+	uint64_t start = sd_now_ns(), next_check = start + c->liveness_ns;
+	int spins = 0, first = 0, left, rc = SMDDP_OK;
+
+	for (;;) {
+		int moved = 0;
+
+		rc = pass(c, ops, n, &left, &moved, &first);
+		if (rc || !left)
+			break;
+		if (moved) {
+			spins = 0;
+			continue;
+		}
+		if (spins < c->spin) {
+			if ((++spins & c->yield_mask) == 0)
+				sched_yield();
+			else
+				cpu_relax();
+			continue;
+		}
+		uint64_t now = sd_now_ns();
+
+		if (now >= next_check) {
+			rc = health(c, ops, n, start);
+			if (rc)
+				break;
+			next_check = now + c->liveness_ns;
+		}
+		uint32_t bell = atomic_load_explicit(&me->bell, memory_order_seq_cst);
+
+		atomic_store_explicit(&me->sleeping, 1, memory_order_seq_cst);
+		rc = pass(c, ops, n, &left, &moved, &first);
+		if (rc || !left || moved) {
+			atomic_store_explicit(&me->sleeping, 0, memory_order_relaxed);
+			if (rc || !left)
+				break;
+			continue;
+		}
+		sd_shm_sleep(c, bell, next_check > now ? next_check - now : 1000000);
+	}
+	s->streaming = NULL;
+	return rc ? rc : first;
+}

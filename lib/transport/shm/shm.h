@@ -1,0 +1,135 @@
+/* shm.h - what shm.c (segment, barrier, single copy) and p2p.c (point to point) share. */
+#ifndef SD_SHM_H
+#define SD_SHM_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/comm.h"
+#include "transport/transport.h"
+
+#define SHM_MAGIC 0x31534d4844444d53ull /* "SMDDMSH1" */
+#define DESC_MAX 64
+
+struct shm_hdr {
+	uint64_t magic;
+	uint64_t total;
+	uint64_t half;
+	uint32_t nranks;
+	uint32_t pad;
+};
+
+struct shm_ctl {
+	/* The first 128-byte pair of cache lines (the pair the hardware
+	 * fetches together): what peers poll, and the data of tiny
+	 * collectives, which thus arrives with the arrival itself. */
+	_Atomic uint64_t arrive;   /* last barrier epoch this rank reached */
+	unsigned char tiny[2][SD_TINY_BYTES];
+	_Atomic uint32_t bell;     /* futex word: bumped to wake this rank */
+	_Atomic uint32_t sleeping; /* this rank is (about to be) asleep on bell */
+	/* The rest. */
+	_Atomic uint64_t done;     /* last barrier epoch this rank saw complete (set at abort) */
+	_Atomic uint32_t aborted;  /* this rank left: abort_rc says why */
+	int32_t pid;
+	int32_t abort_rc;          /* SMDDP_EABORTED, or the failure it left after */
+	int32_t cma_ok;            /* this rank could read every peer */
+	uint64_t probe;            /* a known value peers read to test single copy */
+	uintptr_t probe_addr;      /* &probe in this rank's address space */
+	uintptr_t addr[2];         /* this collective's buffers, in this rank's space */
+	unsigned char desc[DESC_MAX];
+	char abort_msg[320];       /* its last_error when it left after a failure */
+} __attribute__((aligned(128)));
+_Static_assert(offsetof(struct shm_ctl, sleeping) + sizeof(uint32_t) <= 128,
+	       "arrive and the tiny data share one 128-byte pair of lines");
+
+struct shm_state {
+	char name[64];
+	int owner; /* created the segment, so unlinks it */
+	void *base;
+	size_t len;
+	struct shm_hdr *hdr;
+	struct shm_ctl *ctl;
+	char *data;
+	size_t half;
+	uint64_t epoch;
+	uint64_t done_epoch; /* last barrier this rank completed (published at abort) */
+	int *pidfd;
+	uint64_t last_check;
+	struct p2p_chan *chan;     /* nranks x nranks channels: [from * nranks + to] */
+	struct p2p_local *p2p;     /* this rank's side of each channel */
+	struct sd_p2p_op *streaming; /* the send now staged through this rank's halves */
+	uint64_t pass;             /* passes of p2p.c over its batches */
+};
+
+#define ST(c) ((struct shm_state *)(c)->tp_state)
+
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* ---- point to point -------------------------------------------------------
+ * One channel per ordered pair of ranks (sender -> receiver).  The sender
+ * posts descriptors in a ring of P2P_NDESC: short messages carry their
+ * bytes, others the sender's address.  The receiver matches a posted
+ * descriptor to one of its receives (same key, in order of posting),
+ * takes the data (from the descriptor; with single copy straight from the
+ * sender's buffer; else the sender copies it through its own slot halves
+ * once the receiver claims it, a half at a time) and marks it finished.
+ * A descriptor slot is reused only once the message in it is finished. */
+#define P2P_NDESC 8
+#define P2P_INLINE 256
+#define P2P_FIN_BAD (1ull << 63) /* fin: refused, the sizes differ */
+
+struct p2p_desc {
+	uint64_t key;
+	uint64_t bytes;
+	uintptr_t addr;  /* in the sender's address space */
+	uint64_t pad;
+	unsigned char data[P2P_INLINE];
+};
+
+struct p2p_chan {
+	/* the sender's line */
+	_Atomic uint64_t posted;  /* descriptors posted so far */
+	_Atomic uint64_t filled;  /* staged halves written, over all messages */
+	char pad0[112];
+	/* the receiver's */
+	_Atomic uint64_t claim;   /* seq + 1 of the message it takes staged, 0: none */
+	_Atomic uint64_t drained; /* staged halves copied out, over all messages */
+	_Atomic uint64_t fin[P2P_NDESC]; /* seq + 1 once message seq is taken (| P2P_FIN_BAD) */
+	char pad1[128 - 16 - 8 * P2P_NDESC];
+	struct p2p_desc d[P2P_NDESC];
+} __attribute__((aligned(128)));
+
+/* This rank's side of its channels with rank q. */
+struct p2p_local {
+	uint64_t next;   /* to q: the next descriptor to post */
+	uint64_t base;   /* from q: every message below is matched */
+	uint64_t taken;  /* from q: bit i: message base + i is matched */
+	int claimed;     /* from q: a staged message is being taken */
+	uint64_t held;   /* to q: the pass in which a send found its slot busy */
+	uint64_t seen, seen_pass; /* from q: posted as read in that pass */
+};
+
+static inline struct p2p_chan *sd_shm_chan(struct shm_state *s, int nranks, int from, int to)
+{
+	return &s->chan[(size_t)from * (size_t)nranks + (size_t)to];
+}
+
+/* shm.c */
+int sd_shm_peer_gone(struct smddp_comm *c, int r);
+int sd_shm_report_left(struct smddp_comm *c, int r);
+void sd_shm_wake(struct smddp_comm *c, int r);
+int sd_shm_peer_read(struct smddp_comm *c, int r, void *dst, uintptr_t src, size_t len);
+int sd_shm_sleep(struct smddp_comm *c, uint32_t bell, uint64_t ns);
+/* p2p.c */
+int sd_shm_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n);
+
+#endif

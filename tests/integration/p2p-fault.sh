@@ -1,0 +1,30 @@
+# p2p-fault.sh - a send nobody receives, and a receiver that dies: clear errors naming the other rank.
+#
+# Inside a node, and between "hosts" (tests/net/fakehost.sh) where the
+# build has libfabric.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
+. "$top_srcdir/tests/integration/testlib.sh"
+P2P=$top_builddir/tests/integration/p2p
+LAUNCH_OPTS="--grace 30" # the survivors report before smddp-run stops them
+
+cases() { # PREFIX [launcher args before the program]
+	local p=$1
+	shift
+	# Rank 0 sends tag 8, rank 1 waits for tag 9: both time out, each
+	# naming the other.
+	run_job "$p-timeout" 60 2 --env SMDDP_TIMEOUT=2 "$@" "$P2P" timeout
+	WANT_STATUS= expect_witnesses "$p-timeout" 0 1
+	[ "${elapsed%.*}" -lt 30 ] && pass "$p-timeout: over in ${elapsed} s" ||
+		fail "$p-timeout: took ${elapsed} s for a 2 s deadline"
+	# Rank 1 dies while rank 0 sends it 1 MiB: rank 0 names it.
+	run_job "$p-kill" 60 2 --env SMDDP_TIMEOUT=60 "$@" "$P2P" kill
+	WANT_STATUS=137 expect_witnesses "$p-kill" 0
+	[ "${elapsed%.*}" -lt 30 ] && pass "$p-kill: over in ${elapsed} s" ||
+		fail "$p-kill: took ${elapsed} s (the death should be seen within seconds)"
+}
+
+cases node
+if grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h"; then
+	cases hosts --env CONFORMANCE_PER_HOST=1 /bin/sh "$top_srcdir/tests/net/fakehost.sh"
+fi
+finish
