@@ -23,6 +23,9 @@
  *                                           --small: no N, int32, float16, float32 only,
  *                                           for compute-sanitizer)
  *   gpu-conformance order                   stream ordering with a stream held back
+ *   gpu-conformance p2p [--large N]         a ring of sends and receives in a group,
+ *                                           alltoallv, gather and scatter from every
+ *                                           root, bytes checked exactly
  *                                           300 ms by a host function (the call
  *                                           waits for it; with SMDDP_CUDA_ASYNC=1 it
  *                                           returns at once)
@@ -789,6 +792,113 @@ static int dead(int victim)
 
 /* ---- main ---------------------------------------------------------------------- */
 
+/* ---- p2p: sends, receives, alltoallv, gather, scatter on device memory ---- */
+
+static unsigned char pval(int s, int r, int t, size_t j)
+{
+	return (unsigned char)(s * 131 + r * 31 + t * 7 + j * 13 + (j >> 8) * 5 + 1);
+}
+
+/* Byte j of the message from s to r with tag t at host offset off. */
+static void pfill(unsigned char *h, size_t n, int s, int r, int t)
+{
+	for (size_t j = 0; j < n; j++)
+		h[j] = pval(s, r, t, j);
+}
+
+static void pcheck(const char *what, const unsigned char *h, size_t n, int s, int r, int t)
+{
+	for (size_t j = 0; j < n; j++)
+		if (h[j] != pval(s, r, t, j)) {
+			printf("FAIL rank %d: %s: byte %zu of %zu from rank %d is %u, expected %u\n",
+			       rank, what, j, n, s, h[j], pval(s, r, t, j));
+			failures++;
+			return;
+		}
+	passed++;
+}
+
+static void pcall(const char *what, int rc)
+{
+	if (rc) {
+		printf("FAIL rank %d: %s: %s: %s\n", rank, what, smddp_strerror(rc),
+		       smddp_last_error(comm));
+		failures++;
+	}
+}
+
+/* The input is written on the stream just before each call and read back
+ * on it just after: the calls must keep stream order both ways. */
+static void p2p(size_t large)
+{
+	size_t counts[] = {0, 1, 7, 1001, large};
+	unsigned char *hs = (unsigned char *)hbuf, *hr = (unsigned char *)hout;
+	int to = (rank + 1) % nranks, from = (rank - 1 + nranks) % nranks;
+
+	for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+		size_t n = counts[ci];
+		int src = -1;
+
+		if (n * (size_t)nranks > cap_bytes)
+			continue;
+		/* ring, in a group */
+		pfill(hs, n, rank, to, 1);
+		CK(cudaMemcpyAsync(dsend, hs, n, cudaMemcpyHostToDevice, stream));
+		CK(cudaMemsetAsync(drecv, 0xA5, n, stream));
+		pcall("group_start", smddp_group_start());
+		pcall("send", smddp_send(dsend, n, SMDDP_UINT8, to, 1, comm, stream));
+		pcall("recv", smddp_recv(drecv, n, SMDDP_UINT8, from, 1, &src, comm, stream));
+		pcall("group_end", smddp_group_end());
+		CK(cudaMemcpyAsync(hr, drecv, n, cudaMemcpyDeviceToHost, stream));
+		CK(cudaStreamSynchronize(stream));
+		pcheck("ring", hr, n, from, rank, 1);
+		if (src != from) {
+			printf("FAIL rank %d: ring: source %d, expected %d\n", rank, src, from);
+			failures++;
+		}
+		/* alltoallv: rank s sends (s + q) % 3 * n / 2 bytes to q */
+		size_t sc[64], sd[64], rc[64], rd[64], so = 0, ro = 0;
+
+		for (int q = 0; q < nranks && nranks <= 64; q++) {
+			sc[q] = (size_t)((rank + q) % 3) * n / 2;
+			rc[q] = (size_t)((q + rank) % 3) * n / 2;
+			sd[q] = so;
+			rd[q] = ro;
+			so += sc[q];
+			ro += rc[q];
+			pfill(hs + sd[q], sc[q], rank, q, 2);
+		}
+		CK(cudaMemcpyAsync(dsend, hs, so, cudaMemcpyHostToDevice, stream));
+		pcall("alltoallv",
+		      smddp_alltoallv(dsend, sc, sd, drecv, rc, rd, SMDDP_UINT8, comm, stream));
+		CK(cudaMemcpyAsync(hr, drecv, ro, cudaMemcpyDeviceToHost, stream));
+		CK(cudaStreamSynchronize(stream));
+		for (int q = 0; q < nranks; q++)
+			pcheck("alltoallv", hr + rd[q], rc[q], q, rank, 2);
+		/* gather and scatter from every root */
+		for (int root = 0; root < nranks; root++) {
+			pfill(hs, n, rank, root, 3);
+			CK(cudaMemcpyAsync(dsend, hs, n, cudaMemcpyHostToDevice, stream));
+			pcall("gather", smddp_gather(dsend, drecv, n, SMDDP_UINT8, root, comm, stream));
+			CK(cudaMemcpyAsync(hr, drecv, n * (size_t)nranks, cudaMemcpyDeviceToHost,
+					   stream));
+			CK(cudaStreamSynchronize(stream));
+			if (rank == root)
+				for (int q = 0; q < nranks; q++)
+					pcheck("gather", hr + (size_t)q * n, n, q, root, 3);
+			if (rank == root)
+				for (int q = 0; q < nranks; q++)
+					pfill(hs + (size_t)q * n, n, root, q, 4);
+			CK(cudaMemcpyAsync(dsend, hs, n * (size_t)nranks, cudaMemcpyHostToDevice,
+					   stream));
+			pcall("scatter", smddp_scatter(dsend, drecv, n, SMDDP_UINT8, root, comm, stream));
+			CK(cudaMemcpyAsync(hr, drecv, n, cudaMemcpyDeviceToHost, stream));
+			CK(cudaStreamSynchronize(stream));
+			pcheck("scatter", hr, n, root, rank, 4);
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 && argv[1][0] != '-' ? argv[1] : "matrix";
@@ -829,6 +939,8 @@ int main(int argc, char **argv)
 		matrix(large, quick, small);
 	} else if (!strcmp(mode, "order")) {
 		order();
+	} else if (!strcmp(mode, "p2p")) {
+		p2p(large);
 	} else if (!strcmp(mode, "errors")) {
 		errors();
 	} else if (!strcmp(mode, "mixed")) {
@@ -841,7 +953,7 @@ int main(int argc, char **argv)
 		signal(SIGTERM, SIG_IGN);
 		return dead(atoi(argv[2]));
 	} else {
-		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | "
+		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | p2p | "
 				"errors | dead VICTIM | badbuf VICTIM | mixed]\n");
 		return 2;
 	}

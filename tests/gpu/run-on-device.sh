@@ -21,7 +21,7 @@
 #              ranks on the GPU(s); python/bench/torch_bench.py on CUDA
 # (default: info tests sanitizer kernel bench).  Environment: B (build tree),
 # CARRY (carried libraries), OUT (log folder, default ./gpu-logs), GPU_TESTS
-# (the tests stage's list, default: errors order dead staged matrix-n1 matrix-n2 matrix-n4 matrix-n8).
+# (the tests stage's list, default: errors order p2p dead staged matrix-n1 matrix-n2 matrix-n4 matrix-n8).
 # Exit: 0 all stages passed, 1 a stage failed.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -73,7 +73,7 @@ for s in $stages; do
 		say "info: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
 		;;
 	tests)
-		for t in ${GPU_TESTS:-errors order dead staged matrix-n1 matrix-n2 matrix-n4 matrix-n8}; do
+		for t in ${GPU_TESTS:-errors order p2p dead staged matrix-n1 matrix-n2 matrix-n4 matrix-n8}; do
 			secs=200
 			[ "$t" = staged ] && secs=450
 			stage "test-$t" "$secs" bash "$ROOT/tests/gpu/$t.sh"
