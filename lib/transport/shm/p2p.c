@@ -382,7 +382,10 @@ int sd_shm_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 		if (rc || !left)
 			break;
 		if (moved) {
+			/* The deadline counts from the last progress: a long
+			 * batch that moves is not stuck. */
 			spins = 0;
+			start = 0;
 			continue;
 		}
 		if (spins < c->spin) {
@@ -394,6 +397,10 @@ int sd_shm_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 		}
 		uint64_t now = sd_now_ns();
 
+		if (!start) {
+			start = now;
+			next_check = now + c->liveness_ns;
+		}
 		if (now >= next_check) {
 			rc = health(c, ops, n, start);
 			if (rc)
