@@ -1,9 +1,9 @@
 # p2p.sh - sends, receives, groups, alltoallv, gather and scatter on 1 to 8 ranks, every path.
 #
-# Inside a node: the default (inline up to 256 bytes, staged below
-# SMDDP_SINGLE_COPY_MIN, single copy above), single copy off with small
-# halves (every message staged, in many pieces), and single copy from the
-# first byte past inline.  Between "hosts" (tests/net/fakehost.sh: libfabric
+# Inside a node: the default (inline up to 256 bytes, single copy above),
+# single copy off with small halves (every message past inline staged, in
+# many pieces), and single copy with SMDDP_SINGLE_COPY_MIN=0 (which must not
+# matter).  Between "hosts" (tests/net/fakehost.sh: libfabric
 # over loopback) on 2 x 2 and 3 x 1 ranks where the build has libfabric.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 . "$top_srcdir/tests/integration/testlib.sh"

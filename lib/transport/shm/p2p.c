@@ -9,8 +9,11 @@
  * of three ways, decided by the receiver from the message's size:
  *   - up to P2P_INLINE bytes: from the descriptor (the send finished when
  *     posted);
- *   - single copy on and at least SMDDP_SINGLE_COPY_MIN bytes: read from
- *     the sender's buffer (process_vm_readv);
+ *   - single copy on (SMDDP_SINGLE_COPY): read from the sender's buffer
+ *     (process_vm_readv): two hand-offs between the ranks, where staging
+ *     takes four, and one copy; SMDDP_SINGLE_COPY_MIN, which weighs
+ *     single copy against the pipelined slots of the collectives, does
+ *     not apply;
  *   - else staged: the receiver claims the message, the sender copies it
  *     into its two slot halves in turn, the receiver copies each out.  A
  *     sender stages one message at a time (its halves are one buffer).
@@ -197,7 +200,7 @@ static int recv_take(struct smddp_comm *c, struct sd_p2p_op *op, int q, uint64_t
 	}
 	if (op->bytes <= P2P_INLINE) {
 		memcpy(op->buf, d->data, op->bytes);
-	} else if (c->single_copy && op->bytes >= c->single_copy_min) {
+	} else if (c->single_copy) {
 		int rc = sd_shm_peer_read(c, q, op->buf, d->addr, op->bytes);
 
 		if (rc)
