@@ -293,7 +293,7 @@ SD_EXPORT int smddp_recv(void *buf, size_t count, enum smddp_dtype dtype, int pe
 
 static uint64_t call_key(struct smddp_comm *c)
 {
-	return SD_P2P_KEY_COLL | (c->wire & (SD_P2P_KEY_COLL - 1));
+	return SD_P2P_KEY_COLL | (c->wire & 0xffffffffull);
 }
 
 static int run_ops(struct smddp_comm *c, int rc, struct sd_p2p_op *ops, int n, void *stream,

@@ -897,6 +897,40 @@ static void p2p(size_t large)
 			pcheck("scatter", hr, n, root, rank, 4);
 		}
 	}
+	/* Memory that CUDA IPC cannot share (a cudaMallocAsync pool) goes
+	 * staged through the host: the same ring. */
+	{
+		size_t n = 100003;
+		char *ps = NULL, *pr = NULL;
+
+		CK(cudaMallocAsync((void **)&ps, n, stream));
+		CK(cudaMallocAsync((void **)&pr, n, stream));
+		pfill(hs, n, rank, to, 5);
+		CK(cudaMemcpyAsync(ps, hs, n, cudaMemcpyHostToDevice, stream));
+		pcall("pool: group_start", smddp_group_start());
+		pcall("pool: send", smddp_send(ps, n, SMDDP_UINT8, to, 5, comm, stream));
+		pcall("pool: recv", smddp_recv(pr, n, SMDDP_UINT8, from, 5, NULL, comm, stream));
+		pcall("pool: group_end", smddp_group_end());
+		CK(cudaMemcpyAsync(hr, pr, n, cudaMemcpyDeviceToHost, stream));
+		CK(cudaStreamSynchronize(stream));
+		pcheck("pool ring", hr, n, from, rank, 5);
+		CK(cudaFreeAsync(ps, stream));
+		CK(cudaFreeAsync(pr, stream));
+		CK(cudaStreamSynchronize(stream));
+	}
+	/* Sizes that differ: rank 0 sends 1000 bytes, rank 1 takes 1200: both
+	 * SMDDP_EMISMATCH, and the communicator goes on. */
+	if (nranks >= 2 && rank <= 1) {
+		int got = rank == 0 ? smddp_send(dsend, 1000, SMDDP_UINT8, 1, 6, comm, stream)
+				    : smddp_recv(drecv, 1200, SMDDP_UINT8, 0, 6, NULL, comm, stream);
+
+		if (got == SMDDP_EMISMATCH && strstr(smddp_last_error(comm), rank ? "rank 0" : "rank 1"))
+			passed++;
+		else
+			pcall("mismatch (expected SMDDP_EMISMATCH naming the other rank)",
+			      got ? got : SMDDP_EINTERNAL);
+	}
+	pcall("barrier after the mismatch", smddp_barrier(comm));
 }
 
 int main(int argc, char **argv)

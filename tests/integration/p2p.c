@@ -366,7 +366,7 @@ static void errors(void)
 
 			if (me == 0) {
 				rc = smddp_send(k ? big : b, n, SMDDP_UINT8, 1, 20, comm, NULL);
-				/* Inside a node a send past the inline size learns it
+				/* Inside a node a send past the eager size learns it
 				 * was refused; between hosts it may not. */
 				if (rc != SMDDP_OK && rc != SMDDP_EMISMATCH)
 					bad("mismatch", "sender: %s (%s)", smddp_strerror(rc),

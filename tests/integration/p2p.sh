@@ -1,7 +1,7 @@
 # p2p.sh - sends, receives, groups, alltoallv, gather and scatter on 1 to 8 ranks, every path.
 #
-# Inside a node: the default (inline up to 256 bytes, single copy above),
-# single copy off with small halves (every message past inline staged, in
+# Inside a node: the default (eager up to 4 KiB, single copy above),
+# single copy off with small halves (every message past eager staged, in
 # many pieces), and single copy with SMDDP_SINGLE_COPY_MIN=0 (which must not
 # matter).  Between "hosts" (tests/net/fakehost.sh: libfabric
 # over loopback) on 2 x 2 and 3 x 1 ranks where the build has libfabric.

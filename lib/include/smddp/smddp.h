@@ -155,9 +155,10 @@ int smddp_barrier(struct smddp_comm *comm);
  * to one receiver with the same tag (0 .. SMDDP_TAG_MAX) match in the order
  * they were sent, whatever other tags do; a receive whose count differs
  * from the send's is SMDDP_EMISMATCH naming both ranks, on the receiver
- * (and, inside one node, on the sender of more than 256 bytes).  A send to
- * this rank itself is allowed only in a group that holds the matching
- * receive.  Device buffers take the stream as every call does. */
+ * (and, inside one node, on a sender of more than 4 KiB, which waits for
+ * the receiver).  A send to this rank itself is allowed only in a group
+ * that holds the matching receive.  Device buffers take the stream as
+ * every call does. */
 #define SMDDP_TAG_MAX 0x7fffffff
 #define SMDDP_ANY_SOURCE (-1)
 int smddp_send(const void *buf, size_t count, enum smddp_dtype dtype, int peer, int tag,

@@ -7,8 +7,9 @@
  * free; a receive matches the oldest posted message with its key from its
  * peer (from any peer, in turn, for SMDDP_ANY_SOURCE) and takes it in one
  * of three ways, decided by the receiver from the message's size:
- *   - up to P2P_INLINE bytes: from the descriptor (the send finished when
- *     posted);
+ *   - up to `eager` bytes (4 KiB with up to 16 ranks, shm.h): from the
+ *     descriptor's eager slot (the send finished when posted: one
+ *     hand-off, as Open MPI's eager messages);
  *   - single copy on (SMDDP_SINGLE_COPY): read from the sender's buffer
  *     (process_vm_readv): two hand-offs between the ranks, where staging
  *     takes four, and one copy; SMDDP_SINGLE_COPY_MIN, which weighs
@@ -81,15 +82,15 @@ static int send_step(struct smddp_comm *c, struct sd_p2p_op *op, int *moved)
 		d->key = op->key;
 		d->bytes = op->bytes;
 		d->addr = (uintptr_t)op->buf;
-		if (op->bytes <= P2P_INLINE)
-			memcpy(d->data, op->buf, op->bytes);
+		if (op->bytes <= s->eager)
+			memcpy(sd_shm_eager(s, c->size, c->rank, op->peer, i), op->buf, op->bytes);
 		op->seq = seq;
 		l->next = seq + 1;
 		atomic_store_explicit(&ch->posted, seq + 1, memory_order_seq_cst);
 		sd_shm_wake(c, op->peer);
 		*moved = 1;
 		op->state = S_POSTED;
-		if (op->bytes <= P2P_INLINE) {
+		if (op->bytes <= s->eager) {
 			op->done = 1;
 			return SMDDP_OK;
 		}
@@ -198,8 +199,9 @@ static int recv_take(struct smddp_comm *c, struct sd_p2p_op *op, int q, uint64_t
 				     "takes %zu: the count or dtype differs",
 				     SD_RANK_NAME(c, q), sent, what(op, wbuf, sizeof(wbuf)), op->bytes);
 	}
-	if (op->bytes <= P2P_INLINE) {
-		memcpy(op->buf, d->data, op->bytes);
+	if (op->bytes <= s->eager) {
+		memcpy(op->buf, sd_shm_eager(s, c->size, q, c->rank, (unsigned)(seq % P2P_NDESC)),
+		       op->bytes);
 	} else if (c->single_copy) {
 		int rc = sd_shm_peer_read(c, q, op->buf, d->addr, op->bytes);
 

@@ -46,14 +46,17 @@
 #include "transport/transport.h"
 #include "transport/shm/shm.h"
 
-/* Header page, control blocks, point-to-point channels, data slots. */
+/* Header page, control blocks, point-to-point channels and their eager
+ * slots, data slots. */
 static size_t layout(int nranks, size_t half, size_t *ctl_off, size_t *data_off)
 {
-	size_t page = 4096, chans = (size_t)nranks * (size_t)nranks * sizeof(struct p2p_chan);
+	size_t page = 4096, pairs = (size_t)nranks * (size_t)nranks;
+	size_t chans = pairs * sizeof(struct p2p_chan);
+	size_t eager = pairs * P2P_NDESC * sd_shm_eager_bytes(nranks);
 
 	*ctl_off = page;
-	*data_off = (*ctl_off + (size_t)nranks * sizeof(struct shm_ctl) + chans + page - 1) / page *
-		    page;
+	*data_off = (*ctl_off + (size_t)nranks * sizeof(struct shm_ctl) + chans + eager + page - 1) /
+		    page * page;
 	return *data_off + (size_t)nranks * 2 * half;
 }
 
@@ -90,6 +93,8 @@ static int map_segment(struct smddp_comm *c, struct shm_state *s, int fd, size_t
 	s->hdr = s->base;
 	s->ctl = (struct shm_ctl *)((char *)s->base + ctl_off);
 	s->chan = (struct p2p_chan *)(s->ctl + c->size);
+	s->eager = sd_shm_eager_bytes(c->size);
+	s->eager_base = (char *)(s->chan + (size_t)c->size * (size_t)c->size);
 	s->data = (char *)s->base + data_off;
 	s->p2p = calloc((size_t)c->size, sizeof(*s->p2p));
 	if (!s->p2p)

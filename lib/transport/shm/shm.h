@@ -57,6 +57,8 @@ struct shm_state {
 	int *pidfd;
 	uint64_t last_check;
 	struct p2p_chan *chan;     /* nranks x nranks channels: [from * nranks + to] */
+	char *eager_base;          /* their eager slots: P2P_NDESC x eager each */
+	size_t eager;
 	struct p2p_local *p2p;     /* this rank's side of each channel */
 	struct sd_p2p_op *streaming; /* the send now staged through this rank's halves */
 	uint64_t pass;             /* passes of p2p.c over its batches */
@@ -76,23 +78,34 @@ static inline void cpu_relax(void)
 
 /* ---- point to point -------------------------------------------------------
  * One channel per ordered pair of ranks (sender -> receiver).  The sender
- * posts descriptors in a ring of P2P_NDESC: short messages carry their
- * bytes, others the sender's address.  The receiver matches a posted
+ * posts descriptors in a ring of P2P_NDESC: a message of up to `eager`
+ * bytes is copied into the descriptor's eager slot (the send is done),
+ * others carry the sender's address.  The receiver matches a posted
  * descriptor to one of its receives (same key, in order of posting),
- * takes the data (from the descriptor; with single copy straight from the
+ * takes the data (from the eager slot; with single copy straight from the
  * sender's buffer; else the sender copies it through its own slot halves
  * once the receiver claims it, a half at a time) and marks it finished.
  * A descriptor slot is reused only once the message in it is finished. */
 #define P2P_NDESC 8
-#define P2P_INLINE 256
 #define P2P_FIN_BAD (1ull << 63) /* fin: refused, the sizes differ */
+
+/* Eager bytes per descriptor: 4 KiB (where Open MPI's shared-memory eager
+ * limit is), less as ranks grow so that the n^2 channels' slots stay
+ * within 16 MiB, never under 256. */
+static inline size_t sd_shm_eager_bytes(int nranks)
+{
+	size_t e = 4096, pairs = (size_t)nranks * (size_t)nranks;
+
+	while (e > 256 && pairs * P2P_NDESC * e > ((size_t)16 << 20))
+		e /= 2;
+	return e;
+}
 
 struct p2p_desc {
 	uint64_t key;
 	uint64_t bytes;
 	uintptr_t addr;  /* in the sender's address space */
 	uint64_t pad;
-	unsigned char data[P2P_INLINE];
 };
 
 struct p2p_chan {
@@ -121,6 +134,14 @@ struct p2p_local {
 static inline struct p2p_chan *sd_shm_chan(struct shm_state *s, int nranks, int from, int to)
 {
 	return &s->chan[(size_t)from * (size_t)nranks + (size_t)to];
+}
+
+/* The eager slot of descriptor i of the channel from -> to. */
+static inline unsigned char *sd_shm_eager(struct shm_state *s, int nranks, int from, int to,
+					  unsigned i)
+{
+	return (unsigned char *)s->eager_base +
+	       (((size_t)from * (size_t)nranks + (size_t)to) * P2P_NDESC + i) * s->eager;
 }
 
 /* shm.c */
