@@ -61,11 +61,13 @@
 #include <cjson/cJSON.h>
 
 #include "common/tool.h"
+#include "run/nodes.h"
 
 #define MAX_NPROC        1024
 #define DEFAULT_GRACE_S  5.0
 #define DEFAULT_PORT     29500   /* across hosts: torchrun's default */
 #define DEFAULT_WORKER_WAIT_S 600.0
+#define DEFAULT_JOIN_TIMEOUT_S 300.0
 #define START_WAIT_MS    30000   /* a rank must reach exec() within this */
 #define KILL_WAIT_MS     10000   /* ranks must be gone this long after SIGKILL */
 #define SWEEP_WAIT_MS    5000    /* leftover descendants must be gone */
@@ -106,6 +108,14 @@ struct options {
 	int sagemaker;          /* -1: auto-detect, 0: --no-sagemaker, 1: --sagemaker */
 	const char *resource_config, *hyperparameters, *distribution;
 	double worker_wait_s;   /* --worker-wait */
+
+	/* per-node mode (torchrun's) */
+	long nnodes;            /* 0: not given */
+	long node_rank;         /* -1: not given */
+	long launcher_port;     /* 0: master port + 1 */
+	double join_timeout_s;
+	bool standalone;
+	const char *job_id;     /* --rdzv-id */
 };
 
 /* Where this launcher's ranks sit in the job. Local mode: one node. */
@@ -157,6 +167,7 @@ enum cause {
 	CAUSE_TIMEOUT,          /* --timeout: 124 */
 	CAUSE_EXEC,             /* cannot execute PROGRAM: 126 or 127 */
 	CAUSE_LAUNCH,           /* fork, pipe... failed: 1 */
+	CAUSE_REMOTE,           /* per-node mode: another node failed first */
 };
 
 struct run {
@@ -173,9 +184,11 @@ struct run {
 	bool raised_nofile;
 	int devnull;
 
-	char job_id[64];
-	char token[33];
+	char job_id[NODES_ID_MAX];
+	char token[NODES_TOKEN_MAX];
 	char master_port[8];
+	struct nodes *nodes;    /* per-node mode: the other nodes' launchers */
+	bool told_nodes;        /* our first failure went to them */
 
 	struct rank *ranks;
 	int nranks;             /* local ranks */
@@ -191,8 +204,9 @@ struct run {
 	int64_t timeout_at;     /* --timeout; 0: none */
 
 	enum cause cause;
-	int status;             /* exit status for CAUSE_RANK / EXEC / LAUNCH */
+	int status;             /* exit status for CAUSE_RANK / EXEC / LAUNCH / REMOTE */
 	int signo;              /* for CAUSE_SIGNAL */
+	char why[512];          /* the first failure in a sentence, for the other nodes */
 };
 
 static int64_t now_ms(void)
@@ -377,7 +391,9 @@ enum {
 	OPT_TAG = 256, OPT_NO_TAG, OPT_MASTER_ADDR, OPT_MASTER_PORT, OPT_GRACE,
 	OPT_TIMEOUT, OPT_HOSTS, OPT_HOSTFILE, OPT_DRY_RUN, OPT_MPIRUN_ARGS, OPT_ENV,
 	OPT_BIND, OPT_NETIF, OPT_SAGEMAKER, OPT_NO_SAGEMAKER, OPT_RESOURCE_CONFIG,
-	OPT_HYPERPARAMETERS, OPT_DISTRIBUTION, OPT_WORKER_WAIT,
+	OPT_HYPERPARAMETERS, OPT_DISTRIBUTION, OPT_WORKER_WAIT, OPT_NNODES, OPT_NODE_RANK,
+	OPT_RDZV_ENDPOINT, OPT_RDZV_ID, OPT_RDZV_BACKEND, OPT_STANDALONE, OPT_LAUNCHER_PORT,
+	OPT_JOIN_TIMEOUT,
 };
 
 static void usage(void)
@@ -388,8 +404,9 @@ static void usage(void)
 "through Open MPI's mpirun, or as SageMaker's configuration says.\n"
 "\n"
 "Options:\n"
-"  -n, --nproc N           ranks per host (default: one per NVIDIA GPU, else 1;\n"
-"                          with --hosts, the slots given there)\n"
+"  -n, --nproc, --nproc-per-node N\n"
+"                          ranks per host (default: one per NVIDIA GPU, else 1;\n"
+"                          with --hosts, the slots given there); also auto, gpu, cpu\n"
 "      --tag-output        prefix each output line with \"[RANK] \" (default when N > 1)\n"
 "      --no-tag-output     let ranks write to smddp-run's stdout and stderr directly\n"
 "      --master-addr ADDR  rendezvous address given to the ranks (default 127.0.0.1;\n"
@@ -403,6 +420,19 @@ static void usage(void)
 "      --network-interface IFNAME\n"
 "                          use IFNAME between hosts (Open MPI, NCCL, Gloo)\n"
 "      --bind none|core|numa     bind each rank to a core or NUMA node (default none)\n""      --dry-run           print the environment and command instead of running\n"
+"\n"
+"Across hosts, one smddp-run per node (torchrun's per-node mode, no ssh):\n"
+"      --nnodes N          the job has N nodes, each running this command\n"
+"      --node-rank I       this node's place, 0 to N-1; node 0 is --master-addr\n"
+"      --rdzv-endpoint HOST[:PORT]  the same as --master-addr HOST --master-port PORT\n"
+"      --rdzv-id ID        the job's id (SMDDP_JOB_ID); every node must agree\n"
+"      --standalone        one node, a free port on 127.0.0.1 (the default anyway)\n"
+"      --launcher-port PORT  node 0's launcher listens here for the others'\n"
+"                          (default: --master-port + 1)\n"
+"      --join-timeout SECONDS  how long the launchers wait for each other before\n"
+"                          the ranks start (default 300)\n"
+"  torchrun's spellings are accepted: --nproc_per_node, --node_rank, --master_addr,\n"
+"  --master_port, --rdzv_endpoint, --rdzv_id, --rdzv-backend/--rdzv_backend (ignored)\n"
 "\n"
 "Across hosts (through mpirun):\n"
 "      --hosts H1[:N],H2[:N]...  run N ranks on each of these hosts\n"
@@ -439,6 +469,58 @@ static enum bind parse_bind(const char *s)
 }
 
 static bool is_rank_env_name(const char *name, size_t n);
+static int count_gpus(void);
+
+/* -n's value: a number, or torchrun's auto (the default), gpu, cpu. */
+static long parse_nproc(const char *arg)
+{
+	long n;
+	if (strcmp(arg, "auto") == 0)
+		return 0;
+	if (strcmp(arg, "gpu") == 0) {
+		n = count_gpus();
+		if (n == 0)
+			tool_usage_error("--nproc-per-node gpu: no NVIDIA GPU here (no /dev/nvidiaN); "
+			                 "give a number");
+		return n > MAX_NPROC ? MAX_NPROC : n;
+	}
+	if (strcmp(arg, "cpu") == 0) {
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+		return n < 1 ? 1 : n > MAX_NPROC ? MAX_NPROC : n;
+	}
+	if (tool_parse_long(arg, 1, MAX_NPROC, &n) < 0)
+		tool_usage_error("invalid number of ranks '%s': expected 1 to %d, auto, gpu or cpu",
+		                 arg, MAX_NPROC);
+	return n;
+}
+
+/* --rdzv-endpoint HOST[:PORT], [IPV6][:PORT] or a bare IPv6 address. */
+static void parse_endpoint(const char *arg, struct options *o)
+{
+	const char *port = NULL;
+	char *host;
+	if (arg[0] == '[') {
+		const char *close = strchr(arg, ']');
+		if (!close || close == arg + 1 || (close[1] && close[1] != ':'))
+			tool_usage_error("invalid --rdzv-endpoint '%s': expected HOST[:PORT] or "
+			                 "[IPV6]:PORT", arg);
+		host = strndup(arg + 1, close - arg - 1);
+		port = close[1] ? close + 2 : NULL;
+	} else {
+		const char *colon = strchr(arg, ':');
+		if (colon && strchr(colon + 1, ':'))
+			colon = NULL;   /* a bare IPv6 address */
+		host = colon ? strndup(arg, colon - arg) : strdup(arg);
+		port = colon ? colon + 1 : NULL;
+	}
+	if (!host)
+		out_of_memory();
+	if (!*host)
+		tool_usage_error("invalid --rdzv-endpoint '%s': no host", arg);
+	o->master_addr = host;
+	if (port && tool_parse_long(port, 1, 65535, &o->master_port) < 0)
+		tool_usage_error("invalid --rdzv-endpoint '%s': the port must be 1 to 65535", arg);
+}
 
 static void parse_options(int argc, char **argv, struct options *o)
 {
@@ -463,6 +545,22 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "hyperparameters", required_argument, NULL, OPT_HYPERPARAMETERS },
 		{ "distribution",  required_argument, NULL, OPT_DISTRIBUTION },
 		{ "worker-wait",   required_argument, NULL, OPT_WORKER_WAIT },
+		{ "nproc-per-node", required_argument, NULL, 'n' },
+		{ "nproc_per_node", required_argument, NULL, 'n' },
+		{ "nnodes",        required_argument, NULL, OPT_NNODES },
+		{ "node-rank",     required_argument, NULL, OPT_NODE_RANK },
+		{ "node_rank",     required_argument, NULL, OPT_NODE_RANK },
+		{ "master_addr",   required_argument, NULL, OPT_MASTER_ADDR },
+		{ "master_port",   required_argument, NULL, OPT_MASTER_PORT },
+		{ "rdzv-endpoint", required_argument, NULL, OPT_RDZV_ENDPOINT },
+		{ "rdzv_endpoint", required_argument, NULL, OPT_RDZV_ENDPOINT },
+		{ "rdzv-id",       required_argument, NULL, OPT_RDZV_ID },
+		{ "rdzv_id",       required_argument, NULL, OPT_RDZV_ID },
+		{ "rdzv-backend",  required_argument, NULL, OPT_RDZV_BACKEND },
+		{ "rdzv_backend",  required_argument, NULL, OPT_RDZV_BACKEND },
+		{ "standalone",    no_argument,       NULL, OPT_STANDALONE },
+		{ "launcher-port", required_argument, NULL, OPT_LAUNCHER_PORT },
+		{ "join-timeout",  required_argument, NULL, OPT_JOIN_TIMEOUT },
 		{ "help",          no_argument,       NULL, 'h' },
 		{ "version",       no_argument,       NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -474,15 +572,16 @@ static void parse_options(int argc, char **argv, struct options *o)
 	o->grace_s = DEFAULT_GRACE_S;
 	o->sagemaker = -1;
 	o->worker_wait_s = DEFAULT_WORKER_WAIT_S;
+	o->node_rank = -1;
+	o->join_timeout_s = DEFAULT_JOIN_TIMEOUT_S;
+	bool addr_given = false, endpoint_given = false;
 
 	opterr = 0;
 	/* '+': stop at PROGRAM, whose own options are not ours. */
 	while ((c = getopt_long(argc, argv, "+:n:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
-			if (tool_parse_long(optarg, 1, MAX_NPROC, &o->nproc) < 0)
-				tool_usage_error("invalid number of ranks '%s': expected 1 to %d",
-				                 optarg, MAX_NPROC);
+			o->nproc = parse_nproc(optarg);
 			break;
 		case OPT_TAG:
 			o->tag = 1;
@@ -494,6 +593,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 			if (!*optarg)
 				tool_usage_error("empty --master-addr");
 			o->master_addr = optarg;
+			addr_given = true;
 			break;
 		case OPT_MASTER_PORT:
 			if (tool_parse_long(optarg, 1, 65535, &o->master_port) < 0)
@@ -566,6 +666,60 @@ static void parse_options(int argc, char **argv, struct options *o)
 				tool_usage_error("invalid --worker-wait '%s': expected a number of seconds",
 				                 optarg);
 			break;
+		case OPT_NNODES: {
+			/* torchrun's MIN:MAX, as long as it is one number */
+			char *colon = strchr(optarg, ':');
+			long lo, hi;
+			if (colon) {
+				char *a = strndup(optarg, colon - optarg);
+				if (!a)
+					out_of_memory();
+				if (tool_parse_long(a, 1, 65536, &lo) < 0 ||
+				    tool_parse_long(colon + 1, 1, 65536, &hi) < 0)
+					tool_usage_error("invalid --nnodes '%s': expected N from 1 to 65536",
+					                 optarg);
+				free(a);
+				if (lo != hi)
+					tool_usage_error("--nnodes %s: elastic jobs (a range of nodes) are not "
+					                 "supported; give one number", optarg);
+			} else if (tool_parse_long(optarg, 1, 65536, &lo) < 0) {
+				tool_usage_error("invalid --nnodes '%s': expected N from 1 to 65536", optarg);
+			}
+			o->nnodes = lo;
+			break;
+		}
+		case OPT_NODE_RANK:
+			if (tool_parse_long(optarg, 0, 65535, &o->node_rank) < 0)
+				tool_usage_error("invalid --node-rank '%s': expected 0 to N-1", optarg);
+			break;
+		case OPT_RDZV_ENDPOINT:
+			parse_endpoint(optarg, o);
+			endpoint_given = true;
+			break;
+		case OPT_RDZV_ID:
+			if (!*optarg || strlen(optarg) >= NODES_ID_MAX || strpbrk(optarg, " \t\n="))
+				tool_usage_error("invalid --rdzv-id '%s': expected 1 to %d characters, no "
+				                 "blanks", optarg, NODES_ID_MAX - 1);
+			o->job_id = optarg;
+			break;
+		case OPT_RDZV_BACKEND:
+			if (strcmp(optarg, "static") != 0 && strcmp(optarg, "c10d") != 0)
+				tool_usage_error("--rdzv-backend %s: only static and c10d are accepted "
+				                 "(both mean smddp-run's own rendezvous)", optarg);
+			break;
+		case OPT_STANDALONE:
+			o->standalone = true;
+			break;
+		case OPT_LAUNCHER_PORT:
+			if (tool_parse_long(optarg, 1, 65535, &o->launcher_port) < 0)
+				tool_usage_error("invalid --launcher-port '%s': expected 1 to 65535", optarg);
+			break;
+		case OPT_JOIN_TIMEOUT:
+			if (tool_parse_double(optarg, 0, 1e7, &o->join_timeout_s) < 0 ||
+			    o->join_timeout_s <= 0)
+				tool_usage_error("invalid --join-timeout '%s': expected a positive number "
+				                 "of seconds", optarg);
+			break;
 		case 'h':
 			usage();
 			exit(TOOL_EXIT_OK);
@@ -591,6 +745,32 @@ static void parse_options(int argc, char **argv, struct options *o)
 		                 "--distribution");
 	if (sm_flags)
 		o->sagemaker = 1;
+
+	if (addr_given && endpoint_given)
+		tool_usage_error("--master-addr and --rdzv-endpoint exclude each other");
+	if (o->standalone && (o->nnodes > 1 || o->node_rank > 0 || addr_given || endpoint_given))
+		tool_usage_error("--standalone is one node on 127.0.0.1: it excludes --nnodes N > 1, "
+		                 "--node-rank, --master-addr and --rdzv-endpoint");
+	if (o->node_rank >= 0 && !o->nnodes)
+		tool_usage_error("--node-rank needs --nnodes");
+	if (o->nnodes && o->node_rank >= o->nnodes)
+		tool_usage_error("--node-rank %ld: expected 0 to %ld (--nnodes %ld)", o->node_rank,
+		                 o->nnodes - 1, o->nnodes);
+	if (o->nnodes > 1) {
+		const char *other = o->hosts ? "--hosts" : o->hostfile ? "--hostfile" :
+		                    (o->sagemaker == 1) ? "SageMaker's configuration" :
+		                    o->mpirun_args.n ? "--mpirun-args" : NULL;
+		if (other)
+			tool_usage_error("--nnodes (one smddp-run per node) and %s exclude each other",
+			                 other);
+		if (!o->master_addr)
+			tool_usage_error("--nnodes %ld: give node 0's address with --master-addr (or "
+			                 "--rdzv-endpoint), the same on every node", o->nnodes);
+		if (o->node_rank < 0)
+			tool_usage_error("--nnodes %ld: give this node's place with --node-rank (0 to "
+			                 "%ld)", o->nnodes, o->nnodes - 1);
+		o->sagemaker = 0;
+	}
 }
 
 /* One rank per NVIDIA GPU device node (/dev/nvidia0, /dev/nvidia1...). */
@@ -723,6 +903,7 @@ struct plan {
 	const char *form;        /* "local", "hosts", "pytorchddp"... */
 	struct strv hosts;       /* in job order; the first is the master */
 	const char *current_host;
+	int nnodes;              /* per-node mode: the job's nodes; else 0 */
 	int node_rank;
 	long ppn;                /* ranks per host */
 	char *master_addr;
@@ -1326,6 +1507,22 @@ static void make_plan(const struct options *o, struct plan *p)
 	p->netif = o->netif;
 	p->master_port = o->master_port;
 
+	if (o->nnodes > 1) {
+		/* One smddp-run per node, each told its place: torchrun's way. */
+		int gpus;
+		p->kind = PLAN_LOCAL;
+		p->form = "per-node";
+		p->nnodes = (int)o->nnodes;
+		p->node_rank = (int)o->node_rank;
+		p->ppn = o->nproc ? o->nproc : (gpus = count_gpus()) > 0 ?
+		         (gpus > MAX_NPROC ? MAX_NPROC : gpus) : 1;
+		if ((size_t)p->nnodes * (size_t)p->ppn > (size_t)1 << 24)
+			tool_usage_error("too many ranks: %d nodes x %ld", p->nnodes, p->ppn);
+		p->master_addr = xstrdup(o->master_addr);
+		if (!p->master_port)
+			p->master_port = DEFAULT_PORT;
+		return;
+	}
 	if (o->hosts || o->hostfile) {
 		static struct hostlist hl;
 		if (o->hosts)
@@ -1417,7 +1614,7 @@ static void job_layout(const struct plan *p, struct layout *l)
 		l->local_size = 1;
 		return;
 	}
-	l->nnodes = p->hosts.n > 1 ? (int)p->hosts.n : 1;
+	l->nnodes = p->nnodes ? p->nnodes : p->hosts.n > 1 ? (int)p->hosts.n : 1;
 	l->node_rank = p->node_rank;
 	l->local_size = (int)p->ppn;
 }
@@ -1839,6 +2036,12 @@ static void rank_exited(struct run *r, struct rank *rk, const siginfo_t *si)
 		return;
 	r->cause = CAUSE_RANK;
 	r->status = signaled ? 128 + si->si_status : si->si_status;
+	if (signaled)
+		snprintf(r->why, sizeof r->why, "rank %d was killed by signal %d (%s)", rk->rank,
+		         si->si_status, strsignal(si->si_status));
+	else
+		snprintf(r->why, sizeof r->why, "rank %d exited with status %d", rk->rank,
+		         si->si_status);
 
 	char others[64] = "";
 	if (r->nlive > 0)
@@ -1972,10 +2175,13 @@ static void got_signal(struct run *r, int sig)
 		return;
 	}
 	if (r->phase == PH_DRAIN) {
-		/* Nothing is left to stop; only output is being flushed. */
+		/* Nothing is left to stop; only output is being flushed (or, on
+		 * node 0, the other nodes are awaited). */
 		if (r->cause == CAUSE_NONE) {
 			r->cause = CAUSE_SIGNAL;
 			r->signo = sig;
+			snprintf(r->why, sizeof r->why, "its smddp-run got signal %d (%s)", sig,
+			         strsignal(sig));
 		}
 		r->qout.broken = r->qerr.broken = true;
 		return;
@@ -1989,6 +2195,7 @@ static void got_signal(struct run *r, int sig)
 	if (r->cause == CAUSE_NONE) {
 		r->cause = CAUSE_SIGNAL;
 		r->signo = sig;
+		snprintf(r->why, sizeof r->why, "its smddp-run got signal %d (%s)", sig, strsignal(sig));
 	}
 	if (r->mpirun)
 		tool_warn("got signal %d (%s); forwarding it to mpirun", sig, strsignal(sig));
@@ -2143,6 +2350,8 @@ static int start_rank(struct run *r, struct rank *rk, int lr)
 		if (r->cause == CAUSE_NONE) {
 			errno = err;
 			tool_warn_errno("cannot execute '%s'", r->opt.argv[0]);
+			snprintf(r->why, sizeof r->why, "cannot execute '%s': %s", r->opt.argv[0],
+			         strerror(err));
 			r->cause = CAUSE_EXEC;
 			r->status = err == ENOENT || err == ENOTDIR ? 127 : 126;
 		}
@@ -2184,9 +2393,35 @@ static void close_all_streams(struct run *r)
 }
 
 /* Returns when every rank is dead, its descendants too, and output is out. */
+static int exit_status(const struct run *r);
+
+/* Per-node mode: the first failure here goes to the other nodes, once. */
+static void tell_nodes(struct run *r)
+{
+	if (!r->nodes || r->told_nodes || r->cause == CAUSE_NONE || r->cause == CAUSE_REMOTE)
+		return;
+	r->told_nodes = true;
+	nodes_failed(r->nodes, exit_status(r), r->why[0] ? r->why : "its smddp-run could not "
+	             "start the ranks");
+}
+
+/* Per-node mode: another node failed, or its launcher went away. */
+static void remote_failure(struct run *r, int status, const char *why)
+{
+	if (r->cause != CAUSE_NONE)
+		return;
+	r->cause = CAUSE_REMOTE;
+	r->status = status;
+	if (r->phase == PH_RUN && r->nlive > 0)
+		tool_warn("%s; stopping %d rank%s here", why, r->nlive, r->nlive == 1 ? "" : "s");
+	else
+		tool_warn("%s", why);
+	stop_ranks(r);
+}
+
 static void event_loop(struct run *r)
 {
-	size_t maxfds = 3 + 2 * (size_t)r->nranks;
+	size_t maxfds = 3 + 2 * (size_t)r->nranks + (r->nodes ? (size_t)r->lay.nnodes : 0);
 	struct pollfd *pfd = calloc(maxfds, sizeof *pfd);
 	struct stream **owner = calloc(maxfds, sizeof *owner);
 	struct rank **ownrank = calloc(maxfds, sizeof *ownrank);
@@ -2215,8 +2450,11 @@ static void event_loop(struct run *r)
 
 		/* phase transitions driven by time or by the last rank's exit */
 		if (r->phase == PH_RUN && r->timeout_at && now >= r->timeout_at) {
-			if (r->cause == CAUSE_NONE)
+			if (r->cause == CAUSE_NONE) {
 				r->cause = CAUSE_TIMEOUT;
+				snprintf(r->why, sizeof r->why, "the job ran for %s seconds (--timeout)",
+				         r->opt.timeout_arg);
+			}
 			if (r->mpirun)
 				tool_warn("timeout: the job ran for %s seconds; stopping mpirun",
 				          r->opt.timeout_arg);
@@ -2230,10 +2468,13 @@ static void event_loop(struct run *r)
 		if ((r->phase != PH_DRAIN && r->nlive == 0) ||
 		    (r->phase == PH_KILL && now >= r->deadline))
 			enter_drain(r);
+		tell_nodes(r);
 		if (r->phase == PH_DRAIN) {
 			if (streams_open(r) && now_ms() >= r->deadline)
 				close_all_streams(r);   /* someone escaped with our pipe */
-			if (!streams_open(r) && !queues_pending(r))
+			/* node 0 stays for the other nodes, to report on the job */
+			if (!streams_open(r) && !queues_pending(r) &&
+			    !(r->nodes && nodes_waiting(r->nodes)))
 				break;
 			/* Output nobody reads may wait for the reader, but not past
 			 * --timeout. */
@@ -2268,6 +2509,10 @@ static void event_loop(struct run *r)
 			}
 		}
 
+		nfds_t nlocal = n;
+		if (r->nodes)
+			n += nodes_pollfds(r->nodes, pfd + n, maxfds - n);
+
 		int timeout = -1;
 		int64_t next = 0;
 		if (r->phase == PH_STOP || r->phase == PH_KILL ||
@@ -2301,7 +2546,13 @@ static void event_loop(struct run *r)
 		if (ready == 0)
 			continue;
 
-		for (nfds_t i = 1; i < n; i++) {
+		if (r->nodes) {
+			int st;
+			char why[1024];
+			if (nodes_io(r->nodes, pfd + nlocal, n - nlocal, &st, why, sizeof why))
+				remote_failure(r, st, why);
+		}
+		for (nfds_t i = 1; i < nlocal; i++) {
 			if (!pfd[i].revents)
 				continue;
 			if (!owner[i]) {
@@ -2654,6 +2905,18 @@ static void dry_run_local(const struct run *r)
 	printf("# smddp-run --dry-run: %s on %s, node rank %d of %d host%s, %d rank%s here\n",
 	       p->form, p->current_host ? p->current_host : "this host", l->node_rank, l->nnodes,
 	       l->nnodes == 1 ? "" : "s", l->local_size, l->local_size == 1 ? "" : "s");
+	bool from_node0 = p->nnodes > 1;
+	if (from_node0) {
+		long lport = r->opt.launcher_port ? r->opt.launcher_port : atol(r->master_port) + 1;
+		if (l->node_rank == 0)
+			printf("# waits (at most %g s) for nodes 1..%d on launcher port %ld, then hands "
+			       "out the job id and token\n", r->opt.join_timeout_s, l->nnodes - 1, lport);
+		else
+			printf("# joins node 0's launcher at %s:%ld (at most %g s) and takes the job id "
+			       "and token from it\n", p->master_addr, lport, r->opt.join_timeout_s);
+	}
+	bool own_id = !from_node0 || r->opt.job_id || getenv("SMDDP_JOB_ID");
+	bool own_token = !from_node0 || getenv("SMDDP_JOB_TOKEN");
 	for (size_t i = 0; i < p->env.n; i++)
 		strv_add(&set, p->env.v[i]);
 	snprintf(num, sizeof num, "%d", world);
@@ -2669,9 +2932,12 @@ static void dry_run_local(const struct run *r)
 	envv_set(&set, "SMDDP_MASTER_ADDR", p->master_addr, true);
 	envv_set(&set, "MASTER_PORT", r->master_port, true);
 	envv_set(&set, "SMDDP_MASTER_PORT", r->master_port, true);
-	envv_set(&set, "SMDDP_JOB_ID", r->job_id, true);
-	envv_set(&set, "TORCHELASTIC_RUN_ID", r->job_id, true);
-	envv_set(&set, "SMDDP_JOB_TOKEN", r->token, true);
+	if (own_id) {
+		envv_set(&set, "SMDDP_JOB_ID", r->job_id, true);
+		envv_set(&set, "TORCHELASTIC_RUN_ID", r->job_id, true);
+	}
+	if (own_token)
+		envv_set(&set, "SMDDP_JOB_TOKEN", r->token, true);
 	qsort(set.v, set.n, sizeof *set.v, cmp_str);
 	print_exports(&set);
 	for (int lr = 0; lr < l->local_size; lr++) {
@@ -3088,7 +3354,7 @@ int main(int argc, char **argv)
 	 * torch_distributed) has no one to hand out an id and a token: every
 	 * host derives the same ones (see shared_identity()). */
 	bool shared = plan.kind == PLAN_LOCAL && plan.hosts.n > 1;
-	const char *id = getenv("SMDDP_JOB_ID");
+	const char *id = r->opt.job_id ? r->opt.job_id : getenv("SMDDP_JOB_ID");
 	const char *jobname = getenv("TRAINING_JOB_NAME");   /* set by SageMaker */
 	if (!(id && *id) && shared && jobname && *jobname)
 		id = jobname;
@@ -3096,6 +3362,10 @@ int main(int argc, char **argv)
 		if (strlen(id) >= sizeof r->job_id) {
 			tool_warn("%s is too long (at most %zu characters)",
 			          id == jobname ? "TRAINING_JOB_NAME" : "SMDDP_JOB_ID", sizeof r->job_id - 1);
+			return TOOL_EXIT_FAILURE;
+		}
+		if (plan.nnodes > 1 && strpbrk(id, " \t\n")) {
+			tool_warn("SMDDP_JOB_ID '%s' has blanks: per-node mode needs an id without", id);
 			return TOOL_EXIT_FAILURE;
 		}
 		strcpy(r->job_id, id);
@@ -3106,7 +3376,18 @@ int main(int argc, char **argv)
 		return TOOL_EXIT_FAILURE;
 	}
 	const char *token = getenv("SMDDP_JOB_TOKEN");
-	if (shared && token && strlen(token) >= 8 && strlen(token) < sizeof r->token &&
+	if (plan.nnodes > 1 && token) {
+		/* the nodes' launchers check it, and the ranks present it */
+		size_t tl = strlen(token), k;
+		for (k = 0; k < tl && token[k] > ' ' && token[k] < 0x7f; k++)
+			;
+		if (tl < 8 || tl >= sizeof r->token || k < tl) {
+			tool_warn("SMDDP_JOB_TOKEN: expected 8 to %zu printable characters without "
+			          "blanks, the same on every node", sizeof r->token - 1);
+			return TOOL_EXIT_USAGE;
+		}
+		strcpy(r->token, token);
+	} else if (shared && token && strlen(token) >= 8 && strlen(token) < sizeof r->token &&
 	    strspn(token, "0123456789abcdefABCDEF") == strlen(token)) {
 		strcpy(r->token, token);
 	} else if (shared) {
@@ -3125,6 +3406,33 @@ int main(int argc, char **argv)
 		}
 	}
 	snprintf(r->master_port, sizeof r->master_port, "%ld", port);
+
+	if (plan.nnodes > 1 && !r->opt.dry_run) {
+		char host[256] = "?";
+		gethostname(host, sizeof host - 1);
+		long lport = r->opt.launcher_port ? r->opt.launcher_port : port + 1;
+		if (lport > 65535) {
+			tool_warn("--master-port %ld leaves no port above it for the launchers: give "
+			          "--launcher-port", port);
+			return TOOL_EXIT_USAGE;
+		}
+		bool user_id = (r->opt.job_id || (id && *id));
+		struct nodes_config nc = {
+			.nnodes = plan.nnodes, .node_rank = plan.node_rank, .nproc = plan.ppn,
+			.master_addr = plan.master_addr, .master_port = port, .launcher_port = lport,
+			.join_timeout_s = r->opt.join_timeout_s, .host = host,
+			.job_id = user_id ? r->job_id : NULL,
+			.token = token ? r->token : NULL, .token_given = token != NULL,
+		};
+		int rc = nodes_join(&nc, r->sigfd, &r->nodes, r->job_id, r->token);
+		if (rc < 0) {
+			r->cause = CAUSE_SIGNAL;
+			r->signo = -rc;
+			exit_like(r);
+		}
+		if (rc > 0)
+			return rc;
+	}
 
 	if (plan.kind == PLAN_MPIRUN) {
 		struct strv set = { 0 }, names = { 0 }, av = { 0 };
@@ -3199,6 +3507,10 @@ int main(int argc, char **argv)
 	}
 
 	event_loop(r);
+	if (r->nodes) {
+		nodes_done(r->nodes, exit_status(r));
+		nodes_free(r->nodes);
+	}
 	remove_job_shm(r->job_id);
 	exit_like(r);
 	return 0;
