@@ -62,6 +62,7 @@
 
 #include "common/tool.h"
 #include "run/nodes.h"
+#include "run/slurm.h"
 
 #define MAX_NPROC        1024
 #define DEFAULT_GRACE_S  5.0
@@ -81,6 +82,7 @@ extern char **environ;
 /* ---- options and job shape ------------------------------------------ */
 
 enum bind { BIND_UNSET, BIND_NONE, BIND_CORE, BIND_NUMA };
+enum launcher { LAUNCH_AUTO, LAUNCH_NONE, LAUNCH_SLURM };
 
 /* A growable, NULL-terminated vector of strings it owns. */
 struct strv {
@@ -116,6 +118,9 @@ struct options {
 	double join_timeout_s;
 	bool standalone;
 	const char *job_id;     /* --rdzv-id */
+
+	enum launcher launcher; /* --launcher */
+	struct strv srun_args;  /* --srun-args, split into words */
 };
 
 /* Where this launcher's ranks sit in the job. Local mode: one node. */
@@ -174,7 +179,8 @@ struct run {
 	struct options opt;
 	struct layout lay;
 	const struct plan *plan;
-	bool mpirun;            /* the one child is mpirun, not a rank */
+	bool mpirun;            /* the one child is mpirun (or srun), not a rank */
+	const char *engine;     /* its name: "mpirun" or "srun" */
 	char **mpirun_env;
 	pid_t self;
 	int sigfd;
@@ -393,7 +399,7 @@ enum {
 	OPT_BIND, OPT_NETIF, OPT_SAGEMAKER, OPT_NO_SAGEMAKER, OPT_RESOURCE_CONFIG,
 	OPT_HYPERPARAMETERS, OPT_DISTRIBUTION, OPT_WORKER_WAIT, OPT_NNODES, OPT_NODE_RANK,
 	OPT_RDZV_ENDPOINT, OPT_RDZV_ID, OPT_RDZV_BACKEND, OPT_STANDALONE, OPT_LAUNCHER_PORT,
-	OPT_JOIN_TIMEOUT,
+	OPT_JOIN_TIMEOUT, OPT_LAUNCHER, OPT_SRUN_ARGS,
 };
 
 static void usage(void)
@@ -438,6 +444,12 @@ static void usage(void)
 "      --hosts H1[:N],H2[:N]...  run N ranks on each of these hosts\n"
 "      --hostfile FILE     the hosts, in Open MPI's format (\"HOST slots=N\")\n"
 "      --mpirun-args ARGS  more options for mpirun, split into words like sh\n"
+"\n"
+"Slurm (auto-detected inside an allocation: SLURM_JOB_ID set, not in a job step):\n"
+"      --launcher auto|slurm|none  run through srun (slurm), or here (none)\n"
+"                          (default auto); srun starts one smddp-run per node\n"
+"                          (per-node mode) on the hosts of SLURM_JOB_NODELIST\n"
+"      --srun-args ARGS    more options for srun, split into words like sh\n"
 "\n"
 "SageMaker (auto-detected from /opt/ml/input/config/resourceconfig.json):\n"
 "      --sagemaker         read SageMaker's configuration (files and SM_* variables)\n"
@@ -561,6 +573,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "standalone",    no_argument,       NULL, OPT_STANDALONE },
 		{ "launcher-port", required_argument, NULL, OPT_LAUNCHER_PORT },
 		{ "join-timeout",  required_argument, NULL, OPT_JOIN_TIMEOUT },
+		{ "launcher",      required_argument, NULL, OPT_LAUNCHER },
+		{ "srun-args",     required_argument, NULL, OPT_SRUN_ARGS },
 		{ "help",          no_argument,       NULL, 'h' },
 		{ "version",       no_argument,       NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -720,6 +734,20 @@ static void parse_options(int argc, char **argv, struct options *o)
 				tool_usage_error("invalid --join-timeout '%s': expected a positive number "
 				                 "of seconds", optarg);
 			break;
+		case OPT_LAUNCHER:
+			if (strcmp(optarg, "auto") == 0)
+				o->launcher = LAUNCH_AUTO;
+			else if (strcmp(optarg, "slurm") == 0)
+				o->launcher = LAUNCH_SLURM;
+			else if (strcmp(optarg, "none") == 0)
+				o->launcher = LAUNCH_NONE;
+			else
+				tool_usage_error("invalid --launcher '%s': expected auto, slurm or none", optarg);
+			break;
+		case OPT_SRUN_ARGS:
+			if (split_words(optarg, &o->srun_args) < 0)
+				tool_usage_error("--srun-args '%s': a quote is not closed", optarg);
+			break;
 		case 'h':
 			usage();
 			exit(TOOL_EXIT_OK);
@@ -756,6 +784,22 @@ static void parse_options(int argc, char **argv, struct options *o)
 	if (o->nnodes && o->node_rank >= o->nnodes)
 		tool_usage_error("--node-rank %ld: expected 0 to %ld (--nnodes %ld)", o->node_rank,
 		                 o->nnodes - 1, o->nnodes);
+	if (o->nnodes > 1 && slurm_in_step()) {
+		/* one smddp-run per node of a Slurm step (see slurm_argv()) */
+		const char *id = getenv("SLURM_NODEID"), *list = getenv("SLURM_STEP_NODELIST");
+		if (o->node_rank < 0 && id && tool_parse_long(id, 0, o->nnodes - 1, &o->node_rank) < 0)
+			tool_usage_error("--nnodes %ld in a Slurm step: SLURM_NODEID='%s' is not a node "
+			                 "rank 0 to %ld; give --node-rank", o->nnodes, id, o->nnodes - 1);
+		if (!o->master_addr && list && *list) {
+			char err[256];
+			size_t n;
+			char **hosts = slurm_hostlist(list, 65536, &n, err, sizeof err);
+			if (!hosts)
+				tool_usage_error("SLURM_STEP_NODELIST: %s; give --master-addr", err);
+			o->master_addr = xstrdup(hosts[0]);
+			slurm_hostlist_free(hosts);
+		}
+	}
 	if (o->nnodes > 1) {
 		const char *other = o->hosts ? "--hosts" : o->hostfile ? "--hostfile" :
 		                    (o->sagemaker == 1) ? "SageMaker's configuration" :
@@ -770,6 +814,18 @@ static void parse_options(int argc, char **argv, struct options *o)
 			tool_usage_error("--nnodes %ld: give this node's place with --node-rank (0 to "
 			                 "%ld)", o->nnodes, o->nnodes - 1);
 		o->sagemaker = 0;
+	}
+	if (o->launcher == LAUNCH_SLURM) {
+		const char *other = o->hosts ? "--hosts" : o->hostfile ? "--hostfile" :
+		                    o->nnodes ? "--nnodes" : o->standalone ? "--standalone" :
+		                    (o->sagemaker == 1) ? "SageMaker's configuration" :
+		                    o->mpirun_args.n ? "--mpirun-args" : NULL;
+		if (other)
+			tool_usage_error("--launcher slurm and %s exclude each other", other);
+		if (slurm_in_step())
+			tool_usage_error("--launcher slurm: this is already a Slurm job step "
+			                 "(SLURM_STEP_ID=%s): run smddp-run from the batch script or "
+			                 "the salloc shell, or here with --nnodes", getenv("SLURM_STEP_ID"));
 	}
 }
 
@@ -894,6 +950,7 @@ static void parse_hostfile(const char *path, struct hostlist *hl)
 enum plan_kind {
 	PLAN_LOCAL,     /* smddp-run forks this host's ranks (one or many hosts) */
 	PLAN_MPIRUN,    /* smddp-run runs mpirun, which runs the wrapper per rank */
+	PLAN_SRUN,      /* smddp-run runs srun, which runs smddp-run per node */
 	PLAN_WORKER,    /* SageMaker, an mpirun form, not the master: wait for it */
 	PLAN_IDLE,      /* SageMaker: this host is not in the training groups */
 };
@@ -1500,6 +1557,82 @@ static void sagemaker_plan(const struct options *o, struct plan *p)
 	cJSON_Delete(hps);
 }
 
+/* Whether to run through srun: asked, or inside a Slurm allocation (but
+ * not in a job step: that is where srun has put us) with no other way
+ * across hosts asked for. */
+static bool slurm_wanted(const struct options *o)
+{
+	if (o->launcher != LAUNCH_AUTO)
+		return o->launcher == LAUNCH_SLURM;
+	const char *job = getenv("SLURM_JOB_ID");
+	return job && *job && !slurm_in_step() && !o->hosts && !o->hostfile && !o->nnodes &&
+	       !o->standalone && o->sagemaker != 1 && !o->mpirun_args.n;
+}
+
+/* A positive number from the environment, or 0. Slurm's per-node counts
+ * may read "4(x3)": the first count is ours. */
+static long env_count(const char *name)
+{
+	const char *v = getenv(name);
+	long x;
+	if (!v || !*v)
+		return 0;
+	char *num = strndup(v, strspn(v, "0123456789"));
+	if (!num)
+		out_of_memory();
+	if (tool_parse_long(num, 1, MAX_NPROC, &x) < 0)
+		x = 0;
+	free(num);
+	return x;
+}
+
+/* Inside a Slurm allocation: its hosts, in Slurm's order; srun starts one
+ * smddp-run per host, which run as per-node mode. */
+static void slurm_plan(const struct options *o, struct plan *p)
+{
+	const char *list = getenv("SLURM_JOB_NODELIST");
+	const char *what = "SLURM_JOB_NODELIST";
+	char err[512];
+	size_t n;
+
+	if (!list || !*list) {
+		list = getenv("SLURM_NODELIST");   /* Slurm before 20.x */
+		what = "SLURM_NODELIST";
+	}
+	if (!list || !*list)
+		tool_usage_error("--launcher slurm: SLURM_JOB_NODELIST is not set: run inside a Slurm "
+		                 "allocation (sbatch, salloc)");
+	char **hosts = slurm_hostlist(list, MAX_HOSTS, &n, err, sizeof err);
+	if (!hosts)
+		tool_usage_error("%s='%s': %s", what, list, err);
+	for (size_t i = 0; i < n; i++) {
+		if (!valid_host(hosts[i]))
+			tool_usage_error("%s='%s': invalid host name '%s'", what, list, hosts[i]);
+		if (strv_has(&p->hosts, hosts[i]))
+			tool_usage_error("%s='%s': host '%s' is given twice", what, list, hosts[i]);
+		strv_add(&p->hosts, hosts[i]);
+	}
+	slurm_hostlist_free(hosts);
+	const char *nn = getenv("SLURM_JOB_NUM_NODES");
+	if (!nn || !*nn)
+		nn = getenv("SLURM_NNODES");
+	long k;
+	if (nn && *nn && (tool_parse_long(nn, 1, MAX_HOSTS, &k) < 0 || (size_t)k != n))
+		tool_usage_error("%s names %zu host%s but SLURM_JOB_NUM_NODES (or SLURM_NNODES) is "
+		                 "'%s'", what, n, n == 1 ? "" : "s", nn);
+
+	p->kind = PLAN_SRUN;
+	p->form = "slurm";
+	p->nnodes = (int)n;
+	/* ranks per node: asked for, else as the allocation says, else GPUs */
+	long gpus;
+	p->ppn = o->nproc ? o->nproc : env_count("SLURM_NTASKS_PER_NODE");
+	if (!p->ppn)
+		p->ppn = env_count("SLURM_GPUS_ON_NODE");
+	if (!p->ppn)
+		p->ppn = (gpus = count_gpus()) > 0 ? (gpus > MAX_NPROC ? MAX_NPROC : gpus) : 1;
+}
+
 /* The plan from the command line (and SageMaker's configuration). */
 static void make_plan(const struct options *o, struct plan *p)
 {
@@ -1546,6 +1679,8 @@ static void make_plan(const struct options *o, struct plan *p)
 			}
 			p->ppn = s;
 		}
+	} else if (slurm_wanted(o)) {
+		slurm_plan(o, p);
 	} else if (o->sagemaker == 1 || (o->sagemaker < 0 && sm_detect())) {
 		sagemaker_plan(o, p);
 	} else {
@@ -1608,7 +1743,7 @@ static void plan_env(const struct options *o, struct plan *p)
  * (--rank-wrapper) derives its place from OMPI_COMM_WORLD_*. */
 static void job_layout(const struct plan *p, struct layout *l)
 {
-	if (p->kind == PLAN_MPIRUN) {
+	if (p->kind == PLAN_MPIRUN || p->kind == PLAN_SRUN) {
 		l->nnodes = 1;
 		l->node_rank = 0;
 		l->local_size = 1;
@@ -2050,11 +2185,11 @@ static void rank_exited(struct run *r, struct rank *rk, const siginfo_t *si)
 	if (r->mpirun) {
 		/* The rank's wrapper has named the host, rank and status already. */
 		if (signaled)
-			tool_warn("mpirun (pid %d) was killed by signal %d (%s)", (int)rk->pid,
+			tool_warn("%s (pid %d) was killed by signal %d (%s)", r->engine, (int)rk->pid,
 			          si->si_status, strsignal(si->si_status));
 		else
-			tool_warn("mpirun (pid %d) exited with status %d: the job failed", (int)rk->pid,
-			          si->si_status);
+			tool_warn("%s (pid %d) exited with status %d: the job failed", r->engine,
+			          (int)rk->pid, si->si_status);
 	} else if (signaled)
 		tool_warn("rank %d (pid %d) was killed by signal %d (%s%s)%s", rk->rank, (int)rk->pid,
 		          si->si_status, strsignal(si->si_status),
@@ -2104,6 +2239,9 @@ static void stop_with(struct run *r, int sig)
 		return;
 	}
 	r->phase = PH_STOP;
+	/* srun only reports on a first SIGINT; SIGTERM it forwards to the job */
+	if (sig == SIGINT && r->engine && strcmp(r->engine, "srun") == 0)
+		sig = SIGTERM;
 	signal_groups(r, sig);
 	signal_groups(r, SIGCONT);   /* a stopped rank must see it now */
 	r->deadline = now_ms() + ms_from_s(r->opt.grace_s);
@@ -2198,7 +2336,7 @@ static void got_signal(struct run *r, int sig)
 		snprintf(r->why, sizeof r->why, "its smddp-run got signal %d (%s)", sig, strsignal(sig));
 	}
 	if (r->mpirun)
-		tool_warn("got signal %d (%s); forwarding it to mpirun", sig, strsignal(sig));
+		tool_warn("got signal %d (%s); forwarding it to %s", sig, strsignal(sig), r->engine);
 	else
 		tool_warn("got signal %d (%s); forwarding it to %d rank%s", sig, strsignal(sig),
 		          r->nlive, r->nlive == 1 ? "" : "s");
@@ -2456,8 +2594,8 @@ static void event_loop(struct run *r)
 				         r->opt.timeout_arg);
 			}
 			if (r->mpirun)
-				tool_warn("timeout: the job ran for %s seconds; stopping mpirun",
-				          r->opt.timeout_arg);
+				tool_warn("timeout: the job ran for %s seconds; stopping %s",
+				          r->opt.timeout_arg, r->engine);
 			else
 				tool_warn("timeout: the job ran for %s seconds; stopping %d rank%s",
 				          r->opt.timeout_arg, r->nlive, r->nlive == 1 ? "" : "s");
@@ -2953,6 +3091,102 @@ static void dry_run_local(const struct run *r)
 	print_command(r->opt.argv);
 }
 
+/* ---- the Slurm plan -------------------------------------------------------
+ *
+ * srun starts one smddp-run per node of the allocation (one task per node,
+ * with all of the node's CPUs, so that its ranks are not squeezed onto the
+ * one CPU of a default task); each runs per-node mode, its node rank from
+ * SLURM_NODEID and node 0 at the first host (see parse_options()). TAG is
+ * the user's --tag-output choice (-1: none): the job's output comes back
+ * together through srun, so it is tagged whenever the job has several ranks. */
+static void slurm_argv(const struct run *r, int tag, struct strv *av)
+{
+	const struct plan *p = r->plan;
+	const struct options *o = &r->opt;
+	const char *srun = getenv("SMDDP_SRUN");
+	static const char *const bind[] = { "none", "none", "core", "numa" };
+	size_t n = p->hosts.n;
+	long cpus;
+
+	strv_add(av, srun && *srun ? srun : "srun");
+	strv_take(av, xasprintf("--nodes=%zu", n));
+	strv_take(av, xasprintf("--ntasks=%zu", n));
+	strv_add(av, "--ntasks-per-node=1");
+	const char *c = getenv("SLURM_CPUS_ON_NODE");
+	if (c && tool_parse_long(c, 1, 1 << 20, &cpus) == 0)
+		strv_take(av, xasprintf("--cpus-per-task=%ld", cpus));
+	for (size_t i = 0; i < o->srun_args.n; i++)
+		strv_add(av, o->srun_args.v[i]);
+	strv_take(av, self_path());
+	strv_add(av, "--launcher");
+	strv_add(av, "none");
+	strv_add(av, "--nnodes");
+	strv_take(av, xasprintf("%zu", n));
+	strv_add(av, "-n");
+	strv_take(av, xasprintf("%ld", p->ppn));
+	strv_add(av, "--master-addr");
+	strv_add(av, p->master_addr);
+	strv_add(av, "--master-port");
+	strv_take(av, xasprintf("%ld", p->master_port));
+	if (o->launcher_port) {
+		strv_add(av, "--launcher-port");
+		strv_take(av, xasprintf("%ld", o->launcher_port));
+	}
+	strv_add(av, "--join-timeout");
+	strv_take(av, xasprintf("%g", o->join_timeout_s));
+	if (tag > 0 || (tag < 0 && n * (size_t)p->ppn > 1))
+		strv_add(av, "--tag-output");
+	else if (tag == 0)
+		strv_add(av, "--no-tag-output");
+	if (o->grace_s != DEFAULT_GRACE_S) {
+		strv_add(av, "--grace");
+		strv_take(av, xasprintf("%g", o->grace_s));
+	}
+	if (o->timeout_arg) {
+		strv_add(av, "--timeout");
+		strv_add(av, o->timeout_arg);
+	}
+	for (size_t i = 0; i < o->envs.n; i++) {
+		strv_add(av, "--env");
+		strv_add(av, o->envs.v[i]);
+	}
+	if (o->netif) {
+		strv_add(av, "--network-interface");
+		strv_add(av, o->netif);
+	}
+	if (o->bind > BIND_NONE) {
+		strv_add(av, "--bind");
+		strv_add(av, bind[o->bind]);
+	}
+	if (o->job_id) {
+		strv_add(av, "--rdzv-id");
+		strv_add(av, o->job_id);
+	}
+	strv_add(av, "--");
+	for (char **a = o->argv; *a; a++)
+		strv_add(av, *a);
+}
+
+/* srun's options one per line, then the command it runs on one line. */
+static void dry_run_srun(const struct run *r, const struct strv *av)
+{
+	const struct plan *p = r->plan;
+	printf("# smddp-run --dry-run: slurm through srun, %zu host%s x %ld rank%s; node 0 is "
+	       "%s%s\n", p->hosts.n, p->hosts.n == 1 ? "" : "s", p->ppn, p->ppn == 1 ? "" : "s",
+	       p->hosts.v[0], p->hosts.n > 1 ? ", the others' node rank from SLURM_NODEID" : "");
+	fputs("# hosts:", stdout);
+	for (size_t i = 0; i < p->hosts.n; i++)
+		printf(" %s", p->hosts.v[i]);
+	putchar('\n');
+	bool *nl = calloc(av->n + 1, sizeof *nl);
+	if (!nl)
+		out_of_memory();
+	for (size_t i = 1; i < av->n && strcmp(av->v[i], "--launcher") != 0; i++)
+		nl[i] = true;
+	print_words(av->v, nl);
+	free(nl);
+}
+
 /* ---- --rank-wrapper: one rank under mpirun --------------------------------
  *
  * mpirun starts "smddp-run --rank-wrapper -- PROGRAM ARGS" once per rank.
@@ -3302,7 +3536,9 @@ int main(int argc, char **argv)
 	}
 	r->opt.master_addr = plan.master_addr;
 	r->opt.master_port = plan.master_port;
-	r->opt.nproc = plan.kind == PLAN_MPIRUN ? 1 : plan.ppn;
+	int user_tag = r->opt.tag;
+	bool pernode = plan.kind == PLAN_LOCAL && plan.nnodes > 1;
+	r->opt.nproc = plan.kind == PLAN_MPIRUN || plan.kind == PLAN_SRUN ? 1 : plan.ppn;
 	if (r->opt.tag < 0)
 		r->opt.tag = plan.kind == PLAN_MPIRUN ? plan.hosts.n * plan.ppn > 1 : plan.ppn > 1;
 	job_layout(&plan, &r->lay);
@@ -3364,7 +3600,7 @@ int main(int argc, char **argv)
 			          id == jobname ? "TRAINING_JOB_NAME" : "SMDDP_JOB_ID", sizeof r->job_id - 1);
 			return TOOL_EXIT_FAILURE;
 		}
-		if (plan.nnodes > 1 && strpbrk(id, " \t\n")) {
+		if (pernode && strpbrk(id, " \t\n")) {
 			tool_warn("SMDDP_JOB_ID '%s' has blanks: per-node mode needs an id without", id);
 			return TOOL_EXIT_FAILURE;
 		}
@@ -3376,7 +3612,7 @@ int main(int argc, char **argv)
 		return TOOL_EXIT_FAILURE;
 	}
 	const char *token = getenv("SMDDP_JOB_TOKEN");
-	if (plan.nnodes > 1 && token) {
+	if (pernode && token) {
 		/* the nodes' launchers check it, and the ranks present it */
 		size_t tl = strlen(token), k;
 		for (k = 0; k < tl && token[k] > ' ' && token[k] < 0x7f; k++)
@@ -3407,7 +3643,7 @@ int main(int argc, char **argv)
 	}
 	snprintf(r->master_port, sizeof r->master_port, "%ld", port);
 
-	if (plan.nnodes > 1 && !r->opt.dry_run) {
+	if (pernode && !r->opt.dry_run) {
 		char host[256] = "?";
 		gethostname(host, sizeof host - 1);
 		long lport = r->opt.launcher_port ? r->opt.launcher_port : port + 1;
@@ -3460,8 +3696,29 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < set.n; i++)
 			strv_add(&env, set.v[i]);
 		r->mpirun = true;
+		r->engine = "mpirun";
 		r->mpirun_env = env.v;
 		r->opt.tag = 0;   /* mpirun's --tag-output does it */
+		r->opt.argv = av.v;
+	} else if (plan.kind == PLAN_SRUN) {
+		struct strv av = { 0 };
+		slurm_argv(r, user_tag, &av);
+		if (r->opt.dry_run) {
+			dry_run_srun(r, &av);
+			return TOOL_EXIT_OK;
+		}
+		if (!mpirun_found(av.v[0])) {
+			tool_warn("%s not found%s: inside a Slurm allocation, smddp-run runs the job "
+			          "through srun (one smddp-run per node); put Slurm's srun in PATH, set "
+			          "SMDDP_SRUN to it, or run the job here with --launcher none", av.v[0],
+			          strchr(av.v[0], '/') ? "" : " in PATH");
+			return TOOL_EXIT_USAGE;
+		}
+		/* srun needs the allocation's SLURM_* as they are */
+		r->mpirun = true;
+		r->engine = "srun";
+		r->mpirun_env = environ;
+		r->opt.tag = 0;   /* the smddp-run on each node tags */
 		r->opt.argv = av.v;
 	} else if (r->opt.dry_run) {
 		dry_run_local(r);

@@ -26,6 +26,8 @@ set -u
 : "${top_srcdir:?run through make check}"
 
 RUN="$top_builddir/cmd/smddp-run"
+# inside a Slurm allocation smddp-run would go through srun: these tests run here
+unset SLURM_JOB_ID
 ENVCHECK="$top_builddir/tests/cluster/envcheck"
 CL_ID="smddp-$$"
 CL_NS=""

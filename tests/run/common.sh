@@ -8,6 +8,8 @@ set -u
 : "${top_srcdir:?run through make check}"
 
 RUN="$top_builddir/cmd/smddp-run"
+# inside a Slurm allocation smddp-run would go through srun: these tests run here
+unset SLURM_JOB_ID
 PROG="$top_builddir/tests/run/rankprog"
 T=$(mktemp -d "${TMPDIR:-/tmp}/smddp-run-test.XXXXXX") || exit 99
 BG_PIDS=""

@@ -14,9 +14,11 @@ for v in $VARS; do
 done
 
 # An outer launcher's variables, and stale values of ours, must not leak.
+# (srun's step id says that smddp-run runs in a step, not in a batch
+# script, where it would run the job through srun: tests/slurm/slurm.sh.)
 outer=(env -u SMDDP_JOB_ID SMDDP_TEST_INHERITED=yes
 	OMPI_COMM_WORLD_RANK=5 OMPI_COMM_WORLD_SIZE=9 OMPI_COMM_WORLD_LOCAL_RANK=1
-	SLURM_PROCID=4 SLURM_NTASKS=8 SLURM_LOCALID=2 SLURM_JOB_ID=77
+	SLURM_PROCID=4 SLURM_NTASKS=8 SLURM_LOCALID=2 SLURM_JOB_ID=77 SLURM_STEP_ID=3
 	SMDDP_RANK=7 RANK=7 WORLD_SIZE=99 MASTER_PORT=1 SMDDP_JOB_TOKEN=stale)
 
 # check OUTPUT PREFIX NAME VALUE: OUTPUT has the line "PREFIXNAME=VALUE"
