@@ -57,6 +57,8 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 
 #include <cjson/cJSON.h>
 
@@ -119,6 +121,7 @@ struct options {
 	bool standalone;
 	const char *job_id;     /* --rdzv-id */
 
+	bool unbuffered;        /* --unbuffered */
 	enum launcher launcher; /* --launcher */
 	struct strv srun_args;  /* --srun-args, split into words */
 };
@@ -189,6 +192,10 @@ struct run {
 	struct rlimit orignofile;   /* restored in the ranks */
 	bool raised_nofile;
 	int devnull;
+	bool out_via;           /* ranks' stdout is read by smddp-run (tagging, --unbuffered) */
+	bool use_pty;           /* ... through a pseudo-terminal, so that it is line-buffered */
+	struct winsize ws;      /* smddp-run's terminal's size, for the ranks' */
+	bool have_ws;
 
 	char job_id[NODES_ID_MAX];
 	char token[NODES_TOKEN_MAX];
@@ -399,7 +406,7 @@ enum {
 	OPT_BIND, OPT_NETIF, OPT_SAGEMAKER, OPT_NO_SAGEMAKER, OPT_RESOURCE_CONFIG,
 	OPT_HYPERPARAMETERS, OPT_DISTRIBUTION, OPT_WORKER_WAIT, OPT_NNODES, OPT_NODE_RANK,
 	OPT_RDZV_ENDPOINT, OPT_RDZV_ID, OPT_RDZV_BACKEND, OPT_STANDALONE, OPT_LAUNCHER_PORT,
-	OPT_JOIN_TIMEOUT, OPT_LAUNCHER, OPT_SRUN_ARGS,
+	OPT_JOIN_TIMEOUT, OPT_LAUNCHER, OPT_SRUN_ARGS, OPT_UNBUFFERED,
 };
 
 static void usage(void)
@@ -415,6 +422,10 @@ static void usage(void)
 "                          with --hosts, the slots given there); also auto, gpu, cpu\n"
 "      --tag-output        prefix each output line with \"[RANK] \" (default when N > 1)\n"
 "      --no-tag-output     let ranks write to smddp-run's stdout and stderr directly\n"
+"      --unbuffered        give each rank's stdout a pseudo-terminal even when\n"
+"                          smddp-run's is not a terminal (it always gets one when\n"
+"                          it is), so that C stdio writes it line by line, and set\n"
+"                          PYTHONUNBUFFERED=1 (unless set)\n"
 "      --master-addr ADDR  rendezvous address given to the ranks (default 127.0.0.1;\n"
 "                          across hosts: the first host)\n"
 "      --master-port PORT  rendezvous port (default: a free port on ADDR; across\n"
@@ -574,6 +585,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "launcher-port", required_argument, NULL, OPT_LAUNCHER_PORT },
 		{ "join-timeout",  required_argument, NULL, OPT_JOIN_TIMEOUT },
 		{ "launcher",      required_argument, NULL, OPT_LAUNCHER },
+		{ "unbuffered",    no_argument,       NULL, OPT_UNBUFFERED },
 		{ "srun-args",     required_argument, NULL, OPT_SRUN_ARGS },
 		{ "help",          no_argument,       NULL, 'h' },
 		{ "version",       no_argument,       NULL, 'V' },
@@ -733,6 +745,9 @@ static void parse_options(int argc, char **argv, struct options *o)
 			    o->join_timeout_s <= 0)
 				tool_usage_error("invalid --join-timeout '%s': expected a positive number "
 				                 "of seconds", optarg);
+			break;
+		case OPT_UNBUFFERED:
+			o->unbuffered = true;
 			break;
 		case OPT_LAUNCHER:
 			if (strcmp(optarg, "auto") == 0)
@@ -1724,6 +1739,9 @@ static void plan_env(const struct options *o, struct plan *p)
 		envv_set(&p->env, "NCCL_SOCKET_IFNAME", p->netif, false);
 		envv_set(&p->env, "GLOO_SOCKET_IFNAME", p->netif, false);
 	}
+	/* --unbuffered: Python's own buffering too, unless the user decided */
+	if (o->unbuffered && !getenv("PYTHONUNBUFFERED") && !strv_has(&p->fwd, "PYTHONUNBUFFERED"))
+		envv_set(&p->env, "PYTHONUNBUFFERED", "1", false);
 	int rdma = efa_rdma(p->instance_type);
 	if (rdma >= 0) {
 		static const char *const efa[][2] = {
@@ -2407,6 +2425,44 @@ static void close_pair(int p[2])
 	p[0] = p[1] = -1;
 }
 
+/* The rank's stdout: a pseudo-terminal (P[0] the master we read, P[1] the
+ * rank's side), in raw mode so that '\n' stays '\n', the size of ours; or,
+ * when none can be had (no /dev/pts in a container), a pipe. */
+static int open_out(struct run *r, int p[2])
+{
+	static bool warned;
+	if (r->use_pty) {
+		char name[128];
+		int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+		if (m >= 0 && grantpt(m) == 0 && unlockpt(m) == 0 &&
+		    ptsname_r(m, name, sizeof name) == 0) {
+			int sl = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+			if (sl >= 0) {
+				struct termios t;
+				if (tcgetattr(sl, &t) == 0) {
+					cfmakeraw(&t);
+					tcsetattr(sl, TCSANOW, &t);
+				}
+				if (r->have_ws)
+					ioctl(sl, TIOCSWINSZ, &r->ws);
+				p[0] = m;
+				p[1] = sl;
+				return 0;
+			}
+		}
+		int e = errno;
+		if (m >= 0)
+			close(m);
+		if (r->opt.unbuffered && !warned) {
+			errno = e;
+			tool_warn_errno("--unbuffered: cannot open a pseudo-terminal; the ranks' "
+			                "stdout is a pipe (C programs: setvbuf, or fflush)");
+		}
+		warned = true;
+	}
+	return pipe2(p, O_CLOEXEC);
+}
+
 static int start_rank(struct run *r, struct rank *rk, int lr)
 {
 	int ep[2] = { -1, -1 }, op[2] = { -1, -1 }, xp[2] = { -1, -1 };
@@ -2414,8 +2470,8 @@ static int start_rank(struct run *r, struct rank *rk, int lr)
 	char **env = NULL;
 	int rc = -1;
 
-	if (pipe2(ep, O_CLOEXEC) < 0 ||
-	    (tag && (pipe2(op, O_CLOEXEC) < 0 || pipe2(xp, O_CLOEXEC) < 0))) {
+	if (pipe2(ep, O_CLOEXEC) < 0 || (tag && pipe2(xp, O_CLOEXEC) < 0) ||
+	    (r->out_via && open_out(r, op) < 0)) {
 		launch_failed(r, "cannot create a pipe");
 		goto out;
 	}
@@ -2443,11 +2499,14 @@ static int start_rank(struct run *r, struct rank *rk, int lr)
 	rk->pid = pid;
 	r->nstarted++;
 	r->nlive++;
-	if (tag) {
+	if (r->out_via) {
 		rk->out.fd = op[0];
-		rk->err.fd = xp[0];
-		op[0] = xp[0] = -1;
+		op[0] = -1;
 		fcntl(rk->out.fd, F_SETFL, O_NONBLOCK);
+	}
+	if (tag) {
+		rk->err.fd = xp[0];
+		xp[0] = -1;
 		fcntl(rk->err.fd, F_SETFL, O_NONBLOCK);
 	}
 	close(ep[1]);
@@ -3138,6 +3197,9 @@ static void slurm_argv(const struct run *r, int tag, struct strv *av)
 		strv_add(av, "--tag-output");
 	else if (tag == 0)
 		strv_add(av, "--no-tag-output");
+	/* srun's output is a pipe: our terminal's line buffering goes along */
+	if (o->unbuffered || isatty(1))
+		strv_add(av, "--unbuffered");
 	if (o->grace_s != DEFAULT_GRACE_S) {
 		strv_add(av, "--grace");
 		strv_take(av, xasprintf("%g", o->grace_s));
@@ -3737,6 +3799,11 @@ int main(int argc, char **argv)
 		the_run = r;
 		tool_set_message_sink(message_to_queue);
 	}
+	/* A rank's stdio buffers a pipe by blocks: a terminal's worth of lines
+	 * would come at exit. On a terminal (or asked) it gets one of its own. */
+	r->out_via = !r->mpirun && (r->opt.tag > 0 || r->opt.unbuffered);
+	r->use_pty = r->out_via && (r->opt.unbuffered || isatty(1));
+	r->have_ws = r->use_pty && ioctl(1, TIOCGWINSZ, &r->ws) == 0;
 
 	r->nranks = r->lay.local_size;
 	if (!r->mpirun && r->opt.bind > BIND_NONE)
@@ -3750,6 +3817,8 @@ int main(int argc, char **argv)
 		struct rank *rk = &r->ranks[i];
 		rk->rank = r->lay.node_rank * r->lay.local_size + i;
 		rk->taglen = snprintf(rk->tag, sizeof rk->tag, "[%d] ", rk->rank);
+		if (!r->opt.tag)
+			rk->taglen = 0;   /* --unbuffered alone: lines pass as they are */
 		rk->out = (struct stream){ .fd = -1, .q = &r->qout };
 		rk->err = (struct stream){ .fd = -1, .q = same ? &r->qout : &r->qerr };
 	}

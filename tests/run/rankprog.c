@@ -18,6 +18,9 @@
  *   catch SIG DIR      on SIG, create DIR/got.RANK and exit 0
  *   shm NAME           create /dev/shm/smddp-$SMDDP_JOB_ID-NAME.RANK
  *   sleep SECONDS      sleep (resumed after handled signals)
+ *   stdio              from here on, leave stdout to stdio's buffering: no
+ *                      flush after each action or before sleep (a C program
+ *                      that just calls printf)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +34,7 @@
 #include <sys/types.h>
 
 static int rank = -1;
+static int flush_actions = 1;   /* "stdio" turns it off */
 static char catch_path[4096];
 
 static void die(const char *what)
@@ -187,13 +191,17 @@ int main(int argc, char **argv)
 			close(fd);
 		} else if (!strcmp(a, "sleep")) {
 			need(argc, i, 1);
-			fflush(NULL);
+			if (flush_actions)
+				fflush(NULL);
 			sleep_s(atof(argv[++i]));
+		} else if (!strcmp(a, "stdio")) {
+			flush_actions = 0;
 		} else {
 			fprintf(stderr, "rankprog: unknown action '%s'\n", a);
 			return 98;
 		}
-		fflush(NULL);
+		if (flush_actions)
+			fflush(NULL);
 	}
 	return 0;
 }
