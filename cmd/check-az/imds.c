@@ -18,6 +18,11 @@
  *  - 401 on a GET means the token expired or was refused: renew it once.
  *  - Timeouts and 5xx are retried AWS_METADATA_SERVICE_NUM_ATTEMPTS times in
  *    all; other answers are final.
+ *  - EC2's metadata service signs every answer "Server: EC2ws". A 403 or 404
+ *    without it, where no token was had, comes from something else at that
+ *    address (a proxy, a web server, another cloud): then we say that there
+ *    is no metadata service here, rather than that EC2's is turned off, or
+ *    that it lacks an item.
  *
  * Requests never go through a proxy: http_proxy in the environment must not
  * send the link-local metadata address to a proxy that would answer for
@@ -54,6 +59,7 @@ struct reply {
 	char *body;
 	size_t len;
 	bool too_big;
+	char server[64];        /* its Server header, "" if none */
 	char curl_error[CURL_ERROR_SIZE];
 };
 
@@ -171,6 +177,31 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
+static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct reply *r = arg;
+	size_t n = size * nmemb;
+	if (n > 7 && strncasecmp(data, "Server:", 7) == 0) {
+		size_t i = 7;
+		while (i < n && (data[i] == ' ' || data[i] == '\t'))
+			i++;
+		size_t len = n - i;
+		while (len > 0 && isspace((unsigned char)data[i + len - 1]))
+			len--;
+		if (len >= sizeof r->server)
+			len = sizeof r->server - 1;
+		memcpy(r->server, data + i, len);
+		r->server[len] = '\0';
+	}
+	return n;
+}
+
+/* Answered as EC2's metadata service answers. */
+static bool looks_like_imds(const struct reply *r)
+{
+	return strncasecmp(r->server, "EC2ws", 5) == 0;
+}
+
 static void reply_free(struct reply *r)
 {
 	free(r->body);
@@ -206,6 +237,8 @@ static void request(struct imds *m, bool put, const char *path, struct reply *r)
 		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
 		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 		curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+		curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+		curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
 		curl_easy_setopt(c, CURLOPT_ERRORBUFFER, r->curl_error);
 		curl_easy_setopt(c, CURLOPT_USERAGENT, PACKAGE_NAME "/" PACKAGE_VERSION " smddp-check-az");
 		if (put) {
@@ -352,6 +385,18 @@ int imds_get(struct imds *m, const char *path, char **body)
 			return -1;
 		}
 		long st = r.status;
+		if ((st == 403 || st == 404) && m->state == TOK_V1 && !looks_like_imds(&r)) {
+			/* no token, and not EC2's way of answering: someone else */
+			char server[96] = "no Server header";
+			if (r.server[0])
+				snprintf(server, sizeof server, "Server: %s", r.server);
+			snprintf(m->error, sizeof m->error, "%s answered HTTP %ld to GET /latest/%s, "
+			         "but not as EC2's metadata service answers (%s, not EC2ws): no "
+			         "instance metadata service here (not EC2, or IMDS off)",
+			         m->cfg.endpoint, st, path, server);
+			reply_free(&r);
+			return -1;
+		}
 		if (st == 200) {
 			*body = r.body ? r.body : strdup("");
 			if (!*body) {

@@ -11,7 +11,10 @@ Fixture: {"imds": {settings}, "meta-data": {"placement/availability-zone": "..."
 Settings:
   mode                  v2 (default: tokens optional), v2-only (GET without
                         token: 401), v1-only (PUT: token_put_status), disabled
-                        (403 to everything)
+                        (403 to everything), foreign (foreign_status to
+                        everything, as a web server or proxy at that address
+                        would: "Server: nginx", not IMDS's "Server: EC2ws")
+  foreign_status        the status of every answer in foreign mode (403)
   token_put_status      status of the token PUT in v1-only mode (404)
   put_delay_s, get_delay_s   answer that much later (timeouts)
   expire_tokens_at_get  at the Nth GET that carries a token, every token
@@ -46,6 +49,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 DEFAULTS = {
     "mode": "v2",
     "token_put_status": 404,
+    "foreign_status": 403,
     "put_delay_s": 0.0,
     "get_delay_s": 0.0,
     "expire_tokens_at_get": 0,
@@ -112,10 +116,13 @@ class Emulator:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server_version = "imds-emu"
+    server_header = "EC2ws"    # as EC2's metadata service signs its answers
 
     def log_message(self, fmt, *args):
         pass
+
+    def version_string(self):
+        return self.server_header
 
     def reply(self, status, body=b"", headers=None):
         self.server.emu.log("%s %s %d" % (self.command, self.path, status))
@@ -167,6 +174,10 @@ class Handler(BaseHTTPRequestHandler):
             return None, None
         if h.s["mode"] == "disabled":
             self.reply(403)
+            return None, None
+        if h.s["mode"] == "foreign":
+            self.server_header = "nginx"
+            self.reply(h.s["foreign_status"], b"<html><body>Forbidden</body></html>")
             return None, None
         return h, rest
 

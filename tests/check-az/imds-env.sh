@@ -60,6 +60,18 @@ emit_at disabled
 expect_rc 1 "IMDS turned off"
 grep -q '403 Forbidden.*turned off for this instance' "$T/err" || fail "turned off: $(cat "$T/err")"
 
+# ---- 403 or 404 from something that is not IMDS (no "Server: EC2ws"): not
+# "turned off", nor "has no availability zone", but nobody here
+for st in 403 404; do
+	emit_at "az1-host1~mode=foreign~foreign_status=$st"
+	expect_rc 1 "not IMDS, $st"
+	grep -q "answered HTTP $st to GET /latest/meta-data/.*but not as EC2's metadata service answers (Server: nginx, not EC2ws): no instance metadata service here (not EC2, or IMDS off)" "$T/err" ||
+		fail "not IMDS, $st: $(cat "$T/err")"
+	grep -q 'turned off for this instance\|has no' "$T/err" && fail "not IMDS, $st: asserts too much: $(cat "$T/err")"
+	[ "$(json_get "$T/out" '"no instance metadata service here" in d["error"]')" = True ] ||
+		fail "not IMDS, $st: error record: $(cat "$T/out")"
+done
+
 # ---- v2-only hosts work with tokens
 emit_at "az1-host1~mode=v2-only"
 expect_rc 0 "IMDSv2-only host"
