@@ -413,8 +413,9 @@ static void usage(void)
 {
 	printf(
 "Usage: smddp-run [OPTIONS] [--] PROGRAM [ARGS...]\n"
-"Start the ranks of a distributed job: on this machine, or across machines\n"
-"through Open MPI's mpirun, or as SageMaker's configuration says.\n"
+"Start the ranks of a distributed job: on this machine; across machines with\n"
+"one smddp-run per node (--nnodes), through srun inside a Slurm allocation,\n"
+"through Open MPI's mpirun (--hosts), or as SageMaker's configuration says.\n"
 "\n"
 "Options:\n"
 "  -n, --nproc, --nproc-per-node N\n"

@@ -537,8 +537,9 @@ static int join_as_node0(struct nodes *n, int sigfd)
 		         missing, c->nnodes, c->join_timeout_s, nmiss > 1 ? "N" : missing,
 		         c->launcher_port, n->host);
 		tool_warn("%s", why);
+		/* also to those whose JOIN was not read yet: they came too late */
 		for (size_t i = 0; i < n->npeers; i++)
-			if (n->peers[i].fd >= 0 && n->peers[i].node >= 0)
+			if (n->peers[i].fd >= 0)
 				send_line(n->peers[i].fd, "STOP status=1 msg=%s", why);
 		rc = 1;
 		goto out;
@@ -553,6 +554,14 @@ static int join_as_node0(struct nodes *n, int sigfd)
 	}
 	rc = 0;
 out:
+	if (sig) {
+		/* Ctrl-C on node 0: the nodes that came go too, and say why */
+		for (size_t i = 0; i < n->npeers; i++)
+			if (n->peers[i].fd >= 0)
+				send_line(n->peers[i].fd, "STOP status=%d msg=node 0 (host %s) got "
+				          "signal %d (%s) before the job started", 128 + sig, n->host, sig,
+				          strsignal(sig));
+	}
 	if (lfd >= 0)
 		close(lfd);
 	free(slots);

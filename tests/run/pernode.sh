@@ -188,6 +188,31 @@ expect_dead 5 $(pids_in "$T"/pid.*)
 rm -f "$T"/pid.*
 echo "ok: SIGTERM to node 0 stops node 1"
 
+# ---- Ctrl-C on node 0 before everyone joined: the node that came gives up, 130
+PORT=$(free_ports)
+start_bg node 1 3 -- "$PROG" out never >"$T/out1" 2>"$T/err1"
+b1=$BG
+start_bg node 0 3 -- "$PROG" out never >"$T/out0" 2>"$T/err0"
+b0=$BG
+# until node 1's launcher is connected to node 0's
+for ((i = 0; i < 200; i++)); do
+	if command -v ss >/dev/null 2>&1; then
+		[ -n "$(ss -Htn state established "( dport = :$((PORT + 1)) )" 2>/dev/null)" ] && break
+	elif [ "$i" -ge 20 ]; then
+		break
+	fi
+	sleep 0.1
+done
+l0=$(launcher_of "$b0") || fail "no launcher under $b0"
+kill -INT "$l0"
+wait_bg "$b1" 30
+[ "$RC" -eq 130 ] || fail "SIGINT on node 0 while joining: node 1 exit status $RC, not 130: $(cat "$T/err1")"
+grep -Eq "^smddp-run: node 1: node 0's launcher at 127\.0\.0\.1:$((PORT + 1)) gave up: node 0 \(host [^ ]+\) got signal 2 \(Interrupt\) before the job started$" "$T/err1" ||
+	fail "SIGINT on node 0 while joining: node 1 says: $(cat "$T/err1")"
+wait_bg "$b0" 30
+[ ! -s "$T/out0" ] && [ ! -s "$T/out1" ] || fail "SIGINT on node 0 while joining: ranks ran"
+echo "ok: Ctrl-C on node 0 while the nodes join"
+
 # ---- node 0 never comes: node 1 says so after --join-timeout
 PORT=$(free_ports)
 t0=$(now_ms)
