@@ -67,6 +67,17 @@ plan none sbatch-gpu -- --launcher none -n 2
 plan step step -- --nnodes 3 -n 2
 plan step-local step -- -n 2
 
+# ---- host lists: several bracket groups, widths kept, in Slurm's order
+hosts() {
+	env -i PATH=/usr/bin:/bin SLURM_JOB_ID=1 SLURM_JOB_NODELIST="$1" "$RUN" -n 1 --dry-run x |
+		sed -n 's/^# hosts: //p'
+}
+for c in 'x[1-2]y[08-10]|x1y08 x1y09 x1y10 x2y08 x2y09 x2y10' 'n[098-101]|n098 n099 n100 n101' \
+	'a,b[3,1],c|a b3 b1 c' 'rack1-[7]|rack1-7' 'ip-10-1-2-[3-4]|ip-10-1-2-3 ip-10-1-2-4'; do
+	got=$(hosts "${c%%|*}")
+	[ "$got" = "${c#*|}" ] || { echo "FAIL: host list '${c%%|*}': '$got', not '${c#*|}'" >&2; failed=1; }
+done
+
 # ---- errors: one line naming the problem, exit 2
 error() {
 	local want=$1 envfile=$2 rc=0 envs=() fenv
