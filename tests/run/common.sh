@@ -1,7 +1,8 @@
 # tests/run/common.sh - sourced by the smddp-run tests: paths, temp dir, cleanup
 #
 # Every process a test starts is recorded by pid (rank pid files written by
-# rankprog, background launchers in BG_PIDS) and killed on exit, pass or fail.
+# rankprog, background launchers in BG_PIDS, with everything below them)
+# and killed on exit, pass or fail.
 
 set -u
 : "${top_builddir:?run through make check}"
@@ -14,10 +15,22 @@ PROG="$top_builddir/tests/run/rankprog"
 T=$(mktemp -d "${TMPDIR:-/tmp}/smddp-run-test.XXXXXX") || exit 99
 BG_PIDS=""
 
+# descendants PID: the processes below PID, children first
+descendants() {
+	local c
+	for c in $(pgrep -P "$1" 2>/dev/null); do
+		echo "$c"
+		descendants "$c"
+	done
+}
+
 cleanup() {
-	local f p
+	local f p all
+	# a background launcher and all below it (timeout(1), smddp-run, ranks),
+	# taken before any dies, so that none is missed when re-parented
 	for p in $BG_PIDS; do
-		kill -KILL "$p" 2>/dev/null
+		all="$p $(descendants "$p")"
+		kill -KILL $all 2>/dev/null
 	done
 	for f in $(find "$T" -name 'pid.*' -o -name 'child.*' 2>/dev/null); do
 		kill -KILL "$(cat "$f")" 2>/dev/null
