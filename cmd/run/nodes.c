@@ -275,6 +275,17 @@ static struct nodes *nodes_new(const struct nodes_config *cfg)
 
 static struct peer *add_peer(struct nodes *n, int fd)
 {
+	/* a closed connection's place first: a port scanner must not grow us */
+	for (size_t i = 0; i < n->npeers; i++) {
+		struct peer *p = &n->peers[i];
+		if (p->fd < 0 && p->node < 0 && !p->done) {
+			memset(p, 0, sizeof *p);
+			p->fd = fd;
+			p->node = -1;
+			snprintf(p->host, sizeof p->host, "?");
+			return p;
+		}
+	}
 	if (n->npeers == n->cap) {
 		size_t cap = n->cap ? n->cap * 2 : 8;
 		struct peer *np = realloc(n->peers, cap * sizeof *np);
