@@ -65,6 +65,26 @@ done
 	fail "the nodes got different (or no) tokens: $(cat "$T"/out*)"
 echo "ok: 2 nodes x 2 ranks, one job id and token"
 
+# ---- strangers on the launcher port (junk, silence) change nothing
+PORT=$(free_ports)
+start_bg node 0 2 -- "$PROG" env RANK >"$T/out0" 2>"$T/err0"
+b0=$BG
+for ((i = 0; i < 100; i++)); do
+	(exec 3<>"/dev/tcp/127.0.0.1/$((PORT + 1))") 2>/dev/null && break
+	sleep 0.1
+done
+exec 4<>"/dev/tcp/127.0.0.1/$((PORT + 1))" || fail "strangers: cannot connect"
+echo "GET / HTTP/1.0" >&4
+exec 5<>"/dev/tcp/127.0.0.1/$((PORT + 1))" || fail "strangers: cannot connect"
+rc=0
+node 1 2 -- "$PROG" env RANK >"$T/out1" 2>"$T/err1" || rc=$?
+wait_bg "$b0" 30
+exec 4>&- 5>&-
+[ "$rc" -eq 0 ] && [ "$RC" -eq 0 ] || fail "strangers: exit status $RC and $rc: $(cat "$T"/err*)"
+[ "$(cat "$T/out0" "$T/out1" | sort | tr '\n' ' ')" = "[0] RANK=0 [1] RANK=1 [2] RANK=2 [3] RANK=3 " ] ||
+	fail "strangers: $(cat "$T"/out*)"
+echo "ok: strangers on the launcher port"
+
 # ---- the user's token and id (--rdzv-id), the same on both
 PORT=$(free_ports)
 SMDDP_JOB_TOKEN=feedbeef00112233 start_bg node 1 2 --rdzv-id myjob -- "$PROG" env SMDDP_JOB_TOKEN \
