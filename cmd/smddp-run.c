@@ -2674,11 +2674,21 @@ static void event_loop(struct run *r)
 			if (!streams_open(r) && !queues_pending(r) &&
 			    !(r->nodes && nodes_waiting(r->nodes)))
 				break;
-			/* Output nobody reads may wait for the reader, but not past
-			 * --timeout. */
+			/* Output nobody reads may wait for the reader, and node 0 for
+			 * the other nodes, but not past --timeout. */
 			if (r->timeout_at && now_ms() >= r->timeout_at) {
-				if (r->cause == CAUSE_NONE)
+				if (r->cause == CAUSE_NONE) {
 					r->cause = CAUSE_TIMEOUT;
+					snprintf(r->why, sizeof r->why, "the job ran for %s seconds "
+					         "(--timeout)", r->opt.timeout_arg);
+					if (r->nodes && nodes_waiting(r->nodes)) {
+						/* the queues are given up on: say it directly */
+						tool_set_message_sink(NULL);
+						tool_warn("timeout: the job ran for %s seconds; stopping the "
+						          "other nodes", r->opt.timeout_arg);
+					}
+				}
+				tell_nodes(r);
 				break;
 			}
 		}

@@ -170,6 +170,22 @@ expect_dead 0 $(pids_in "$T"/pid.*)
 rm -f "$T"/pid.*
 echo "ok: a rank killed on node 0 stops node 1"
 
+# ---- node 0's --timeout after its own ranks are done: node 1 stops too, 124
+PORT=$(free_ports)
+start_bg node 1 2 -- "$PROG" pid "$T" sleep 50 >"$T/out1" 2>"$T/err1"
+b1=$BG
+rc=0
+node 0 2 --timeout 3 -- "$PROG" out done >"$T/out0" 2>"$T/err0" || rc=$?
+wait_bg "$b1" 30
+[ "$rc" -eq 124 ] && [ "$RC" -eq 124 ] || fail "--timeout on node 0: exit status $rc and $RC: $(cat "$T"/err*)"
+grep -qx "smddp-run: timeout: the job ran for 3 seconds; stopping the other nodes" "$T/err0" ||
+	fail "--timeout on node 0: node 0 says: $(cat "$T/err0")"
+grep -Eq "^smddp-run: node 0 \(host [^ ]+\): the job ran for 3 seconds \(--timeout\); stopping 2 ranks here$" "$T/err1" ||
+	fail "--timeout on node 0: node 1 says: $(cat "$T/err1")"
+expect_dead 5 $(pids_in "$T"/pid.*)
+rm -f "$T"/pid.*
+echo "ok: node 0's --timeout reaches node 1"
+
 # ---- node 1's launcher dies (SIGKILL): node 0 names it and stops (1)
 PORT=$(free_ports)
 start_bg node 1 2 -- "$PROG" pid "$T" sleep 50 >"$T/out1" 2>"$T/err1"
