@@ -1,0 +1,603 @@
+/* cmd/run/sagemaker.c - smddp-run's plan from SageMaker's configuration */
+
+/*
+ * resourceconfig.json, hyperparameters.json, the estimator's distribution
+ * and the SM_* variables, read the way SageMaker's training toolkit reads
+ * them, into a struct plan; errors name the file and key (exit 2).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "run/run.h"
+
+/* EFA-capable instance types (public AWS specifications) and whether they
+ * support RDMA reads from device memory (FI_EFA_USE_DEVICE_RDMA). */
+static const struct {
+	const char *type;
+	bool rdma;
+} efa_types[] = {
+	{ "p3dn.24xlarge",  false },
+	{ "p4d.24xlarge",   true },
+	{ "p4de.24xlarge",  true },
+	{ "p5.48xlarge",    true },
+	{ "p5e.48xlarge",   true },
+	{ "p5en.48xlarge",  true },
+	{ "trn1.32xlarge",  true },
+	{ "trn1n.32xlarge", true },
+	{ "g4dn.8xlarge",   false },
+	{ "g4dn.12xlarge",  false },
+	{ "g4dn.16xlarge",  false },
+	{ "g4dn.metal",     false },
+	{ "g5.48xlarge",    false },
+};
+
+/* -1: not an EFA type; else whether device RDMA works. "ml." is optional. */
+int efa_rdma(const char *type)
+{
+	if (!type)
+		return -1;
+	if (strncmp(type, "ml.", 3) == 0)
+		type += 3;
+	for (size_t i = 0; i < sizeof efa_types / sizeof efa_types[0]; i++)
+		if (strcmp(type, efa_types[i].type) == 0)
+			return efa_types[i].rdma;
+	return -1;
+}
+
+/* Errors in SageMaker's configuration: a clear line, exit 2. */
+noreturn TOOL_PRINTF(1, 2) static void config_error(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	tool_warn("%s", msg);
+	exit(TOOL_EXIT_USAGE);
+}
+
+static char *read_file(const char *path, const char *what)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		config_error("cannot open %s '%s': %s", what, path, strerror(errno));
+	size_t cap = 4096, len = 0;
+	char *buf = malloc(cap);
+	if (!buf)
+		out_of_memory();
+	for (;;) {
+		if (len + 1 >= cap) {
+			if (cap >= (64u << 20))
+				config_error("%s '%s' is larger than 64 MiB", what, path);
+			char *nb = realloc(buf, cap *= 2);
+			if (!nb)
+				out_of_memory();
+			buf = nb;
+		}
+		size_t n = fread(buf + len, 1, cap - len - 1, f);
+		len += n;
+		if (n == 0)
+			break;
+	}
+	if (ferror(f))
+		config_error("cannot read %s '%s': %s", what, path, strerror(errno));
+	fclose(f);
+	buf[len] = '\0';
+	return buf;
+}
+
+/* TEXT as JSON; WHAT names it in errors, with the line of the problem. */
+static cJSON *parse_json(const char *text, const char *what)
+{
+	const char *end = NULL;
+	cJSON *j = cJSON_ParseWithOpts(text, &end, true);
+	if (!j) {
+		const char *at = end ? end : cJSON_GetErrorPtr();
+		int line = 1;
+		for (const char *p = text; at && p < at && *p; p++)
+			line += *p == '\n';
+		config_error("%s is not valid JSON (line %d, near '%.20s')", what, line,
+		             at && *at ? at : "end of input");
+	}
+	return j;
+}
+
+static cJSON *load_json_file(const char *path, const char *what)
+{
+	char *text = read_file(path, what);
+	char desc[4200];
+	snprintf(desc, sizeof desc, "%s '%s'", what, path);
+	cJSON *j = parse_json(text, desc);
+	free(text);
+	return j;
+}
+
+static const char *json_string(const cJSON *obj, const char *key, const char *what)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (!v || cJSON_IsNull(v))
+		return NULL;
+	if (!cJSON_IsString(v))
+		config_error("%s: \"%s\" must be a string", what, key);
+	return v->valuestring;
+}
+
+/* A JSON array of host names into SV. */
+static void json_hosts(const cJSON *arr, struct strv *sv, const char *what)
+{
+	const cJSON *h;
+	if (!cJSON_IsArray(arr))
+		config_error("%s: \"hosts\" must be an array of host names", what);
+	cJSON_ArrayForEach(h, arr) {
+		if (!cJSON_IsString(h) || !valid_host(h->valuestring))
+			config_error("%s: \"hosts\" holds an invalid host name", what);
+		if (!strv_has(sv, h->valuestring))
+			strv_add(sv, h->valuestring);
+	}
+}
+
+/* Hyperparameter values are JSON encoded into strings ("true", "8",
+ * "\"-x FOO\""); SM_HPS holds them decoded. Returns a new item. */
+static cJSON *hp_value(const cJSON *v)
+{
+	if (cJSON_IsString(v)) {
+		cJSON *d = cJSON_Parse(v->valuestring);
+		if (d)
+			return d;
+	}
+	return cJSON_Duplicate(v, true);
+}
+
+/* The hyperparameter form of the distribution, as the estimator's
+ * distribution argument, so that one parser reads both. */
+static cJSON *hp_to_distribution(const cJSON *hps, const char *what, const char **itype)
+{
+	static const struct {
+		const char *hp, *form, *sub, *key;
+	} map[] = {
+		{ "sagemaker_distributed_dataparallel_enabled", "smdistributed", "dataparallel", "enabled" },
+		{ "sagemaker_distributed_dataparallel_custom_mpi_options", "smdistributed", "dataparallel",
+		  "custom_mpi_options" },
+		{ "sagemaker_mpi_enabled", "mpi", NULL, "enabled" },
+		{ "sagemaker_mpi_num_of_processes_per_host", "mpi", NULL, "processes_per_host" },
+		{ "sagemaker_mpi_custom_mpi_options", "mpi", NULL, "custom_mpi_options" },
+		{ "sagemaker_pytorch_ddp_enabled", "pytorchddp", NULL, "enabled" },
+		{ "sagemaker_torch_distributed_enabled", "torch_distributed", NULL, "enabled" },
+		{ "sagemaker_parameter_server_enabled", "parameter_server", NULL, "enabled" },
+		{ "mp_parameters", "smdistributed", "modelparallel", "parameters" },
+		{ "sagemaker_distribution_instance_groups", "instance_groups", NULL, NULL },
+	};
+	static const char *const ours[] = {
+		"sagemaker_distributed_", "sagemaker_mpi_", "sagemaker_pytorch_", "sagemaker_torch_",
+		"sagemaker_parameter_server", "sagemaker_distribution_",
+	};
+	cJSON *d = cJSON_CreateObject();
+	const cJSON *kv;
+
+	if (!d)
+		out_of_memory();
+	cJSON_ArrayForEach(kv, hps) {
+		size_t i;
+		if (strcmp(kv->string, "sagemaker_instance_type") == 0) {
+			if (cJSON_IsString(kv)) {
+				cJSON *t = hp_value(kv);
+				*itype = xstrdup(cJSON_IsString(t) ? t->valuestring : kv->valuestring);
+				cJSON_Delete(t);
+			}
+			continue;
+		}
+		for (i = 0; i < sizeof map / sizeof map[0]; i++)
+			if (strcmp(kv->string, map[i].hp) == 0)
+				break;
+		if (i == sizeof map / sizeof map[0]) {
+			for (size_t k = 0; k < sizeof ours / sizeof ours[0]; k++)
+				if (strncmp(kv->string, ours[k], strlen(ours[k])) == 0)
+					config_error("%s: unknown hyperparameter \"%s\"", what, kv->string);
+			continue;   /* the program's own hyperparameter */
+		}
+		cJSON *val = hp_value(kv);
+		if (!map[i].key) {
+			cJSON_AddItemToObject(d, map[i].form, val);
+			continue;
+		}
+		cJSON *form = cJSON_GetObjectItemCaseSensitive(d, map[i].form);
+		if (!form)
+			form = cJSON_AddObjectToObject(d, map[i].form);
+		if (map[i].sub) {
+			cJSON *sub = cJSON_GetObjectItemCaseSensitive(form, map[i].sub);
+			if (!sub)
+				sub = cJSON_AddObjectToObject(form, map[i].sub);
+			form = sub;
+		}
+		if (strcmp(map[i].hp, "mp_parameters") == 0)
+			cJSON_AddTrueToObject(form, "enabled");
+		cJSON_AddItemToObject(form, map[i].key, val);
+	}
+	return d;
+}
+
+struct dist {
+	const char *form;        /* NULL: none enabled */
+	bool mpirun;
+	long ppn;                /* 0: not given */
+	struct strv mpi_opts;
+	char *mp_params;         /* smdistributed.modelparallel parameters, JSON */
+	struct strv groups;      /* instance_groups */
+};
+
+static bool dist_bool(const cJSON *v, const char *what, const char *key)
+{
+	if (cJSON_IsBool(v))
+		return cJSON_IsTrue(v);
+	if (cJSON_IsString(v) && (strcasecmp(v->valuestring, "true") == 0 ||
+	                          strcasecmp(v->valuestring, "false") == 0))
+		return strcasecmp(v->valuestring, "true") == 0;
+	config_error("%s: \"%s\" must be true or false", what, key);
+}
+
+/* Checks OBJ's keys against KNOWN (space-separated) and returns enabled. */
+static bool dist_form(const cJSON *obj, const char *what, const char *name, const char *known)
+{
+	const cJSON *kv;
+	bool enabled = false;
+	char path[128];
+
+	if (!cJSON_IsObject(obj))
+		config_error("%s: \"%s\" must be an object such as {\"enabled\": true}", what, name);
+	cJSON_ArrayForEach(kv, obj) {
+		size_t n = strlen(kv->string);
+		const char *k = known;
+		bool ok = false;
+		while (*k && !ok) {
+			size_t m = strcspn(k, " ");
+			ok = m == n && strncmp(k, kv->string, n) == 0;
+			k += m + (k[m] == ' ');
+		}
+		if (!ok)
+			config_error("%s: unknown key \"%s\" in \"%s\" (known: %s)", what, kv->string, name,
+			             known);
+		snprintf(path, sizeof path, "%s.%s", name, kv->string);
+		if (strcmp(kv->string, "enabled") == 0)
+			enabled = dist_bool(kv, what, path);
+	}
+	return enabled;
+}
+
+static void dist_mpi_options(const cJSON *obj, struct dist *d, const char *what, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "custom_mpi_options");
+	if (!v)
+		return;
+	if (!cJSON_IsString(v))
+		config_error("%s: \"%s.custom_mpi_options\" must be a string", what, name);
+	if (split_words(v->valuestring, &d->mpi_opts) < 0)
+		config_error("%s: \"%s.custom_mpi_options\": a quote is not closed", what, name);
+}
+
+static void parse_distribution(const cJSON *j, struct dist *d, const char *what)
+{
+	static const char known[] =
+		"torch_distributed pytorchddp smdistributed mpi parameter_server instance_groups";
+	const cJSON *kv;
+	bool torch = false, ddp = false, sdp = false, smp = false, mpi = false, ps = false;
+	const cJSON *jmpi = NULL, *jsdp = NULL, *jsmp = NULL;
+
+	memset(d, 0, sizeof *d);
+	if (!cJSON_IsObject(j))
+		config_error("%s must be a JSON object such as {\"torch_distributed\": "
+		             "{\"enabled\": true}}", what);
+	cJSON_ArrayForEach(kv, j) {
+		const char *k = kv->string;
+		if (strcmp(k, "torch_distributed") == 0) {
+			torch = dist_form(kv, what, k, "enabled");
+		} else if (strcmp(k, "pytorchddp") == 0) {
+			ddp = dist_form(kv, what, k, "enabled");
+		} else if (strcmp(k, "parameter_server") == 0) {
+			ps = dist_form(kv, what, k, "enabled");
+		} else if (strcmp(k, "mpi") == 0) {
+			mpi = dist_form(kv, what, k, "enabled processes_per_host custom_mpi_options");
+			jmpi = kv;
+		} else if (strcmp(k, "smdistributed") == 0) {
+			const cJSON *s;
+			if (!cJSON_IsObject(kv))
+				config_error("%s: \"smdistributed\" must be an object", what);
+			cJSON_ArrayForEach(s, kv) {
+				if (strcmp(s->string, "dataparallel") == 0) {
+					sdp = dist_form(s, what, "smdistributed.dataparallel",
+					                "enabled custom_mpi_options");
+					jsdp = s;
+				} else if (strcmp(s->string, "modelparallel") == 0) {
+					smp = dist_form(s, what, "smdistributed.modelparallel",
+					                "enabled parameters");
+					jsmp = s;
+				} else {
+					config_error("%s: unknown key \"%s\" in \"smdistributed\" (known: "
+					             "dataparallel modelparallel)", what, s->string);
+				}
+			}
+		} else if (strcmp(k, "instance_groups") == 0) {
+			const cJSON *g;
+			if (!cJSON_IsArray(kv))
+				config_error("%s: \"instance_groups\" must be an array", what);
+			cJSON_ArrayForEach(g, kv) {
+				const char *name = cJSON_IsString(g) ? g->valuestring
+				                   : json_string(g, "instance_group_name", what);
+				if (!name)
+					config_error("%s: \"instance_groups\" holds neither a name nor an object "
+					             "with \"instance_group_name\"", what);
+				strv_add(&d->groups, name);
+			}
+		} else {
+			config_error("%s: unknown key \"%s\" (known: %s)", what, k, known);
+		}
+	}
+
+	const char *on[6];
+	int non = 0;
+	if (torch)
+		on[non++] = "torch_distributed";
+	if (ddp)
+		on[non++] = "pytorchddp";
+	if (sdp)
+		on[non++] = "smdistributed.dataparallel";
+	if (smp)
+		on[non++] = "smdistributed.modelparallel";
+	if (ps)
+		on[non++] = "parameter_server";
+	if (mpi && !smp)
+		on[non++] = "mpi";
+	if (non > 1)
+		config_error("%s: conflicting distribution: %s and %s are both enabled", what, on[0],
+		             on[1]);
+	if (smp && !mpi)
+		config_error("%s: smdistributed.modelparallel runs through MPI: add \"mpi\": "
+		             "{\"enabled\": true, \"processes_per_host\": N}", what);
+	if (non == 0)
+		return;
+	d->form = on[0];
+	d->mpirun = !torch && !ps;
+	if (mpi) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(jmpi, "processes_per_host");
+		double x = 0;
+		if (v && cJSON_IsString(v))
+			tool_parse_double(v->valuestring, 1, MAX_NPROC, &x);
+		else if (v && cJSON_IsNumber(v))
+			x = v->valuedouble;
+		if (v && (x < 1 || x > MAX_NPROC || x != (long)x))
+			config_error("%s: \"mpi.processes_per_host\" must be a whole number from 1 to %d",
+			             what, MAX_NPROC);
+		d->ppn = (long)x;
+		dist_mpi_options(jmpi, d, what, "mpi");
+	}
+	if (sdp)
+		dist_mpi_options(jsdp, d, what, "smdistributed.dataparallel");
+	if (smp) {
+		const cJSON *p = cJSON_GetObjectItemCaseSensitive(jsmp, "parameters");
+		if (p && !cJSON_IsObject(p))
+			config_error("%s: \"smdistributed.modelparallel.parameters\" must be an object",
+			             what);
+		d->mp_params = p ? cJSON_PrintUnformatted(p) : xstrdup("{}");
+		if (!d->mp_params)
+			out_of_memory();
+	}
+}
+
+static const char *sm_config_dir(void)
+{
+	const char *d = getenv("SMDDP_SM_CONFIG_DIR");
+	return d && *d ? d : "/opt/ml/input/config";
+}
+
+bool sm_detect(void)
+{
+	char path[4200];
+	snprintf(path, sizeof path, "%s/resourceconfig.json", sm_config_dir());
+	return access(path, F_OK) == 0;
+}
+
+/* SageMaker: resourceconfig.json, hyperparameters.json, the distribution
+ * and SM_* into a plan. Precedence: a file given by flag, then the SM_*
+ * variables, then the files of the configuration folder. */
+void sagemaker_plan(const struct options *o, struct plan *p)
+{
+	char rcpath[4200], hppath[4200];
+	const char *env;
+	cJSON *rc = NULL, *hps = NULL;
+	const char *rcwhat, *hpwhat = NULL;
+
+	snprintf(rcpath, sizeof rcpath, "%s/resourceconfig.json", sm_config_dir());
+	snprintf(hppath, sizeof hppath, "%s/hyperparameters.json", sm_config_dir());
+
+	/* resourceconfig */
+	if (o->resource_config) {
+		rc = load_json_file(o->resource_config, "resource config");
+		rcwhat = o->resource_config;
+	} else if ((env = getenv("SM_RESOURCE_CONFIG")) && *env) {
+		rc = parse_json(env, "SM_RESOURCE_CONFIG");
+		rcwhat = "SM_RESOURCE_CONFIG";
+	} else if (access(rcpath, F_OK) == 0) {
+		rc = load_json_file(rcpath, "resource config");
+		rcwhat = rcpath;
+	} else {
+		rc = cJSON_CreateObject();
+		rcwhat = "SM_HOSTS";
+		if (!getenv("SM_HOSTS") || !getenv("SM_CURRENT_HOST"))
+			config_error("--sagemaker: no resource config: give --resource-config FILE, or "
+			             "set SM_RESOURCE_CONFIG, or SM_HOSTS and SM_CURRENT_HOST (looked for "
+			             "%s)", rcpath);
+	}
+	if (!cJSON_IsObject(rc))
+		config_error("%s: expected a JSON object", rcwhat);
+
+	const char *cur = json_string(rc, "current_host", rcwhat);
+	const char *netif = json_string(rc, "network_interface_name", rcwhat);
+	const char *itype = json_string(rc, "current_instance_type", rcwhat);
+	const char *g1 = json_string(rc, "current_group_name", rcwhat);
+	const char *g2 = json_string(rc, "current_instance_group", rcwhat);
+	if (g1 && g2 && strcmp(g1, g2) != 0)
+		config_error("%s: conflicting \"current_group_name\" (%s) and "
+		             "\"current_instance_group\" (%s)", rcwhat, g1, g2);
+	const char *group = g1 ? g1 : g2;
+	struct strv hosts = { 0 };
+	const cJSON *jh = cJSON_GetObjectItemCaseSensitive(rc, "hosts");
+	if (jh)
+		json_hosts(jh, &hosts, rcwhat);
+	if (!o->resource_config) {
+		if ((env = getenv("SM_CURRENT_HOST")) && *env)
+			cur = env;
+		if ((env = getenv("SM_NETWORK_INTERFACE_NAME")) && *env)
+			netif = env;
+		if ((env = getenv("SM_HOSTS")) && *env) {
+			cJSON *h = parse_json(env, "SM_HOSTS");
+			struct strv fresh = { 0 };
+			json_hosts(h, &fresh, "SM_HOSTS");
+			hosts = fresh;
+			cJSON_Delete(h);
+		}
+	}
+	if (!cur)
+		config_error("%s: no \"current_host\"", rcwhat);
+	if (!valid_host(cur))
+		config_error("%s: invalid current host '%s'", rcwhat, cur);
+	if (hosts.n == 0)
+		config_error("%s: no \"hosts\"", rcwhat);
+
+	/* hyperparameters */
+	if (o->hyperparameters) {
+		hps = load_json_file(o->hyperparameters, "hyperparameters");
+		hpwhat = o->hyperparameters;
+	} else if ((env = getenv("SM_HPS")) && *env) {
+		hps = parse_json(env, "SM_HPS");
+		hpwhat = "SM_HPS";
+	} else if (access(hppath, F_OK) == 0) {
+		hps = load_json_file(hppath, "hyperparameters");
+		hpwhat = hppath;
+	}
+	if (hps && !cJSON_IsObject(hps))
+		config_error("%s: expected a JSON object", hpwhat);
+
+	/* distribution: the flag, else the hyperparameter form */
+	struct dist d = { 0 }, dh = { 0 };
+	const char *hp_itype = NULL;
+	if (hps) {
+		cJSON *hd = hp_to_distribution(hps, hpwhat, &hp_itype);
+		parse_distribution(hd, &dh, hpwhat);
+		cJSON_Delete(hd);
+	}
+	if (o->distribution) {
+		const char *s = o->distribution + strspn(o->distribution, " \t\r\n");
+		cJSON *j = *s == '{' || *s == '[' ? parse_json(s, "--distribution")
+		                     : load_json_file(o->distribution, "distribution");
+		parse_distribution(j, &d, "--distribution");
+		cJSON_Delete(j);
+		if (dh.form && (!d.form || strcmp(d.form, dh.form) != 0))
+			config_error("conflicting distribution: --distribution says %s, %s says %s",
+			             d.form ? d.form : "none", hpwhat, dh.form);
+	} else {
+		d = dh;
+	}
+	if (!itype)
+		itype = hp_itype;
+
+	/* instance groups: only their hosts train */
+	const cJSON *igs = cJSON_GetObjectItemCaseSensitive(rc, "instance_groups");
+	if (d.groups.n) {
+		struct strv kept = { 0 };
+		if (!cJSON_IsArray(igs))
+			config_error("the distribution names instance groups but %s has no "
+			             "\"instance_groups\"", rcwhat);
+		for (size_t i = 0; i < d.groups.n; i++) {
+			const cJSON *g, *found = NULL;
+			cJSON_ArrayForEach(g, igs)
+				if (cJSON_IsObject(g) && json_string(g, "instance_group_name", rcwhat) &&
+				    strcmp(json_string(g, "instance_group_name", rcwhat), d.groups.v[i]) == 0)
+					found = g;
+			if (!found)
+				config_error("instance group '%s' is not in %s", d.groups.v[i], rcwhat);
+			json_hosts(cJSON_GetObjectItemCaseSensitive(found, "hosts"), &kept, rcwhat);
+		}
+		hosts = kept;
+	}
+	if (!itype && group && cJSON_IsArray(igs)) {
+		const cJSON *g;
+		cJSON_ArrayForEach(g, igs)
+			if (cJSON_IsObject(g) && json_string(g, "instance_group_name", rcwhat) &&
+			    strcmp(json_string(g, "instance_group_name", rcwhat), group) == 0)
+				itype = json_string(g, "instance_type", rcwhat);
+	}
+
+	qsort(hosts.v, hosts.n, sizeof *hosts.v, cmp_str);
+	p->hosts = hosts;
+	p->current_host = xstrdup(cur);
+	p->node_rank = -1;
+	for (size_t i = 0; i < hosts.n; i++)
+		if (strcmp(hosts.v[i], cur) == 0)
+			p->node_rank = (int)i;
+	if (p->node_rank < 0) {
+		if (d.groups.n) {
+			p->kind = PLAN_IDLE;
+			p->form = d.form ? d.form : "local";
+			return;
+		}
+		config_error("%s: the current host '%s' is not among the hosts", rcwhat, cur);
+	}
+
+	p->form = d.form ? d.form : "local";
+	p->netif = o->netif ? o->netif : netif ? xstrdup(netif) : NULL;
+	p->instance_type = itype ? xstrdup(itype) : NULL;
+	p->mpi_opts = d.mpi_opts;
+	if (d.mp_params)
+		envv_set(&p->env, "SM_HP_MP_PARAMETERS", d.mp_params, true);
+
+	long gpus = 0;
+	if ((env = getenv("SM_NUM_GPUS")) && *env &&
+	    tool_parse_long(env, 0, MAX_NPROC, &gpus) < 0)
+		config_error("SM_NUM_GPUS='%s': expected a number from 0 to %d", env, MAX_NPROC);
+	if (!env || !*env)
+		gpus = count_gpus();
+	p->ppn = o->nproc ? o->nproc : d.ppn ? d.ppn : gpus > 0 ? gpus : 1;
+	if (p->ppn > MAX_NPROC)
+		p->ppn = MAX_NPROC;
+
+	if (d.form && strcmp(d.form, "parameter_server") == 0) {
+		/* One server and one worker per host, as SageMaker's TensorFlow
+		 * containers: workers on port 2222, servers on 2223. */
+		if (o->nproc)
+			config_error("parameter_server runs one server and one worker per host: "
+			             "-n does not apply");
+		p->ppn = 2;
+		char *cluster = xasprintf("{\"cluster\":{\"ps\":[");
+		for (int role = 0; role < 2; role++) {
+			for (size_t i = 0; i < hosts.n; i++) {
+				char *c = xasprintf("%s%s\"%s:%d\"", cluster, i ? "," : "", hosts.v[i],
+				                    role ? 2222 : 2223);
+				free(cluster);
+				cluster = c;
+			}
+			char *c = xasprintf("%s]%s", cluster, role ? "}" : ",\"worker\":[");
+			free(cluster);
+			cluster = c;
+		}
+		p->tf_config[0] = xasprintf("TF_CONFIG=%s,\"environment\":\"cloud\",\"task\":{\"type\":\"ps\","
+		                            "\"index\":%d}}", cluster, p->node_rank);
+		p->tf_config[1] = xasprintf("TF_CONFIG=%s,\"environment\":\"cloud\",\"task\":{\"type\":\"worker\","
+		                            "\"index\":%d}}", cluster, p->node_rank);
+		free(cluster);
+	}
+	if (d.mpirun)
+		p->kind = p->node_rank == 0 ? PLAN_MPIRUN : PLAN_WORKER;
+	else
+		p->kind = PLAN_LOCAL;
+	cJSON_Delete(rc);
+	cJSON_Delete(hps);
+}
+
