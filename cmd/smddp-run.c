@@ -196,7 +196,8 @@ enum {
 	OPT_BIND, OPT_NETIF, OPT_SAGEMAKER, OPT_NO_SAGEMAKER, OPT_RESOURCE_CONFIG,
 	OPT_HYPERPARAMETERS, OPT_DISTRIBUTION, OPT_WORKER_WAIT, OPT_NNODES, OPT_NODE_RANK,
 	OPT_RDZV_ENDPOINT, OPT_RDZV_ID, OPT_RDZV_BACKEND, OPT_STANDALONE, OPT_LAUNCHER_PORT,
-	OPT_JOIN_TIMEOUT, OPT_LAUNCHER, OPT_SRUN_ARGS, OPT_UNBUFFERED,
+	OPT_JOIN_TIMEOUT, OPT_LAUNCHER, OPT_SRUN_ARGS, OPT_UNBUFFERED, OPT_NO_PYTHON,
+	OPT_MAX_RESTARTS,
 };
 
 static void usage(void)
@@ -240,7 +241,9 @@ static void usage(void)
 "      --join-timeout SECONDS  how long the launchers wait for each other before\n"
 "                          the ranks start (default 300)\n"
 "  torchrun's spellings are accepted: --nproc_per_node, --node_rank, --master_addr,\n"
-"  --master_port, --rdzv_endpoint, --rdzv_id, --rdzv-backend/--rdzv_backend (ignored)\n"
+"  --master_port, --rdzv_endpoint, --rdzv_id; --rdzv-backend, --no-python and\n"
+"  --max-restarts 0 are accepted and change nothing (PROGRAM runs as it is given:\n"
+"  a Python script as 'python3 train.py')\n"
 "\n"
 "Across hosts (through mpirun):\n"
 "      --hosts H1[:N],H2[:N]...  run N ranks on each of these hosts\n"
@@ -376,6 +379,10 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "join-timeout",  required_argument, NULL, OPT_JOIN_TIMEOUT },
 		{ "launcher",      required_argument, NULL, OPT_LAUNCHER },
 		{ "unbuffered",    no_argument,       NULL, OPT_UNBUFFERED },
+		{ "no-python",     no_argument,       NULL, OPT_NO_PYTHON },
+		{ "no_python",     no_argument,       NULL, OPT_NO_PYTHON },
+		{ "max-restarts",  required_argument, NULL, OPT_MAX_RESTARTS },
+		{ "max_restarts",  required_argument, NULL, OPT_MAX_RESTARTS },
 		{ "srun-args",     required_argument, NULL, OPT_SRUN_ARGS },
 		{ "help",          no_argument,       NULL, 'h' },
 		{ "version",       no_argument,       NULL, 'V' },
@@ -539,6 +546,17 @@ static void parse_options(int argc, char **argv, struct options *o)
 		case OPT_UNBUFFERED:
 			o->unbuffered = true;
 			break;
+		case OPT_NO_PYTHON:
+			break;   /* smddp-run never adds a python */
+		case OPT_MAX_RESTARTS: {
+			long n;
+			if (tool_parse_long(optarg, 0, 1000000, &n) < 0)
+				tool_usage_error("invalid --max-restarts '%s': expected 0", optarg);
+			if (n > 0)
+				tool_usage_error("--max-restarts %s: restarting failed ranks is not "
+				                 "supported; a failure ends the job (give 0)", optarg);
+			break;
+		}
 		case OPT_LAUNCHER:
 			if (strcmp(optarg, "auto") == 0)
 				o->launcher = LAUNCH_AUTO;
@@ -1624,6 +1642,11 @@ static int start_rank(struct run *r, struct rank *rk, int lr)
 		if (r->cause == CAUSE_NONE) {
 			errno = err;
 			tool_warn_errno("cannot execute '%s'", r->opt.argv[0]);
+			size_t al = strlen(r->opt.argv[0]);
+			if (al > 3 && strcmp(r->opt.argv[0] + al - 3, ".py") == 0)
+				tool_warn("'%s' is a Python script: run it as 'python3 %s' (torchrun "
+				          "adds the python; smddp-run runs PROGRAM as it is given)",
+				          r->opt.argv[0], r->opt.argv[0]);
 			snprintf(r->why, sizeof r->why, "cannot execute '%s': %s", r->opt.argv[0],
 			         strerror(err));
 			r->cause = CAUSE_EXEC;

@@ -282,6 +282,15 @@ usage_error "--nnodes (one smddp-run per node) and --hosts exclude each other" \
 	--nnodes 2 --node-rank 0 --master-addr a --hosts a,b true
 usage_error "--rdzv-backend etcd: only static and c10d" --rdzv-backend etcd true
 usage_error "invalid number of ranks 'x': expected 1 to 1024, auto, gpu or cpu" --nproc-per-node x true
+usage_error "--max-restarts 3: restarting failed ranks is not supported" --max-restarts 3 true
+"$RUN" --max_restarts 0 --no_python --no-python -n 1 --dry-run prog >/dev/null ||
+	fail "--max-restarts 0, --no-python: $?"
+# a torchrun habit: the script without python
+rc=0
+(cd "$T" && timeout 60 "$RUN" -n 1 train.py >"$T/uo" 2>"$T/ue") || rc=$?
+[ "$rc" -eq 127 ] || fail "train.py: exit status $rc, not 127"
+grep -qx "smddp-run: 'train.py' is a Python script: run it as 'python3 train.py' (torchrun adds the python; smddp-run runs PROGRAM as it is given)" "$T/ue" ||
+	fail "train.py: $(cat "$T/ue")"
 
 # ---- torchrun's spellings, shown by --dry-run
 out=$("$RUN" --nnodes=3 --node_rank=2 --rdzv_endpoint=10.1.2.3:4000 --nproc_per_node=2 \
