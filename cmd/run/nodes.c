@@ -671,15 +671,15 @@ static int join_as_other(struct nodes *n, const struct nodes_config *cfg, int si
 
 	/* Node 0 decides: GO when all are here, STOP when it gives up (by its
 	 * own deadline, which ends before ours: it was running when we came). */
-	int64_t go_until = now_ms() + (int64_t)(c->join_timeout_s * 1000 + 0.5) + GO_MARGIN_MS;
+	int64_t joined_at = now_ms();
+	int64_t go_until = joined_at + (int64_t)(c->join_timeout_s * 1000 + 0.5) + GO_MARGIN_MS;
 	if (go_until < until + GO_MARGIN_MS)
 		go_until = until + GO_MARGIN_MS;
 	for (;;) {
 		if (now_ms() >= go_until) {
-			tool_warn("node %d: joined node 0's launcher at %s, but the job did not start "
-			          "within %g s: node 0 neither started it nor gave up", c->node_rank,
-			          n->addr, (double)(go_until - (until - (int64_t)(c->join_timeout_s *
-			          1000 + 0.5))) / 1000);
+			tool_warn("node %d: joined node 0's launcher at %s, which in %.0f s neither "
+			          "started the job nor gave up (--join-timeout differs between the "
+			          "nodes?)", c->node_rank, n->addr, (double)(go_until - joined_at) / 1000);
 			return 1;
 		}
 		struct pollfd pf[2] = { { .fd = sigfd, .events = POLLIN }, { .fd = fd, .events = POLLIN } };
