@@ -96,6 +96,7 @@ struct outq {
 	size_t off, len, cap;   /* pending bytes are buf[off, len) */
 	bool broken;            /* the reader went away: discard from now on */
 	bool chunked;           /* not a regular file: write at most PIPE_BUF */
+	bool tty;               /* a terminal: a '\r' ends a piece too (progress lines) */
 };
 
 /* One rank's stdout or stderr, read through a pipe when tagging. */
@@ -150,6 +151,7 @@ struct run {
 	bool use_pty;           /* ... through a pseudo-terminal, so that it is line-buffered */
 	struct winsize ws;      /* smddp-run's terminal's size, for the ranks' */
 	bool have_ws;
+	bool use_pty_err;       /* ranks' stderr too: smddp-run's is a terminal (progress) */
 
 	char job_id[NODES_ID_MAX];
 	char token[NODES_TOKEN_MAX];
@@ -1075,6 +1077,7 @@ static void outq_init(struct outq *q, int fd)
 	memset(q, 0, sizeof *q);
 	q->fd = fd;
 	q->chunked = !(fstat(fd, &st) == 0 && S_ISREG(st.st_mode));
+	q->tty = isatty(fd);
 	if (fcntl(fd, F_GETFD) < 0)
 		q->broken = true;
 }
@@ -1173,10 +1176,23 @@ static bool stream_grow(struct stream *s, size_t need)
 	return true;
 }
 
+/* Where the piece that starts at DATA ends: a '\n', or for a terminal also
+ * a '\r', so that a rank's progress line ("42%\r") shows as it is redrawn. */
+static const char *piece_end(const struct stream *s, const char *data, size_t n)
+{
+	const char *nl = memchr(data, '\n', n);
+	if (s->q->tty) {
+		const char *cr = memchr(data, '\r', nl ? (size_t)(nl - data) : n);
+		if (cr)
+			return cr;
+	}
+	return nl;
+}
+
 static void stream_add(struct rank *rk, struct stream *s, const char *data, size_t n)
 {
 	while (n) {
-		const char *nl = memchr(data, '\n', n);
+		const char *nl = piece_end(s, data, n);
 		size_t take = nl ? (size_t)(nl - data) + 1 : n;
 		if (nl && !s->plen) {
 			outq_put(s->q, rk->tag, rk->taglen, data, take, false);
@@ -1520,13 +1536,14 @@ static void close_pair(int p[2])
 	p[0] = p[1] = -1;
 }
 
-/* The rank's stdout: a pseudo-terminal (P[0] the master we read, P[1] the
- * rank's side), in raw mode so that '\n' stays '\n', the size of ours; or,
- * when none can be had (no /dev/pts in a container), a pipe. */
-static int open_out(struct run *r, int p[2])
+/* A rank's stdout (or stderr): with PTY a pseudo-terminal (P[0] the master
+ * we read, P[1] the rank's side), in raw mode so that '\n' stays '\n', the
+ * size of ours; else, or when none can be had (no /dev/pts in a
+ * container), a pipe. */
+static int open_out(struct run *r, int p[2], bool pty, bool is_stdout)
 {
 	static bool warned;
-	if (r->use_pty) {
+	if (pty) {
 		char name[128];
 		int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
 		if (m >= 0 && grantpt(m) == 0 && unlockpt(m) == 0 &&
@@ -1548,12 +1565,13 @@ static int open_out(struct run *r, int p[2])
 		int e = errno;
 		if (m >= 0)
 			close(m);
-		if (r->opt.unbuffered && !warned) {
+		if (r->opt.unbuffered && is_stdout && !warned) {
 			errno = e;
 			tool_warn_errno("--unbuffered: cannot open a pseudo-terminal; the ranks' "
 			                "stdout is a pipe (C programs: setvbuf, or fflush)");
 		}
-		warned = true;
+		if (is_stdout)
+			warned = true;
 	}
 	return pipe2(p, O_CLOEXEC);
 }
@@ -1565,8 +1583,8 @@ static int start_rank(struct run *r, struct rank *rk, int lr)
 	char **env = NULL;
 	int rc = -1;
 
-	if (pipe2(ep, O_CLOEXEC) < 0 || (tag && pipe2(xp, O_CLOEXEC) < 0) ||
-	    (r->out_via && open_out(r, op) < 0)) {
+	if (pipe2(ep, O_CLOEXEC) < 0 || (tag && open_out(r, xp, r->use_pty_err, false) < 0) ||
+	    (r->out_via && open_out(r, op, r->use_pty, true) < 0)) {
 		launch_failed(r, "cannot create a pipe");
 		goto out;
 	}
@@ -2787,7 +2805,11 @@ int main(int argc, char **argv)
 	 * would come at exit. On a terminal (or asked) it gets one of its own. */
 	r->out_via = !r->mpirun && (r->opt.tag > 0 || r->opt.unbuffered);
 	r->use_pty = r->out_via && (r->opt.unbuffered || isatty(1));
-	r->have_ws = r->use_pty && ioctl(1, TIOCGWINSZ, &r->ws) == 0;
+	/* and a rank's progress on stderr reaches a terminal as it does without
+	 * smddp-run: it sees a terminal, and its '\r' ends a piece */
+	r->use_pty_err = !r->mpirun && r->opt.tag > 0 && isatty(2);
+	r->have_ws = (r->use_pty && ioctl(1, TIOCGWINSZ, &r->ws) == 0) ||
+	             (r->use_pty_err && ioctl(2, TIOCGWINSZ, &r->ws) == 0);
 
 	r->nranks = r->lay.local_size;
 	if (!r->mpirun && r->opt.bind > BIND_NONE)

@@ -1,7 +1,9 @@
 #!/bin/bash
 # tests/run/unbuffered.sh - a rank's printf line reaches smddp-run's output
 # before the rank exits: through a pseudo-terminal when smddp-run's stdout is
-# a terminal, or always with --unbuffered (which also sets PYTHONUNBUFFERED=1)
+# a terminal, or always with --unbuffered (which also sets PYTHONUNBUFFERED=1);
+# on a terminal, a rank's stderr is one too, and its progress line ("\r")
+# shows as it is redrawn
 . "$top_srcdir/tests/run/common.sh"
 unset PYTHONUNBUFFERED
 
@@ -89,6 +91,22 @@ if command -v script >/dev/null 2>&1; then
 	[ "$(tr -d '\r' <"$T/tty" | sort | tr '\n' '|')" = "[0] out-tty|[1] out-tty|" ] ||
 		fail "on a terminal: $(cat "$T/tty")"
 	echo "ok: on a terminal, the ranks' stdout is one"
+
+	# and their stderr: a progress line ("...\r") shows while the rank works
+	printf '%s\n' "printf 'progress 1\\r' >&2" 'sleep 3' '[ -t 2 ] && echo err-tty || echo err-pipe' \
+		>"$T/progress.sh"
+	start_bg timeout 60 script -qec "$RUN -n 2 sh $T/progress.sh" /dev/null >"$T/tty2" 2>&1 </dev/null
+	b=$BG
+	for ((i = 0; i < 100; i++)); do
+		grep -qF $'[1] progress 1\r' "$T/tty2" && grep -qF $'[0] progress 1\r' "$T/tty2" && break
+		sleep 0.1
+	done
+	grep -qF $'[0] progress 1\r' "$T/tty2" && ! grep -q 'err-' "$T/tty2" ||
+		fail "on a terminal: the progress line did not come while the ranks ran: $(od -c "$T/tty2" | head)"
+	wait_bg "$b" 30
+	[ "$(grep -o '\[[01]\] err-tty' "$T/tty2" | sort -u | wc -l)" -eq 2 ] ||
+		fail "on a terminal: the ranks' stderr is not one: $(od -c "$T/tty2" | head -20)"
+	echo "ok: on a terminal, the ranks' stderr is one, and a progress line shows"
 else
 	echo "skip: on a terminal: script(1) is not installed"
 fi
