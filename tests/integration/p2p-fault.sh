@@ -18,7 +18,9 @@ cases() { # PREFIX [launcher args before the program]
 		fail "$p-timeout: took ${elapsed} s for a 2 s deadline"
 	# Rank 1 dies while rank 0 sends it 1 MiB: rank 0 names it.
 	run_job "$p-kill" 60 2 --env SMDDP_TIMEOUT=60 "$@" "$P2P" kill
-	WANT_STATUS=137 expect_witnesses "$p-kill" 0
+	# (the launcher's status is whichever rank it reaps first: rank 1's
+	# SIGKILL or rank 0's exit after its report; either is a failure)
+	WANT_STATUS= expect_witnesses "$p-kill" 0
 	[ "${elapsed%.*}" -lt 30 ] && pass "$p-kill: over in ${elapsed} s" ||
 		fail "$p-kill: took ${elapsed} s (the death should be seen within seconds)"
 }
