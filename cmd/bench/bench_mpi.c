@@ -156,11 +156,7 @@ static int mpi_run(const struct bench_call *c)
 		return MPI_Alltoall(sb, n, t, c->recvbuf, n, t, MPI_COMM_WORLD);
 	case COLL_SENDRECV: {
 		int next = bench_ring_next(mpi_rank, mpi_size), prev = bench_ring_prev(mpi_rank, mpi_size);
-		/* In place is one buffer sent and overwritten: MPI's own call
-		 * for that, as MPI_Sendrecv forbids aliased buffers. */
-		if (c->inplace)
-			return MPI_Sendrecv_replace(c->recvbuf, n, t, next, 0, prev, 0,
-						    MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		/* Out of place only, as for libsmddp. */
 		return MPI_Sendrecv(c->sendbuf, n, t, next, 0, c->recvbuf, n, t, prev, 0,
 				    MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 	}

@@ -55,10 +55,13 @@ static int coll_rooted(enum bench_coll c)
 }
 
 /* alltoallv has no in-place form in libsmddp's API (nor in NCCL's, which
- * has no alltoallv): its in-place half is N/A for every backend alike. */
+ * has no alltoallv), and the buffers of a group's sends must stay unchanged
+ * until its end, so a receive into the buffer being sent (nccl-tests'
+ * in-place sendrecv) is outside the contract: it gave wrong data past the
+ * inline size.  Their in-place half is N/A for every backend alike. */
 static int coll_has_inplace(enum bench_coll c)
 {
-	return c != COLL_ALLTOALLV;
+	return c != COLL_ALLTOALLV && c != COLL_SENDRECV;
 }
 
 /* busbw = algbw * factor: the bandwidth a ring would need on its busiest
@@ -467,7 +470,8 @@ static int sm_run(const struct bench_call *c)
 	case COLL_SENDRECV: {
 		/* The send and the receive in one group, so that they run at
 		 * once around the ring; the group is closed even after a
-		 * failed record, and the first failure is the one reported. */
+		 * failed record, and the first failure is the one reported.
+		 * Never in place (coll_has_inplace). */
 		int rc = smddp_group_start(), rc2;
 
 		if (rc)

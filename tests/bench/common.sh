@@ -29,7 +29,7 @@ rows() {
 }
 
 # expect_clean_table WHAT: exit 0, one header, rows with #wrong 0 in both
-# halves (alltoallv has no in-place half: N/A there), and the nccl-tests
+# halves (alltoallv and sendrecv have no in-place half: N/A there), and the nccl-tests
 # summary lines.
 expect_clean_table() {
 	[ "$rc" -eq 0 ] || fail "$1: exit status $rc: $(cat "$T/err")"
@@ -41,9 +41,9 @@ expect_clean_table() {
 		/^# Collective: / { c = $3; next }
 		/^#/ || NF == 0 { next }
 		NF != 13 { print what ": bad row: " $0; bad = 1 }
-		c == "alltoallv" && ($10 != "N/A" || $13 != "N/A") {
-			print what ": alltoallv in place is not N/A: " $0; bad = 1 }
-		$9 != "0" || ($13 != "0" && c != "alltoallv") {
+		c ~ /^(alltoallv|sendrecv)$/ && ($10 != "N/A" || $13 != "N/A") {
+			print what ": " c " in place is not N/A: " $0; bad = 1 }
+		$9 != "0" || ($13 != "0" && c !~ /^(alltoallv|sendrecv)$/) {
 			print what ": wrong elements: " $0; bad = 1 }
 		END { exit bad }' "$T/out" >&2 || exit 1
 }

@@ -20,13 +20,13 @@ for line in lines:
     for k in keys:
         assert k in o, "no key %s in %s" % (k, line)
     for k in keys[1:3] + keys[5:]:
-        if o["collective"] == "alltoallv" and k.startswith("ip_"):
-            # no in-place alltoallv: null, not a number
+        if o["collective"] in ("alltoallv", "sendrecv") and k.startswith("ip_"):
+            # no in-place half: null, not a number
             assert o[k] is None, "%s is not null in %s" % (k, line)
             continue
         assert isinstance(o[k], (int, float)), "%s is not a number in %s" % (k, line)
     assert o["nranks"] == 2 and o["oop_wrong"] == 0, line
-    assert o["ip_wrong"] == (None if o["collective"] == "alltoallv" else 0), line
+    assert o["ip_wrong"] == (None if o["collective"] in ("alltoallv", "sendrecv") else 0), line
     assert o["type"] == "float32", line
     seen.add(o["collective"])
 assert seen == {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall",
