@@ -97,9 +97,10 @@ static const char *mpi_unsupported(enum smddp_dtype dt, enum smddp_op op)
 	return NULL;
 }
 
-/* MPI_Alltoallv's int arrays, converted from the call's size_t layout once
- * per size (the layout depends on the count alone), not inside the timed
- * loop.  MPI_ERR_COUNT when an offset does not fit in an int. */
+/* MPI_Alltoallv's int arrays, converted from the call's size_t layout when
+ * the count changes (the layout depends on it alone), so that a timed call
+ * only compares one number.  MPI_ERR_COUNT when an offset does not fit in
+ * an int. */
 static int v_arrays(const struct bench_call *c, int **out)
 {
 	static int *a;
@@ -110,6 +111,7 @@ static int v_arrays(const struct bench_call *c, int **out)
 	if (!a && !(a = malloc(4 * n * sizeof(*a))))
 		return MPI_ERR_NO_MEM;
 	if (last != c->count) {
+		last = (size_t)-1; /* until every entry is converted */
 		for (size_t k = 0; k < 4; k++)
 			for (size_t q = 0; q < n; q++) {
 				if (src[k][q] > (size_t)0x7fffffff)
