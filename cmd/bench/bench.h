@@ -21,12 +21,15 @@ enum bench_coll {
 	COLL_BROADCAST,
 	COLL_REDUCE,
 	COLL_ALLTOALL,
+	COLL_SENDRECV,
+	COLL_ALLTOALLV,
 	NUM_COLLS
 };
 
 /* One measured size, laid out the way nccl-tests lays it out.  Counts are in
  * elements.  param is the count handed to the collective (per rank for
- * allgather's input and reducescatter's output, per peer for alltoall);
+ * allgather's input and reducescatter's output, per peer for alltoall, the
+ * nominal block per peer for alltoallv, the whole message for sendrecv);
  * send and recv are the whole buffers of one rank. */
 struct bench_geom {
 	size_t param;
@@ -46,6 +49,8 @@ struct bench_call {
 	size_t count; /* geom.param */
 	void *sendbuf;
 	void *recvbuf;
+	/* alltoallv: this rank's layout (bench_v_layout), nranks entries each. */
+	const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
 };
 
 /* The collective library measured: libsmddp, or Open MPI for comparison.
@@ -75,6 +80,18 @@ void bench_poison(void *buf, size_t n, enum smddp_dtype dtype);
  * from another rank's memory. */
 uint64_t bench_check(enum bench_coll coll, enum smddp_dtype dtype, enum smddp_op op, int root,
 		     int rank, int nranks, size_t count, const void *out);
+/* sendrecv's ring: rank sends to rank + 1 and receives from rank - 1. */
+int bench_ring_next(int rank, int nranks);
+int bench_ring_prev(int rank, int nranks);
+/* alltoallv's uneven pattern around a nominal block of count elements:
+ * the block from rank r to rank q has bench_v_block((r + q) % nranks)
+ * elements, a ramp whose nranks blocks add up to nranks * count, so that
+ * every rank sends and receives as much as alltoall of count.  Blocks are
+ * packed in peer order on both sides.  bench_v_layout fills this rank's
+ * four arrays of nranks entries. */
+size_t bench_v_block(size_t k, int nranks, size_t count);
+void bench_v_layout(int rank, int nranks, size_t count, size_t *sendcounts, size_t *sdispls,
+		    size_t *recvcounts, size_t *rdispls);
 
 #ifdef HAVE_CUDA
 /* bench_cuda.c (--device cuda): 0, or -1 with a sentence in err. gpu < 0:

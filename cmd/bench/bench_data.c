@@ -322,6 +322,58 @@ static uint64_t count_wrong(enum smddp_dtype dt, enum smddp_op op, int src, int 
 	return wrong;
 }
 
+/* ---- sendrecv's ring and alltoallv's pattern ---------------------------- */
+
+int bench_ring_next(int rank, int nranks)
+{
+	return (rank + 1) % nranks;
+}
+
+int bench_ring_prev(int rank, int nranks)
+{
+	return (rank + nranks - 1) % nranks;
+}
+
+/* Block k of the ramp: floor(2 * count * (k + 1) / (nranks + 1)) for all but
+ * the last, which takes what is left of nranks * count (about twice the
+ * nominal block, never negative since every floor rounds down).  Small
+ * counts give empty blocks too, which is part of what is tested. */
+size_t bench_v_block(size_t k, int nranks, size_t count)
+{
+	uint64_t n = (uint64_t)nranks, c = count, sum = 0;
+
+	if (k + 1 < n)
+		return (size_t)(2 * c * (k + 1) / (n + 1));
+	for (uint64_t j = 0; j + 1 < n; j++)
+		sum += 2 * c * (j + 1) / (n + 1);
+	return (size_t)(n * c - sum);
+}
+
+void bench_v_layout(int rank, int nranks, size_t count, size_t *sendcounts, size_t *sdispls,
+		    size_t *recvcounts, size_t *rdispls)
+{
+	size_t n = (size_t)nranks, me = (size_t)rank, so = 0, ro = 0;
+
+	for (size_t q = 0; q < n; q++) {
+		/* (me + q) % n both ways: what q sends to me is what I send to q */
+		sendcounts[q] = recvcounts[q] = bench_v_block((me + q) % n, nranks, count);
+		sdispls[q] = so;
+		rdispls[q] = ro;
+		so += sendcounts[q];
+		ro += recvcounts[q];
+	}
+}
+
+/* Where rank `from` starts the block it sends to rank `to`. */
+static size_t v_sdispl(size_t from, size_t to, int nranks, size_t count)
+{
+	size_t off = 0;
+
+	for (size_t q = 0; q < to; q++)
+		off += bench_v_block((from + q) % (size_t)nranks, nranks, count);
+	return off;
+}
+
 uint64_t bench_check(enum bench_coll coll, enum smddp_dtype dtype, enum smddp_op op, int root,
 		     int rank, int nranks, size_t count, const void *out)
 {
@@ -351,6 +403,22 @@ uint64_t bench_check(enum bench_coll coll, enum smddp_dtype dtype, enum smddp_op
 			wrong += count_wrong(dtype, op, (int)r, nranks, out, r * count, count,
 					     me * count);
 		break;
+	case COLL_SENDRECV:
+		wrong = count_wrong(dtype, op, bench_ring_prev(rank, nranks), nranks, out, 0, count,
+				    0);
+		break;
+	case COLL_ALLTOALLV: {
+		/* Rank r's block for me lands at my rdispls[r]; it is r's input
+		 * from r's sdispls[me] on. */
+		size_t roff = 0;
+		for (size_t r = 0; r < n; r++) {
+			size_t len = bench_v_block((r + me) % n, nranks, count);
+			wrong += count_wrong(dtype, op, (int)r, nranks, out, roff, len,
+					     v_sdispl(r, me, nranks, count));
+			roff += len;
+		}
+		break;
+	}
 	default:
 		break;
 	}

@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <mpi.h>
@@ -96,6 +97,34 @@ static const char *mpi_unsupported(enum smddp_dtype dt, enum smddp_op op)
 	return NULL;
 }
 
+/* MPI_Alltoallv's int arrays, converted from the call's size_t layout when
+ * the count changes (the layout depends on it alone), so that a timed call
+ * only compares one number.  MPI_ERR_COUNT when an offset does not fit in
+ * an int. */
+static int v_arrays(const struct bench_call *c, int **out)
+{
+	static int *a;
+	static size_t last = (size_t)-1;
+	const size_t *src[4] = { c->sendcounts, c->sdispls, c->recvcounts, c->rdispls };
+	size_t n = (size_t)mpi_size;
+
+	if (!a && !(a = malloc(4 * n * sizeof(*a))))
+		return MPI_ERR_NO_MEM;
+	if (last != c->count) {
+		last = (size_t)-1; /* until every entry is converted */
+		for (size_t k = 0; k < 4; k++)
+			for (size_t q = 0; q < n; q++) {
+				if (src[k][q] > (size_t)0x7fffffff)
+					return MPI_ERR_COUNT;
+				a[k * n + q] = (int)src[k][q];
+			}
+		last = c->count;
+	}
+	for (size_t k = 0; k < 4; k++)
+		out[k] = a + k * n;
+	return MPI_SUCCESS;
+}
+
 /* MPI counts are int: sizes past 2^31 elements are refused, not wrapped. */
 static int mpi_run(const struct bench_call *c)
 {
@@ -127,6 +156,19 @@ static int mpi_run(const struct bench_call *c)
 		return MPI_Reduce(sb, c->recvbuf, n, t, op, c->root, MPI_COMM_WORLD);
 	case COLL_ALLTOALL:
 		return MPI_Alltoall(sb, n, t, c->recvbuf, n, t, MPI_COMM_WORLD);
+	case COLL_SENDRECV: {
+		int next = bench_ring_next(mpi_rank, mpi_size), prev = bench_ring_prev(mpi_rank, mpi_size);
+		/* Out of place only, as for libsmddp. */
+		return MPI_Sendrecv(c->sendbuf, n, t, next, 0, c->recvbuf, n, t, prev, 0,
+				    MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+	}
+	case COLL_ALLTOALLV: {
+		int *v[4], rc = v_arrays(c, v);
+		if (rc != MPI_SUCCESS)
+			return rc;
+		return MPI_Alltoallv(c->sendbuf, v[0], v[1], t, c->recvbuf, v[2], v[3], t,
+				     MPI_COMM_WORLD);
+	}
 	default:
 		return MPI_ERR_OP;
 	}

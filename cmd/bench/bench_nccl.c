@@ -19,7 +19,7 @@
 #include "bench.h"
 
 static ncclComm_t nccl;
-static int nrank;
+static int nrank, nsize;
 static cudaStream_t stream;
 
 int bench_nccl_init(struct smddp_comm *comm, void *st, char *err, size_t errlen)
@@ -29,6 +29,7 @@ int bench_nccl_init(struct smddp_comm *comm, void *st, char *err, size_t errlen)
 	int rc;
 
 	nrank = smddp_comm_rank(comm);
+	nsize = smddp_comm_size(comm);
 	stream = (cudaStream_t)st;
 	memset(&id, 0, sizeof(id));
 	if (nrank == 0)
@@ -96,6 +97,41 @@ static const char *nccl_unsupported(enum smddp_dtype dt, enum smddp_op op)
 	return NULL;
 }
 
+/* NCCL has no sendrecv or alltoallv call: both are sends and receives in
+ * one group, as nccl-tests' sendrecv_perf and alltoall_perf do.  The group
+ * is closed even after a failed record. */
+static int nccl_sendrecv(const struct bench_call *c, ncclDataType_t t)
+{
+	ncclResult_t r = ncclGroupStart(), r2;
+
+	if (r != ncclSuccess)
+		return r;
+	r = ncclSend(c->sendbuf, c->count, t, bench_ring_next(nrank, nsize), nccl, stream);
+	if (r == ncclSuccess)
+		r = ncclRecv(c->recvbuf, c->count, t, bench_ring_prev(nrank, nsize), nccl, stream);
+	r2 = ncclGroupEnd();
+	return r != ncclSuccess ? r : r2;
+}
+
+static int nccl_alltoallv(const struct bench_call *c, ncclDataType_t t)
+{
+	size_t es = smddp_dtype_size(c->dtype);
+	const char *sb = c->sendbuf;
+	char *rb = c->recvbuf;
+	ncclResult_t r = ncclGroupStart(), r2;
+
+	if (r != ncclSuccess)
+		return r;
+	for (int q = 0; q < nsize && r == ncclSuccess; q++) {
+		r = ncclSend(sb + c->sdispls[q] * es, c->sendcounts[q], t, q, nccl, stream);
+		if (r == ncclSuccess)
+			r = ncclRecv(rb + c->rdispls[q] * es, c->recvcounts[q], t, q, nccl,
+				     stream);
+	}
+	r2 = ncclGroupEnd();
+	return r != ncclSuccess ? r : r2;
+}
+
 static int nccl_run(const struct bench_call *c)
 {
 	ncclDataType_t t = nccl_dtype(c->dtype);
@@ -115,6 +151,10 @@ static int nccl_run(const struct bench_call *c)
 		return ncclReduce(c->sendbuf, c->recvbuf, c->count, t, op, c->root, nccl, stream);
 	case COLL_ALLTOALL:
 		return ncclAlltoAll(c->sendbuf, c->recvbuf, c->count, t, nccl, stream);
+	case COLL_SENDRECV:
+		return nccl_sendrecv(c, t);
+	case COLL_ALLTOALLV:
+		return nccl_alltoallv(c, t);
 	default:
 		return ncclInvalidArgument;
 	}

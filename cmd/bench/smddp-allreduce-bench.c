@@ -8,7 +8,9 @@
  * call follows on poisoned output and freshly filled input, and every element
  * is compared with a reference computed here (bench_data.c).  Sizes, counts
  * and bus bandwidth factors are those of nccl-tests, so that the numbers of
- * the two tools can be compared column for column.
+ * the two tools can be compared column for column.  sendrecv is nccl-tests'
+ * ring of grouped sends and receives; alltoallv, which nccl-tests lack,
+ * cuts alltoall's totals into the uneven blocks of bench_v_block().
  *
  * --device cuda (builds with CUDA) puts both buffers in device memory and
  * passes a stream: a timed call is the call and the synchronisation of its
@@ -38,7 +40,8 @@
 #define MIB (1024 * 1024)
 
 static const char *const coll_names[NUM_COLLS] = {
-	"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall"
+	"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall",
+	"sendrecv", "alltoallv"
 };
 
 static int coll_reduces(enum bench_coll c)
@@ -51,6 +54,16 @@ static int coll_rooted(enum bench_coll c)
 	return c == COLL_BROADCAST || c == COLL_REDUCE;
 }
 
+/* alltoallv has no in-place form in libsmddp's API (nor in NCCL's, which
+ * has no alltoallv), and the buffers of a group's sends must stay unchanged
+ * until its end, so a receive into the buffer being sent (nccl-tests'
+ * in-place sendrecv) is outside the contract: it gave wrong data past the
+ * inline size.  Their in-place half is N/A for every backend alike. */
+static int coll_has_inplace(enum bench_coll c)
+{
+	return c != COLL_ALLTOALLV && c != COLL_SENDRECV;
+}
+
 /* busbw = algbw * factor: the bandwidth a ring would need on its busiest
  * link, independent of the rank count (nccl-tests' PERFORMANCE.md). */
 static double bus_factor(enum bench_coll c, int n)
@@ -59,8 +72,9 @@ static double bus_factor(enum bench_coll c, int n)
 	case COLL_ALLREDUCE: return 2.0 * (n - 1) / n;
 	case COLL_ALLGATHER:
 	case COLL_REDUCESCATTER:
-	case COLL_ALLTOALL: return (double)(n - 1) / n;
-	default: return 1.0;
+	case COLL_ALLTOALL:
+	case COLL_ALLTOALLV: return (double)(n - 1) / n;
+	default: return 1.0; /* sendrecv too: one send and one receive per rank */
 	}
 }
 
@@ -80,6 +94,7 @@ static void geometry(enum bench_coll c, uint64_t size, size_t es, int nranks, st
 		g->send = count / n * n;
 		break;
 	case COLL_ALLTOALL:
+	case COLL_ALLTOALLV: /* the same totals, only cut unevenly */
 		g->param = count / n;
 		g->send = g->recv = count / n * n;
 		break;
@@ -153,7 +168,8 @@ static void usage(void)
 	       "  -r, --root N|all          root of broadcast and reduce (default 0)\n"
 	       "  -z, --blocking 0|1        accepted for nccl-tests; host calls always block\n"
 	       "  -C, --collective NAME     allreduce allgather reducescatter broadcast reduce\n"
-	       "                            alltoall, or all (default allreduce)\n"
+	       "                            alltoall sendrecv alltoallv, or all (default\n"
+	       "                            allreduce)\n"
 	       "      --json                one JSON object per size and line, no table\n"
 	       "      --baseline FILE       exit 3 if a busbw is below FILE's (a saved --json run)\n"
 	       "      --tolerance PCT       ... by more than PCT percent (default 10)\n"
@@ -262,7 +278,7 @@ static void parse_coll(const char *s)
 		}
 	}
 	tool_usage_error("-C: unknown collective '%s' (allreduce allgather reducescatter "
-			 "broadcast reduce alltoall or all)", s);
+			 "broadcast reduce alltoall sendrecv alltoallv or all)", s);
 }
 
 enum { OPT_JSON = 256, OPT_BASELINE, OPT_TOLERANCE, OPT_MIN_BUSBW, OPT_COMPARE, OPT_DEVICE, OPT_GPU };
@@ -451,6 +467,26 @@ static int sm_run(const struct bench_call *c)
 				    stream);
 	case COLL_ALLTOALL:
 		return smddp_alltoall(c->sendbuf, c->recvbuf, c->count, c->dtype, comm, stream);
+	case COLL_SENDRECV: {
+		/* The send and the receive in one group, so that they run at
+		 * once around the ring; the group is closed even after a
+		 * failed record, and the first failure is the one reported.
+		 * Never in place (coll_has_inplace). */
+		int rc = smddp_group_start(), rc2;
+
+		if (rc)
+			return rc;
+		rc = smddp_send(c->sendbuf, c->count, c->dtype, bench_ring_next(rank, nranks), 0,
+				comm, stream);
+		if (!rc)
+			rc = smddp_recv(c->recvbuf, c->count, c->dtype,
+					bench_ring_prev(rank, nranks), 0, NULL, comm, stream);
+		rc2 = smddp_group_end();
+		return rc ? rc : rc2;
+	}
+	case COLL_ALLTOALLV:
+		return smddp_alltoallv(c->sendbuf, c->sendcounts, c->sdispls, c->recvbuf,
+				       c->recvcounts, c->rdispls, c->dtype, comm, stream);
 	default:
 		return SMDDP_EINVAL;
 	}
@@ -498,6 +534,7 @@ static const struct bench_backend smddp_backend = {
 struct meas {
 	double time_us, algbw, busbw;
 	int64_t wrong; /* -1: not checked */
+	bool none;     /* no such placement (alltoallv in place): N/A */
 };
 
 struct result {
@@ -513,6 +550,7 @@ struct result {
 
 static void *sendbuf, *recvbuf;
 static double *times;
+static size_t *vlayout; /* alltoallv: 4 arrays of nranks counts */
 
 #ifdef HAVE_CUDA
 static void *stage; /* --device cuda: host copy of a device buffer */
@@ -638,6 +676,21 @@ static void measure(const struct bench_backend *be, struct bench_call call,
 	char *rbase = recvbuf;
 	int rc;
 
+	memset(m, 0, sizeof(*m));
+	m->wrong = -1;
+	if (inplace && !coll_has_inplace(call.coll)) {
+		m->none = true;
+		return;
+	}
+	if (call.coll == COLL_ALLTOALLV) {
+		size_t n = (size_t)nranks;
+		bench_v_layout(rank, nranks, g->param, vlayout, vlayout + n, vlayout + 2 * n,
+			       vlayout + 3 * n);
+		call.sendcounts = vlayout;
+		call.sdispls = vlayout + n;
+		call.recvcounts = vlayout + 2 * n;
+		call.rdispls = vlayout + 3 * n;
+	}
 	call.inplace = inplace;
 	if (inplace) {
 		call.sendbuf = rbase + be->ip_send_off(call.coll, rank, g->param) * es;
@@ -666,7 +719,6 @@ static void measure(const struct bench_backend *be, struct bench_call call,
 	m->time_us = sec * 1e6;
 	m->algbw = sec > 0 ? (double)g->bytes / sec / 1e9 : 0;
 	m->busbw = m->algbw * bus_factor(call.coll, nranks);
-	m->wrong = -1;
 	if (!opt.check)
 		return;
 
@@ -742,8 +794,21 @@ static double ratio_of(const struct meas *ours, const struct meas *theirs)
 	return ours->time_us > 0 ? theirs->time_us / ours->time_us : 0;
 }
 
+static void print_json_ratio(const char *pfx, const struct meas *ours, const struct meas *theirs)
+{
+	if (ours->none || theirs->none)
+		printf(",\"%s_ratio\":null", pfx);
+	else
+		printf(",\"%s_ratio\":%.6g", pfx, ratio_of(ours, theirs));
+}
+
 static void print_json_meas(const char *pfx, const struct meas *m)
 {
+	if (m->none) {
+		printf(",\"%s_time_us\":null,\"%s_algbw_gbps\":null,\"%s_busbw_gbps\":null,"
+		       "\"%s_wrong\":null", pfx, pfx, pfx, pfx);
+		return;
+	}
 	printf(",\"%s_time_us\":%.3f,\"%s_algbw_gbps\":%.6g,\"%s_busbw_gbps\":%.6g,\"%s_wrong\":", pfx,
 	       m->time_us, pfx, m->algbw, pfx, m->busbw, pfx);
 	if (m->wrong < 0)
@@ -767,10 +832,10 @@ static void print_row(const struct result *r, const char *impl, const struct res
 		print_json_meas("oop", &r->m[0]);
 		print_json_meas("ip", &r->m[1]);
 		printf(",\"nranks\":%d", nranks);
-		if (ours)
-			printf(",\"oop_ratio\":%.6g,\"ip_ratio\":%.6g",
-			       ratio_of(&ours->m[0], &r->m[0]),
-			       ratio_of(&ours->m[1], &r->m[1]));
+		if (ours) {
+			print_json_ratio("oop", &ours->m[0], &r->m[0]);
+			print_json_ratio("ip", &ours->m[1], &r->m[1]);
+		}
 		printf("}\n");
 		fflush(stdout);
 		return;
@@ -779,6 +844,10 @@ static void print_row(const struct result *r, const char *impl, const struct res
 	       opname, r->root);
 	for (int k = 0; k < 2; k++) {
 		char t[32], w[32];
+		if (r->m[k].none) {
+			printf("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
+			continue;
+		}
 		fmt_time(t, sizeof(t), r->m[k].time_us);
 		if (r->m[k].wrong < 0)
 			snprintf(w, sizeof(w), "N/A");
@@ -786,9 +855,12 @@ static void print_row(const struct result *r, const char *impl, const struct res
 			snprintf(w, sizeof(w), "%" PRId64, r->m[k].wrong);
 		printf("  %7s  %6.2f  %6.2f  %5s", t, r->m[k].algbw, r->m[k].busbw, w);
 	}
-	if (ours)
-		printf("  %6.2f  %6.2f", ratio_of(&ours->m[0], &r->m[0]),
-		       ratio_of(&ours->m[1], &r->m[1]));
+	for (int k = 0; ours && k < 2; k++) {
+		if (ours->m[k].none || r->m[k].none)
+			printf("  %6s", "N/A");
+		else
+			printf("  %6.2f", ratio_of(&ours->m[k], &r->m[k]));
+	}
 	printf("\n");
 	fflush(stdout);
 }
@@ -879,6 +951,8 @@ static void run_sweep(const struct bench_backend *be, struct sweep *s, const str
 						measure(be, call, &g, 0, &r.m[0]);
 						measure(be, call, &g, 1, &r.m[1]);
 						for (int k = 0; k < 2; k++) {
+							if (r.m[k].none)
+								continue;
 							if (r.m[k].wrong > 0)
 								s->wrong += (uint64_t)r.m[k].wrong;
 							s->bw_sum += r.m[k].busbw;
@@ -1004,7 +1078,7 @@ static long load_baseline(const char *path, struct base_row **out)
 		cJSON *ib = cJSON_GetObjectItemCaseSensitive(o, "ip_busbw_gbps");
 		if (!cJSON_IsObject(o) || !cJSON_IsString(coll) || !cJSON_IsNumber(size) ||
 		    !cJSON_IsString(type) || !cJSON_IsString(redop) || !cJSON_IsNumber(root) ||
-		    !cJSON_IsNumber(ob) || !cJSON_IsNumber(ib)) {
+		    !cJSON_IsNumber(ob) || !(cJSON_IsNumber(ib) || cJSON_IsNull(ib))) {
 			tool_warn("--baseline: %s:%ld: not a line of %s --json (needs collective, "
 				  "size_bytes, type, redop, root, oop_busbw_gbps, ip_busbw_gbps)",
 				  path, lineno, PROG);
@@ -1038,7 +1112,7 @@ static long load_baseline(const char *path, struct base_row **out)
 		b->bytes = (uint64_t)size->valuedouble;
 		b->root = (int)root->valuedouble;
 		b->busbw[0] = ob->valuedouble;
-		b->busbw[1] = ib->valuedouble;
+		b->busbw[1] = cJSON_IsNumber(ib) ? ib->valuedouble : -1; /* alltoallv: none */
 		cJSON_Delete(o);
 	}
 	free(line);
@@ -1067,6 +1141,8 @@ static int judge(const struct sweep *s, const struct base_row *base, long nbase)
 			matched++;
 			for (int k = 0; k < 2; k++) {
 				double floor = b->busbw[k] * (1 - opt.tolerance / 100);
+				if (r->m[k].none || b->busbw[k] < 0)
+					continue;
 				if (r->m[k].busbw < floor) {
 					tool_warn("below baseline: %s %" PRIu64 " B %s %s %s busbw %.3f GB/s "
 						  "< %.3f (baseline %.3f - %g%%)",
@@ -1081,6 +1157,8 @@ static int judge(const struct sweep *s, const struct base_row *base, long nbase)
 		if (opt.min_busbw >= 0 && r->bytes >= MIB) {
 			floored++;
 			for (int k = 0; k < 2; k++) {
+				if (r->m[k].none)
+					continue;
 				if (r->m[k].busbw < opt.min_busbw) {
 					tool_warn("below --min-busbw: %s %" PRIu64 " B %s %s %s busbw "
 						  "%.3f GB/s < %g",
@@ -1208,7 +1286,8 @@ int main(int argc, char **argv)
 		recvbuf = alloc_buf((size_t)opt.maxbytes);
 	}
 	times = calloc((size_t)opt.iters, sizeof(*times));
-	if (!times)
+	vlayout = calloc(4 * (size_t)nranks, sizeof(*vlayout));
+	if (!times || !vlayout)
 		fail("allocation of the timing array", SMDDP_ENOMEM);
 
 	print_header();
@@ -1268,6 +1347,7 @@ int main(int argc, char **argv)
 	free(ours.res);
 	free(base);
 	free(times);
+	free(vlayout);
 #ifdef HAVE_CUDA
 	if (opt.on_gpu) {
 		bench_cuda_free(sendbuf);

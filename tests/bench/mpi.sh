@@ -16,8 +16,11 @@ timeout 120 mpirun -np 2 --oversubscribe --bind-to none -x MASTER_ADDR -x MASTER
 [ "$rc" -eq 0 ] || fail "mpirun: exit status $rc: $(cat "$T/err")"
 grep -q '^# Collective: allreduce (libsmddp)' "$T/out" || fail "no libsmddp table: $(cat "$T/out")"
 grep -q '^# Collective: allreduce (Open MPI)' "$T/out" || fail "no MPI table: $(cat "$T/out")"
+for c in sendrecv alltoallv; do
+	grep -q "^# Collective: $c (Open MPI)" "$T/out" || fail "no MPI table for $c: $(cat "$T/out")"
+done
 [ "$(grep -c '^# Out of bounds values : 0 OK$' "$T/out")" -eq 2 ] ||
 	fail "not two clean summaries: $(grep '^# Out' "$T/out")"
 # the MPI rows carry two ratio columns after nccl-tests' 13
-[ "$(rows "$T/out" | awk 'NF == 15' | wc -l)" -eq 24 ] || fail "ratio rows: $(cat "$T/out")"
+[ "$(rows "$T/out" | awk 'NF == 15' | wc -l)" -eq 32 ] || fail "ratio rows: $(cat "$T/out")"
 exit 0
