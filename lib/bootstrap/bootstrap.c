@@ -1826,11 +1826,21 @@ void sd_boot_abort(struct sd_boot *b, const char *why)
 	drain_output(b, 100 * MS);
 }
 
-void sd_boot_close(struct sd_boot *b, int clean)
+int sd_boot_how(int clean, int rc)
 {
+	if (clean)
+		return SD_BOOT_CLEAN;
+	return rc == SMDDP_EPEER || rc == SMDDP_EABORTED || rc == SMDDP_ENETWORK ? SD_BOOT_WITNESS
+										 : SD_BOOT_FAILED;
+}
+
+void sd_boot_close(struct sd_boot *b, int how)
+{
+	int clean = how == SD_BOOT_CLEAN;
+
 	if (!b)
 		return;
-	if (clean) {
+	if (how != SD_BOOT_FAILED) {
 		struct frame *f = frame_new(F_BYE, 0);
 
 		if (f) {

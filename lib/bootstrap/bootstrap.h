@@ -84,8 +84,14 @@ int sd_boot_fds(struct sd_boot *b, int *fds, int max);
  * long (non-blocking sends, best effort). */
 void sd_boot_abort(struct sd_boot *b, const char *why);
 
-/* Close the channel.  clean != 0 after a successful final barrier: peers do
- * not take the close as a death.  Frees b. */
-void sd_boot_close(struct sd_boot *b, int clean);
+/* Close the channel.  SD_BOOT_CLEAN after a successful final barrier,
+ * SD_BOOT_WITNESS when this rank leaves because another failed (a dead
+ * peer, an abort, a broken link): either way peers do not take the close
+ * as a death (so that rank 0 reports the dead rank, not a survivor that
+ * left first); SD_BOOT_FAILED after a failure of its own.  Frees b. */
+enum { SD_BOOT_FAILED = 0, SD_BOOT_CLEAN = 1, SD_BOOT_WITNESS = 2 };
+void sd_boot_close(struct sd_boot *b, int how);
+/* How a communicator that failed with rc (0: did not) closes the channel. */
+int sd_boot_how(int clean, int rc);
 
 #endif

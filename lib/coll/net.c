@@ -1482,7 +1482,7 @@ void sd_net_free(struct smddp_comm *c, int clean)
 		left_open = sd_fab_close(n->fab);
 	}
 	if (n->job && --n->job->refs == 0) {
-		sd_boot_close(n->job->boot, clean);
+		sd_boot_close(n->job->boot, sd_boot_how(clean, c->failed));
 		free(n->job);
 	}
 	free(n->abort_sends);

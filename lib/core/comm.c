@@ -383,7 +383,7 @@ static void comm_free(struct smddp_comm *c, int clean)
 	if (c->tp && c->tp_state)
 		c->tp->detach(c);
 	if (c->boot)
-		sd_boot_close(c->boot, clean);
+		sd_boot_close(c->boot, sd_boot_how(clean, c->failed));
 	free(c->scratch);
 	free((void *)c->names);
 	free(c->pids);
