@@ -13,11 +13,16 @@ communicator, and live beside groups of other backends.  CPU tensors always
 work; CUDA tensors when this extension was built with its CUDA path (see
 ``cuda_built()``) and libsmddp with CUDA.  DDP, its communication hooks
 (fp16/bf16 compression), FSDP and DeepSpeed use the collectives supported:
-all_reduce (SUM, AVG, PRODUCT, MIN, MAX, PREMUL_SUM), broadcast, reduce,
-all_gather, all_gather_into_tensor, reduce_scatter, reduce_scatter_tensor,
-all_to_all_single with equal splits, barrier, and their coalesced forms.
-What is not supported (point-to-point, gather, scatter, uneven all-to-all,
-int16 and sparse tensors) raises NotImplementedError instead of running.
+all_reduce (SUM, AVG, PRODUCT, MIN, MAX, PREMUL_SUM; SUM of sparse COO
+tensors), broadcast, reduce, all_gather, all_gather_into_tensor,
+reduce_scatter, reduce_scatter_tensor, all_to_all_single (any split sizes),
+all_to_all, gather, scatter, barrier, and their coalesced forms; send,
+recv (from a given rank or any), isend, irecv and batch_isend_irecv
+(pipeline parallelism); split_group from torch 2.15.  A send completes once
+its receive took the data, as with NCCL: a rank that sends to and receives
+from the same peers at once batches them (batch_isend_irecv).  What is not
+supported (reductions on int16, bitwise reductions, sparse layouts other
+than COO) raises NotImplementedError or ValueError instead of running.
 
 The import is optional where torch loads the backend by itself: torch 2.15
 through this package's "torch.distributed.backends" entry point, when a

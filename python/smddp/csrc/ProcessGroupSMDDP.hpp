@@ -12,6 +12,14 @@
 // on the group's worker (WorkQueue.hpp) and returns its Work at once.
 // Tear-down (shutdown(), abort(), the destructor) is local: it never waits
 // for the other ranks, who may tear their groups down in another order.
+//
+// Point to point: send and recv are work items like the collectives, so a
+// plain isend or irecv runs in issue order on the worker, and a send
+// returns only once the peer's receive took the data (libsmddp's and
+// NCCL's contract).  Sends and receives between startCoalescing and
+// endCoalescing (batch_isend_irecv) are kept aside and queued at
+// endCoalescing as one item that runs them between smddp_group_start and
+// smddp_group_end: exchanges with several peers at once cannot deadlock.
 #pragma once
 
 #include <chrono>
@@ -27,6 +35,15 @@
 
 namespace smddp_torch {
 
+// A send or receive of a batch (startCoalescing .. endCoalescing).
+struct P2POp {
+  bool isSend;
+  at::Tensor tensor;
+  int peer; // SMDDP_ANY_SOURCE: a receive from anyone
+  int tag;
+  c10::intrusive_ptr<WorkSMDDP> work; // its member work
+};
+
 class ProcessGroupSMDDP : public c10d::Backend {
  public:
   // Collective over the group: rendezvous through store (already prefixed
@@ -37,6 +54,9 @@ class ProcessGroupSMDDP : public c10d::Backend {
       int rank,
       int size,
       std::chrono::milliseconds timeout);
+  // Over a communicator already made (split() makes one with
+  // smddp_comm_split); takes comm over.
+  ProcessGroupSMDDP(smddp_comm* comm, int rank, int size, std::chrono::milliseconds timeout);
   ~ProcessGroupSMDDP() override;
 
   const std::string getBackendName() const override {
@@ -90,10 +110,13 @@ class ProcessGroupSMDDP : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> barrier(
       const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
 
-  // Not in this release: each throws c10::NotImplementedError saying so.
+  // Sparse COO tensors, as gloo does: every rank's indices and values are
+  // all-gathered and summed (ReduceOp.SUM only); the result is coalesced.
+  // allreduce() sends sparse tensors here too.
   c10::intrusive_ptr<c10d::Work> allreduce_sparse(
       std::vector<at::Tensor>& tensors,
       const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;
+  // The list of output lists form: one all-gather of all inputs' bytes.
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(
       std::vector<std::vector<at::Tensor>>& outputTensorLists,
       std::vector<at::Tensor>& inputTensors,
@@ -102,6 +125,8 @@ class ProcessGroupSMDDP : public c10d::Backend {
       std::vector<std::vector<at::Tensor>>& outputs,
       std::vector<at::Tensor>& inputs,
       const c10d::GatherOptions& opts = c10d::GatherOptions()) override;
+  // Data-moving calls (these and send/recv) take every dtype (Types.hpp,
+  // movedAs); all_to_all lists of any sizes go through smddp_alltoallv.
   c10::intrusive_ptr<c10d::Work> scatter(
       std::vector<at::Tensor>& outputs,
       std::vector<std::vector<at::Tensor>>& inputs,
@@ -110,12 +135,36 @@ class ProcessGroupSMDDP : public c10d::Backend {
       std::vector<at::Tensor>& outputs,
       std::vector<at::Tensor>& inputs,
       const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  // One tensor each; tags 0 .. SMDDP_TAG_MAX.  A plain send or receive to
+  // this rank itself is refused: only a batch can hold both ends.
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag)
       override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag)
       override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag)
       override;
+
+  // Batches of sends and receives (batch_isend_irecv).  Collectives called
+  // inside the window are not part of the batch: they are queued when
+  // called, as libsmddp runs them when called inside a group.
+  // supportsCoalescing overrides Backend's in the torch versions that have
+  // it (torch then coalesces batch_isend_irecv on CPU tensors too).
+  bool supportsCoalescing() const;
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
+  // dist.split_group: every rank of this group calls split() (non-members
+  // with some other group's ranks), in the same order as its collectives;
+  // smddp_comm_split on this group's worker makes the new communicator,
+  // whose rank i is ranks[i].  Returns null where this rank is not in
+  // ranks.  split() overrides Backend's in the torch versions that have it;
+  // supportsSplitting says true only where torch's split_group and new_group
+  // use it as this backend expects (2.15 and later).
+  bool supportsSplitting() const override;
+  c10::intrusive_ptr<c10d::Backend> split(
+      const c10::intrusive_ptr<c10d::Store>& store,
+      const std::vector<int>& ranks,
+      const c10::intrusive_ptr<c10d::Backend::Options>& opts);
 
   // Sequence numbers start at 0 on every rank; this is a no-op.
   void setSequenceNumberForGroup() override;
@@ -130,6 +179,14 @@ class ProcessGroupSMDDP : public c10d::Backend {
   void abort();
 
  private:
+  c10::intrusive_ptr<WorkSMDDP> makeWork(
+      c10d::OpType type,
+      const char* name,
+      at::Device device,
+      std::vector<at::Tensor> outputs,
+      std::chrono::milliseconds timeout,
+      WorkSMDDP::Body body);
+  // members: works that start and complete with this one (a batch's).
   c10::intrusive_ptr<c10d::Work> enqueue(
       c10d::OpType type,
       const char* name,
@@ -137,14 +194,36 @@ class ProcessGroupSMDDP : public c10d::Backend {
       std::vector<at::Tensor> outputs,
       const std::vector<at::Tensor>& touched,
       std::chrono::milliseconds timeout,
-      WorkSMDDP::Body body);
+      WorkSMDDP::Body body,
+      std::vector<c10::intrusive_ptr<WorkSMDDP>> members = {});
 
   smddp_unique_id rendezvous(c10d::Store& store);
+  void start(smddp_comm* comm);
+  c10::intrusive_ptr<c10d::Work> p2p(
+      bool isSend,
+      std::vector<at::Tensor>& tensors,
+      int peer,
+      int tag,
+      const char* name,
+      c10d::OpType type);
+  c10::intrusive_ptr<c10d::Work> sparseAllreduce(
+      const at::Tensor& tensor,
+      const c10d::AllreduceOptions& opts);
 
   std::chrono::milliseconds timeout_;
   std::shared_ptr<GroupState> state_;
   std::shared_ptr<WorkQueue> queue_;
   uint64_t seq_ = 0;
+
+  // The batch being coalesced (caller's thread only).
+  bool coalescing_ = false;
+  std::vector<P2POp> batch_;
+
+  // The last split: torch calls split() once per device type of the
+  // group with the same store, again after a null (this rank not a
+  // member), and smddp_comm_split must run once per split_group.
+  c10::intrusive_ptr<c10d::Store> splitStore_;
+  c10::weak_intrusive_ptr<c10d::Backend> splitMade_{c10::intrusive_ptr<c10d::Backend>()};
 };
 
 } // namespace smddp_torch

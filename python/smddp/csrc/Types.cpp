@@ -53,41 +53,53 @@ std::string dtypeName(at::ScalarType type) {
   }
 }
 
-Dtype toSmddpDtype(at::ScalarType type, const char* opName) {
+// The libsmddp type of a torch dtype, if it has one.
+static std::optional<Dtype> lookupDtype(at::ScalarType type) {
   switch (type) {
     case at::kChar:
-      return {SMDDP_INT8, 1, false, false, false};
+      return Dtype{SMDDP_INT8, 1, false, false, false};
     case at::kByte:
-      return {SMDDP_UINT8, 1, false, false, false};
+      return Dtype{SMDDP_UINT8, 1, false, false, false};
     case at::kBool:
-      return {SMDDP_UINT8, 1, true, false, false};
+      return Dtype{SMDDP_UINT8, 1, true, false, false};
     case at::kInt:
-      return {SMDDP_INT32, 1, false, false, false};
+      return Dtype{SMDDP_INT32, 1, false, false, false};
     case at::kLong:
-      return {SMDDP_INT64, 1, false, false, false};
+      return Dtype{SMDDP_INT64, 1, false, false, false};
     case at::ScalarType::UInt32:
-      return {SMDDP_UINT32, 1, false, false, false};
+      return Dtype{SMDDP_UINT32, 1, false, false, false};
     case at::ScalarType::UInt64:
-      return {SMDDP_UINT64, 1, false, false, false};
+      return Dtype{SMDDP_UINT64, 1, false, false, false};
     case at::kHalf:
-      return {SMDDP_FLOAT16, 1, false, false, true};
+      return Dtype{SMDDP_FLOAT16, 1, false, false, true};
     case at::kBFloat16:
-      return {SMDDP_BFLOAT16, 1, false, false, true};
+      return Dtype{SMDDP_BFLOAT16, 1, false, false, true};
     case at::kFloat:
-      return {SMDDP_FLOAT32, 1, false, false, true};
+      return Dtype{SMDDP_FLOAT32, 1, false, false, true};
     case at::kDouble:
-      return {SMDDP_FLOAT64, 1, false, false, true};
+      return Dtype{SMDDP_FLOAT64, 1, false, false, true};
     case at::kComplexFloat:
-      return {SMDDP_FLOAT32, 2, false, true, true};
+      return Dtype{SMDDP_FLOAT32, 2, false, true, true};
     case at::kComplexDouble:
-      return {SMDDP_FLOAT64, 2, false, true, true};
+      return Dtype{SMDDP_FLOAT64, 2, false, true, true};
     default:
-      break;
+      return std::nullopt;
   }
+}
+
+Dtype toSmddpDtype(at::ScalarType type, const char* opName) {
+  if (auto dt = lookupDtype(type))
+    return *dt;
   throwNotSupported(
       std::string(opName) + " on " + dtypeName(type) + " tensors",
       "Supported: int8, uint8, int32, int64, uint32, uint64, float16, bfloat16, "
       "float32, float64, bool, complex64 and complex128.");
+}
+
+Moved movedAs(at::ScalarType type) {
+  if (auto dt = lookupDtype(type))
+    return {dt->dtype, static_cast<size_t>(dt->lanes)};
+  return {SMDDP_UINT8, c10::elementSize(type)};
 }
 
 std::string reduceOpName(const c10d::ReduceOp& op) {

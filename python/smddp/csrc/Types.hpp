@@ -38,6 +38,17 @@ struct Reduction {
 // Throws c10::NotImplementedError when the dtype has no libsmddp type.
 Dtype toSmddpDtype(at::ScalarType type, const char* opName);
 
+// How the elements of a tensor travel in the calls that only move data
+// (send and recv, gather, scatter, all-to-all, sparse all-reduce): as their
+// libsmddp dtype where they have one (so that a count mismatch is reported
+// in elements), else as bytes, so that every dtype moves (int16, uint16,
+// float8...).  units: library elements per torch element.
+struct Moved {
+  smddp_dtype dtype;
+  size_t units;
+};
+Moved movedAs(at::ScalarType type);
+
 // Throws when the op has no exact libsmddp equivalent for this dtype: bool
 // maps SUM to MAX and PRODUCT to MIN (as gloo and NCCL do), complex allows
 // only SUM, AVG and PREMUL_SUM, bitwise ops are not supported.

@@ -309,6 +309,16 @@ std::chrono::milliseconds WorkSMDDP::getTimeout() const {
   return timeout_;
 }
 
+int WorkSMDDP::sourceRank() const {
+  int source = source_.load();
+  TORCH_CHECK(
+      source >= 0,
+      "smddp: sourceRank() of ",
+      name_,
+      ": only a completed receive has a source rank");
+  return source;
+}
+
 // ---- WorkQueue: enqueue and the worker ---------------------------------------
 
 WorkQueue::WorkQueue(std::shared_ptr<GroupState> state, smddp_comm* comm)
@@ -329,7 +339,7 @@ void WorkQueue::start() {
   thread_ = std::thread([self = shared_from_this()] { self->loop(); });
 }
 
-void WorkQueue::enqueue(
+void WorkQueue::prepare(
     const c10::intrusive_ptr<WorkSMDDP>& work,
     const std::vector<at::Tensor>& deviceTensors) {
   if (state_->failed())
@@ -338,6 +348,14 @@ void WorkQueue::enqueue(
         ": this process group failed earlier and cannot be used any more (destroy "
         "it and create a new one); the root cause: " +
         state_->rootCause());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    TORCH_CHECK(
+        !stopped_,
+        "smddp: ",
+        work->name_,
+        " on a process group that was shut down or aborted");
+  }
 #ifdef SMDDP_TORCH_CUDA
   if (work->device_.is_cuda()) {
     c10::DeviceIndex device = work->device_.index();
@@ -356,6 +374,12 @@ void WorkQueue::enqueue(
 #else
   (void)deviceTensors;
 #endif
+}
+
+void WorkQueue::enqueue(
+    const c10::intrusive_ptr<WorkSMDDP>& work,
+    const std::vector<at::Tensor>& deviceTensors) {
+  prepare(work, deviceTensors);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     TORCH_CHECK(
@@ -409,14 +433,19 @@ void WorkQueue::loop() {
 
 void WorkQueue::run(const c10::intrusive_ptr<WorkSMDDP>& work) {
   work->markStarted();
+  for (const auto& m : work->members_)
+    m->markStarted();
   if (state_->failed() || !comm_) {
     work->body_ = nullptr;
-    post(work,
-         backendError(
-             "smddp: " + std::string(work->name_) + " on " + state_->who() +
-             " was not run: this process group failed earlier and cannot be used any "
-             "more; the root cause: " +
-             state_->rootCause()));
+    std::exception_ptr error = backendError(
+        "smddp: " + std::string(work->name_) + " on " + state_->who() +
+        " was not run: this process group failed earlier and cannot be used any "
+        "more; the root cause: " +
+        state_->rootCause());
+    for (const auto& m : work->members_)
+      post(m, error);
+    post(work, error);
+    work->members_.clear();
     return;
   }
 
@@ -427,13 +456,15 @@ void WorkQueue::run(const c10::intrusive_ptr<WorkSMDDP>& work) {
   if (work->device_.is_cuda()) {
     deviceGuard.emplace(work->device_.index());
     work->startEvent_->block(*work->stream_);
+    for (const auto& m : work->members_)
+      m->startEvent_->block(*work->stream_);
     // Staging copies and PREMUL_SUM scaling are queued on the side stream
     // too.
     streamGuard.emplace(*work->stream_);
     stream = work->stream_->stream();
   }
 #endif
-  RunContext ctx(comm_, stream, *state_);
+  RunContext ctx(comm_, stream, *state_, work.get());
   std::exception_ptr error;
   try {
     {
@@ -448,6 +479,10 @@ void WorkQueue::run(const c10::intrusive_ptr<WorkSMDDP>& work) {
     if (work->endEvent_) {
       work->endEvent_->record(*work->stream_);
       work->endEvent_->block(*work->doneStream_);
+      for (const auto& m : work->members_) {
+        m->endEvent_->record(*work->stream_);
+        m->endEvent_->block(*m->doneStream_);
+      }
     }
 #endif
   } catch (...) {
@@ -464,6 +499,9 @@ void WorkQueue::run(const c10::intrusive_ptr<WorkSMDDP>& work) {
     }
   }
   work->body_ = nullptr; // frees the staging buffers now
+  for (const auto& m : work->members_)
+    post(m, error);
+  work->members_.clear();
   post(work, error);
 }
 

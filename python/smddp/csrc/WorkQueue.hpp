@@ -29,7 +29,15 @@
 // has recorded it.  The future is completed from a second stream of the
 // group that only ever waits on end events, so the events it records stand
 // for this work's end and not for later work on the side stream.
+//
+// Sends and receives issued between startCoalescing and endCoalescing
+// (batch_isend_irecv) run as one item, the batch, whose body puts them
+// between smddp_group_start and smddp_group_end.  Each of them still has a
+// work of its own, a member of the batch: never queued, it starts and
+// completes with the batch.
 #pragma once
+
+#include <atomic>
 
 #include <chrono>
 #include <condition_variable>
@@ -92,15 +100,18 @@ class GroupState {
   std::string failure_;
 };
 
+class WorkSMDDP;
+
 // What the body of a work item runs with, on the worker thread.
 class RunContext {
  public:
-  RunContext(smddp_comm* comm, void* stream, GroupState& state)
-      : comm(comm), stream(stream), state(state) {}
+  RunContext(smddp_comm* comm, void* stream, GroupState& state, WorkSMDDP* work)
+      : comm(comm), stream(stream), state(state), work(work) {}
 
   smddp_comm* const comm;
   void* const stream; // the cudaStream_t of device work, NULL for host work
   GroupState& state;
+  WorkSMDDP* const work; // the work being run
 
   // Throws c10::DistBackendError when rc is not SMDDP_OK, with the library's
   // sentence (smddp_last_error), and fails the group unless the library
@@ -141,6 +152,18 @@ class WorkSMDDP : public c10d::Work {
   uint64_t getSequencenumber() const override;
   // Overrides Work::getTimeout in the torch versions that have it.
   std::chrono::milliseconds getTimeout() const;
+  // The rank a receive got its message from (recv_anysource); set by the
+  // body before the work completes.
+  int sourceRank() const override;
+  void setSourceRank(int rank) {
+    source_.store(rank);
+  }
+
+  // Works that start and complete with this one (the sends and receives of
+  // a batch); set before it is queued.
+  void setMembers(std::vector<c10::intrusive_ptr<WorkSMDDP>> members) {
+    members_ = std::move(members);
+  }
 
  private:
   friend class WorkQueue;
@@ -159,6 +182,8 @@ class WorkSMDDP : public c10d::Work {
   const std::chrono::milliseconds timeout_;
   const uint64_t seq_;
   Body body_;
+  std::vector<c10::intrusive_ptr<WorkSMDDP>> members_;
+  std::atomic<int> source_{-1};
   at::ThreadLocalState tls_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   // When the worker started it; under mutex_.
@@ -182,6 +207,12 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   // deviceTensors: the CUDA tensors the call reads or writes (recorded on
   // the side stream for the caching allocator).
   void enqueue(
+      const c10::intrusive_ptr<WorkSMDDP>& work,
+      const std::vector<at::Tensor>& deviceTensors);
+  // What enqueue() does before queuing: the same checks, and for CUDA work
+  // its streams and its start event on the caller's current stream.  For
+  // the members of a batch, which are not queued themselves.
+  void prepare(
       const c10::intrusive_ptr<WorkSMDDP>& work,
       const std::vector<at::Tensor>& deviceTensors);
 

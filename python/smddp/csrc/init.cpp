@@ -34,7 +34,15 @@ PYBIND11_MODULE(_C, m) {
           py::arg("size"),
           py::arg("timeout"),
           // The rendezvous blocks on the store and on the peers.
-          py::call_guard<py::gil_scoped_release>());
+          py::call_guard<py::gil_scoped_release>())
+      // torch (2.15) has the non-members of a new group split their parent
+      // when it supports splitting and a device is bound to it, as NCCL
+      // needs; this backend's new groups rendezvous through the store among
+      // their members only, so there is nothing to do.
+      .def(
+          "perform_nocolor_split",
+          [](const c10::intrusive_ptr<smddp_torch::ProcessGroupSMDDP>&, const py::object&) {},
+          py::arg("device"));
 
   m.def("library_version", [] { return std::string(smddp_version()); },
         "The version of the libsmddp the extension runs with.");
