@@ -13,6 +13,7 @@ After a few SGD steps each stage's parameters must be the same bit for bit:
 the backends only move data, so any difference is a message lost, reordered
 or corrupted.
 """
+import inspect
 import os
 
 import torch
@@ -85,7 +86,11 @@ def with_pipelining(group, device):
 
     model = stage_module().to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    stage = PipelineStage(model, R, N, device, group=group)
+    kwargs = {}
+    if inspect.signature(PipelineStage).parameters["input_args"].default is inspect.Parameter.empty:
+        # torch before shape inference (2.4) wants the micro-batch's shape
+        kwargs["input_args"] = torch.empty(BATCH // MICRO, WIDTH, device=device)
+    stage = PipelineStage(model, R, N, device, group=group, **kwargs)
     schedule = ScheduleGPipe(stage, MICRO, loss_fn=nn.functional.mse_loss)
     for step in range(STEPS):
         x_all, y_all = batch(step)
