@@ -213,6 +213,20 @@ for count in (1, 1 << 20):
         check(same(results[0][0], data(count, torch.float32, salt, rank=prv)),
               f"ring exchange: from the previous rank, count {count}")
 
+# a batch left open by an exception fails its works, and the next batch runs
+try:
+    with dist._coalescing_manager(None, dev, async_ops=True):
+        stale = dist.isend(D(torch.ones(2)), (R + 1) % N)
+        raise KeyError("leaving the batch")
+except KeyError:
+    pass
+x, y = D(torch.full((4,), float(R))), torch.empty(4, device=dev)
+for w in batch([dist.P2POp(dist.isend, x, (R + 1) % N, tag=1),
+                dist.P2POp(dist.irecv, y, (R - 1) % N, tag=1)]):
+    w.wait()
+check(same(H(y), torch.full((4,), float((R - 1) % N))), "a batch after one left open")
+expect_error(lambda: stale.wait(), ["smddp", "never ended"], "the work of a batch left open")
+
 # every dtype through one batch of a ring
 if N > 1:
     for dtype in DTYPES:

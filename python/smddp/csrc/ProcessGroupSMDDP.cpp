@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
-#include <numeric>
 
 #include <c10/util/Exception.h>
 #include <torch/version.h>
@@ -1265,11 +1264,25 @@ bool ProcessGroupSMDDP::supportsCoalescing() const {
 }
 
 void ProcessGroupSMDDP::startCoalescing() {
-  TORCH_CHECK(
-      !coalescing_,
-      "smddp: startCoalescing on ",
-      state_->who(),
-      " while a batch is open already (batches do not nest)");
+  if (coalescing_ && !batch_.empty()) {
+    // A batch left open (an exception inside torch's coalescing manager
+    // skips endCoalescing): its works fail, without running, rather than
+    // wait for ever; the peers never see its sends and receives.
+    std::vector<c10::intrusive_ptr<WorkSMDDP>> members;
+    for (const auto& o : batch_)
+      members.push_back(o.work);
+    auto body = [](RunContext& ctx) {
+      ctx.recoverable = true;
+      TORCH_CHECK(
+          false,
+          "smddp: a batch of sends and receives on ",
+          ctx.state.who(),
+          " was never ended (endCoalescing) and was dropped unrun");
+    };
+    enqueue(
+        c10d::OpType::COALESCED, "batch_isend_irecv", batch_[0].tensor.device(), {}, {},
+        std::chrono::milliseconds(0), std::move(body), std::move(members));
+  }
   coalescing_ = true;
   batch_.clear();
 }
