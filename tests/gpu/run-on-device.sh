@@ -17,7 +17,8 @@
 #   async      the stream-ordering test with SMDDP_CUDA_ASYNC=1, phases traced
 #   nccl       tests/gpu/multigpu-vs-nccl.sh with one rank per GPU
 #   torch      the PyTorch backend (python/) built there against its torch and
-#              this build; collectives and DDP on CUDA tensors against gloo, 2
+#              this build; $TORCH_TESTS (default: collectives ddp p2p pipeline)
+#              on CUDA tensors against gloo, 2
 #              ranks on the GPU(s); python/bench/torch_bench.py on CUDA
 # (default: info tests sanitizer kernel bench).  Environment: B (build tree),
 # CARRY (carried libraries), OUT (log folder, default ./gpu-logs), GPU_TESTS
@@ -147,12 +148,13 @@ for s in $stages; do
 			SMDDP_TORCH_CUDA=1 MAX_JOBS=8 python3 -m pip install -q --no-build-isolation \
 			--no-deps --no-index --target "$TMPD/site" "$TMPD/pysrc"
 		export PYTHONPATH=$TMPD/site:$ROOT/python/tests PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
-		for t in collectives ddp; do
+		for t in ${TORCH_TESTS:-collectives ddp p2p pipeline}; do
 			stage "torch-$t" 300 env DEVICE=cuda "$RUN" -n 2 --timeout 290 python3 \
 				"$ROOT/python/tests/test_$t.py"
 			grep -h "TORCH-\|max difference" "$TMPD/torch-$t.log" | head -12 | tee -a "$summary"
 		done
 		# DDP step of a ~100 M parameter MLP (3 layers of 5760 x 5760), batch 8
+		[ "${TORCH_BENCH:-1}" = 1 ] || continue
 		stage torch-bench 400 env DEVICE=cuda DDP_WIDTH=5760 REPEATS=5 "$RUN" -n 2 \
 			--timeout 390 python3 "$ROOT/python/bench/torch_bench.py" all
 		grep -v "WARN" "$TMPD/torch-bench.log" | tee -a "$summary"
