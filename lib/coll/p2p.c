@@ -52,9 +52,46 @@ static int pair_self(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 	return SMDDP_OK;
 }
 
+static int overlap(const struct sd_p2p_op *a, const struct sd_p2p_op *b)
+{
+	const char *x = a->buf, *y = b->buf;
+
+	return a->bytes && b->bytes && x < y + b->bytes && y < x + a->bytes;
+}
+
+/* A send whose buffer a receive of the same batch writes (an exchange in
+ * place, as nccl-tests' in-place sendrecv does) would be read by its peer
+ * while that receive overwrites it: such a send goes from a copy taken
+ * first.  orig[i]: op i's own buffer while it sends from a copy. */
+static int copy_overlapping(struct smddp_comm *c, struct sd_p2p_op *ops, int n, void ***orig)
+{
+	*orig = NULL;
+	for (int i = 0; i < n; i++) {
+		if (!ops[i].is_send || ops[i].done)
+			continue;
+		for (int j = 0; j < n; j++) {
+			void *dup;
+
+			if (ops[j].is_send || ops[j].done || !overlap(&ops[i], &ops[j]))
+				continue;
+			if (!*orig && !(*orig = calloc((size_t)n, sizeof(void *))))
+				return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+			if (!(dup = malloc(ops[i].bytes)))
+				return sd_comm_error(c, SMDDP_ENOMEM, "out of memory for %zu bytes",
+						     ops[i].bytes);
+			memcpy(dup, ops[i].buf, ops[i].bytes);
+			(*orig)[i] = ops[i].buf;
+			ops[i].buf = dup;
+			break;
+		}
+	}
+	return SMDDP_OK;
+}
+
 int sd_coll_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 {
-	int left = 0;
+	void **orig = NULL;
+	int left = 0, rc;
 
 	for (int i = 0; i < n; i++) {
 		ops[i].done = 0;
@@ -68,7 +105,20 @@ int sd_coll_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 		left += !ops[i].done;
 	if (!left)
 		return SMDDP_OK;
-	return c->tp->p2p(c, ops, n);
+	rc = copy_overlapping(c, ops, n, &orig);
+	if (!rc)
+		rc = c->tp->p2p(c, ops, n);
+	/* After a failure a peer may still read a copy (single copy) or the
+	 * fabric still hold it: it stays, as the fabric's buffers do. */
+	for (int i = 0; orig && i < n; i++) {
+		if (!orig[i])
+			continue;
+		if (!rc)
+			free(ops[i].buf);
+		ops[i].buf = orig[i];
+	}
+	free(orig);
+	return rc;
 }
 
 static void op_set(struct sd_p2p_op *op, int is_send, int peer, uint64_t key, const void *buf,

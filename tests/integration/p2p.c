@@ -8,7 +8,7 @@
  *
  * Modes:
  *   matrix   (default) every dtype x count for: a ring exchanged in a
- *            group, blocking pairs without a group, tags received in the
+ *            group (out of place and in place), blocking pairs without a group, tags received in the
  *            reverse order, one tag kept in order, receives from any
  *            source, an all-to-all of sends in one group, sends to self,
  *            alltoallv with uneven (and empty) blocks, gather and scatter
@@ -139,6 +139,23 @@ static void ring(size_t count, enum smddp_dtype dt)
 	}
 	release(s);
 	release(r);
+}
+
+/* The ring in place: each rank sends its buffer and receives into it, in
+ * one group (nccl-tests' in-place sendrecv). */
+static void ring_inplace(size_t count, enum smddp_dtype dt)
+{
+	size_t n = count * smddp_dtype_size(dt);
+	int to = (me + 1) % np, from = (me - 1 + np) % np;
+	unsigned char *b = guarded(n);
+
+	fill(b, n, me, to, 14);
+	if (ok(smddp_group_start(), "ring in place: group_start") &&
+	    ok(smddp_send(b, count, dt, to, 14, comm, NULL), "ring in place: send") &&
+	    ok(smddp_recv(b, count, dt, from, 14, NULL, comm, NULL), "ring in place: recv") &&
+	    ok(smddp_group_end(), "ring in place: group_end"))
+		expect("ring in place", b, n, from, me, 14);
+	release(b);
 }
 
 /* Blocking pairs, no group: even ranks send first, odd ranks receive first. */
@@ -414,6 +431,8 @@ static int matrix(const size_t *counts, int ncounts)
 			if (counts[i] > 5000 && d != 1 && d != 6 && d != 8 && d != 9)
 				continue;
 			ring(counts[i], dts[d]);
+			if (np > 1)
+				ring_inplace(counts[i], dts[d]);
 			pairs(counts[i], dts[d]);
 			tags(counts[i], dts[d]);
 			any_source(counts[i], dts[d]);

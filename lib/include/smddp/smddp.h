@@ -173,7 +173,9 @@ int smddp_recv(void *buf, size_t count, enum smddp_dtype dtype, int peer, int ta
  * valid), then run together by smddp_group_end(), which returns when all
  * are done (or the first error; the others of that communicator then fail
  * too).  That is what lets a rank exchange with several peers at once
- * without deadlock.  Other calls inside a group run when called. */
+ * without deadlock.  A receive may write a send's buffer of the same group
+ * (an exchange in place): that send goes from a copy.  Other calls inside
+ * a group run when called. */
 int smddp_group_start(void);
 int smddp_group_end(void);
 
