@@ -262,18 +262,25 @@ static uint64_t tag(struct smddp_comm *c, unsigned phase, uint64_t step)
 	return sd_fab_tag(SD_TAG_KIND_DATA, c->wire, phase, step);
 }
 
+/* A post that fails (a connection already broken) is explained like a
+ * failed transfer: the root cause first, if the bootstrap knows it. */
+static int posted(struct smddp_comm *c, int rc)
+{
+	return rc == SMDDP_ENETWORK ? explain(c, rc) : rc;
+}
+
 static int send_to(struct smddp_comm *c, int peer, unsigned ph, uint64_t step, const void *buf,
 		   size_t len, struct sd_freq *r)
 {
 	memset(r, 0, sizeof(*r));
-	return sd_fab_send(c, c->net->fab, peer, tag(c, ph, step), buf, len, r);
+	return posted(c, sd_fab_send(c, c->net->fab, peer, tag(c, ph, step), buf, len, r));
 }
 
 static int recv_from(struct smddp_comm *c, int peer, unsigned ph, uint64_t step, void *buf,
 		     size_t len, struct sd_freq *r)
 {
 	memset(r, 0, sizeof(*r));
-	return sd_fab_recv(c, c->net->fab, peer, tag(c, ph, step), buf, len, r);
+	return posted(c, sd_fab_recv(c, c->net->fab, peer, tag(c, ph, step), buf, len, r));
 }
 
 static int check_len(struct smddp_comm *c, struct sd_freq *r, size_t want)
@@ -1112,14 +1119,15 @@ static int net_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 		if (op->done)
 			continue;
 		if (op->is_send) {
-			rc = sd_fab_send(c, c->net->fab, op->peer, p2p_tag(c->rank, op->key), op->buf,
-					 op->bytes, &req[i]);
+			rc = posted(c, sd_fab_send(c, c->net->fab, op->peer,
+						   p2p_tag(c->rank, op->key), op->buf, op->bytes,
+						   &req[i]));
 		} else {
 			if (op->peer < 0)
 				req[i].ignore = P2P_SENDER_MASK << P2P_SENDER_SHIFT;
-			rc = sd_fab_recv(c, c->net->fab, op->peer,
-					 p2p_tag(op->peer < 0 ? 0 : op->peer, op->key), op->buf,
-					 op->bytes, &req[i]);
+			rc = posted(c, sd_fab_recv(c, c->net->fab, op->peer,
+						   p2p_tag(op->peer < 0 ? 0 : op->peer, op->key),
+						   op->buf, op->bytes, &req[i]));
 		}
 	}
 	for (int i = 0; i < n && !rc; i++) {
