@@ -222,7 +222,7 @@ void sd_shm_wake(struct smddp_comm *c, int r)
 
 /* Sleep on this rank's doorbell for at most ns, unless it moved on from
  * bell (read before the caller's last look at what it waits for). */
-int sd_shm_sleep(struct smddp_comm *c, uint32_t bell, uint64_t ns)
+void sd_shm_sleep(struct smddp_comm *c, uint32_t bell, uint64_t ns)
 {
 	struct shm_ctl *me = &ST(c)->ctl[c->rank];
 	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull),
@@ -230,21 +230,13 @@ int sd_shm_sleep(struct smddp_comm *c, uint32_t bell, uint64_t ns)
 
 	futex(&me->bell, FUTEX_WAIT, bell, &ts);
 	atomic_store_explicit(&me->sleeping, 0, memory_order_relaxed);
-	return SMDDP_OK;
 }
 
 static void ring_sleepers(struct smddp_comm *c)
 {
-	struct shm_state *s = ST(c);
-
-	for (int r = 0; r < c->size; r++) {
-		if (r == c->rank)
-			continue;
-		if (atomic_load_explicit(&s->ctl[r].sleeping, memory_order_seq_cst)) {
-			atomic_fetch_add_explicit(&s->ctl[r].bell, 1, memory_order_seq_cst);
-			futex(&s->ctl[r].bell, FUTEX_WAKE, 1, NULL);
-		}
-	}
+	for (int r = 0; r < c->size; r++)
+		if (r != c->rank)
+			sd_shm_wake(c, r);
 }
 
 static int peer_gone(struct smddp_comm *c, struct shm_state *s, int r)
@@ -389,14 +381,10 @@ static int shm_barrier(struct smddp_comm *c)
 
 		atomic_store_explicit(&me->sleeping, 1, memory_order_seq_cst);
 		if (atomic_load_explicit(&s->ctl[r].arrive, memory_order_seq_cst) < target &&
-		    !atomic_load_explicit(&s->ctl[r].aborted, memory_order_relaxed)) {
-			uint64_t wait = next_check > now ? next_check - now : 1000000;
-			struct timespec ts = {.tv_sec = (time_t)(wait / 1000000000ull),
-					      .tv_nsec = (long)(wait % 1000000000ull)};
-
-			futex(&me->bell, FUTEX_WAIT, bell, &ts);
-		}
-		atomic_store_explicit(&me->sleeping, 0, memory_order_relaxed);
+		    !atomic_load_explicit(&s->ctl[r].aborted, memory_order_relaxed))
+			sd_shm_sleep(c, bell, next_check > now ? next_check - now : 1000000);
+		else
+			atomic_store_explicit(&me->sleeping, 0, memory_order_relaxed);
 	}
 }
 

@@ -149,7 +149,7 @@ int sd_shm_peer_gone(struct smddp_comm *c, int r);
 int sd_shm_report_left(struct smddp_comm *c, int r);
 void sd_shm_wake(struct smddp_comm *c, int r);
 int sd_shm_peer_read(struct smddp_comm *c, int r, void *dst, uintptr_t src, size_t len);
-int sd_shm_sleep(struct smddp_comm *c, uint32_t bell, uint64_t ns);
+void sd_shm_sleep(struct smddp_comm *c, uint32_t bell, uint64_t ns);
 /* p2p.c */
 int sd_shm_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n);
 
