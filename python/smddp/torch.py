@@ -34,6 +34,7 @@ Nothing here reads or sets environment variables: torch makes the store from
 init_method (env://, tcp://, file://) and the backend rendezvouses through it.
 """
 
+import atexit
 import inspect
 
 import torch
@@ -63,6 +64,10 @@ except ImportError as _e:  # libsmddp or torch do not match: see _create
     _import_error = _e
 else:
     _import_error = None
+    # Groups the script never destroyed stop before the interpreter
+    # finalizes: their threads may still hold tensors, and a thread that
+    # frees one after that point aborts the process (exit status 134).
+    atexit.register(_C._stop_all_at_exit)
 
 
 def is_available():

@@ -54,7 +54,12 @@ def finish(extra=""):
     sys.stdout.flush()
     if dist.is_initialized():
         dist.destroy_process_group()
-    sys.exit(code)
+    # Not sys.exit: destroy_process_group leaves gloo's reference group's
+    # worker threads running (they stop when the object is freed), and one
+    # that frees a tensor during interpreter shutdown aborts the process
+    # (a torch race).  smddp's own exit path is tested by test_init.py exit.
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def expect_error(fn, words, what, kind=RuntimeError):

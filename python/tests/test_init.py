@@ -6,6 +6,8 @@ Usage:
   test_init.py spawn tcp|file N          starts N ranks itself, with that init_method
   test_init.py mpi URL                   one rank under mpirun (rank from OMPI_COMM_WORLD_*)
   test_init.py sagemaker                 env://, through smdistributed.dataparallel.torch.torch_smddp
+  test_init.py exit                      one rank (smddp-run): issues work, drops it unwaited
+                                         and exits without destroy_process_group: exit status 0
   test_init.py timeout                   2 ranks spawned, timeout=3 s; rank 1 skips a call:
                                          rank 0 raises DistBackendError in seconds
 """
@@ -107,6 +109,15 @@ def main():
         dist, r, n, ok = work(sys.argv[2], r, n)
         dist.destroy_process_group()
         return report(ok, r, f"mpirun, {n} ranks")
+    if mode == "exit":
+        import smddp.torch  # noqa: F401
+        import torch
+        dist, r, n, ok = work()
+        # The worker holds the last references of these tensors when the
+        # interpreter exits: the backend must stop it first (its atexit hook).
+        for _ in range(200):
+            dist.all_reduce(torch.ones(4096), async_op=True)
+        return report(ok, r, f"exit without destroy_process_group, {n} ranks")
     if mode == "timeout":
         url = f"tcp://127.0.0.1:{free_port()}"
         return spawn(lambda r: ["timeout-child", url, str(r)], 2)

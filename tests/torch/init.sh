@@ -6,6 +6,11 @@ need_shim
 export SMDDP_TIMEOUT=120
 torch_job env-2 120 2 test_init.py env
 torch_job sagemaker-2 120 2 test_init.py sagemaker
+# A script that ends without destroy_process_group, work in flight: the
+# process must still exit 0 (not die of SIGABRT in interpreter shutdown).
+for i in 1 2 3; do
+	torch_job exit-3-$i 120 3 test_init.py exit
+done
 for kind in tcp file; do
 	run_alone "$kind" 120 PYTHONPATH="$PYTHONPATH" SMDDP_CONFIG=/dev/null -- "$PY" "$TESTS_PY/test_init.py" spawn "$kind" 3
 	[ "$status" -eq 0 ] && [ "$(grep -o TORCH-OK "$TDIR/$kind.out" | wc -l)" -eq 3 ] &&

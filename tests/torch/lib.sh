@@ -16,6 +16,9 @@ if ! "$PY" -c 'import torch' 2>/dev/null; then
 	exit 77
 fi
 export PYTHONPATH=$SITE:$TESTS_PY${PYTHONPATH:+:$PYTHONPATH}
+# The ranks run in the test's own folder, so that nothing they leave behind
+# (a crash report in the working directory, say) lands in the build tree.
+cd "$TDIR"
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 SMDDP_CONFIG=/dev/null
 
 need_shim() {

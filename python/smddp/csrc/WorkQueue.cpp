@@ -30,6 +30,10 @@ namespace {
 // The queue whose completer this thread is, if any.
 thread_local const WorkQueue* completerOf = nullptr;
 
+// The started queues, for stopAllAtExit().
+std::mutex liveMutex;
+std::vector<std::weak_ptr<WorkQueue>> liveQueues;
+
 // The message of an exception, without the C++ backtrace of c10 errors.
 std::string messageOf(const std::exception_ptr& error) {
   try {
@@ -337,6 +341,39 @@ void WorkQueue::start() {
   // The worker owns a reference, so that it can outlive a stop() called
   // on itself.
   thread_ = std::thread([self = shared_from_this()] { self->loop(); });
+  std::lock_guard<std::mutex> lock(liveMutex);
+  liveQueues.erase(
+      std::remove_if(
+          liveQueues.begin(), liveQueues.end(), [](const auto& q) { return q.expired(); }),
+      liveQueues.end());
+  liveQueues.push_back(weak_from_this());
+}
+
+void WorkQueue::stopAllAtExit() {
+  std::vector<std::shared_ptr<WorkQueue>> queues;
+  {
+    std::lock_guard<std::mutex> lock(liveMutex);
+    for (const auto& w : liveQueues)
+      if (auto q = w.lock())
+        queues.push_back(std::move(q));
+    liveQueues.clear();
+  }
+  for (const auto& q : queues) {
+    bool idle;
+    {
+      std::lock_guard<std::mutex> lock(q->mutex_);
+      idle = q->queue_.empty() && !q->busy_ && q->completions_.empty() &&
+          q->runningCompletions_ == 0;
+    }
+    // Work nobody waited for: the peers must not wait for this rank at
+    // their timeout, so they learn that it left (SMDDP_EABORTED).
+    if (!idle)
+      q->state_->fail(
+          "smddp: " + q->state_->who() +
+          " exited with work of the group still queued (call "
+          "dist.destroy_process_group() after the last wait())");
+    q->stop(!idle || q->state_->failed());
+  }
 }
 
 void WorkQueue::prepare(

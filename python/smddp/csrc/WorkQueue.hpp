@@ -30,6 +30,12 @@
 // group that only ever waits on end events, so the events it records stand
 // for this work's end and not for later work on the side stream.
 //
+// A script that ends without destroy_process_group() leaves the threads
+// running into interpreter shutdown, where a thread that frees the last
+// reference to a Python-owned tensor dies in PyEval_AcquireThread and takes
+// the process down with SIGABRT (gloo's worker does this too).  So every
+// started queue is listed, and smddp.torch stops the listed ones at exit.
+//
 // Sends and receives issued between startCoalescing and endCoalescing
 // (batch_isend_irecv) run as one item, the batch, whose body puts them
 // between smddp_group_start and smddp_group_end.  Each of them still has a
@@ -224,6 +230,12 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   // any, is waited for (it has its own deadline).  Callbacks still running
   // after the group timeout are left to finish on their own.  Idempotent.
   void stop(bool abort);
+
+  // At interpreter exit (an atexit hook of smddp.torch): stops every queue
+  // still running, normally when it is idle and healthy, else by abort, so
+  // that no thread of ours drops a tensor after Python has begun to
+  // finalize (taking the GIL then ends the thread and aborts the process).
+  static void stopAllAtExit();
 
  private:
   void loop();

@@ -8,6 +8,7 @@
 #include <smddp/smddp.h>
 
 #include "ProcessGroupSMDDP.hpp"
+#include "WorkQueue.hpp"
 
 namespace py = pybind11;
 
@@ -44,6 +45,9 @@ PYBIND11_MODULE(_C, m) {
           [](const c10::intrusive_ptr<smddp_torch::ProcessGroupSMDDP>&, const py::object&) {},
           py::arg("device"));
 
+  m.def("_stop_all_at_exit", &smddp_torch::WorkQueue::stopAllAtExit,
+        "Stops the threads of every group still running (smddp.torch's atexit hook).",
+        py::call_guard<py::gil_scoped_release>());
   m.def("library_version", [] { return std::string(smddp_version()); },
         "The version of the libsmddp the extension runs with.");
   m.def("header_version", [] {
