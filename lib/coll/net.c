@@ -122,13 +122,19 @@ static int check_news(struct smddp_comm *c)
 	return SMDDP_OK;
 }
 
+/* How long a failed transfer waits for its root cause: rank 0 relays a
+ * death only when the scheduler runs it, which on a loaded machine takes
+ * many liveness periods. */
+#define EXPLAIN_MIN_NS 1500000000ull
+
 /* A transfer failed (rc): a dead peer resets its connections before the
  * bootstrap hears of its death, so ask the bootstrap and the peers' abort
- * notices for the root cause for a little while (SMDDP_LIVENESS_MS, twice)
- * before blaming the network. */
+ * notices for the root cause (4 x SMDDP_LIVENESS_MS, at least
+ * EXPLAIN_MIN_NS) before blaming the network. */
 static int explain(struct smddp_comm *c, int rc)
 {
-	uint64_t until = sd_now_ns() + 2 * c->liveness_ns + 20000000ull;
+	uint64_t wait = 4 * c->liveness_ns > EXPLAIN_MIN_NS ? 4 * c->liveness_ns : EXPLAIN_MIN_NS;
+	uint64_t until = sd_now_ns() + wait;
 	char keep[sizeof(c->last_error)];
 
 	memcpy(keep, c->last_error, sizeof(keep));
