@@ -823,8 +823,18 @@ SD_EXPORT int smddp_comm_abort(struct smddp_comm *comm)
 		return SMDDP_EINVAL;
 	if (comm->tp_state || comm->net)
 		comm->tp->abort(comm);
-	if (comm->boot)
-		sd_boot_abort(comm->boot, "smddp_comm_abort");
+	if (comm->boot) {
+		/* A rank that aborts after a failure passes its cause on, so
+		 * that the peers that hear only of this abort still name the
+		 * root cause. */
+		char why[sizeof(comm->last_error) + 32];
+
+		if (comm->failed && comm->failed != SMDDP_EABORTED && comm->last_error[0])
+			snprintf(why, sizeof(why), "smddp_comm_abort after: %s", comm->last_error);
+		else
+			snprintf(why, sizeof(why), "smddp_comm_abort");
+		sd_boot_abort(comm->boot, why);
+	}
 	comm_free(comm, 0);
 	return SMDDP_OK;
 }
