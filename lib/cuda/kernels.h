@@ -40,6 +40,14 @@ int sd_cuda_kernel_reduce(const struct sd_cuda_kargs *a, int dtype, int op, int 
 int sd_cuda_kernel_copy_pairs(const void *const *src, void *const *dst, int npairs, size_t bytes,
 			      void *stream, int max_blocks);
 
+/* Loads every kernel of this file into the current device's context.
+ * With lazy module loading (CUDA's default since 12.2) the first launch of
+ * a kernel loads it, and loading waits for the whole context: a launch by
+ * the proxy while the user's stream waits on the proxy's word
+ * (SMDDP_CUDA_ASYNC) never returns.  So they are loaded before any stream
+ * is made to wait.  Returns a cudaError_t. */
+int sd_cuda_kernels_load(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -298,6 +298,11 @@ static int state_init(struct smddp_comm *c, int dev)
 		rc = cuda_error(c, e, "cannot create the communicator's stream");
 		goto fail;
 	}
+	/* Before any stream waits on the word (see kernels.h). */
+	if ((e = (cudaError_t)sd_cuda_kernels_load()) != cudaSuccess) {
+		rc = cuda_error(c, e, "cannot load libsmddp's GPU kernels");
+		goto fail;
+	}
 	for (int i = 0; i < QCAP; i++) {
 		if ((e = cudaEventCreateWithFlags(&cu->ev_in[i], cudaEventDisableTiming)) != cudaSuccess ||
 		    (e = cudaEventCreateWithFlags(&cu->ev_out[i], cudaEventDisableTiming)) != cudaSuccess) {
