@@ -155,7 +155,8 @@ static void usage(void)
 	       "\n"
 	       "Options:\n"
 	       "  -b, --minbytes SIZE       smallest size (default 32M); K, M, G = 2^10, 2^20, 2^30\n"
-	       "  -e, --maxbytes SIZE       largest size (default 32M)\n"
+	       "  -e, --maxbytes SIZE       largest size (default 32M), always the last one\n"
+	       "                            measured, even where -f or -i would step over it\n"
 	       "  -f, --stepfactor N        multiply the size by N at each step\n"
 	       "  -i, --stepbytes SIZE      add SIZE at each step when -f is 1 (default 1M)\n"
 	       "  -n, --iters N             timed calls per size (default 20)\n"
@@ -405,11 +406,18 @@ static void parse_args(int argc, char **argv)
 				 "(OMPI_COMM_WORLD_SIZE is not set)");
 }
 
+/* The size after SIZE (< -e): the sweep always ends exactly at -e, added as
+ * its last point where the factor or the step would jump over it (nccl-tests
+ * stop at the last size below, so -b 8 -e 64M -f 4 ends at 32M there). */
 static uint64_t next_size(uint64_t size)
 {
+	uint64_t next;
+
 	if (opt.stepfactor > 1)
-		return size ? size * (uint64_t)opt.stepfactor : 1;
-	return size + opt.stepbytes;
+		next = size ? size * (uint64_t)opt.stepfactor : 1;
+	else
+		next = size + opt.stepbytes;
+	return next > opt.maxbytes ? opt.maxbytes : next;
 }
 
 /* ---- the library measured ----------------------------------------------- */
@@ -922,8 +930,8 @@ static void run_sweep(const struct bench_backend *be, struct sweep *s, const str
 					buf_fill(recvbuf, (size_t)(opt.maxbytes / es), dt, op);
 				}
 				for (int root = root_lo; root <= root_hi; root++) {
-					for (uint64_t size = opt.minbytes; size <= opt.maxbytes;
-					     size = next_size(size)) {
+					for (uint64_t size = opt.minbytes, more = 1; more;
+					     more = size < opt.maxbytes, size = next_size(size)) {
 						struct bench_geom g;
 						struct result r = {
 							.coll = coll, .dtype = dt,
