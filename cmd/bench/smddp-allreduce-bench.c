@@ -19,6 +19,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -132,6 +133,7 @@ static struct {
 	enum bench_coll colls[NUM_COLLS];
 	int ncolls;
 	bool json;
+	const char *json_file; /* -J: rank 0 writes JSON lines there too */
 	const char *baseline;
 	double tolerance;
 	double min_busbw; /* < 0: off */
@@ -172,7 +174,10 @@ static void usage(void)
 	       "                            alltoall sendrecv alltoallv, or all (default\n"
 	       "                            allreduce)\n"
 	       "      --json                one JSON object per size and line, no table\n"
-	       "      --baseline FILE       exit 3 if a busbw is below FILE's (a saved --json run)\n"
+	       "  -J, --json-file FILE      also write those lines to FILE (rank 0 only, never\n"
+	       "                            tagged by smddp-run), beside the table\n"
+	       "      --baseline FILE       exit 3 if a busbw is below FILE's (a saved --json run;\n"
+	       "                            smddp-run's \"[0] \" tags are skipped)\n"
 	       "      --tolerance PCT       ... by more than PCT percent (default 10)\n"
 	       "      --min-busbw GBPS      exit 3 if a busbw of a size >= 1 MiB is below GBPS\n"
 	       "      --compare mpi         under mpirun, run the same sweep through Open MPI%s\n"
@@ -302,6 +307,7 @@ static void parse_args(int argc, char **argv)
 		{ "ngpus", required_argument, NULL, 'g' },
 		{ "nthreads", required_argument, NULL, 't' },
 		{ "json", no_argument, NULL, OPT_JSON },
+		{ "json-file", required_argument, NULL, 'J' },
 		{ "baseline", required_argument, NULL, OPT_BASELINE },
 		{ "tolerance", required_argument, NULL, OPT_TOLERANCE },
 		{ "min-busbw", required_argument, NULL, OPT_MIN_BUSBW },
@@ -315,7 +321,7 @@ static void parse_args(int argc, char **argv)
 	int c;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:b:e:f:i:n:w:c:d:o:r:z:C:g:t:hV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:b:e:f:i:n:w:c:d:o:r:z:C:g:t:J:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'b': opt.minbytes = parse_size_arg("-b", optarg); break;
 		case 'e': opt.maxbytes = parse_size_arg("-e", optarg); break;
@@ -339,6 +345,11 @@ static void parse_args(int argc, char **argv)
 			parse_long_arg(c == 'g' ? "-g" : "-t", optarg, 1, 1);
 			break;
 		case OPT_JSON: opt.json = true; break;
+		case 'J':
+			if (!*optarg)
+				tool_usage_error("-J: empty file name");
+			opt.json_file = optarg;
+			break;
 		case OPT_BASELINE: opt.baseline = optarg; break;
 		case OPT_TOLERANCE:
 			if (tool_parse_double(optarg, 0, 100, &opt.tolerance) < 0)
@@ -802,27 +813,50 @@ static double ratio_of(const struct meas *ours, const struct meas *theirs)
 	return ours->time_us > 0 ? theirs->time_us / ours->time_us : 0;
 }
 
-static void print_json_ratio(const char *pfx, const struct meas *ours, const struct meas *theirs)
+static void print_json_ratio(FILE *f, const char *pfx, const struct meas *ours,
+			     const struct meas *theirs)
 {
 	if (ours->none || theirs->none)
-		printf(",\"%s_ratio\":null", pfx);
+		fprintf(f, ",\"%s_ratio\":null", pfx);
 	else
-		printf(",\"%s_ratio\":%.6g", pfx, ratio_of(ours, theirs));
+		fprintf(f, ",\"%s_ratio\":%.6g", pfx, ratio_of(ours, theirs));
 }
 
-static void print_json_meas(const char *pfx, const struct meas *m)
+static void print_json_meas(FILE *f, const char *pfx, const struct meas *m)
 {
 	if (m->none) {
-		printf(",\"%s_time_us\":null,\"%s_algbw_gbps\":null,\"%s_busbw_gbps\":null,"
+		fprintf(f, ",\"%s_time_us\":null,\"%s_algbw_gbps\":null,\"%s_busbw_gbps\":null,"
 		       "\"%s_wrong\":null", pfx, pfx, pfx, pfx);
 		return;
 	}
-	printf(",\"%s_time_us\":%.3f,\"%s_algbw_gbps\":%.6g,\"%s_busbw_gbps\":%.6g,\"%s_wrong\":", pfx,
-	       m->time_us, pfx, m->algbw, pfx, m->busbw, pfx);
+	fprintf(f, ",\"%s_time_us\":%.3f,\"%s_algbw_gbps\":%.6g,\"%s_busbw_gbps\":%.6g,\"%s_wrong\":",
+		pfx, m->time_us, pfx, m->algbw, pfx, m->busbw, pfx);
 	if (m->wrong < 0)
-		printf("null");
+		fprintf(f, "null");
 	else
-		printf("%" PRId64, m->wrong);
+		fprintf(f, "%" PRId64, m->wrong);
+}
+
+static FILE *json_file; /* -J, rank 0 */
+
+static void print_json_row(FILE *f, const struct result *r, const char *impl,
+			   const struct result *ours)
+{
+	const char *opname = r->op < 0 ? "none" : smddp_op_name((enum smddp_op)r->op);
+
+	fprintf(f, "{\"collective\":\"%s\",\"impl\":\"%s\",\"size_bytes\":%" PRIu64
+		",\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d",
+		coll_names[r->coll], impl, r->bytes, r->count, smddp_dtype_name(r->dtype), opname,
+		r->root);
+	print_json_meas(f, "oop", &r->m[0]);
+	print_json_meas(f, "ip", &r->m[1]);
+	fprintf(f, ",\"nranks\":%d", nranks);
+	if (ours) {
+		print_json_ratio(f, "oop", &ours->m[0], &r->m[0]);
+		print_json_ratio(f, "ip", &ours->m[1], &r->m[1]);
+	}
+	fprintf(f, "}\n");
+	fflush(f);
 }
 
 static void print_row(const struct result *r, const char *impl, const struct result *ours)
@@ -832,20 +866,10 @@ static void print_row(const struct result *r, const char *impl, const struct res
 	if (rank != 0)
 		return;
 	progress_clear();
+	if (json_file)
+		print_json_row(json_file, r, impl, ours);
 	if (opt.json) {
-		printf("{\"collective\":\"%s\",\"impl\":\"%s\",\"size_bytes\":%" PRIu64
-		       ",\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d",
-		       coll_names[r->coll], impl, r->bytes, r->count, smddp_dtype_name(r->dtype),
-		       opname, r->root);
-		print_json_meas("oop", &r->m[0]);
-		print_json_meas("ip", &r->m[1]);
-		printf(",\"nranks\":%d", nranks);
-		if (ours) {
-			print_json_ratio("oop", &ours->m[0], &r->m[0]);
-			print_json_ratio("ip", &ours->m[1], &r->m[1]);
-		}
-		printf("}\n");
-		fflush(stdout);
+		print_json_row(stdout, r, impl, ours);
 		return;
 	}
 	printf("%12" PRIu64 "  %12zu  %8s  %6s  %6d", r->bytes, r->count, smddp_dtype_name(r->dtype),
@@ -1072,10 +1096,18 @@ static long load_baseline(const char *path, struct base_row **out)
 		return -1;
 	}
 	while (getline(&line, &len, f) >= 0) {
+		char *text = line;
+
 		lineno++;
 		if (strspn(line, " \t\r\n") == strlen(line))
 			continue;
-		cJSON *o = cJSON_Parse(line);
+		/* smddp-run's "[R] " tag: `smddp-run -n 2 ... --json > f` */
+		if (text[0] == '[' && isdigit((unsigned char)text[1])) {
+			char *end = text + 1 + strspn(text + 1, "0123456789");
+			if (end[0] == ']' && end[1] == ' ')
+				text = end + 2;
+		}
+		cJSON *o = cJSON_Parse(text);
 		cJSON *coll = cJSON_GetObjectItemCaseSensitive(o, "collective");
 		cJSON *impl = cJSON_GetObjectItemCaseSensitive(o, "impl");
 		cJSON *size = cJSON_GetObjectItemCaseSensitive(o, "size_bytes");
@@ -1275,6 +1307,19 @@ int main(int argc, char **argv)
 		smddp_comm_destroy(comm);
 		return TOOL_EXIT_USAGE;
 	}
+	/* -J: rank 0 alone writes the file, as it alone prints; after the
+	 * baseline was read, which may be the same file. */
+	if (opt.json_file) {
+		verdict = TOOL_EXIT_OK;
+		if (rank == 0 && !(json_file = fopen(opt.json_file, "w"))) {
+			tool_warn_errno("-J: cannot create %s", opt.json_file);
+			verdict = TOOL_EXIT_FAILURE;
+		}
+		if (share_verdict(verdict) != TOOL_EXIT_OK) {
+			smddp_comm_destroy(comm);
+			return TOOL_EXIT_FAILURE;
+		}
+	}
 	progress = rank == 0 && isatty(STDERR_FILENO);
 
 #ifdef HAVE_CUDA
@@ -1338,6 +1383,11 @@ int main(int argc, char **argv)
 		int v = judge(&ours, base, nbase);
 		if (v)
 			verdict = v;
+	}
+	if (json_file && (ferror(json_file) | fclose(json_file))) {
+		tool_warn_errno("-J: cannot write %s", opt.json_file);
+		if (!verdict)
+			verdict = TOOL_EXIT_FAILURE;
 	}
 	verdict = share_verdict(verdict);
 
