@@ -4,7 +4,7 @@
 
 command -v python3 >/dev/null || { echo "SKIP: python3 is not installed"; exit 77; }
 
-bench 2 -C all -b 8 -e 32K -f 16 -n 2 -w 1 --json
+bench 2 --coll all -b 8 -e 32K -f 16 -n 2 -w 1 --json
 [ "$rc" -eq 0 ] || fail "--json: exit status $rc: $(cat "$T/err")"
 python3 - "$T/out" <<'PY' || fail "--json: $(cat "$T/out")"
 import json, sys
