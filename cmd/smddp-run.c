@@ -1150,14 +1150,42 @@ static void outq_flush_some(struct outq *q)
 
 /* ---- streams ---------------------------------------------------------- */
 
+/* Whether a piece shows anything: on a terminal, a piece of carriage
+ * returns and escape sequences alone (a progress line's "\r\033[K" that
+ * erases it) is passed untagged, or it would leave a "[R] " behind. */
+static bool piece_visible(const struct stream *s, const char *p, size_t n)
+{
+	if (!s->q->tty)
+		return true;
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] == '\r' || p[i] == '\n')
+			continue;
+		if (p[i] != '\033')
+			return true;
+		if (i + 1 < n && p[i + 1] == '[') {   /* CSI: parameters, then a final byte */
+			for (i += 2; i < n && !(p[i] >= 0x40 && p[i] <= 0x7e); i++)
+				;
+		}
+	}
+	return false;
+}
+
+static size_t tag_len(const struct rank *rk, const struct stream *s, const char *p, size_t n)
+{
+	return piece_visible(s, p, n) ? rk->taglen : 0;
+}
+
 static void stream_close(struct rank *rk, struct stream *s)
 {
 	if (s->fd < 0)
 		return;
 	close(s->fd);
 	s->fd = -1;
-	if (s->plen)    /* a last line without '\n' still ends a line for us */
-		outq_put(s->q, rk->tag, rk->taglen, s->part, s->plen, true);
+	/* a last line without '\n' still ends a line for us; on a terminal, a
+	 * last erase of a progress line goes as it is */
+	if (s->plen)
+		outq_put(s->q, rk->tag, tag_len(rk, s, s->part, s->plen), s->part, s->plen,
+		         piece_visible(s, s->part, s->plen));
 	free(s->part);
 	s->part = NULL;
 	s->plen = s->pcap = 0;
@@ -1195,7 +1223,7 @@ static void stream_add(struct rank *rk, struct stream *s, const char *data, size
 		const char *nl = piece_end(s, data, n);
 		size_t take = nl ? (size_t)(nl - data) + 1 : n;
 		if (nl && !s->plen) {
-			outq_put(s->q, rk->tag, rk->taglen, data, take, false);
+			outq_put(s->q, rk->tag, tag_len(rk, s, data, take), data, take, false);
 		} else if (s->plen + take > s->pcap && !stream_grow(s, s->plen + take)) {
 			/* No memory to hold the line: end it here rather than lose it. */
 			outq_put(s->q, rk->tag, rk->taglen, s->part, s->plen, false);
@@ -1206,7 +1234,8 @@ static void stream_add(struct rank *rk, struct stream *s, const char *data, size
 			s->plen += take;
 			if (nl || s->plen >= LINE_MAX_BYTES) {
 				/* an endless line is cut: a rank's bytes stay whole lines */
-				outq_put(s->q, rk->tag, rk->taglen, s->part, s->plen, !nl);
+				outq_put(s->q, rk->tag, tag_len(rk, s, s->part, s->plen), s->part,
+				         s->plen, !nl);
 				s->plen = 0;
 			}
 		}

@@ -2,7 +2,7 @@
 # scripts/bench-hosts.sh - libsmddp against Open MPI (tcp btl) between namespace hosts on this machine.
 #
 # usage: scripts/bench-hosts.sh [-H HOSTS] [-N RANKS-PER-HOST] [--rate RATE] [--mtu MTU]
-#                               [-r REPEATS] [-C COLLECTIVE] [--env VAR=VALUE]... [-- BENCH-ARGS...]
+#                               [-r REPEATS] [-C|--coll COLLECTIVE] [--env VAR=VALUE]... [-- BENCH-ARGS...]
 # Makes HOSTS network namespaces on a bridge (tests/cluster/lib.sh), shapes
 # every host's link with tc tbf at RATE (e.g. 2gbit) when given, sets the MTU,
 # measures raw TCP between h1 and h2 both ways at once (scripts/tcp-rate.py,
@@ -19,10 +19,10 @@ while [ $# -gt 0 ]; do
 	--rate) rate=$2; shift 2 ;;
 	--mtu) mtu=$2; shift 2 ;;
 	-r) repeats=$2; shift 2 ;;
-	-C) coll=$2; shift 2 ;;
+	-C | --coll) coll=$2; shift 2 ;;
 	--env) envs+=(--env "$2"); shift 2 ;;
 	--) shift; break ;;
-	*) echo "usage: $0 [-H HOSTS] [-N PER-HOST] [--rate RATE] [--mtu MTU] [-r REPEATS] [-C COLL] [--env V=X]... [-- BENCH-ARGS...]" >&2; exit 2 ;;
+	*) echo "usage: $0 [-H HOSTS] [-N PER-HOST] [--rate RATE] [--mtu MTU] [-r REPEATS] [-C|--coll COLL] [--env V=X]... [-- BENCH-ARGS...]" >&2; exit 2 ;;
 	esac
 done
 [ $# -gt 0 ] || set -- -b 8 -e 256M -f 4 -n 10 -w 3 -c 0
@@ -55,7 +55,7 @@ for ((i = 1; i <= repeats; i++)); do
 	on_host 1 timeout -k 5 1200 "$top_builddir/cmd/smddp-run" --hosts "$(cl_hosts "$hosts" "$per")" \
 		--network-interface eth0 --no-tag-output "${envs[@]}" \
 		--mpirun-args "$(cl_mpirun_args)" \
-		"$bench" -C "$coll" --compare mpi --json "$@" >"$out/run$i.json"
+		"$bench" --coll "$coll" --compare mpi --json "$@" >"$out/run$i.json"
 	echo "run $i of $repeats done" >&2
 done
 python3 scripts/bench-median.py "$out" \

@@ -6,10 +6,12 @@ DIR holds one smddp-allreduce-bench --compare mpi --json run; per size, the
 median time of each implementation, out of place and in place, and the
 ratio (MPI's time / ours, so > 1 means we are faster), plus our bus
 bandwidth.  With LINK-MBS (a link's payload rate, MB/s), also each busbw
-as a percentage of it ("link%": ours, then MPI's).
+as a percentage of it ("link%": ours, then MPI's).  A line may begin with
+smddp-run's "[R] " tag (`smddp-run -n N smddp-allreduce-bench --json >FILE`).
 """
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -19,7 +21,9 @@ rows = {}
 files = sorted(os.listdir(d))
 for f in files:
     for line in open(os.path.join(d, f)):
-        r = json.loads(line)
+        if not line.strip():
+            continue
+        r = json.loads(re.sub(r"^\[[0-9]+\] ", "", line))
         v = rows.setdefault((r["size_bytes"], r["type"], r["redop"]), {})
         for place in ("oop", "ip"):
             v.setdefault((r["impl"], place), []).append(r[place + "_time_us"])

@@ -1,7 +1,7 @@
 #!/bin/bash
 # scripts/bench-vs-mpi.sh - libsmddp against Open MPI, side by side in the same processes,
 # repeated, medians per size: the measurement behind the README's speed table.
-# usage: scripts/bench-vs-mpi.sh [-n RANKS] [-r REPEATS] [-C COLLECTIVE] [-- BENCH-ARGS...]
+# usage: scripts/bench-vs-mpi.sh [-n RANKS] [-r REPEATS] [-C|--coll COLLECTIVE] [-- BENCH-ARGS...]
 # Needs a build in ./build (scripts/demo.sh makes one) configured with Open MPI.
 set -eu
 cd "$(dirname "$0")/.."
@@ -10,9 +10,9 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	-n) nranks=$2; shift 2 ;;
 	-r) repeats=$2; shift 2 ;;
-	-C) coll=$2; shift 2 ;;
+	-C | --coll) coll=$2; shift 2 ;;
 	--) shift; break ;;
-	*) echo "usage: $0 [-n RANKS] [-r REPEATS] [-C COLLECTIVE] [-- BENCH-ARGS...]" >&2; exit 2 ;;
+	*) echo "usage: $0 [-n RANKS] [-r REPEATS] [-C|--coll COLLECTIVE] [-- BENCH-ARGS...]" >&2; exit 2 ;;
 	esac
 done
 [ $# -gt 0 ] || set -- -b 8 -e 256M -f 4 -n 20 -w 5 -c 0
@@ -27,7 +27,7 @@ for i in $(seq 1 "$repeats"); do
 	# --oversubscribe: more ranks than cores is part of what is measured.
 	timeout 1200 mpirun -np "$nranks" --oversubscribe --bind-to none \
 		-x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=$port \
-		"$bench" -C "$coll" --compare mpi --json "$@" >"$out/run$i.json"
+		"$bench" --coll "$coll" --compare mpi --json "$@" >"$out/run$i.json"
 	echo "run $i of $repeats done" >&2
 done
 python3 scripts/bench-median.py "$out" "$coll, $nranks ranks"

@@ -19,9 +19,11 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,7 +133,10 @@ static struct {
 	int root; /* -1: all */
 	enum bench_coll colls[NUM_COLLS];
 	int ncolls;
+	bool cputime; /* -C 1: the time column is the call's return, not its end */
+	char ignored[160]; /* nccl-tests' options taken and ignored, for the header */
 	bool json;
+	const char *json_file; /* -J: rank 0 writes JSON lines there too */
 	const char *baseline;
 	double tolerance;
 	double min_busbw; /* < 0: off */
@@ -155,7 +160,8 @@ static void usage(void)
 	       "\n"
 	       "Options:\n"
 	       "  -b, --minbytes SIZE       smallest size (default 32M); K, M, G = 2^10, 2^20, 2^30\n"
-	       "  -e, --maxbytes SIZE       largest size (default 32M)\n"
+	       "  -e, --maxbytes SIZE       largest size (default 32M), always the last one\n"
+	       "                            measured, even where -f or -i would step over it\n"
 	       "  -f, --stepfactor N        multiply the size by N at each step\n"
 	       "  -i, --stepbytes SIZE      add SIZE at each step when -f is 1 (default 1M)\n"
 	       "  -n, --iters N             timed calls per size (default 20)\n"
@@ -166,12 +172,28 @@ static void usage(void)
 	       "                            or all (default float32)\n"
 	       "  -o, --op OP               sum prod min max avg, or all (default sum)\n"
 	       "  -r, --root N|all          root of broadcast and reduce (default 0)\n"
-	       "  -z, --blocking 0|1        accepted for nccl-tests; host calls always block\n"
-	       "  -C, --collective NAME     allreduce allgather reducescatter broadcast reduce\n"
+	       "      --coll, --collective NAME\n"
+	       "                            allreduce allgather reducescatter broadcast reduce\n"
 	       "                            alltoall sendrecv alltoallv, or all (default\n"
-	       "                            allreduce)\n"
+	       "                            allreduce, or as the name all_gather_perf... says)\n"
+	       "  -C, --report_cputime 0|1  the time column is the CPU time until the call\n"
+	       "                            returns (as nccl-tests; busbw stays the real time);\n"
+	       "                            -C NAME (not a number) is the old --coll NAME\n"
+	       "  -T, --timeout SEC         every wait of libsmddp fails after SEC seconds\n"
+	       "                            (SMDDP_TIMEOUT; 0: as configured)\n"
+	       "  -z, --blocking 0|1        accepted for nccl-tests; host calls always block\n"
+	       "  -g, --ngpus 1, -t, --nthreads 1\n"
+	       "                            accepted for nccl-tests: one process is one rank\n"
+	       "  -a, --average 0-3, -m, --agg_iters N, -G, --cudagraph N,\n"
+	       "  -p, --parallel_init 0|1, -y, --stream_null 0|1, -R, --local_register 0-2\n"
+	       "                            nccl-tests' options, accepted and ignored (the\n"
+	       "                            header names them): the time is always the median\n"
+	       "                            of the slowest rank, one call per timed iteration\n"
 	       "      --json                one JSON object per size and line, no table\n"
-	       "      --baseline FILE       exit 3 if a busbw is below FILE's (a saved --json run)\n"
+	       "  -J, --json-file FILE      also write those lines to FILE (rank 0 only, never\n"
+	       "                            tagged by smddp-run), beside the table\n"
+	       "      --baseline FILE       exit 3 if a busbw is below FILE's (a saved --json run;\n"
+	       "                            smddp-run's \"[0] \" tags are skipped)\n"
 	       "      --tolerance PCT       ... by more than PCT percent (default 10)\n"
 	       "      --min-busbw GBPS      exit 3 if a busbw of a size >= 1 MiB is below GBPS\n"
 	       "      --compare mpi         under mpirun, run the same sweep through Open MPI%s\n"
@@ -262,7 +284,41 @@ static void parse_op(const char *s)
 	tool_usage_error("-o: unknown op '%s' (sum prod min max avg or all)", s);
 }
 
-static void parse_coll(const char *s)
+/* nccl-tests' per-collective programs, for a link of that name to this tool */
+static const struct {
+	const char *prog;
+	enum bench_coll coll;
+} perf_names[] = {
+	{ "all_reduce_perf", COLL_ALLREDUCE },      { "all_gather_perf", COLL_ALLGATHER },
+	{ "reduce_scatter_perf", COLL_REDUCESCATTER }, { "broadcast_perf", COLL_BROADCAST },
+	{ "reduce_perf", COLL_REDUCE },             { "alltoall_perf", COLL_ALLTOALL },
+	{ "sendrecv_perf", COLL_SENDRECV },
+};
+
+static void coll_from_argv0(const char *argv0)
+{
+	const char *base = strrchr(argv0, '/');
+
+	base = base ? base + 1 : argv0;
+	for (size_t i = 0; i < sizeof(perf_names) / sizeof(perf_names[0]); i++)
+		if (!strcmp(base, perf_names[i].prog))
+			opt.colls[0] = perf_names[i].coll;
+}
+
+/* An option of nccl-tests that has no meaning here: checked like theirs
+ * (a whole number) and named in the header, so that nobody reads a
+ * number as measured with it. */
+static void ignore_opt(int c, const char *arg, long min, long max)
+{
+	char flag[4] = { '-', (char)c, 0, 0 };
+	size_t used = strlen(opt.ignored);
+
+	parse_long_arg(flag, arg, min, max);
+	snprintf(opt.ignored + used, sizeof(opt.ignored) - used, "%s-%c %s", used ? " " : "", c,
+		 arg);
+}
+
+static void parse_coll(const char *flag, const char *s)
 {
 	if (!strcmp(s, "all")) {
 		for (int i = 0; i < NUM_COLLS; i++)
@@ -277,11 +333,12 @@ static void parse_coll(const char *s)
 			return;
 		}
 	}
-	tool_usage_error("-C: unknown collective '%s' (allreduce allgather reducescatter "
-			 "broadcast reduce alltoall sendrecv alltoallv or all)", s);
+	tool_usage_error("%s: unknown collective '%s' (allreduce allgather reducescatter "
+			 "broadcast reduce alltoall sendrecv alltoallv or all%s)", flag, s,
+			 flag[1] == 'C' ? "; or 0|1: report_cputime" : "");
 }
 
-enum { OPT_JSON = 256, OPT_BASELINE, OPT_TOLERANCE, OPT_MIN_BUSBW, OPT_COMPARE, OPT_DEVICE, OPT_GPU };
+enum { OPT_COLL = 256, OPT_JSON, OPT_BASELINE, OPT_TOLERANCE, OPT_MIN_BUSBW, OPT_COMPARE, OPT_DEVICE, OPT_GPU };
 
 static void parse_args(int argc, char **argv)
 {
@@ -297,10 +354,20 @@ static void parse_args(int argc, char **argv)
 		{ "op", required_argument, NULL, 'o' },
 		{ "root", required_argument, NULL, 'r' },
 		{ "blocking", required_argument, NULL, 'z' },
-		{ "collective", required_argument, NULL, 'C' },
+		{ "coll", required_argument, NULL, OPT_COLL },
+		{ "collective", required_argument, NULL, OPT_COLL },
+		{ "report_cputime", required_argument, NULL, 'C' },
+		{ "timeout", required_argument, NULL, 'T' },
+		{ "average", required_argument, NULL, 'a' },
+		{ "agg_iters", required_argument, NULL, 'm' },
+		{ "cudagraph", required_argument, NULL, 'G' },
+		{ "parallel_init", required_argument, NULL, 'p' },
+		{ "stream_null", required_argument, NULL, 'y' },
+		{ "local_register", required_argument, NULL, 'R' },
 		{ "ngpus", required_argument, NULL, 'g' },
 		{ "nthreads", required_argument, NULL, 't' },
 		{ "json", no_argument, NULL, OPT_JSON },
+		{ "json-file", required_argument, NULL, 'J' },
 		{ "baseline", required_argument, NULL, OPT_BASELINE },
 		{ "tolerance", required_argument, NULL, OPT_TOLERANCE },
 		{ "min-busbw", required_argument, NULL, OPT_MIN_BUSBW },
@@ -314,7 +381,7 @@ static void parse_args(int argc, char **argv)
 	int c;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:b:e:f:i:n:w:c:d:o:r:z:C:g:t:hV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:b:e:f:i:n:w:c:d:o:r:z:C:g:t:J:T:a:m:G:p:y:R:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'b': opt.minbytes = parse_size_arg("-b", optarg); break;
 		case 'e': opt.maxbytes = parse_size_arg("-e", optarg); break;
@@ -330,7 +397,32 @@ static void parse_args(int argc, char **argv)
 							  : (int)parse_long_arg("-r", optarg, 0, 1 << 30);
 			break;
 		case 'z': opt.blocking = (int)parse_long_arg("-z", optarg, 0, 1); break;
-		case 'C': parse_coll(optarg); break;
+		case OPT_COLL: parse_coll("--coll", optarg); break;
+		case 'C': {
+			/* nccl-tests' report_cputime takes a number; a collective's
+			 * name never is one, so the old -C NAME still works. */
+			long v;
+			if (tool_parse_long(optarg, LONG_MIN, LONG_MAX, &v) < 0)
+				parse_coll("-C", optarg);
+			else
+				opt.cputime = parse_long_arg("-C", optarg, 0, 1);
+			break;
+		}
+		case 'T': {
+			long sec = parse_long_arg("-T", optarg, 0, 1L << 30);
+			char val[24];
+			/* the command line before the environment (DESIGN 4) */
+			snprintf(val, sizeof(val), "%ld", sec);
+			if (sec > 0 && setenv("SMDDP_TIMEOUT", val, 1) < 0)
+				tool_usage_error("-T: cannot set SMDDP_TIMEOUT");
+			break;
+		}
+		case 'a': ignore_opt(c, optarg, 0, 3); break;
+		case 'm': ignore_opt(c, optarg, 0, 1L << 30); break;
+		case 'G': ignore_opt(c, optarg, 0, 1L << 30); break;
+		case 'p': ignore_opt(c, optarg, 0, 1); break;
+		case 'y': ignore_opt(c, optarg, 0, 1); break;
+		case 'R': ignore_opt(c, optarg, 0, 2); break;
 		case 'g':
 		case 't':
 			/* nccl-tests' threads and GPUs per process: here one rank
@@ -338,6 +430,11 @@ static void parse_args(int argc, char **argv)
 			parse_long_arg(c == 'g' ? "-g" : "-t", optarg, 1, 1);
 			break;
 		case OPT_JSON: opt.json = true; break;
+		case 'J':
+			if (!*optarg)
+				tool_usage_error("-J: empty file name");
+			opt.json_file = optarg;
+			break;
 		case OPT_BASELINE: opt.baseline = optarg; break;
 		case OPT_TOLERANCE:
 			if (tool_parse_double(optarg, 0, 100, &opt.tolerance) < 0)
@@ -405,11 +502,18 @@ static void parse_args(int argc, char **argv)
 				 "(OMPI_COMM_WORLD_SIZE is not set)");
 }
 
+/* The size after SIZE (< -e): the sweep always ends exactly at -e, added as
+ * its last point where the factor or the step would jump over it (nccl-tests
+ * stop at the last size below, so -b 8 -e 64M -f 4 ends at 32M there). */
 static uint64_t next_size(uint64_t size)
 {
+	uint64_t next;
+
 	if (opt.stepfactor > 1)
-		return size ? size * (uint64_t)opt.stepfactor : 1;
-	return size + opt.stepbytes;
+		next = size ? size * (uint64_t)opt.stepfactor : 1;
+	else
+		next = size + opt.stepbytes;
+	return next > opt.maxbytes ? opt.maxbytes : next;
 }
 
 /* ---- the library measured ----------------------------------------------- */
@@ -533,6 +637,7 @@ static const struct bench_backend smddp_backend = {
 
 struct meas {
 	double time_us, algbw, busbw;
+	double cputime_us; /* -C 1: until the call returned (= time_us on host memory) */
 	int64_t wrong; /* -1: not checked */
 	bool none;     /* no such placement (alltoallv in place): N/A */
 };
@@ -549,7 +654,7 @@ struct result {
 };
 
 static void *sendbuf, *recvbuf;
-static double *times;
+static double *times, *cputimes;
 static size_t *vlayout; /* alltoallv: 4 arrays of nranks counts */
 
 #ifdef HAVE_CUDA
@@ -669,6 +774,18 @@ static void be_barrier(const struct bench_backend *be)
 	be_check(be, "barrier", be->barrier());
 }
 
+/* Each call's time becomes that of its slowest rank; the median of those
+ * (T is sorted in place). */
+static double slowest_median(double *t)
+{
+	int rc = smddp_allreduce(t, t, (size_t)opt.iters, SMDDP_FLOAT64, SMDDP_MAX, comm, NULL);
+
+	if (rc)
+		fail("allreduce of the times", rc);
+	qsort(t, (size_t)opt.iters, sizeof(double), cmp_double);
+	return opt.iters % 2 ? t[opt.iters / 2] : (t[opt.iters / 2 - 1] + t[opt.iters / 2]) / 2;
+}
+
 static void measure(const struct bench_backend *be, struct bench_call call,
 		    const struct bench_geom *g, int inplace, struct meas *m)
 {
@@ -707,16 +824,14 @@ static void measure(const struct bench_backend *be, struct bench_call call,
 	for (long i = 0; i < opt.iters; i++) {
 		double t0 = now_s();
 		be_run(be, &call);
+		cputimes[i] = now_s() - t0;
 		finish_call();
 		times[i] = now_s() - t0;
 	}
-	rc = smddp_allreduce(times, times, (size_t)opt.iters, SMDDP_FLOAT64, SMDDP_MAX, comm, NULL);
-	if (rc)
-		fail("allreduce of the times", rc);
-	qsort(times, (size_t)opt.iters, sizeof(double), cmp_double);
-	double sec = opt.iters % 2 ? times[opt.iters / 2]
-				   : (times[opt.iters / 2 - 1] + times[opt.iters / 2]) / 2;
+	double sec = slowest_median(times);
 	m->time_us = sec * 1e6;
+	if (opt.cputime)
+		m->cputime_us = slowest_median(cputimes) * 1e6;
 	m->algbw = sec > 0 ? (double)g->bytes / sec / 1e9 : 0;
 	m->busbw = m->algbw * bus_factor(call.coll, nranks);
 	if (!opt.check)
@@ -772,9 +887,12 @@ static void print_table_header(enum bench_coll c, const char *be, bool ratio)
 	printf("#                                                              out-of-place"
 	       "                       in-place          %s\n",
 	       ratio ? "   busbw ratio" : "");
-	printf("#       size         count      type   redop    root     time   algbw   busbw"
-	       " #wrong     time   algbw   busbw #wrong%s\n",
-	       ratio ? "     oop      ip" : "");
+	/* -C 1: nccl-tests' header names the CPU time the same way */
+	const char *t = opt.cputime ? "cputime" : "   time";
+
+	printf("#       size         count      type   redop    root  %s   algbw   busbw"
+	       " #wrong  %s   algbw   busbw #wrong%s\n",
+	       t, t, ratio ? "     oop      ip" : "");
 	printf("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
 	       "            (us)  (GB/s)  (GB/s)       %s\n",
 	       ratio ? "     (x)     (x)" : "");
@@ -794,27 +912,54 @@ static double ratio_of(const struct meas *ours, const struct meas *theirs)
 	return ours->time_us > 0 ? theirs->time_us / ours->time_us : 0;
 }
 
-static void print_json_ratio(const char *pfx, const struct meas *ours, const struct meas *theirs)
+static void print_json_ratio(FILE *f, const char *pfx, const struct meas *ours,
+			     const struct meas *theirs)
 {
 	if (ours->none || theirs->none)
-		printf(",\"%s_ratio\":null", pfx);
+		fprintf(f, ",\"%s_ratio\":null", pfx);
 	else
-		printf(",\"%s_ratio\":%.6g", pfx, ratio_of(ours, theirs));
+		fprintf(f, ",\"%s_ratio\":%.6g", pfx, ratio_of(ours, theirs));
 }
 
-static void print_json_meas(const char *pfx, const struct meas *m)
+static void print_json_meas(FILE *f, const char *pfx, const struct meas *m)
 {
 	if (m->none) {
-		printf(",\"%s_time_us\":null,\"%s_algbw_gbps\":null,\"%s_busbw_gbps\":null,"
-		       "\"%s_wrong\":null", pfx, pfx, pfx, pfx);
+		fprintf(f, ",\"%s_time_us\":null,\"%s_algbw_gbps\":null,\"%s_busbw_gbps\":null,"
+			"\"%s_wrong\":null", pfx, pfx, pfx, pfx);
+		if (opt.cputime)
+			fprintf(f, ",\"%s_cputime_us\":null", pfx);
 		return;
 	}
-	printf(",\"%s_time_us\":%.3f,\"%s_algbw_gbps\":%.6g,\"%s_busbw_gbps\":%.6g,\"%s_wrong\":", pfx,
-	       m->time_us, pfx, m->algbw, pfx, m->busbw, pfx);
+	fprintf(f, ",\"%s_time_us\":%.3f,\"%s_algbw_gbps\":%.6g,\"%s_busbw_gbps\":%.6g,\"%s_wrong\":",
+		pfx, m->time_us, pfx, m->algbw, pfx, m->busbw, pfx);
 	if (m->wrong < 0)
-		printf("null");
+		fprintf(f, "null");
 	else
-		printf("%" PRId64, m->wrong);
+		fprintf(f, "%" PRId64, m->wrong);
+	if (opt.cputime)
+		fprintf(f, ",\"%s_cputime_us\":%.3f", pfx, m->cputime_us);
+}
+
+static FILE *json_file; /* -J, rank 0 */
+
+static void print_json_row(FILE *f, const struct result *r, const char *impl,
+			   const struct result *ours)
+{
+	const char *opname = r->op < 0 ? "none" : smddp_op_name((enum smddp_op)r->op);
+
+	fprintf(f, "{\"collective\":\"%s\",\"impl\":\"%s\",\"size_bytes\":%" PRIu64
+		",\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d",
+		coll_names[r->coll], impl, r->bytes, r->count, smddp_dtype_name(r->dtype), opname,
+		r->root);
+	print_json_meas(f, "oop", &r->m[0]);
+	print_json_meas(f, "ip", &r->m[1]);
+	fprintf(f, ",\"nranks\":%d", nranks);
+	if (ours) {
+		print_json_ratio(f, "oop", &ours->m[0], &r->m[0]);
+		print_json_ratio(f, "ip", &ours->m[1], &r->m[1]);
+	}
+	fprintf(f, "}\n");
+	fflush(f);
 }
 
 static void print_row(const struct result *r, const char *impl, const struct result *ours)
@@ -824,20 +969,10 @@ static void print_row(const struct result *r, const char *impl, const struct res
 	if (rank != 0)
 		return;
 	progress_clear();
+	if (json_file)
+		print_json_row(json_file, r, impl, ours);
 	if (opt.json) {
-		printf("{\"collective\":\"%s\",\"impl\":\"%s\",\"size_bytes\":%" PRIu64
-		       ",\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d",
-		       coll_names[r->coll], impl, r->bytes, r->count, smddp_dtype_name(r->dtype),
-		       opname, r->root);
-		print_json_meas("oop", &r->m[0]);
-		print_json_meas("ip", &r->m[1]);
-		printf(",\"nranks\":%d", nranks);
-		if (ours) {
-			print_json_ratio("oop", &ours->m[0], &r->m[0]);
-			print_json_ratio("ip", &ours->m[1], &r->m[1]);
-		}
-		printf("}\n");
-		fflush(stdout);
+		print_json_row(stdout, r, impl, ours);
 		return;
 	}
 	printf("%12" PRIu64 "  %12zu  %8s  %6s  %6d", r->bytes, r->count, smddp_dtype_name(r->dtype),
@@ -848,7 +983,7 @@ static void print_row(const struct result *r, const char *impl, const struct res
 			printf("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
 			continue;
 		}
-		fmt_time(t, sizeof(t), r->m[k].time_us);
+		fmt_time(t, sizeof(t), opt.cputime ? r->m[k].cputime_us : r->m[k].time_us);
 		if (r->m[k].wrong < 0)
 			snprintf(w, sizeof(w), "N/A");
 		else
@@ -922,8 +1057,8 @@ static void run_sweep(const struct bench_backend *be, struct sweep *s, const str
 					buf_fill(recvbuf, (size_t)(opt.maxbytes / es), dt, op);
 				}
 				for (int root = root_lo; root <= root_hi; root++) {
-					for (uint64_t size = opt.minbytes; size <= opt.maxbytes;
-					     size = next_size(size)) {
+					for (uint64_t size = opt.minbytes, more = 1; more;
+					     more = size < opt.maxbytes, size = next_size(size)) {
 						struct bench_geom g;
 						struct result r = {
 							.coll = coll, .dtype = dt,
@@ -1026,8 +1161,10 @@ static void print_header(void)
 			printf(" step: %" PRIu64 "(bytes)", opt.stepbytes);
 		printf(" warmup iters: %ld iters: %ld validation: %d blocking: %d\n", opt.warmup,
 		       opt.iters, opt.check, opt.blocking);
-		printf("# libsmddp %s; time: median over iterations of the slowest rank\n",
-		       smddp_version());
+		printf("# libsmddp %s; %s: median over iterations of the slowest rank\n",
+		       smddp_version(), opt.cputime ? "cputime (until the call returns)" : "time");
+		if (opt.ignored[0])
+			printf("# nccl-tests options accepted and ignored: %s\n", opt.ignored);
 		printf("#\n# Using ranks\n");
 		for (int r = 0; r < nranks; r++)
 			if (all[r].gpu >= 0)
@@ -1064,10 +1201,18 @@ static long load_baseline(const char *path, struct base_row **out)
 		return -1;
 	}
 	while (getline(&line, &len, f) >= 0) {
+		char *text = line;
+
 		lineno++;
 		if (strspn(line, " \t\r\n") == strlen(line))
 			continue;
-		cJSON *o = cJSON_Parse(line);
+		/* smddp-run's "[R] " tag: `smddp-run -n 2 ... --json > f` */
+		if (text[0] == '[' && isdigit((unsigned char)text[1])) {
+			char *end = text + 1 + strspn(text + 1, "0123456789");
+			if (end[0] == ']' && end[1] == ' ')
+				text = end + 2;
+		}
+		cJSON *o = cJSON_Parse(text);
 		cJSON *coll = cJSON_GetObjectItemCaseSensitive(o, "collective");
 		cJSON *impl = cJSON_GetObjectItemCaseSensitive(o, "impl");
 		cJSON *size = cJSON_GetObjectItemCaseSensitive(o, "size_bytes");
@@ -1220,6 +1365,7 @@ int main(int argc, char **argv)
 	int rc, verdict;
 
 	tool_init(PROG);
+	coll_from_argv0(argv[0]);
 	parse_args(argc, argv);
 
 #ifdef HAVE_MPI
@@ -1267,6 +1413,19 @@ int main(int argc, char **argv)
 		smddp_comm_destroy(comm);
 		return TOOL_EXIT_USAGE;
 	}
+	/* -J: rank 0 alone writes the file, as it alone prints; after the
+	 * baseline was read, which may be the same file. */
+	if (opt.json_file) {
+		verdict = TOOL_EXIT_OK;
+		if (rank == 0 && !(json_file = fopen(opt.json_file, "w"))) {
+			tool_warn_errno("-J: cannot create %s", opt.json_file);
+			verdict = TOOL_EXIT_FAILURE;
+		}
+		if (share_verdict(verdict) != TOOL_EXIT_OK) {
+			smddp_comm_destroy(comm);
+			return TOOL_EXIT_FAILURE;
+		}
+	}
 	progress = rank == 0 && isatty(STDERR_FILENO);
 
 #ifdef HAVE_CUDA
@@ -1286,8 +1445,9 @@ int main(int argc, char **argv)
 		recvbuf = alloc_buf((size_t)opt.maxbytes);
 	}
 	times = calloc((size_t)opt.iters, sizeof(*times));
+	cputimes = calloc((size_t)opt.iters, sizeof(*cputimes));
 	vlayout = calloc(4 * (size_t)nranks, sizeof(*vlayout));
-	if (!times || !vlayout)
+	if (!times || !cputimes || !vlayout)
 		fail("allocation of the timing array", SMDDP_ENOMEM);
 
 	print_header();
@@ -1331,6 +1491,11 @@ int main(int argc, char **argv)
 		if (v)
 			verdict = v;
 	}
+	if (json_file && (ferror(json_file) | fclose(json_file))) {
+		tool_warn_errno("-J: cannot write %s", opt.json_file);
+		if (!verdict)
+			verdict = TOOL_EXIT_FAILURE;
+	}
 	verdict = share_verdict(verdict);
 
 	rc = smddp_comm_destroy(comm);
@@ -1347,6 +1512,7 @@ int main(int argc, char **argv)
 	free(ours.res);
 	free(base);
 	free(times);
+	free(cputimes);
 	free(vlayout);
 #ifdef HAVE_CUDA
 	if (opt.on_gpu) {

@@ -3,7 +3,7 @@
 . "$top_srcdir/tests/bench/common.sh"
 
 for n in 2 3; do
-	bench "$n" -C all -r all -b 8 -e 256K -f 8 -n 2 -w 1 -c 1
+	bench "$n" --coll all -r all -b 8 -e 256K -f 8 -n 2 -w 1 -c 1
 	expect_clean_table "-C all on $n ranks"
 	for c in allreduce allgather reducescatter broadcast reduce alltoall sendrecv alltoallv; do
 		grep -q "^# Collective: $c " "$T/out" || fail "$n ranks: no table for $c"

@@ -4,7 +4,7 @@
 
 command -v python3 >/dev/null || { echo "SKIP: python3 is not installed"; exit 77; }
 
-bench 2 -C all -b 8 -e 64K -f 16 -n 2 -w 1 --json
+bench 2 --coll all -b 8 -e 32K -f 16 -n 2 -w 1 --json
 [ "$rc" -eq 0 ] || fail "--json: exit status $rc: $(cat "$T/err")"
 python3 - "$T/out" <<'PY' || fail "--json: $(cat "$T/out")"
 import json, sys
@@ -12,7 +12,7 @@ keys = ["collective", "size_bytes", "count", "type", "redop", "root",
         "oop_time_us", "oop_algbw_gbps", "oop_busbw_gbps", "oop_wrong",
         "ip_time_us", "ip_algbw_gbps", "ip_busbw_gbps", "ip_wrong", "nranks"]
 lines = open(sys.argv[1]).read().splitlines()
-# 4 sizes (8 B to 64 KiB by 16) x 8 collectives, printed once (by rank 0)
+# 4 sizes (8 B to 32 KiB by 16) x 8 collectives, printed once (by rank 0)
 assert len(lines) == 32, "%d lines" % len(lines)
 seen = set()
 for line in lines:

@@ -11,7 +11,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + $$ % 20000))
 rc=0
 timeout 120 mpirun -np 2 --oversubscribe --bind-to none -x MASTER_ADDR -x MASTER_PORT \
-	"$BENCH" --compare mpi -C all -d float32 -b 8 -e 64K -f 16 -n 2 -w 1 \
+	"$BENCH" --compare mpi --coll all -d float32 -b 8 -e 32K -f 16 -n 2 -w 1 \
 	>"$T/out" 2>"$T/err" </dev/null || rc=$?
 [ "$rc" -eq 0 ] || fail "mpirun: exit status $rc: $(cat "$T/err")"
 grep -q '^# Collective: allreduce (libsmddp)' "$T/out" || fail "no libsmddp table: $(cat "$T/out")"

@@ -8,7 +8,7 @@ command -v python3 >/dev/null || { echo "SKIP: python3 is not installed"; exit 7
 # (the ramp's first blocks at small counts).
 for n in 1 4 5; do
 	for c in sendrecv alltoallv; do
-		bench "$n" -C "$c" -d all -b 3 -e 50421 -f 7 -n 2 -w 1 -c 1
+		bench "$n" --coll "$c" -d all -b 3 -e 50421 -f 7 -n 2 -w 1 -c 1
 		expect_clean_table "-C $c -d all on $n ranks"
 		grep -q "^# Collective: $c (libsmddp)" "$T/out" || fail "$c on $n ranks: no table"
 	done
@@ -17,10 +17,10 @@ done
 # JSON on 4 ranks: sendrecv's busbw is its algbw (nccl-tests' factor 1);
 # alltoallv moves as much as alltoall of the same size, with alltoall's
 # factor (n-1)/n; neither has an in-place half (null).
-bench 4 -C sendrecv -b 8 -e 256K -f 32 -n 2 -w 1 --json
+bench 4 --coll sendrecv -b 8 -e 256K -f 32 -n 2 -w 1 --json
 [ "$rc" -eq 0 ] || fail "sendrecv --json: exit status $rc: $(cat "$T/err")"
 cp "$T/out" "$T/sendrecv.json"
-bench 4 -C alltoallv -b 8 -e 256K -f 32 -n 2 -w 1 --json
+bench 4 --coll alltoallv -b 8 -e 256K -f 32 -n 2 -w 1 --json
 [ "$rc" -eq 0 ] || fail "alltoallv --json: exit status $rc: $(cat "$T/err")"
 python3 - "$T/sendrecv.json" "$T/out" <<'PY' || fail "--json: $(cat "$T/sendrecv.json" "$T/out")"
 import json, sys
@@ -43,9 +43,9 @@ for path, coll in zip(sys.argv[1:], ["sendrecv", "alltoallv"]):
 PY
 
 # A saved alltoallv run (its in-place busbw null) is a usable --baseline.
-bench 4 -C alltoallv -b 1M -e 1M -n 1 -w 0 -c 0 --json
+bench 4 --coll alltoallv -b 1M -e 1M -n 1 -w 0 -c 0 --json
 [ "$rc" -eq 0 ] || fail "alltoallv 1M --json: exit status $rc: $(cat "$T/err")"
 sed -e 's/"oop_busbw_gbps":[^,]*/"oop_busbw_gbps":0/' "$T/out" >"$T/base.json"
-bench 4 -C alltoallv -b 1M -e 1M -n 1 -w 0 -c 0 --baseline "$T/base.json" --min-busbw 0
+bench 4 --coll alltoallv -b 1M -e 1M -n 1 -w 0 -c 0 --baseline "$T/base.json" --min-busbw 0
 [ "$rc" -eq 0 ] || fail "alltoallv --baseline: exit status $rc: $(cat "$T/err")"
 exit 0

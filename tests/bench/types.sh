@@ -2,7 +2,7 @@
 # tests/bench/types.sh - -d all -o all: every dtype and op, checked, 0 wrong
 . "$top_srcdir/tests/bench/common.sh"
 
-bench 3 -C allreduce -d all -o all -b 64 -e 4K -f 64 -n 1 -w 0
+bench 3 --coll allreduce -d all -o all -b 64 -e 4K -f 64 -n 1 -w 0
 expect_clean_table "allreduce -d all -o all"
 got=$(rows "$T/out" | wc -l)
 [ "$got" -eq $((10 * 5 * 2)) ] || fail "allreduce: $got rows, not 100"
@@ -13,9 +13,9 @@ for t in int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32 float64; 
 	done
 done
 
-bench 2 -C reducescatter -d all -o all -b 64 -e 64 -n 1 -w 0
+bench 2 --coll reducescatter -d all -o all -b 64 -e 64 -n 1 -w 0
 expect_clean_table "reducescatter -d all -o all"
-bench 2 -C reduce -d all -o all -r all -b 64 -e 64 -n 1 -w 0
+bench 2 --coll reduce -d all -o all -r all -b 64 -e 64 -n 1 -w 0
 expect_clean_table "reduce -d all -o all -r all"
 
 # nccl-tests' names are accepted too

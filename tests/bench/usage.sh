@@ -36,6 +36,19 @@ bad -f 0
 bad -d float128
 bad -o xor
 bad -C allreduce2
+bad --coll allreduce2
+bad --coll 1
+bad -C 2
+bad -C -1
+bad -a 4
+bad -m x
+bad -G -1
+bad -p 2
+bad -y 2
+bad -R 3
+bad -T -1
+bad -J ''
+bad -J
 bad -r -1
 bad -g 2
 bad --tolerance 101

@@ -47,7 +47,7 @@ rc=0
 for coll in allreduce allgather reducescatter; do
 	log=$OUT/nccl-$coll.log
 	timeout -k 10 900 "$RUN" -n "$n" --timeout 880 "$BENCH" --device cuda --compare nccl \
-		-C "$coll" -b 8 -e "${MAXBYTES:-1G}" -f 2 -n "${ITERS:-20}" -w 5 -c 1 >"$log" 2>&1
+		--coll "$coll" -b 8 -e "${MAXBYTES:-1G}" -f 2 -n "${ITERS:-20}" -w 5 -c 1 >"$log" 2>&1
 	st=$?
 	echo "# $coll: exit $st (log $log)"
 	grep -v '^\[[0-9]*\] #  Rank' "$log" | sed 's/^\[0\] //'

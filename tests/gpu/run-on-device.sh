@@ -104,15 +104,15 @@ for s in $stages; do
 	bench)
 		for n in 2 4; do
 			stage "bench-allreduce-n$n" 200 "$RUN" -n "$n" --timeout 190 "$BENCH" \
-				--device cuda -b 8 -e 512M -f 2 -n 20 -w 5 -c 1 -C allreduce
+				--device cuda -b 8 -e 512M -f 2 -n 20 -w 5 -c 1 --coll allreduce
 			grep -v "^#  Rank" "$TMPD/bench-allreduce-n$n.log" | tee -a "$summary"
 		done
 		stage bench-colls-n4 200 "$RUN" -n 4 --timeout 190 "$BENCH" --device cuda \
-			-b 8 -e 64M -f 8 -n 10 -w 3 -c 1 -C all
+			-b 8 -e 64M -f 8 -n 10 -w 3 -c 1 --coll all
 		grep -v "^#  Rank" "$TMPD/bench-colls-n4.log" | tee -a "$summary"
 		# every dtype and op, checked, on a small and an odd size
 		stage bench-check-n3 200 "$RUN" -n 3 --timeout 190 "$BENCH" --device cuda \
-			-b 4K -e 12K -f 3 -n 1 -w 0 -c 1 -C all -d all -o all -r all
+			-b 4K -e 12K -f 3 -n 1 -w 0 -c 1 --coll all -d all -o all -r all
 		tail -3 "$TMPD/bench-check-n3.log" | tee -a "$summary"
 		;;
 	nccl)

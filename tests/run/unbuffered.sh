@@ -107,6 +107,18 @@ if command -v script >/dev/null 2>&1; then
 	[ "$(grep -o '\[[01]\] err-tty' "$T/tty2" | sort -u | wc -l)" -eq 2 ] ||
 		fail "on a terminal: the ranks' stderr is not one: $(od -c "$T/tty2" | head -20)"
 	echo "ok: on a terminal, the ranks' stderr is one, and a progress line shows"
+
+	# a progress line's erase ("\r\033[K", at the start and at the end) shows
+	# nothing, so it goes untagged: no "[R] " left behind, no empty line added
+	printf '%s\n' "printf '\\r\\033[Kworking\\r\\033[K' >&2" >"$T/erase.sh"
+	timeout 60 script -qec "$RUN -n 2 sh $T/erase.sh" /dev/null >"$T/tty3" 2>&1 </dev/null ||
+		fail "erase: exit status $?: $(od -c "$T/tty3" | head)"
+	for r in 0 1; do
+		grep -qF "[$r] "$'\033[Kworking' "$T/tty3" && [ "$(grep -o "\[$r\] " "$T/tty3" | wc -l)" -eq 1 ] ||
+			fail "erase: rank $r: $(od -c "$T/tty3" | head -20)"
+	done
+	! grep -q $'^\033\[K\r*$' "$T/tty3" || fail "erase: a line added: $(od -c "$T/tty3" | head -20)"
+	echo "ok: on a terminal, a progress line's erase leaves no tag behind"
 else
 	echo "skip: on a terminal: script(1) is not installed"
 fi
