@@ -11,6 +11,21 @@
  * that rank 0 sends one copy of an all-gather result to every rank and two
  * large transfers in opposite directions can never deadlock.
  *
+ * Admission (protocol version 2).  A rank proves that it knows the job
+ * token without sending it, and learns that rank 0 knows it too:
+ *   rank -> 0   HELLO      magic, version, rank, size, client nonce (32 bytes)
+ *   0 -> rank   CHALLENGE  server nonce (32), HMAC(token, "rank 0" nonces rank size)
+ *   rank -> 0   AUTH       HMAC(token, "rank" nonces rank size), pid, host id
+ * HMAC is HMAC-SHA-256 (lib/core/sha256.c); both nonces are fresh, and the
+ * two MACs carry different labels, so neither side can replay or reflect
+ * the other's.  Nothing about the job (the table of ranks, pids, hosts)
+ * leaves rank 0 before every rank has passed, in the WELCOME; a rank's own
+ * pid and host leave it only once rank 0 has proved itself.  Without a
+ * token (the empty key) the MACs prove nothing, so rank 0 then admits
+ * only connections from a loopback address, unless told otherwise
+ * (allow_no_token, SMDDP_ALLOW_NO_TOKEN).  A tokenless job on one host is
+ * thus open to the other users of that host: see smddp(7).
+ *
  * Rank 0 is the only one that sees every rank: when a connection closes
  * without a BYE, or an ABORT arrives, it records the failure (sticky) and
  * queues a DEATH or ABORT notice to every other rank, flushed in this and
@@ -45,7 +60,7 @@
 
 /* How long a rank waits for rank 0 past its own deadline (see its uses). */
 #define HUB_GRACE_NS (3ull * 1000000000ull)
-#define PROTO_VERSION 1
+#define PROTO_VERSION 2
 #define HELLO_MAGIC "SMDDPB1" /* 8 bytes with the NUL */
 #define TOKEN_MAX 256
 #define HELLO_MAX 1024               /* largest hello a stranger may announce */
@@ -55,9 +70,12 @@
 #define HELLO_LIMIT_NS (5ull * 1000000000ull)
 #define PENDING_MAX 256              /* connections that have not said hello yet */
 #define MS 1000000ull
+#define NONCE_LEN 32
+#define WARN_WINDOW_NS (10ull * 1000000000ull)
+#define WARN_PER_WINDOW 10           /* rejected-connection WARN lines per window */
 
 enum frame_type {
-	F_HELLO = 1,   /* magic, version, rank, size, pid, hostid, token */
+	F_HELLO = 1,   /* magic, version, rank, size, client nonce */
 	F_REJECT = 2,  /* reason */
 	F_WELCOME = 3, /* nonce, size, {pid, hostid} per rank */
 	F_GIVEUP = 4,  /* rank 0 gives up the rendezvous: result code, reason */
@@ -66,12 +84,14 @@ enum frame_type {
 	F_DEATH = 7,   /* rank */
 	F_ABORT = 8,   /* rank, reason */
 	F_BYE = 9,     /* clean close follows */
+	F_CHALLENGE = 10, /* server nonce, rank 0's MAC */
+	F_AUTH = 11,   /* the rank's MAC, pid, hostid */
 };
 
 static const char *type_name(uint32_t t)
 {
-	static const char *const names[] = {"?",	"HELLO", "REJECT", "WELCOME", "GIVEUP",
-					    "GATHER", "RESULT", "DEATH", "ABORT",   "BYE"};
+	static const char *const names[] = {"?",      "HELLO", "REJECT", "WELCOME", "GIVEUP",    "GATHER",
+					    "RESULT", "DEATH", "ABORT",  "BYE",     "CHALLENGE", "AUTH"};
 	return t < sizeof(names) / sizeof(names[0]) ? names[t] : "?";
 }
 
@@ -95,6 +115,11 @@ struct conn {
 	int bye;          /* the far end said BYE: its close is not a death */
 	uint64_t limit_ns; /* stranger: time to complete the hello */
 	char addr[80];    /* far end, numeric "a.b.c.d:port" or "[v6]:port" */
+	/* rank 0's side of the admission of a stranger */
+	int loopback;     /* it connected from a loopback address */
+	int challenged;   /* CHALLENGE sent: AUTH expected next */
+	int32_t claim_rank, claim_size;
+	uint8_t cnonce[NONCE_LEN], snonce[NONCE_LEN];
 	/* input: one frame at a time, read straight into its buffer */
 	uint8_t hdr[8];
 	size_t hdr_got;
@@ -121,7 +146,15 @@ struct sd_boot {
 	struct conn **pending;
 	int npending;
 	const char *token;
+	int allow_no_token;
 	char last_reject[300];
+	/* rejected-connection WARN lines: at most WARN_PER_WINDOW per window */
+	uint64_t warn_window;
+	int warned, unwarned;
+	/* ranks > 0 during rendezvous */
+	const char *hostid;
+	uint8_t cnonce[NONCE_LEN];
+	int authed;           /* AUTH sent */
 	/* sticky failure */
 	int failed;
 	int fail_rank;
@@ -299,6 +332,74 @@ static uint64_t random64(void)
 		v ^= sd_now_ns() * 0x9e3779b97f4a7c15ull ^ ((uint64_t)getpid() << 32);
 	}
 	return v;
+}
+
+/* len random bytes from the kernel: 0, or -1 when it has none to give. */
+static int random_fill(void *buf, size_t len)
+{
+	uint8_t *p = buf;
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = getrandom(p + got, len - got, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		got += (size_t)n;
+	}
+	if (got < len) {
+		int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+
+		if (fd < 0)
+			return -1;
+		while (got < len) {
+			ssize_t n = read(fd, p + got, len - got);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+		}
+		close(fd);
+	}
+	return got == len ? 0 : -1;
+}
+
+/* The admission MAC: HMAC-SHA-256 keyed with the token over a label that
+ * says who proves ("rank 0" or "rank"), both nonces, rank and size. */
+static void admission_mac(const char *token, const char *label, const uint8_t *cnonce, const uint8_t *snonce,
+			  int32_t rank, int32_t size, uint8_t out[SD_SHA256_LEN])
+{
+	struct sd_hmac_sha256 m;
+	uint8_t rs[8];
+
+	put32(rs, (uint32_t)rank);
+	put32(rs + 4, (uint32_t)size);
+	sd_hmac_sha256_init(&m, token, strlen(token));
+	sd_hmac_sha256_update(&m, "smddp-boot-2 ", 13);
+	sd_hmac_sha256_update(&m, label, strlen(label) + 1);
+	sd_hmac_sha256_update(&m, cnonce, NONCE_LEN);
+	sd_hmac_sha256_update(&m, snonce, NONCE_LEN);
+	sd_hmac_sha256_update(&m, rs, sizeof(rs));
+	sd_hmac_sha256_final(&m, out);
+}
+
+static int is_loopback(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+	if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+
+		if (IN6_IS_ADDR_LOOPBACK(a))
+			return 1;
+		return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+	}
+	return 0;
 }
 
 static void fmt_where(char *out, size_t n, const char *addr, const char *port)
@@ -599,12 +700,29 @@ static void conn_lost(struct sd_boot *b, struct conn *c, int err, const char *pr
 static void reject(struct sd_boot *b, struct conn *c, const char *reason, int claimed)
 {
 	struct frame *f = frame_str(F_REJECT, 0, 0, 0, 0, reason);
+	uint64_t now = sd_now_ns();
+	char claim[40] = "";
 
 	if (claimed >= 0)
-		SD_WARN(SD_SUB_BOOT, "rejected connection from %s: %s (it says it is rank %d)", c->addr, reason,
-			claimed);
-	else
-		SD_WARN(SD_SUB_BOOT, "rejected connection from %s: %s", c->addr, reason);
+		snprintf(claim, sizeof(claim), " (it says it is rank %d)", claimed);
+	/* A port scan or a flood of strangers must not flood the log: a few
+	 * lines per window, then one that counts what was left out. */
+	if (now - b->warn_window >= WARN_WINDOW_NS) {
+		if (b->unwarned)
+			SD_WARN(SD_SUB_BOOT, "%d more rejected connection(s) not logged (at most %d lines per %llu s)",
+				b->unwarned, WARN_PER_WINDOW, WARN_WINDOW_NS / 1000000000ull);
+		b->warn_window = now;
+		b->warned = 0;
+		b->unwarned = 0;
+	}
+	if (b->warned < WARN_PER_WINDOW) {
+		b->warned++;
+		SD_WARN(SD_SUB_BOOT, "rejected connection from %s: %s%s%s", c->addr, reason, claim,
+			b->warned == WARN_PER_WINDOW ? " (more in the next seconds are counted, not logged)" : "");
+	} else {
+		b->unwarned++;
+		SD_TRACE(SD_SUB_BOOT, "rejected connection from %s: %s%s", c->addr, reason, claim);
+	}
 	snprintf(b->last_reject, sizeof(b->last_reject), "%s from %s", reason, c->addr);
 	if (f) {
 		/* A few hundred bytes into an empty socket buffer: fits at once. */
@@ -614,27 +732,17 @@ static void reject(struct sd_boot *b, struct conn *c, const char *reason, int cl
 	conn_close(c);
 }
 
-/* Constant-time comparison of two tokens of at most TOKEN_MAX bytes. */
-static int token_equal(const char *a, size_t alen, const char *b, size_t blen)
-{
-	unsigned diff = (unsigned)(alen ^ blen);
-
-	for (size_t i = 0; i < TOKEN_MAX; i++) {
-		unsigned char x = i < alen ? (unsigned char)a[i] : 0;
-		unsigned char y = i < blen ? (unsigned char)b[i] : 0;
-
-		diff |= (unsigned)(x ^ y);
-	}
-	return diff == 0;
-}
-
+/* HELLO from a stranger: check the form, then challenge it.  Nothing
+ * about the job is said before it has answered (on_auth). */
 static void on_hello(struct sd_boot *b, struct conn *c, const uint8_t *p, uint32_t len)
 {
 	struct rd r = {p, len, 0, 0};
 	const uint8_t *magic = rdbytes(&r, 8);
 	uint32_t version = rd32(&r);
-	int32_t rank = (int32_t)rd32(&r), size = (int32_t)rd32(&r), pid = (int32_t)rd32(&r);
-	char hostid[SD_HOSTID_MAX], token[TOKEN_MAX + 1], why[200];
+	int32_t rank = (int32_t)rd32(&r), size = (int32_t)rd32(&r);
+	const uint8_t *cn = rdbytes(&r, NONCE_LEN);
+	char why[300];
+	struct frame *f;
 
 	if (!magic || memcmp(magic, HELLO_MAGIC, 8)) {
 		reject(b, c, "bad magic: not a libsmddp rank (is something else using MASTER_PORT?)", -1);
@@ -646,11 +754,49 @@ static void on_hello(struct sd_boot *b, struct conn *c, const uint8_t *p, uint32
 		reject(b, c, why, (int)rank);
 		return;
 	}
-	if (rdstr(&r, hostid, SD_HOSTID_MAX - 1) < 0 || rdstr(&r, token, TOKEN_MAX) < 0 || r.off != r.n) {
+	if (!cn || r.off != r.n) {
 		reject(b, c, "malformed hello", -1);
 		return;
 	}
-	if (b->token[0] && !token_equal(b->token, strlen(b->token), token, strlen(token))) {
+	if (!b->token[0] && !b->allow_no_token && !c->loopback) {
+		snprintf(why, sizeof(why),
+			 "rank 0 has no job token and admits ranks without one only from this host (loopback): "
+			 "set SMDDP_JOB_TOKEN to the same secret on every rank (smddp-run does), or "
+			 "SMDDP_ALLOW_NO_TOKEN=1 on rank 0 where the network is trusted");
+		reject(b, c, why, (int)rank);
+		return;
+	}
+	f = frame_new(F_CHALLENGE, 2 * NONCE_LEN);
+	if (!f || random_fill(c->snonce, NONCE_LEN) < 0) {
+		frame_unref(f);
+		reject(b, c, "rank 0 has no random numbers for the challenge (getrandom failed)", (int)rank);
+		return;
+	}
+	memcpy(c->cnonce, cn, NONCE_LEN);
+	c->claim_rank = rank;
+	c->claim_size = size;
+	c->challenged = 1;
+	memcpy(f->data + 8, c->snonce, NONCE_LEN);
+	admission_mac(b->token, "rank 0", c->cnonce, c->snonce, rank, size, f->data + 8 + NONCE_LEN);
+	(void)conn_send(c, f);
+	frame_unref(f);
+}
+
+/* AUTH from a challenged stranger: the proof, then the checks of a rank. */
+static void on_auth(struct sd_boot *b, struct conn *c, const uint8_t *p, uint32_t len)
+{
+	struct rd r = {p, len, 0, 0};
+	const uint8_t *mac = rdbytes(&r, SD_SHA256_LEN);
+	int32_t pid = (int32_t)rd32(&r), rank = c->claim_rank, size = c->claim_size;
+	uint8_t want[SD_SHA256_LEN];
+	char hostid[SD_HOSTID_MAX], why[200];
+
+	if (!mac || rdstr(&r, hostid, SD_HOSTID_MAX - 1) < 0 || r.off != r.n) {
+		reject(b, c, "malformed answer to the challenge", -1);
+		return;
+	}
+	admission_mac(b->token, "rank", c->cnonce, c->snonce, rank, size, want);
+	if (!sd_memeq_ct(want, mac, SD_SHA256_LEN)) {
 		reject(b, c, "wrong job token (SMDDP_JOB_TOKEN differs between ranks)", (int)rank);
 		return;
 	}
@@ -677,7 +823,44 @@ static void on_hello(struct sd_boot *b, struct conn *c, const uint8_t *p, uint32
 	b->conns[rank] = c;
 	b->ids[rank].pid = pid;
 	snprintf(b->ids[rank].hostid, SD_HOSTID_MAX, "%s", hostid);
-	SD_TRACE(SD_SUB_BOOT, "rank %d (pid %d on %s) said hello from %s", (int)rank, (int)pid, hostid, c->addr);
+	SD_TRACE(SD_SUB_BOOT, "rank %d (pid %d on %s) admitted from %s", (int)rank, (int)pid, hostid, c->addr);
+}
+
+/* A rank's side: rank 0's CHALLENGE.  Check its proof, then answer. */
+static void on_challenge(struct sd_boot *b, struct conn *c, const uint8_t *p, uint32_t len)
+{
+	const char *token = b->token ? b->token : "";
+	size_t hl = strlen(b->hostid);
+	uint8_t want[SD_SHA256_LEN];
+	struct frame *f;
+
+	if (len != 2 * NONCE_LEN) {
+		conn_lost(b, c, 0, "bad CHALLENGE");
+		return;
+	}
+	admission_mac(token, "rank 0", b->cnonce, p, b->rank, b->size, want);
+	if (!sd_memeq_ct(want, p + NONCE_LEN, SD_SHA256_LEN)) {
+		fail(b, SMDDP_ECONFIG, 0,
+		     "rank 0 at %s and rank %d have different job tokens: rank 0's answer to the challenge does not "
+		     "match this rank's SMDDP_JOB_TOKEN%s (set the same token on every rank, or is another job "
+		     "using MASTER_PORT?)",
+		     b->where, b->rank, token[0] ? "" : " (this rank has none)");
+		conn_close(c);
+		return;
+	}
+	f = frame_new(F_AUTH, SD_SHA256_LEN + 4 + 4 + hl);
+	if (!f) {
+		fail(b, SMDDP_ENOMEM, 0, "out of memory");
+		conn_close(c);
+		return;
+	}
+	admission_mac(token, "rank", b->cnonce, p, b->rank, b->size, f->data + 8);
+	put32(f->data + 8 + SD_SHA256_LEN, (uint32_t)getpid());
+	put32(f->data + 12 + SD_SHA256_LEN, (uint32_t)hl);
+	memcpy(f->data + 16 + SD_SHA256_LEN, b->hostid, hl);
+	(void)conn_send(c, f);
+	frame_unref(f);
+	b->authed = 1;
 }
 
 /* ---- incoming frames --------------------------------------------------- */
@@ -687,16 +870,23 @@ static void on_hello(struct sd_boot *b, struct conn *c, const uint8_t *p, uint32
 static uint32_t frame_limit(struct sd_boot *b, struct conn *c, uint32_t type)
 {
 	if (b->rank == 0 && c->rank < 0) {
-		if (type != F_HELLO) {
+		if (type == (c->challenged ? F_AUTH : F_HELLO))
+			return HELLO_MAX;
+		if (c->challenged)
+			snprintf(c->why, sizeof(c->why), "unexpected frame type %u (%s) in answer to the challenge",
+				 type, type_name(type));
+		else
 			snprintf(c->why, sizeof(c->why), "bad magic: not a libsmddp rank (is something else using "
 							 "MASTER_PORT?)");
-			return 0;
-		}
-		return HELLO_MAX;
+		return 0;
 	}
 	switch (type) {
+	case F_CHALLENGE:
+		if (b->rank != 0 && !b->ready && !b->authed)
+			return 2 * NONCE_LEN;
+		break;
 	case F_WELCOME:
-		if (b->rank != 0 && !b->ready)
+		if (b->rank != 0 && !b->ready && b->authed)
 			return 12 + (uint32_t)b->size * (8 + SD_HOSTID_MAX - 1);
 		break;
 	case F_REJECT:
@@ -760,10 +950,16 @@ static int on_frame(struct sd_boot *b, struct conn *c, uint32_t type, uint8_t **
 
 	SD_TRACE(SD_SUB_BOOT, "recv %s (%u bytes) from %s", type_name(type), len, conn_name(c, name, sizeof(name)));
 	if (b->rank == 0 && c->rank < 0) {
-		on_hello(b, c, p, len);
-		return 1; /* nothing more is read from a stranger before the WELCOME */
+		if (c->challenged)
+			on_auth(b, c, p, len);
+		else
+			on_hello(b, c, p, len);
+		return 1; /* one frame at a time from a stranger */
 	}
 	switch (type) {
+	case F_CHALLENGE:
+		on_challenge(b, c, p, len);
+		return c->fd < 0;
 	case F_WELCOME:
 		on_welcome(b, c, p, len, nonce);
 		return c->fd < 0;
@@ -888,7 +1084,13 @@ static void conn_read(struct sd_boot *b, struct conn *c, uint64_t *nonce)
 				int e = n < 0 ? errno : 0;
 
 				if (c->rank < 0 && b->rank == 0) {
-					if (c->hdr_got || n < 0)
+					if (c->challenged && n == 0)
+						reject(b, c,
+						       "closed without answering the challenge: its job token "
+						       "(SMDDP_JOB_TOKEN) differs from rank 0's, or it is no rank of "
+						       "this job",
+						       c->claim_rank);
+					else if (c->hdr_got || n < 0)
 						reject(b, c, n < 0 ? strerror(e) : "closed before completing its hello",
 						       -1);
 					else {
@@ -987,6 +1189,7 @@ static void accept_strangers(struct sd_boot *b, uint64_t now)
 		}
 		set_nodelay(fd);
 		fmt_sockaddr(c->addr, sizeof(c->addr), (struct sockaddr *)&ss, sl);
+		c->loopback = is_loopback((struct sockaddr *)&ss);
 		c->limit_ns = now + HELLO_LIMIT_NS;
 		b->pending[b->npending++] = c;
 		SD_TRACE(SD_SUB_BOOT, "connection from %s", c->addr);
@@ -1062,7 +1265,10 @@ static void pump(struct sd_boot *b, uint64_t deadline, uint64_t *nonce)
 		struct conn *c = b->pending[i];
 
 		if (c->fd >= 0 && c->rank < 0 && now >= c->limit_ns)
-			reject(b, c, "sent no complete hello within 5 s", -1);
+			reject(b, c,
+			       c->challenged ? "did not answer the challenge within 5 s"
+					     : "sent no complete hello within 5 s",
+			       c->challenged ? c->claim_rank : -1);
 		if (c->rank >= 0)
 			continue;
 		if (c->fd < 0) {
@@ -1294,6 +1500,10 @@ static int rendezvous0(struct sd_boot *b, const struct sd_boot_params *p, uint64
 	b->npending = 0;
 	close(b->lfd);
 	b->lfd = -1;
+	if (b->unwarned)
+		SD_WARN(SD_SUB_BOOT, "%d more rejected connection(s) not logged (at most %d lines per %llu s)",
+			b->unwarned, WARN_PER_WINDOW, WARN_WINDOW_NS / 1000000000ull);
+	b->unwarned = 0;
 	if (rc)
 		return rc;
 
@@ -1428,8 +1638,6 @@ static int connect_hub(struct sd_boot *b, const struct sd_boot_params *p, char *
 static int rendezvous(struct sd_boot *b, const struct sd_boot_params *p, uint64_t *nonce, char *err, size_t errlen)
 {
 	uint64_t start = sd_now_ns();
-	const char *hostid = p->hostid ? p->hostid : "", *token = p->token ? p->token : "";
-	size_t hl = strlen(hostid), tl = strlen(token);
 	int fd = connect_hub(b, p, err, errlen);
 	struct frame *f;
 	struct conn *c;
@@ -1446,7 +1654,14 @@ static int rendezvous(struct sd_boot *b, const struct sd_boot_params *p, uint64_
 	c->rank = 0;
 	snprintf(c->addr, sizeof(c->addr), "%s", b->where);
 	b->conns[0] = c;
-	f = frame_new(F_HELLO, 8 + 16 + 4 + hl + 4 + tl);
+	if (random_fill(b->cnonce, NONCE_LEN) < 0) {
+		seterr(err, errlen, "rank %d has no random numbers for the rendezvous (getrandom and /dev/urandom "
+				    "failed)", b->rank);
+		return SMDDP_ESYSTEM;
+	}
+	/* The hello says only who this rank claims to be: pid and host go in
+	 * the AUTH, once rank 0 has shown that it knows the token. */
+	f = frame_new(F_HELLO, 8 + 12 + NONCE_LEN);
 	if (!f) {
 		seterr(err, errlen, "out of memory");
 		return SMDDP_ENOMEM;
@@ -1456,11 +1671,7 @@ static int rendezvous(struct sd_boot *b, const struct sd_boot_params *p, uint64_
 	put32(q + 8, PROTO_VERSION);
 	put32(q + 12, (uint32_t)b->rank);
 	put32(q + 16, (uint32_t)b->size);
-	put32(q + 20, (uint32_t)getpid());
-	put32(q + 24, (uint32_t)hl);
-	memcpy(q + 28, hostid, hl);
-	put32(q + 28 + hl, (uint32_t)tl);
-	memcpy(q + 32 + hl, token, tl);
+	memcpy(q + 20, b->cnonce, NONCE_LEN);
 	(void)conn_send(c, f);
 	frame_unref(f);
 	/* Wait a little past our own deadline: rank 0 is the one that knows
@@ -1534,6 +1745,8 @@ int sd_boot_init(const struct sd_boot_params *p, struct sd_boot **out, struct sd
 	b->size = p->size;
 	b->lfd = -1;
 	b->token = token;
+	b->hostid = hostid;
+	b->allow_no_token = p->allow_no_token;
 	b->ids[p->rank].pid = (int32_t)getpid();
 	snprintf(b->ids[p->rank].hostid, SD_HOSTID_MAX, "%s", hostid);
 	if (p->size == 1) {
@@ -1543,11 +1756,15 @@ int sd_boot_init(const struct sd_boot_params *p, struct sd_boot **out, struct sd
 		goto out;
 	}
 	fmt_where(b->where, sizeof(b->where), p->addr, p->port);
+	if (p->rank == 0 && !token[0])
+		SD_INFO(SD_SUB_BOOT, "no job token: rank 0 admits ranks %s", p->allow_no_token
+			? "from anywhere (SMDDP_ALLOW_NO_TOKEN)" : "from this host only (loopback)");
 	if (p->rank == 0)
 		rc = rendezvous0(b, p, &n, err, errlen);
 	else
 		rc = rendezvous(b, p, &n, err, errlen);
 	b->token = NULL;
+	b->hostid = NULL;
 out:
 	if (rc) {
 		if (b && b->conns) {

@@ -1,8 +1,9 @@
 /* bootstrap.h - rendezvous over TCP and the out-of-band channel of the world communicator.
  *
  * Rank 0 listens at MASTER_ADDR:MASTER_PORT; every other rank connects to it
- * (retrying until the deadline, since rank 0 may start later) and presents
- * the job token.  Rank 0 is the hub of a star: out-of-band all-gathers go
+ * (retrying until the deadline, since rank 0 may start later) and proves
+ * that it knows the job token by challenge-response (the token never
+ * travels; rank 0 proves it back).  Rank 0 is the hub of a star: out-of-band all-gathers go
  * through it.  The connections stay open for the communicator's life, so
  * that a rank that dies is seen at once (its socket closes) and rank 0
  * relays the news to everyone (a rank that loses rank 0 knows directly).
@@ -30,7 +31,10 @@ struct sd_boot_params {
 	int rank, size;
 	const char *addr;   /* rank 0's address (name or numeric, IPv4 or IPv6) */
 	const char *port;   /* decimal port */
-	const char *token;  /* job token; "" means none is checked */
+	const char *token;  /* job token (HMAC key of the admission); "" means none,
+			     * and then rank 0 admits only loopback connections
+			     * unless allow_no_token */
+	int allow_no_token; /* rank 0: admit tokenless ranks from anywhere */
 	const char *hostid; /* this rank's host identity */
 	uint64_t deadline_ns; /* sd_now_ns() value after which rendezvous gives up */
 	int listen_fd;      /* rank 0: a socket from sd_boot_listen() (taken over
@@ -51,13 +55,16 @@ void sd_boot_local_addr(char *buf, size_t len);
  * of every rank and *nonce a random 64-bit number chosen by rank 0 (the same
  * on every rank).  Errors (err gets a sentence naming addresses and ranks):
  * SMDDP_ETIMEDOUT  rank 0: rank(s) X,Y never connected; others: rank 0 never answered
- * SMDDP_ECONFIG    this rank was refused by rank 0 (wrong job token, rank out of
- *                  range, size mismatch, duplicate rank), or bad address
+ * SMDDP_ECONFIG    this rank was refused by rank 0 (wrong job token, no token
+ *                  and not on loopback, rank out of range, size mismatch,
+ *                  duplicate rank), rank 0 did not prove that it has this
+ *                  rank's token, or bad address
  * SMDDP_ESYSTEM    socket/bind failures (e.g. port in use on rank 0)
  * SMDDP_EPEER      a peer closed its connection during rendezvous
  * Rank 0 rejects a peer with a wrong token (or malformed hello, or one that
  * says nothing for a few seconds) by logging a WARN line naming the peer's
- * address, telling it why, closing it and waiting on for the right ranks. */
+ * address (at most 10 lines per 10 s, then a count), telling it why,
+ * closing it and waiting on for the right ranks. */
 int sd_boot_init(const struct sd_boot_params *p, struct sd_boot **out,
 		 struct sd_boot_peer *peers, uint64_t *nonce, char *err, size_t errlen);
 

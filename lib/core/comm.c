@@ -600,6 +600,7 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 		bp.addr = addr;
 		bp.port = port;
 		bp.token = token ? token : "";
+		bp.allow_no_token = (int)sd_param_int("SMDDP_ALLOW_NO_TOKEN");
 		bp.hostid = hostid;
 		bp.deadline_ns = sd_now_ns() + c->timeout_ns;
 		bp.listen_fd = listen_fd;

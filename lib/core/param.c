@@ -106,6 +106,9 @@ static struct param params[] = {
 	TUNE("SMDDP_BOOT_ADDR", "boot_addr", SD_PARAM_STR, "", NULL, 0, 0, NULL, NULL, 0,
 	     "address of this host that smddp_get_unique_id() puts in the id for the other "
 	     "ranks to connect to (default: the first non-loopback IPv4 interface that is up)"),
+	TUNE("SMDDP_ALLOW_NO_TOKEN", "allow_no_token", SD_PARAM_BOOL, "0", NULL, 0, 1, NULL, NULL, 0,
+	     "rank 0 without SMDDP_JOB_TOKEN admits tokenless ranks from other hosts too (a trusted "
+	     "network only); 0: from loopback only"),
 	TUNE("SMDDP_TOPO_FILE", "topo_file", SD_PARAM_STR, "", NULL, 0, 0, NULL, NULL, 0,
 	     "topology JSON (smddp-topo --json) to use instead of discovering this node"),
 	TUNE("SMDDP_ALGO", "algo", SD_PARAM_ENUM, "auto", "auto|hier|ring|rd", 0, 0,
@@ -151,7 +154,8 @@ static struct param params[] = {
 		"TCP port of rank 0's rendezvous store (else MASTER_PORT); required with more than "
 		"one rank"),
 	ENVONLY("SMDDP_JOB_TOKEN", SD_PARAM_STR, 0, 0, NULL, NULL,
-		"secret every peer must present at rendezvous (smddp-run makes one); unset: no check"),
+		"secret every rank proves it knows at the rendezvous (smddp-run and "
+		"smddp_get_unique_id() make one); unset: rank 0 admits ranks only over loopback"),
 	ENVONLY("SMDDP_JOB_ID", SD_PARAM_STR, 0, 0,
 		"expected at most 32 letters, digits, '_' or '-'", check_job_id,
 		"names this job's shared-memory segments, /dev/shm/smddp-JOBID-*"),

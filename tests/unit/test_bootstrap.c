@@ -42,7 +42,7 @@ struct ctx {
 
 /* Wire constants, restated here so that a change of the protocol is a
  * deliberate change of this test too. */
-enum { W_HELLO = 1, W_REJECT = 2 };
+enum { W_HELLO = 1, W_REJECT = 2, W_WELCOME = 3, W_CHALLENGE = 10, W_AUTH = 11, W_VERSION = 2 };
 
 static void say(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(struct ctx *c, const char *fmt, ...)
@@ -94,6 +94,7 @@ static struct sd_boot_params params(struct ctx *c, int rank, int size, const cha
 	p.addr = c->addr;
 	p.port = c->port;
 	p.token = token;
+	p.allow_no_token = 0;
 	p.hostid = hostid;
 	p.deadline_ns = now() + deadline_ms * MS;
 	p.listen_fd = -1;
@@ -244,10 +245,9 @@ static int contains(const char *s, const char *sub)
 }
 
 /* A hello written by hand: the wire format is part of what is tested. */
-static size_t raw_hello(uint8_t *buf, uint32_t version, int32_t rank, int32_t size, const char *token)
+static size_t raw_hello(uint8_t *buf, uint32_t version, int32_t rank, int32_t size, const uint8_t cnonce[32])
 {
-	const char *host = "raw-host";
-	size_t hl = strlen(host), tl = strlen(token), n = 8;
+	size_t n = 8;
 	uint32_t v;
 
 	memcpy(buf + n, "SMDDPB1", 8);
@@ -256,13 +256,8 @@ static size_t raw_hello(uint8_t *buf, uint32_t version, int32_t rank, int32_t si
 	PUT(version);
 	PUT(rank);
 	PUT(size);
-	PUT(getpid());
-	PUT(hl);
-	memcpy(buf + n, host, hl);
-	n += hl;
-	PUT(tl);
-	memcpy(buf + n, token, tl);
-	n += tl;
+	memcpy(buf + n, cnonce, 32);
+	n += 32;
 	v = htonl(W_HELLO);
 	memcpy(buf, &v, 4);
 	v = htonl((uint32_t)(n - 8));
@@ -271,33 +266,147 @@ static size_t raw_hello(uint8_t *buf, uint32_t version, int32_t rank, int32_t si
 	return n;
 }
 
-/* Send a hand-made hello, return the reason of the REJECT ("" if none). */
+/* One frame within ms: its type in *type, payload in buf (at most cap).
+ * Returns the payload length, -1 on EOF, timeout or an oversized frame. */
+static long raw_frame(int fd, unsigned ms, uint32_t *type, uint8_t *buf, size_t cap)
+{
+	uint64_t end = now() + ms * MS;
+	uint8_t hdr[8];
+	size_t got = 0, len = 0;
+
+	while (got < 8 + len) {
+		struct pollfd pf = {fd, POLLIN, 0};
+		int left = (int)((end > now() ? end - now() : 0) / MS);
+		ssize_t n;
+
+		if (poll(&pf, 1, left) <= 0)
+			return -1;
+		if (got < 8)
+			n = recv(fd, hdr + got, 8 - got, 0);
+		else
+			n = recv(fd, buf + got - 8, 8 + len - got, 0);
+		if (n <= 0)
+			return -1;
+		got += (size_t)n;
+		if (got == 8) {
+			uint32_t v;
+
+			memcpy(&v, hdr, 4);
+			*type = ntohl(v);
+			memcpy(&v, hdr + 4, 4);
+			len = ntohl(v);
+			if (len > cap)
+				return -1;
+		}
+	}
+	return (long)len;
+}
+
+/* The admission MAC as the protocol defines it (restated, not borrowed). */
+static void raw_mac(const char *token, const char *label, const uint8_t *cn, const uint8_t *sn, int32_t rank,
+		    int32_t size, uint8_t out[32])
+{
+	struct sd_hmac_sha256 m;
+	uint32_t rs[2] = {htonl((uint32_t)rank), htonl((uint32_t)size)};
+
+	sd_hmac_sha256_init(&m, token, strlen(token));
+	sd_hmac_sha256_update(&m, "smddp-boot-2 ", 13);
+	sd_hmac_sha256_update(&m, label, strlen(label) + 1);
+	sd_hmac_sha256_update(&m, cn, 32);
+	sd_hmac_sha256_update(&m, sn, 32);
+	sd_hmac_sha256_update(&m, rs, 8);
+	sd_hmac_sha256_final(&m, out);
+}
+
+/* Connect and go through the admission by hand as rank/size with token:
+ * HELLO, CHALLENGE (whose proof is checked against token when
+ * *rank0_proved is wanted), AUTH.  Returns the socket, with the AUTH sent,
+ * or -1 with the reason of a REJECT in why. */
+static int raw_join(struct ctx *c, uint32_t version, int32_t rank, int32_t size, const char *token, char *why,
+		    size_t n, int *rank0_proved)
+{
+	uint8_t buf[600], cn[32], mac[32];
+	uint32_t type = 0, v;
+	size_t len;
+	long got;
+	int fd = raw_connect(c, 3000);
+
+	why[0] = '\0';
+	if (fd < 0) {
+		snprintf(why, n, "(cannot connect)");
+		return -1;
+	}
+	for (int i = 0; i < 32; i++)
+		cn[i] = (uint8_t)(rand() ^ (getpid() * 7 + i));
+	len = raw_hello(buf, version, rank, size, cn);
+	(void)!write(fd, buf, len);
+	got = raw_frame(fd, 3000, &type, buf, sizeof(buf));
+	if (got >= 4 && type == W_REJECT) {
+		uint32_t l;
+
+		memcpy(&l, buf, 4);
+		l = ntohl(l);
+		if (l < n && (size_t)got >= 4 + l) {
+			memcpy(why, buf + 4, l);
+			why[l] = '\0';
+		}
+		close(fd);
+		return -1;
+	}
+	if (got != 64 || type != W_CHALLENGE) {
+		snprintf(why, n, "(no CHALLENGE: type %u, %ld bytes)", type, got);
+		close(fd);
+		return -1;
+	}
+	if (rank0_proved) {
+		raw_mac(token, "rank 0", cn, buf, rank, size, mac);
+		*rank0_proved = memcmp(mac, buf + 32, 32) == 0;
+	}
+	raw_mac(token, "rank", cn, buf, rank, size, mac);
+	/* AUTH: MAC, pid, host id */
+	{
+		uint8_t a[8 + 32 + 8 + 8];
+
+		v = htonl(W_AUTH);
+		memcpy(a, &v, 4);
+		v = htonl(32 + 8 + 8);
+		memcpy(a + 4, &v, 4);
+		memcpy(a + 8, mac, 32);
+		v = htonl((uint32_t)getpid());
+		memcpy(a + 40, &v, 4);
+		v = htonl(8);
+		memcpy(a + 44, &v, 4);
+		memcpy(a + 48, "raw-host", 8);
+		(void)!write(fd, a, sizeof(a));
+	}
+	return fd;
+}
+
+/* Go through the admission by hand; the reason of the REJECT that follows
+ * in why ("" if none; "(welcomed)" if a WELCOME came instead). */
 static void raw_rejected(struct ctx *c, uint32_t version, int32_t rank, int32_t size, const char *token, char *why,
 			 size_t n)
 {
-	uint8_t buf[600], hdr[8];
-	size_t len = raw_hello(buf, version, rank, size, token);
-	int fd = raw_connect(c, 3000);
-	ssize_t got = 0, r;
+	uint8_t buf[4096];
+	uint32_t type = 0;
+	long got;
+	int fd = raw_join(c, version, rank, size, token, why, n, NULL);
 
-	why[0] = '\0';
 	if (fd < 0)
 		return;
-	(void)!write(fd, buf, len);
-	/* REJECT: header, u32 length, reason. */
-	while (got < (ssize_t)sizeof(buf) && (r = recv(fd, buf + got, sizeof(buf) - (size_t)got, 0)) > 0)
-		got += r;
+	got = raw_frame(fd, 3000, &type, buf, sizeof(buf));
 	close(fd);
-	memcpy(hdr, buf, 8);
-	if (got >= 12 && hdr[3] == W_REJECT) {
+	if (got >= 4 && type == W_REJECT) {
 		uint32_t l;
 
-		memcpy(&l, buf + 8, 4);
+		memcpy(&l, buf, 4);
 		l = ntohl(l);
-		if (l < n && (size_t)got >= 12 + l) {
-			memcpy(why, buf + 12, l);
+		if (l < n && (size_t)got >= 4 + l) {
+			memcpy(why, buf + 4, l);
 			why[l] = '\0';
 		}
+	} else if (type == W_WELCOME) {
+		snprintf(why, n, "(welcomed)");
 	}
 }
 
@@ -435,7 +544,9 @@ static void sc_token(struct ctx *c)
 			fclose(f);
 		}
 		unlink(logpath);
-		CHECK(c, contains(log, "rejected connection from 127.0.0.1:") && contains(log, "wrong job token"),
+		CHECK(c, contains(log, "rejected connection from 127.0.0.1:") &&
+				 contains(log, "closed without answering the challenge: its job token (SMDDP_JOB_TOKEN) "
+					       "differs from rank 0's"),
 		      "rank 0 logged a WARN naming the peer's address and the reason");
 		return;
 	}
@@ -444,7 +555,8 @@ static void sc_token(struct ctx *c)
 	if (c->idx == 1) {
 		char want[128];
 
-		snprintf(want, sizeof(want), "rank 0 at 127.0.0.1:%s refused rank 1: wrong job token", c->port);
+		/* Rank 1 finds out first: rank 0's proof does not match its token. */
+		snprintf(want, sizeof(want), "rank 0 at 127.0.0.1:%s and rank 1 have different job tokens", c->port);
 		CHECK(c, rc == SMDDP_ECONFIG, "a wrong token is ECONFIG: rc %d", rc);
 		CHECK(c, contains(err, want), "err: %s", err);
 		CHECK(c, now() - t0 < SEC, "refused at once (%.2f s)", (double)(now() - t0) / 1e9);
@@ -550,9 +662,9 @@ static void sc_strangers(struct ctx *c)
 		char why[300];
 
 		snprintf(c->who, sizeof(c->who), "raw hello rank 5 of 3");
-		raw_rejected(c, 1, 5, 3, "job-secret", why, sizeof(why));
+		raw_rejected(c, W_VERSION, 5, 3, "job-secret", why, sizeof(why));
 		CHECK(c, contains(why, "rank 5 is out of range 1..2"), "REJECT says: %s", why);
-		raw_rejected(c, 1, 0, 3, "job-secret", why, sizeof(why));
+		raw_rejected(c, W_VERSION, 0, 3, "job-secret", why, sizeof(why));
 		CHECK(c, contains(why, "rank 0 is out of range 1..2"), "a second rank 0: REJECT says: %s", why);
 		return;
 	}
@@ -562,11 +674,143 @@ static void sc_strangers(struct ctx *c)
 		snprintf(c->who, sizeof(c->who), "raw hello version 99");
 		raw_rejected(c, 99, 1, 3, "job-secret", why, sizeof(why));
 		CHECK(c, contains(why, "protocol version 99 differs"), "REJECT says: %s", why);
-		raw_rejected(c, 1, 1, 3, "", why, sizeof(why));
+		raw_rejected(c, 1, 1, 3, "job-secret", why, sizeof(why));
+		CHECK(c, contains(why, "protocol version 1 differs from rank 0's 2"),
+		      "a version-1 hello (the token in clear): REJECT says: %s", why);
+		raw_rejected(c, W_VERSION, 1, 3, "", why, sizeof(why));
 		CHECK(c, contains(why, "wrong job token"), "no token: REJECT says: %s", why);
 		return;
 	}
 	}
+}
+
+/* Read rank 0's log file (and remove it). */
+static void slurp(const char *path, char *buf, size_t n)
+{
+	FILE *f = fopen(path, "r");
+
+	buf[0] = '\0';
+	if (f) {
+		size_t got = fread(buf, 1, n - 1, f);
+
+		buf[got] = '\0';
+		fclose(f);
+	}
+	unlink(path);
+}
+
+static int count(const char *s, const char *sub)
+{
+	int k = 0;
+
+	for (const char *p = s; (p = strstr(p, sub)) != NULL; p += strlen(sub))
+		k++;
+	return k;
+}
+
+/* A stranger with a well-formed hello claiming rank 1, but no token: it
+ * gets a CHALLENGE that says nothing about the job, then a REJECT (never a
+ * WELCOME), and the real rank 1 still gets in. */
+static void sc_stranger_hello(struct ctx *c)
+{
+	char why[300] = "";
+
+	if (c->idx == 0 || c->idx == 2) {
+		if (c->idx == 2)
+			msleep(600); /* after the stranger */
+		struct sd_boot *b = join(c, c->idx == 0 ? 0 : 1, 2, 4000);
+		if (b)
+			sd_boot_close(b, 1);
+		return;
+	}
+	snprintf(c->who, sizeof(c->who), "stranger claiming rank 1");
+	msleep(100);
+	int proved = 1, fd = raw_join(c, W_VERSION, 1, 2, "", why, sizeof(why), &proved);
+	CHECK(c, fd >= 0, "challenged (%s)", why);
+	if (fd < 0)
+		return;
+	CHECK(c, !proved, "the CHALLENGE does not verify with the empty token");
+	uint8_t buf[4096];
+	uint32_t type = 0;
+	long got = raw_frame(fd, 3000, &type, buf, sizeof(buf));
+	CHECK(c, got > 4 && type == W_REJECT, "answered with a REJECT (type %u, %ld bytes)", type, got);
+	if (got > 4 && type == W_REJECT) {
+		buf[got] = '\0';
+		CHECK(c, contains((char *)buf + 4, "wrong job token"), "REJECT says: %s", (char *)buf + 4);
+		CHECK(c, !contains((char *)buf + 4, "host-0"), "and names no host of the job");
+	}
+	close(fd);
+	/* And a stranger that guesses the token wrong in the same way. */
+	raw_rejected(c, W_VERSION, 1, 2, "job-secreT", why, sizeof(why));
+	CHECK(c, contains(why, "wrong job token"), "a wrong token: REJECT says: %s", why);
+}
+
+/* Without a token: loopback is admitted; another address is refused
+ * (rank 1 learns why), unless allow_no_token. */
+static void sc_tokenless(struct ctx *c)
+{
+	struct sd_boot_peer peers[2];
+	struct sd_boot *b = NULL;
+	char err[512] = "";
+	uint64_t nonce;
+	int allow = !strcmp(c->scen, "tokenless-allowed"), remote = strcmp(c->addr, "127.0.0.1") != 0;
+	struct sd_boot_params p = params(c, c->idx, 2, "", 3000);
+	int rc;
+
+	snprintf(c->who, sizeof(c->who), "rank %d/2", c->idx);
+	p.allow_no_token = allow && c->idx == 0;
+	rc = sd_boot_init(&p, &b, peers, &nonce, err, sizeof(err));
+	if (!remote || allow) {
+		CHECK(c, rc == SMDDP_OK, "tokenless rendezvous on %s%s succeeds (rc %d: %s)", c->addr,
+		      allow ? " (allowed)" : "", rc, err);
+	} else if (c->idx == 1) {
+		CHECK(c, rc == SMDDP_ECONFIG && contains(err, "no job token") && contains(err, "loopback") &&
+				 contains(err, "SMDDP_JOB_TOKEN") && contains(err, "SMDDP_ALLOW_NO_TOKEN"),
+		      "tokenless rank 1 from %s refused: ECONFIG (rc %d): %s", c->addr, rc, err);
+	} else {
+		CHECK(c, rc == SMDDP_ETIMEDOUT && contains(err, "no job token"),
+		      "rank 0 times out naming the reason (rc %d): %s", rc, err);
+	}
+	if (b)
+		sd_boot_close(b, 1);
+}
+
+/* 30 garbage connections: at most 10 WARN lines, then a count. */
+static void sc_flood(struct ctx *c)
+{
+	char logpath[64], log[65536];
+
+	if (c->idx == 0) {
+		snprintf(logpath, sizeof(logpath), "/tmp/test_bootstrap.flood.%d.log", (int)getpid());
+		setenv("SMDDP_DEBUG_FILE", logpath, 1);
+		setenv("SMDDP_DEBUG", "WARN", 1);
+		struct sd_boot *b = join(c, 0, 2, 5000);
+		if (b)
+			sd_boot_close(b, 1);
+		slurp(logpath, log, sizeof(log));
+		int k = count(log, "rejected connection from");
+		CHECK(c, k == 10, "10 WARN lines for 30 rejected connections (%d)", k);
+		CHECK(c, contains(log, "20 more rejected connection(s) not logged"), "and a count of the rest");
+		return;
+	}
+	if (c->idx == 1) {
+		snprintf(c->who, sizeof(c->who), "flood");
+		for (int i = 0; i < 30; i++) {
+			uint8_t hdr[8];
+			int fd = raw_connect(c, 3000);
+
+			if (fd < 0)
+				continue;
+			(void)!write(fd, "GET / HTTP/1.0\r\n\r\n", 18);
+			(void)read_to_eof(fd, 1000, hdr);
+			close(fd);
+		}
+		return;
+	}
+	msleep(1500);
+	struct sd_boot *b = join(c, 1, 2, 3000);
+	if (b)
+		sd_boot_close(b, 1);
 }
 
 /* A stranger silent for 5 s is told so and closed, while rank 0 waits on. */
@@ -615,18 +859,17 @@ static void sc_die_in_rendezvous(struct ctx *c)
 	int rc;
 
 	if (c->idx == 1) {
-		uint8_t buf[600];
-		size_t len = raw_hello(buf, 1, 1, 4, "job-secret");
-		int fd;
+		char why[300];
+		int fd, proved = 0;
 
 		snprintf(c->who, sizeof(c->who), "raw rank 1");
 		msleep(200);
-		fd = raw_connect(c, 3000);
+		fd = raw_join(c, W_VERSION, 1, 4, "job-secret", why, sizeof(why), &proved);
 		if (fd < 0) {
-			CHECK(c, 0, "connected");
+			CHECK(c, 0, "admitted (%s)", why);
 			return;
 		}
-		(void)!write(fd, buf, len);
+		CHECK(c, proved, "rank 0's CHALLENGE proves that it knows the token");
 		msleep(200);
 		say(c, "closing without a word");
 		close(fd);
@@ -1052,6 +1295,20 @@ int main(void)
 	run("close-rank0-first", 3, sc_close0, "127.0.0.1", 5, 0);
 	run("wrong-token", 3, sc_token, "127.0.0.1", 6, 0);
 	run("strangers", 12, sc_strangers, "127.0.0.1", 6, 0);
+	run("stranger-hello", 3, sc_stranger_hello, "127.0.0.1", 6, 0);
+	run("tokenless-loopback", 2, sc_tokenless, "127.0.0.1", 6, 0);
+	{
+		static char ip[64];
+
+		sd_boot_local_addr(ip, sizeof(ip));
+		if (strcmp(ip, "127.0.0.1")) {
+			run("tokenless-remote", 2, sc_tokenless, ip, 6, 0);
+			run("tokenless-allowed", 2, sc_tokenless, ip, 6, 0);
+		} else {
+			printf("[tokenless-remote] skipped: no address here but loopback\n");
+		}
+	}
+	run("flood", 3, sc_flood, "127.0.0.1", 8, 0);
 	run("death-in-rendezvous", 3, sc_die_in_rendezvous, "127.0.0.1", 6, 0);
 	run("rank0-late", 4, sc_late0, "127.0.0.1", 6, 0);
 	run("no-rank0", 1, sc_no_rank0, "127.0.0.1", 5, 0);
