@@ -205,7 +205,10 @@ static void expand_path(const char *pat, char *out, size_t outlen)
 }
 
 /* Points logging at the file named by pattern; warns and keeps the current
- * destination when it cannot be opened.  The old descriptor stays open: a
+ * destination when it cannot be opened.  A new file is private (0600): a
+ * log names hosts, pids and addresses.  The last component must not be a
+ * symbolic link (O_NOFOLLOW): a link planted in a shared directory such as
+ * /tmp would otherwise turn a root rank's log into a write to any file.  The old descriptor stays open: a
  * thread may be writing to it right now, and this happens at most a couple
  * of times per process. */
 static void open_log_file(const char *pattern, const char *what)
@@ -214,10 +217,17 @@ static void open_log_file(const char *pattern, const char *what)
 	int fd;
 
 	expand_path(pattern, path, sizeof(path));
-	fd = SD_RETRY_EINTR(open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+	fd = SD_RETRY_EINTR(open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600));
 	if (fd < 0) {
 		int e = errno;
 
+		if (e == ELOOP) {
+			emit_warn("%s: \"%s\" is a symbolic link, which a log file may not be (a link in a "
+				  "shared directory could send the log anywhere): name the file itself, or "
+				  "remove the link; logging to stderr instead",
+				  what, path);
+			return;
+		}
 		emit_warn("%s: cannot open \"%s\": %s; logging to stderr instead", what, path,
 			  strerror(e));
 		return;
@@ -249,7 +259,7 @@ static void log_init_once(void)
 	}
 	if (ss != NULL && *ss != '\0')
 		sd_log_parse_subsys(ss, &mask, bad_sub, sizeof(bad_sub));
-	subsys_mask = mask;
+	__atomic_store_n(&subsys_mask, mask, __ATOMIC_RELAXED);
 	__atomic_store_n(&sd_log_level, level, __ATOMIC_RELAXED);
 
 	/* The file first, so that the warnings below land in it. */
@@ -279,7 +289,8 @@ void sd_log(int level, unsigned subsys, const char *file, int line, const char *
 	va_list ap;
 
 	sd_log_init();
-	if (level <= SD_LOG_NONE || level > SD_LOG_TRACE || level > sd_log_level)
+	if (level <= SD_LOG_NONE || level > SD_LOG_TRACE ||
+	    level > __atomic_load_n(&sd_log_level, __ATOMIC_RELAXED))
 		return;
 	if (level > SD_LOG_WARN &&
 	    (subsys & __atomic_load_n(&subsys_mask, __ATOMIC_RELAXED)) == 0)

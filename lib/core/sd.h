@@ -31,14 +31,14 @@ enum sd_subsys {
 	SD_SUB_NET = 1 << 6,
 	SD_SUB_ALL = 0xffff
 };
-extern int sd_log_level; /* current level, read without a lock on hot paths */
+extern int sd_log_level; /* current level: atomic (relaxed) loads and stores only */
 void sd_log_init(void);  /* idempotent, thread-safe */
 void sd_log_set_rank(int rank);
 void sd_log(int level, unsigned subsys, const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 #define SD_LOG_(lvl, sub, ...)                                                      \
 	do {                                                                        \
-		if (sd_log_level >= (lvl))                                          \
+		if (__atomic_load_n(&sd_log_level, __ATOMIC_RELAXED) >= (lvl))     \
 			sd_log((lvl), (sub), __FILE__, __LINE__, __VA_ARGS__);      \
 	} while (0)
 #define SD_WARN(sub, ...) SD_LOG_(SD_LOG_WARN, sub, __VA_ARGS__)

@@ -37,4 +37,17 @@ n=$(ls "$TDIR/logs" | grep -c '^smddp-[^%]\{1,\}-[0-9]\{1,\}\.log$')
 if [ "$n" -eq 2 ]; then pass "two log files named by host and pid"; else fail "$n log files named smddp-HOST-PID.log, expected 2"; fi
 if cat "$TDIR"/logs/* 2>/dev/null | grep -q 'SMDDP TRACE'; then pass "the files hold TRACE lines"; else fail "no TRACE line in the files"; fi
 if grep -q 'SMDDP TRACE' "$TDIR/stderr2"; then fail "TRACE lines on stderr despite SMDDP_DEBUG_FILE"; else pass "stderr is free of the log"; fi
+m=$(stat -c %a "$(ls -d "$TDIR"/logs/* | head -1)")
+if [ "$m" = 600 ]; then pass "a new log file is private (mode $m)"; else fail "a new log file has mode $m, expected 600"; fi
+
+# SMDDP_DEBUG_FILE naming a symbolic link is refused (O_NOFOLLOW): the log
+# goes to stderr with a sentence, and the link's target stays untouched.
+: >"$TDIR/target"
+ln -s "$TDIR/target" "$TDIR/link.log"
+SMDDP_RANK=0 SMDDP_WORLD_SIZE=1 SMDDP_DEBUG=INFO SMDDP_DEBUG_FILE="$TDIR/link.log" timeout -k 5 30 "$FAULT" init \
+	>"$TDIR/stdout3" 2>"$TDIR/stderr3"
+echo "--- SMDDP_DEBUG_FILE=a symbolic link -> exit $?; stderr: $(head -1 "$TDIR/stderr3")"
+if grep -q 'link.log" is a symbolic link' "$TDIR/stderr3"; then pass "the link is refused with a sentence"; else fail "no sentence about the symbolic link on stderr"; fi
+if [ ! -s "$TDIR/target" ]; then pass "the link's target stays empty"; else fail "the log went through the link"; fi
+if grep -q 'SMDDP INFO' "$TDIR/stderr3"; then pass "the log goes to stderr instead"; else fail "no log lines on stderr"; fi
 finish
