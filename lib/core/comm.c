@@ -259,6 +259,7 @@ static int read_tunables(struct smddp_comm *c)
 	c->chunk = ((size_t)sd_param_int("SMDDP_SHM_CHUNK") + 63) & ~(size_t)63;
 	c->single_copy = (int)sd_param_int("SMDDP_SINGLE_COPY");
 	c->single_copy_min = (size_t)sd_param_int("SMDDP_SINGLE_COPY_MIN");
+	c->single_copy_ptracer = (int)sd_param_int("SMDDP_SINGLE_COPY_PTRACER");
 	/* With a core per rank, poll (yielding now and then to whatever else
 	 * runs there); with more ranks than cores, every poll yields, so that
 	 * the rank being waited for gets the core, and a short while later
@@ -403,6 +404,7 @@ static void inherit_tunables(struct smddp_comm *c, const struct smddp_comm *from
 	 * ranks that are not in this communicator. */
 	c->single_copy = (int)sd_param_int("SMDDP_SINGLE_COPY");
 	c->single_copy_min = from->single_copy_min;
+	c->single_copy_ptracer = from->single_copy_ptracer;
 	memcpy(c->jobid, from->jobid, sizeof(c->jobid));
 }
 

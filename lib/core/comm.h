@@ -67,6 +67,7 @@ struct smddp_comm {
 	uint64_t liveness_ns;
 	size_t chunk;              /* bytes of one pipelined step per rank */
 	int single_copy;           /* peers' buffers can be read directly */
+	int single_copy_ptracer;   /* SMDDP_SINGLE_COPY_PTRACER: may widen ptrace for it */
 	size_t single_copy_min;    /* bytes per rank from which they are */
 	void *scratch;             /* single copy: blocks read from peers */
 	char jobid[64];

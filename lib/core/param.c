@@ -109,6 +109,11 @@ static struct param params[] = {
 	TUNE("SMDDP_ALLOW_NO_TOKEN", "allow_no_token", SD_PARAM_BOOL, "0", NULL, 0, 1, NULL, NULL, 0,
 	     "rank 0 without SMDDP_JOB_TOKEN admits tokenless ranks from other hosts too (a trusted "
 	     "network only); 0: from loopback only"),
+	TUNE("SMDDP_SINGLE_COPY_PTRACER", "single_copy_ptracer", SD_PARAM_BOOL, "1", NULL, 0, 1, NULL,
+	     NULL, 0,
+	     "under Yama ptrace_scope 1, let single copy allow any process of this user to ptrace "
+	     "this one (PR_SET_PTRACER_ANY) while a communicator uses it; 0: never (single copy "
+	     "then stays off there)"),
 	TUNE("SMDDP_TOPO_FILE", "topo_file", SD_PARAM_STR, "", NULL, 0, 0, NULL, NULL, 0,
 	     "topology JSON (smddp-topo --json) to use instead of discovering this node"),
 	TUNE("SMDDP_ALGO", "algo", SD_PARAM_ENUM, "auto", "auto|hier|ring|rd", 0, 0,

@@ -33,7 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -480,21 +479,8 @@ static int shm_finish(struct smddp_comm *c)
 	int ok = 1, rc;
 
 	if (c->single_copy && c->size > 1) {
-#ifdef PR_SET_PTRACER
-		/* Only where Yama would refuse (ptrace_scope 1), and only
-		 * because the peers are many: PR_SET_PTRACER names one pid or
-		 * any.  Documented in smddp(7); SMDDP_SINGLE_COPY=0 avoids it. */
-		FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
-		int scope = 0;
-
-		if (f) {
-			if (fscanf(f, "%d", &scope) != 1)
-				scope = 0;
-			fclose(f);
-		}
-		if (scope == 1)
-			prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-#endif
+		/* Under Yama ptrace_scope 1 only: see ptracer.c and smddp(7). */
+		s->ptracer = sd_shm_ptracer_hold(c->single_copy_ptracer);
 		/* Yama (scope 1) checks the reader against the target's
 		 * ptracer when it reads: everybody sets it, then everybody
 		 * reads. */
@@ -524,7 +510,7 @@ static int shm_finish(struct smddp_comm *c)
 	s->ctl[c->rank].cma_ok = ok;
 	rc = shm_barrier(c);
 	if (rc)
-		return rc;
+		return rc; /* shm_detach gives the ptracer back */
 	for (int r = 0; r < c->size; r++)
 		if (!s->ctl[r].cma_ok)
 			ok = 0;
@@ -532,6 +518,12 @@ static int shm_finish(struct smddp_comm *c)
 		SD_INFO(SD_SUB_SHM, "single copy off for this communicator: some rank cannot "
 				    "read its peers");
 	c->single_copy = ok && c->single_copy;
+	/* Every rank has probed (the barrier above): nobody reads us for this
+	 * communicator any more unless single copy is on. */
+	if (!c->single_copy && s->ptracer) {
+		sd_shm_ptracer_release();
+		s->ptracer = 0;
+	}
 	/* Nobody reads cma_ok again until the next communicator: no barrier. */
 	return SMDDP_OK;
 }
@@ -589,6 +581,8 @@ static void shm_detach(struct smddp_comm *c)
 	if (!s)
 		return;
 	shm_unlink_seg(c);
+	if (s->ptracer)
+		sd_shm_ptracer_release();
 	if (s->pidfd) {
 		for (int r = 0; r < c->size; r++)
 			if (s->pidfd[r] >= 0)

@@ -62,7 +62,17 @@ struct shm_state {
 	struct p2p_local *p2p;     /* this rank's side of each channel */
 	struct sd_p2p_op *streaming; /* the send now staged through this rank's halves */
 	uint64_t pass;             /* passes of p2p.c over its batches */
+	int ptracer;               /* holds sd_shm_ptracer_hold() */
 };
+
+/* ptracer.c: PR_SET_PTRACER_ANY under Yama ptrace_scope 1, reference
+ * counted over communicators.  hold returns 1 when the caller now holds a
+ * reference (and must release it), 0 when nothing was needed or allowed
+ * (allowed: SMDDP_SINGLE_COPY_PTRACER). */
+int sd_shm_ptracer_hold(int allowed);
+void sd_shm_ptracer_release(void);
+int sd_shm_ptracer_holders(void);
+extern const char *sd_shm_yama_scope_path; /* tests point it at a file of their own */
 
 #define ST(c) ((struct shm_state *)(c)->tp_state)
 
