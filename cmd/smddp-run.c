@@ -2278,6 +2278,7 @@ static void dry_run_local(const struct run *r)
 		putchar('\n');
 	}
 	print_command(r->opt.argv);
+	strv_free(&set);
 }
 
 /* ---- --rank-wrapper: one rank under mpirun --------------------------------
@@ -2767,16 +2768,22 @@ int main(int argc, char **argv)
 		struct strv set = { 0 }, names = { 0 }, av = { 0 };
 		mpirun_environment(r, &set, &names);
 		mpirun_argv(r, &names, &av);
-		if (r->opt.dry_run) {
-			dry_run_mpirun(r, &set, &av);
-			return TOOL_EXIT_OK;
-		}
-		if (!mpirun_found(av.v[0])) {
-			tool_warn("%s not found%s: runs across hosts go through Open MPI's mpirun; "
-			          "install it (Debian, Ubuntu: apt-get install openmpi-bin; Amazon "
-			          "Linux, Fedora: dnf install openmpi) or set SMDDP_MPIRUN to its path",
-			          av.v[0], strchr(av.v[0], '/') ? "" : " in PATH");
-			return TOOL_EXIT_USAGE;
+		if (r->opt.dry_run || !mpirun_found(av.v[0])) {
+			int rc = TOOL_EXIT_OK;
+			if (r->opt.dry_run) {
+				dry_run_mpirun(r, &set, &av);
+			} else {
+				tool_warn("%s not found%s: runs across hosts go through Open MPI's "
+				          "mpirun; install it (Debian, Ubuntu: apt-get install "
+				          "openmpi-bin; Amazon Linux, Fedora: dnf install openmpi) or "
+				          "set SMDDP_MPIRUN to its path",
+				          av.v[0], strchr(av.v[0], '/') ? "" : " in PATH");
+				rc = TOOL_EXIT_USAGE;
+			}
+			strv_free(&set);
+			strv_free(&names);
+			strv_free(&av);
+			return rc;
 		}
 		/* mpirun's environment: inherited, less rank variables, plus SET */
 		struct strv env = { 0 };
@@ -2788,6 +2795,8 @@ int main(int argc, char **argv)
 		}
 		for (size_t i = 0; i < set.n; i++)
 			strv_add(&env, set.v[i]);
+		strv_free(&set);     /* copied into env */
+		strv_free(&names);   /* copied into av */
 		r->mpirun = true;
 		r->engine = "mpirun";
 		r->mpirun_env = env.v;

@@ -343,7 +343,11 @@ static void judge_storage(struct judge *j)
 			cJSON_AddItemToObject(o, "hosts", cJSON_CreateArray());
 			json_add_unique(cJSON_GetObjectItemCaseSensitive(o, "hosts"), h->label);
 			cJSON *ips = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(st, "ips"), true);
-			cJSON_AddItemToObject(o, "ips", ips && cJSON_IsArray(ips) ? ips : cJSON_CreateArray());
+			if (ips && !cJSON_IsArray(ips)) { /* not ours to keep: a list or nothing */
+				cJSON_Delete(ips);
+				ips = NULL;
+			}
+			cJSON_AddItemToObject(o, "ips", ips ? ips : cJSON_CreateArray());
 			ips = cJSON_GetObjectItemCaseSensitive(o, "ips");
 
 			/* the region an FSx/EFS name carries */

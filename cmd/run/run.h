@@ -103,6 +103,7 @@ char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) TOOL_PRINTF(1, 2);
 void strv_take(struct strv *sv, char *s);       /* takes ownership of S */
 void strv_add(struct strv *sv, const char *s);
+void strv_free(struct strv *sv);                /* the strings too */
 bool strv_has(const struct strv *sv, const char *s);
 int cmp_str(const void *a, const void *b);      /* for qsort() of strings */
 char *envv_find(const struct strv *e, const char *name);

@@ -460,6 +460,7 @@ void sagemaker_plan(const struct options *o, struct plan *p)
 			cJSON *h = parse_json(env, "SM_HOSTS");
 			struct strv fresh = { 0 };
 			json_hosts(h, &fresh, "SM_HOSTS");
+			strv_free(&hosts);
 			hosts = fresh;
 			cJSON_Delete(h);
 		}
@@ -525,6 +526,7 @@ void sagemaker_plan(const struct options *o, struct plan *p)
 				config_error("instance group '%s' is not in %s", d.groups.v[i], rcwhat);
 			json_hosts(cJSON_GetObjectItemCaseSensitive(found, "hosts"), &kept, rcwhat);
 		}
+		strv_free(&hosts);
 		hosts = kept;
 	}
 	if (!itype && group && cJSON_IsArray(igs)) {
@@ -546,6 +548,9 @@ void sagemaker_plan(const struct options *o, struct plan *p)
 		if (d.groups.n) {
 			p->kind = PLAN_IDLE;
 			p->form = d.form ? d.form : "local";
+			strv_free(&d.groups);
+			cJSON_Delete(rc);
+			cJSON_Delete(hps);
 			return;
 		}
 		config_error("%s: the current host '%s' is not among the hosts", rcwhat, cur);
@@ -597,6 +602,7 @@ void sagemaker_plan(const struct options *o, struct plan *p)
 		p->kind = p->node_rank == 0 ? PLAN_MPIRUN : PLAN_WORKER;
 	else
 		p->kind = PLAN_LOCAL;
+	strv_free(&d.groups);
 	cJSON_Delete(rc);
 	cJSON_Delete(hps);
 }

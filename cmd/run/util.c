@@ -57,6 +57,16 @@ void strv_add(struct strv *sv, const char *s)
 	strv_take(sv, xstrdup(s));
 }
 
+/* Frees the strings and the vector; SV is empty afterwards. */
+void strv_free(struct strv *sv)
+{
+	for (size_t i = 0; i < sv->n; i++)
+		free(sv->v[i]);
+	free(sv->v);
+	sv->v = NULL;
+	sv->n = sv->cap = 0;
+}
+
 bool strv_has(const struct strv *sv, const char *s)
 {
 	for (size_t i = 0; i < sv->n; i++)

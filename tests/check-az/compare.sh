@@ -202,4 +202,21 @@ head -n 1 "$SAME" >"$T/dup"
 judge "$SAME" "$T/dup"
 expect_rc 0 "a host twice"
 has '^warning: i-0aaaaaaaaaaaaaa01 appears twice$'
+
+# ---- storage whose "ips" is not a list: judged as none, and nothing leaks
+python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    for st in d.get("storage", []):
+        st["ips"] = "10.0.1.5"
+    print(json.dumps(d))' "$SAME" >"$T/ips-string" || fail "cannot rewrite the records"
+az --compare "$T/ips-string"
+[ "$RC" -le 3 ] || fail "\"ips\" not a list: exit status $RC: $(cat "$T/err")"
+if command -v valgrind >/dev/null; then
+	RC=0
+	timeout 120 valgrind -q --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=9 \
+		"$AZ" --compare --json "$T/ips-string" >"$T/out" 2>"$T/err" || RC=$?
+	[ "$RC" -ne 9 ] || fail "\"ips\" not a list: valgrind finds a leak: $(cat "$T/err")"
+fi
 exit 0

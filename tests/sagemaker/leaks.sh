@@ -1,0 +1,43 @@
+#!/bin/bash
+# tests/sagemaker/leaks.sh - smddp-run's plans free what they allocate: --dry-run of each
+# plan kind (mpirun, instance groups, SM_HOSTS over the files, one rank
+# group per host) under valgrind: no memory definitely lost.
+# Skips (77) without valgrind.
+set -u
+: "${top_builddir:?run through make check}"
+: "${top_srcdir:?run through make check}"
+command -v valgrind >/dev/null || { echo "SKIP: no valgrind"; exit 77; }
+RUN="$top_builddir/cmd/smddp-run"
+S="$top_srcdir/tests/sagemaker"
+D="$S/dist"
+T=$(mktemp -d "${TMPDIR:-/tmp}/smddp-sm-leaks.XXXXXX") || exit 99
+trap 'rm -rf "$T"' EXIT
+trap 'exit 1' INT TERM HUP
+mkdir "$T/empty"
+failed=0
+
+# leaks NAME DIR [VAR=VALUE...] -- OPTIONS...
+leaks() {
+	local name=$1 dir=$2 rc=0 envs=()
+	shift 2
+	while [ "$1" != -- ]; do
+		envs+=("$1")
+		shift
+	done
+	shift
+	env -i PATH=/usr/local/bin:/usr/bin:/bin SMDDP_JOB_ID=test SM_NUM_GPUS=8 SMDDP_SM_CONFIG_DIR="$dir" \
+		"${envs[@]}" timeout 120 valgrind -q --leak-check=full --errors-for-leak-kinds=definite \
+		--error-exitcode=9 "$RUN" "$@" --dry-run true >"$T/out" 2>"$T/err" || rc=$?
+	if [ "$rc" -ne 0 ]; then
+		echo "FAIL: $name: exit status $rc: $(cat "$T/err")" >&2
+		failed=1
+	else
+		echo "ok: $name"
+	fi
+}
+
+leaks mpirun "$S/g5" -- --distribution "$D/mpi.json"
+leaks instance-groups "$S/hetero" -- --distribution "$D/torch_groups.json"
+leaks sm-hosts "$S/p4d" 'SM_HOSTS=["algo-2","algo-1"]' SM_CURRENT_HOST=algo-2 -- --sagemaker
+leaks per-host "$S/p4d" SMDDP_JOB_TOKEN=0123456789abcdef -- --distribution "$D/torch_distributed.json"
+exit $failed
