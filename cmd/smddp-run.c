@@ -48,6 +48,7 @@
 #include <stdlib.h>
 #include <stdnoreturn.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 #include <netinet/in.h>
@@ -1992,8 +1993,9 @@ static void message_to_queue(const char *line, size_t len)
 
 /* NHEX hex digits that every host of PLAN computes alike from SALT, the
  * hosts and the port (FNV-1a, 64 bits per 16 digits). An identifier that
- * keeps two jobs' rendezvous apart, not a secret: who must keep strangers
- * out sets SMDDP_JOB_TOKEN (hex, 8 to 32 digits) on every host. */
+ * keeps two jobs' shared memory and logs apart, never a secret: anyone who
+ * knows the host names computes it too (the job token is not made this
+ * way; see shared_token()). */
 static void shared_identity(const struct plan *p, const char *salt, char *out, size_t nhex)
 {
 	static const char digits[] = "0123456789abcdef";
@@ -2012,6 +2014,32 @@ static void shared_identity(const struct plan *p, const char *salt, char *out, s
 			out[block * 16 + k] = digits[(h >> (60 - 4 * k)) & 0xf];
 	}
 	out[nhex] = '\0';
+}
+
+/* The token of a job whose hosts each start their own ranks: SMDDP_JOB_TOKEN
+ * as given, the same on every host.  Such hosts share nothing secret that
+ * a token could be derived from (host names, ports and the job name are
+ * known outside the job), so without one the ranks run without: then
+ * libsmddp's rank 0 refuses ranks of other hosts, saying to set a token,
+ * unless SMDDP_ALLOW_NO_TOKEN=1 (inherited by the ranks).  Programs that
+ * do not rendezvous through libsmddp's environment (the PyTorch backend
+ * makes its own token; NCCL, TensorFlow) are not concerned.  0, or an
+ * exit status. */
+static int shared_token(struct run *r, const char *token)
+{
+	r->token[0] = '\0';
+	if (token) {
+		size_t tl = strlen(token), k;
+		for (k = 0; k < tl && token[k] > ' ' && token[k] < 0x7f; k++)
+			;
+		if (tl < 8 || tl >= sizeof r->token || k < tl) {
+			tool_warn("SMDDP_JOB_TOKEN: expected 8 to %zu printable characters without "
+			          "blanks, the same on every host", sizeof r->token - 1);
+			return TOOL_EXIT_USAGE;
+		}
+		strcpy(r->token, token);
+	}
+	return 0;
 }
 
 /* ---- the mpirun plan --------------------------------------------------- */
@@ -2263,7 +2291,7 @@ static void dry_run_local(const struct run *r)
 		envv_set(&set, "SMDDP_JOB_ID", r->job_id, true);
 		envv_set(&set, "TORCHELASTIC_RUN_ID", r->job_id, true);
 	}
-	if (own_token)
+	if (own_token && r->token[0])
 		envv_set(&set, "SMDDP_JOB_TOKEN", r->token, true);
 	qsort(set.v, set.n, sizeof *set.v, cmp_str);
 	print_exports(&set);
@@ -2706,6 +2734,8 @@ int main(int argc, char **argv)
 		return TOOL_EXIT_FAILURE;
 	}
 	const char *token = getenv("SMDDP_JOB_TOKEN");
+	if (token && !*token)
+		token = NULL;
 	if (pernode && token) {
 		/* the nodes' launchers check it, and the ranks present it */
 		size_t tl = strlen(token), k;
@@ -2717,11 +2747,11 @@ int main(int argc, char **argv)
 			return TOOL_EXIT_USAGE;
 		}
 		strcpy(r->token, token);
-	} else if (shared && token && strlen(token) >= 8 && strlen(token) < sizeof r->token &&
-	    strspn(token, "0123456789abcdefABCDEF") == strlen(token)) {
-		strcpy(r->token, token);
 	} else if (shared) {
-		shared_identity(&plan, r->job_id, r->token, 32);
+		/* SMDDP_JOB_TOKEN or none: never one derived from public names */
+		int rc = shared_token(r, token);
+		if (rc)
+			return rc;
 	} else if (random_hex(r->token, 32) < 0) {
 		tool_warn_errno("getrandom");
 		return TOOL_EXIT_FAILURE;

@@ -5,7 +5,9 @@
 # the current host, hyperparameters.json with the distribution), found by
 # auto-detection through SMDDP_SM_CONFIG_DIR, as /opt/ml/input/config would be:
 #  - torch_distributed: each host's smddp-run starts its own 2 ranks, node
-#    rank from the sorted host list, the same job id and token derived alike;
+#    rank from the sorted host list, the same job id derived alike, the
+#    token given on both (none is derived from public names); without one,
+#    rank 0 refuses the other host's ranks, saying to set one;
 #  - mpi (2 per host): host 1 runs mpirun; host 2's smddp-run waits for
 #    Open MPI's daemon to come and go, and exits 0.
 # The ranks then run smddp_init, a barrier and an allreduce across the hosts
@@ -33,11 +35,12 @@ RC
 hp='{"sagemaker_torch_distributed_enabled": "true", "epochs": "3"}'
 d1=$(config 1 "$hp")
 d2=$(config 2 "$hp")
-SMDDP_SM_CONFIG_DIR=$d2 SM_NUM_GPUS=2 on_host 2 timeout -k 5 90 "$RUN" \
+tok=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+SMDDP_JOB_TOKEN=$tok SMDDP_SM_CONFIG_DIR=$d2 SM_NUM_GPUS=2 on_host 2 timeout -k 5 90 "$RUN" \
 	"$ENVCHECK" 4 2 10.77.0.1 h $across >"$CL_DIR/out2" 2>"$CL_DIR/err2" &
 pid2=$!
 rc=0
-SMDDP_SM_CONFIG_DIR=$d1 SM_NUM_GPUS=2 on_host 1 timeout -k 5 90 "$RUN" \
+SMDDP_JOB_TOKEN=$tok SMDDP_SM_CONFIG_DIR=$d1 SM_NUM_GPUS=2 on_host 1 timeout -k 5 90 "$RUN" \
 	"$ENVCHECK" 4 2 10.77.0.1 h $across >"$CL_DIR/out1" 2>"$CL_DIR/err1" || rc=$?
 rc2=0
 wait "$pid2" || rc2=$?
@@ -62,6 +65,22 @@ else
 	grep -q 'runs on host h2/' "$CL_DIR/err1" || fail "torch_distributed: rank 0 never saw h2: $(cat "$CL_DIR/err1")"
 fi
 echo "ok: torch_distributed across 2 hosts"
+
+# ---- torch_distributed without a token: h2's ranks are refused at once
+if [ "$across" = init-ok ]; then
+	SMDDP_TIMEOUT=4 SMDDP_SM_CONFIG_DIR=$d2 SM_NUM_GPUS=2 on_host 2 timeout -k 5 60 "$RUN" \
+		"$ENVCHECK" 4 2 10.77.0.1 h init-ok >"$CL_DIR/out2" 2>"$CL_DIR/err2" &
+	pid2=$!
+	SMDDP_TIMEOUT=4 SMDDP_SM_CONFIG_DIR=$d1 SM_NUM_GPUS=2 on_host 1 timeout -k 5 60 "$RUN" \
+		"$ENVCHECK" 4 2 10.77.0.1 h init-ok >"$CL_DIR/out1" 2>"$CL_DIR/err1" && fail "no token: host 1 passed"
+	wait "$pid2" && fail "no token: host 2 passed"
+	grep -q 'no job token and admits ranks without one only from this host (loopback): set SMDDP_JOB_TOKEN' \
+		"$CL_DIR/out2" "$CL_DIR/err2" ||
+		fail "no token: h2's ranks were not told why: $(cat "$CL_DIR/out2" "$CL_DIR/err2")"
+	grep -q 'rejected connection from 10.77.0.2' "$CL_DIR/err1" ||
+		fail "no token: rank 0 did not log the refusal: $(cat "$CL_DIR/err1")"
+	echo "ok: torch_distributed without a token: the other host's ranks refused"
+fi
 
 # ---- mpi: host 2 waits for host 1's mpirun
 hp='{"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2"}'

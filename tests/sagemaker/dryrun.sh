@@ -5,8 +5,9 @@
 # The fixtures are configuration folders (resourceconfig.json and perhaps
 # hyperparameters.json, found through SMDDP_SM_CONFIG_DIR) and distribution
 # files in dist/. The environment is emptied so that the output depends on
-# nothing else; the job token and smddp-run's path are replaced by TOKEN and
-# SMDDP_RUN. SMDDP_REGEN=1 rewrites the expected files instead of comparing.
+# nothing else but a job token (which plans whose hosts each start their own
+# ranks take as given, and others replace with a random one); the token and
+# smddp-run's path are replaced by TOKEN and SMDDP_RUN. SMDDP_REGEN=1 rewrites the expected files instead of comparing.
 set -u
 : "${top_builddir:?run through make check}"
 : "${top_srcdir:?run through make check}"
@@ -29,6 +30,7 @@ check() {
 	done
 	shift
 	env -i PATH=/usr/local/bin:/usr/bin:/bin SMDDP_JOB_ID=test SM_NUM_GPUS=8 \
+		SMDDP_JOB_TOKEN=0123456789abcdef0123456789abcdef \
 		SMDDP_SM_CONFIG_DIR="$dir" "${envs[@]}" \
 		timeout 30 "$RUN" "$@" --dry-run python3 train.py --epochs 10 >"$T/raw" 2>"$T/err" || rc=$?
 	if [ "$rc" -ne 0 ]; then
@@ -53,6 +55,8 @@ D="$S/dist"
 # every form of the estimator's distribution argument, on two p4d hosts
 check torch_distributed "$S/p4d" -- --distribution "$D/torch_distributed.json"
 check torch_distributed-host2 "$S/p4d-worker" -- --distribution "$D/torch_distributed.json"
+# no token given: none is derived from the (public) host names; the ranks go without
+check torch_distributed-notoken "$S/p4d" SMDDP_JOB_TOKEN= -- --distribution "$D/torch_distributed.json"
 check pytorchddp "$S/p4d" -- --distribution "$D/pytorchddp.json"
 check smdataparallel "$S/p4d" -- --distribution "$D/smdataparallel.json"
 check smdataparallel-host2 "$S/p4d-worker" -- --distribution "$D/smdataparallel.json"

@@ -33,6 +33,9 @@ bad() {
 }
 
 P="$S/p4d"
+# hosts that each start their own ranks: a token given must be one
+bad "$P" 'SMDDP_JOB_TOKEN: expected 8 to 256 printable characters' SMDDP_JOB_TOKEN=short -- \
+	--distribution '{"torch_distributed": {"enabled": true}}'
 bad "$P" 'unknown key "torch" \(known: torch_distributed pytorchddp' -- --distribution '{"torch": {"enabled": true}}'
 bad "$P" 'unknown key "enable" in "pytorchddp" \(known: enabled\)' -- --distribution '{"pytorchddp": {"enable": true}}'
 bad "$P" 'unknown key "tensorparallel" in "smdistributed"' -- --distribution '{"smdistributed": {"tensorparallel": {"enabled": true}}}'
