@@ -9,10 +9,7 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/smddp-bench-test.XXXXXX") || exit 99
 trap 'rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
+. "$top_srcdir/tests/lib.sh" # fail (stops the test), skip, now, since
 
 # bench N ARGS...: run the benchmark on N ranks; stdout in $T/out, stderr in
 # $T/err, exit status in $rc.

@@ -45,10 +45,7 @@ unset AWS_EC2_METADATA_DISABLED AWS_EC2_METADATA_V1_DISABLED \
 	AWS_METADATA_SERVICE_NUM_ATTEMPTS SMDDP_CHECK_AZ_S3_ENDPOINT
 export AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:1
 
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
+. "$top_srcdir/tests/lib.sh" # fail (stops the test), skip, now, since
 
 # start_emu [BIND]: starts the emulator on a free port of BIND (127.0.0.1 or
 # ::1), sets EMU_URL (without a host segment) and EMU_LOG; 30 s to come up.

@@ -34,15 +34,7 @@ CL_NS=""
 CL_DIR=""
 CL_PIDS=""
 
-skip() {
-	echo "SKIP: $*" >&2
-	exit 77
-}
-
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
+. "$top_srcdir/tests/lib.sh" # fail (stops the test), skip, now, since
 
 cluster_cleanup() {
 	local ns p

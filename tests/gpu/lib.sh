@@ -1,6 +1,7 @@
 # tests/gpu/lib.sh - helpers of the GPU tests (sourced): skip without a CUDA build or a GPU.
 set -u
 : "${top_builddir:?top_builddir is not set: run me through make check}"
+: "${top_srcdir:?top_srcdir is not set: run me through make check}"
 # run-on-device.sh points these at the real binaries (no libtool wrappers there).
 RUN=${GPU_SMDDP_RUN:-$top_builddir/cmd/smddp-run}
 GPUPROG=${GPU_CONFORMANCE_BIN:-$top_builddir/tests/gpu/gpu-conformance}
@@ -14,14 +15,9 @@ if ! { [ -e /dev/nvidia0 ] || [ -e /dev/nvidiactl ]; } || ! nvidia-smi -L 2>/dev
 fi
 TDIR=$(mktemp -d "${TMPDIR:-/tmp}/smddp-gpu.XXXXXX")
 trap 'rm -rf "$TDIR"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
-finish() {
-	[ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
-	echo "all checks passed"
-	exit 0
-}
+# fail counts and goes on; pass, finish
+FAIL_GOES_ON=1
+. "$top_srcdir/tests/lib.sh"
 
 # run_gpu NAME SECONDS NRANKS [smddp-run options --] ARGS...: output in $TDIR/NAME.out, status in $status
 run_gpu() {

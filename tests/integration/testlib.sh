@@ -19,24 +19,11 @@ done
 
 TDIR=$(mktemp -d "${TMPDIR:-/tmp}/smddp-test.XXXXXX")
 trap 'rm -rf "$TDIR"' EXIT
-failures=0
 status=0
 elapsed=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
-
-finish() {
-	if [ "$failures" -ne 0 ]; then
-		echo "$failures check(s) failed"
-		exit 1
-	fi
-	echo "all checks passed"
-	exit 0
-}
-
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+# fail counts and goes on; pass, finish, now, since
+FAIL_GOES_ON=1
+. "$top_srcdir/tests/lib.sh"
 
 # run_job NAME SECONDS NRANKS PROGRAM ARGS...: smddp-run -n NRANKS (and
 # $LAUNCH_OPTS) under a deadline; output in $TDIR/NAME.out (and shown), exit status in $status,

@@ -40,10 +40,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
+. "$top_srcdir/tests/lib.sh" # fail (stops the test), skip, now, since
 
 # is_alive PID: running (a zombie counts as dead)
 is_alive() {

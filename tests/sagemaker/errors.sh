@@ -11,10 +11,7 @@ trap 'rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 mkdir "$T/empty"
 
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
+. "$top_srcdir/tests/lib.sh" # fail (stops the test), skip, now, since
 
 # bad DIR PATTERN [VAR=VALUE...] -- OPTIONS...: exit 2, stderr matches PATTERN
 bad() {

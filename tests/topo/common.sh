@@ -13,10 +13,7 @@ trap 'exit 1' INT TERM HUP
 unset SMDDP_TOPO_FILE SMDDP_TIMEOUT
 export SMDDP_CONFIG=/dev/null
 
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
+. "$top_srcdir/tests/lib.sh" # fail (stops the test), skip, now, since
 
 # topo ARGS...: runs smddp-topo; stdout in $T/out, stderr in $T/err, status in $rc
 topo() {

@@ -1,0 +1,52 @@
+# tests/lib.sh - helpers every shell test shares (sourced by each folder's helper file, not run)
+#
+# Two kinds of test use these. Most stop at the first failed check:
+#
+#   fail MESSAGE    prints "FAIL: MESSAGE" on stderr and exits 1.
+#
+# A test that runs many checks and reports them all (tests/integration/,
+# tests/gpu/) sets FAIL_GOES_ON=1 before sourcing this file; then
+#
+#   fail MESSAGE    prints "FAIL: MESSAGE" on stdout, counts it and returns,
+#   pass MESSAGE    prints "ok: MESSAGE",
+#   finish          ends the test: exit 1 if any check failed, else exit 0.
+#
+# And for either kind:
+#
+#   skip REASON     prints "SKIP: REASON" on stderr and exits 77 (automake's skip),
+#   now             the wall clock in seconds, with nanoseconds,
+#   since T0        seconds elapsed since T0 (a value of now), one decimal.
+#
+# Paths, temporary folders and cleanup traps stay with each folder's helper
+# file: they differ from folder to folder.
+
+failures=0
+
+fail() {
+	if [ "${FAIL_GOES_ON:-0}" = 1 ]; then
+		echo "FAIL: $*"
+		failures=$((failures + 1))
+	else
+		echo "FAIL: $*" >&2
+		exit 1
+	fi
+}
+
+pass() { echo "ok: $*"; }
+
+finish() {
+	if [ "$failures" -ne 0 ]; then
+		echo "$failures check(s) failed"
+		exit 1
+	fi
+	echo "all checks passed"
+	exit 0
+}
+
+skip() {
+	echo "SKIP: $*" >&2
+	exit 77
+}
+
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
