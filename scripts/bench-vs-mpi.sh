@@ -1,6 +1,6 @@
 #!/bin/bash
 # scripts/bench-vs-mpi.sh - libsmddp against Open MPI, side by side in the same processes,
-# repeated, medians per size: the measurement behind the README's speed table.
+# repeated, medians per size: the measurement behind the tables of docs/PERFORMANCE.md.
 # usage: scripts/bench-vs-mpi.sh [-n RANKS] [-r REPEATS] [-C|--coll COLLECTIVE] [-- BENCH-ARGS...]
 # Needs a build in ./build (scripts/demo.sh makes one) configured with Open MPI.
 set -eu
