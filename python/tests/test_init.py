@@ -117,6 +117,14 @@ def main():
         # interpreter exits: the backend must stop it first (its atexit hook).
         for _ in range(200):
             dist.all_reduce(torch.ones(4096), async_op=True)
+        # No rank leaves before every rank has issued its calls: a rank that
+        # left with work queued aborts the group, and a call issued after
+        # that raises at once (as it should).  The store, not the group.
+        store = dist.distributed_c10d._get_default_store()
+        store.add("exit-issued", 1)
+        deadline = time.monotonic() + 60
+        while store.add("exit-issued", 0) < n and time.monotonic() < deadline:
+            time.sleep(0.01)
         return report(ok, r, f"exit without destroy_process_group, {n} ranks")
     if mode == "timeout":
         url = f"tcp://127.0.0.1:{free_port()}"

@@ -17,6 +17,12 @@
 
 #include "core/sd.h"
 
+/* Every key of the config file, in the order the library lists them. */
+#define KNOWN_KEYS                                                                                 \
+	"timeout, check_coll, debug, debug_subsys, debug_file, shm_chunk, spin, liveness_ms, "     \
+	"single_copy, single_copy_min, cuda_async, boot_addr, allow_no_token, single_copy_ptracer, " \
+	"topo_file, algo, fabric_provider, net_chunk, net_rd_max, optimize_sdp"
+
 static int failures;
 static char datadir[1024];
 static char tmpdir[256];
@@ -208,10 +214,7 @@ int main(void)
 	p = data("unknown-key.json");
 	expect("an unknown key", p, SMDDP_ECONFIG,
 	       fmt_msg(0,
-		       "%s: unknown key \"timout\" (did you mean \"timeout\"? known keys: timeout, "
-		       "check_coll, debug, debug_subsys, debug_file, shm_chunk, spin, liveness_ms, "
-		       "single_copy, single_copy_min, cuda_async, boot_addr, topo_file, algo, fabric_provider, "
-		       "net_chunk, net_rd_max, optimize_sdp)",
+		       "%s: unknown key \"timout\" (did you mean \"timeout\"? known keys: " KNOWN_KEYS ")",
 		       p),
 	       check_error_sticks);
 	p = data("wrong-type.json");
@@ -309,10 +312,8 @@ int main(void)
 	p = TMPJSON("envname.json", "{\"SMDDP_TIMEOUT\": 5}");
 	expect("the environment name as a key", p, SMDDP_ECONFIG,
 	       fmt_msg(0,
-		       "%s: unknown key \"SMDDP_TIMEOUT\" (did you mean \"timeout\"? known keys: "
-		       "timeout, check_coll, debug, debug_subsys, debug_file, shm_chunk, spin, "
-		       "liveness_ms, single_copy, single_copy_min, cuda_async, boot_addr, topo_file, algo, "
-		       "fabric_provider, net_chunk, net_rd_max, optimize_sdp)",
+		       "%s: unknown key \"SMDDP_TIMEOUT\" (did you mean \"timeout\"? known keys: " KNOWN_KEYS
+		       ")",
 		       p),
 	       NULL);
 	p = TMPJSON("token.json", "{\"job_token\": \"s3cret\"}");
