@@ -3,11 +3,14 @@
 #define SMDDP_RUN_RUN_H
 
 /*
- * smddp-run is split by concern, as util-linux splits lscpu: the launch
- * itself (the ranks, their output, signals, the loop) in cmd/smddp-run.c;
- * SageMaker's configuration in sagemaker.c; Slurm in slurm.c; the
- * launchers' rendezvous of per-node mode in nodes.c; helpers in util.c.
- * Each part turns what it knows into a struct plan.
+ * smddp-run is split by concern, as util-linux splits lscpu: main() and
+ * the steps of a launch in cmd/smddp-run.c; the command line in options.c;
+ * the plan from it in plan.c, from SageMaker's configuration in
+ * sagemaker.c, from Slurm in slurm.c; the launchers' rendezvous of per-node
+ * mode in nodes.c; mpirun in mpirun.c; this host's ranks in local.c, their
+ * output in output.c, the loop that watches them in loop.c (these share
+ * struct run, in launch.h); helpers in util.c. Each source of a plan turns
+ * what it knows into a struct plan.
  */
 #include <stdbool.h>
 #include <stddef.h>

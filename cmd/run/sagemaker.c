@@ -1,22 +1,31 @@
-/* cmd/run/sagemaker.c - smddp-run's plan from SageMaker's configuration */
+/* cmd/run/sagemaker.c - smddp-run on SageMaker: the plan from its configuration, workers */
 
 /*
  * resourceconfig.json, hyperparameters.json, the estimator's distribution
  * and the SM_* variables, read the way SageMaker's training toolkit reads
- * them, into a struct plan; errors name the file and key (exit 2).
+ * them, into a struct plan; errors name the file and key (exit 2). A host
+ * that is not the master of an mpirun form waits for mpirun's daemon
+ * (worker_wait(), at the end).
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 
 #include <cjson/cJSON.h>
 
+#include "run/launch.h"
 #include "run/run.h"
 
 /* EFA-capable instance types (public AWS specifications) and whether they
@@ -607,3 +616,86 @@ void sagemaker_plan(const struct options *o, struct plan *p)
 	cJSON_Delete(hps);
 }
 
+
+/* ---- a SageMaker host that is not the master ----------------------------
+ *
+ * With an mpirun form, the master host's smddp-run starts mpirun, which
+ * reaches the other hosts (ssh, by default) and starts Open MPI's daemon
+ * there. The others' smddp-run must keep their container alive meanwhile:
+ * it waits (at most --worker-wait) for that daemon to appear, then for it
+ * to exit, without polling. */
+
+/* Open MPI's daemon on this host: in our network namespace, so that hosts
+ * that share a kernel (containers, the test cluster) keep theirs apart. */
+static pid_t find_daemon(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	struct stat self_net, st;
+	pid_t found = 0;
+	if (!d)
+		return 0;
+	bool have_net = stat("/proc/self/ns/net", &self_net) == 0;
+	while (!found && (de = readdir(d))) {
+		char path[300], comm[64] = "";
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof path, "/proc/%s/ns/net", de->d_name);
+		if (have_net && (stat(path, &st) != 0 || st.st_ino != self_net.st_ino ||
+		                 st.st_dev != self_net.st_dev))
+			continue;
+		snprintf(path, sizeof path, "/proc/%s/comm", de->d_name);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof comm, f)) {
+			comm[strcspn(comm, "\n")] = '\0';
+			if (strcmp(comm, "orted") == 0 || strcmp(comm, "prted") == 0)
+				found = (pid_t)atol(de->d_name);
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return found;
+}
+
+int worker_wait(const struct options *o, const struct plan *p)
+{
+	int64_t until = now_ms() + ms_from_s(o->worker_wait_s);
+	int64_t stop = o->timeout_s > 0 ? now_ms() + ms_from_s(o->timeout_s) : 0;
+	pid_t pid;
+
+	tool_warn("host %s runs ranks %ld..%ld of this %s job; waiting for mpirun on %s to "
+	          "start them", p->current_host, p->node_rank * p->ppn,
+	          p->node_rank * p->ppn + p->ppn - 1, p->form, p->hosts.v[0]);
+	while (!(pid = find_daemon())) {
+		if (now_ms() >= until) {
+			tool_warn("mpirun on %s did not reach host %s within %g seconds (--worker-wait)",
+			          p->hosts.v[0], p->current_host, o->worker_wait_s);
+			return TOOL_EXIT_FAILURE;
+		}
+		struct timespec ts = { 0, 200 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	for (;;) {
+		int left = -1;
+		if (stop) {
+			int64_t l = stop - now_ms();
+			if (l <= 0)
+				return 124;
+			left = l > INT_MAX ? INT_MAX : (int)l;
+		}
+		if (fd >= 0) {
+			struct pollfd pf = { .fd = fd, .events = POLLIN };
+			if (poll(&pf, 1, left) > 0)
+				return 0;
+		} else {
+			/* no pidfd (Linux < 5.3): the daemon is not our child */
+			if (kill(pid, 0) < 0 && errno == ESRCH)
+				return 0;
+			struct timespec ts = { 0, 500 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+}

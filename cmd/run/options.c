@@ -1,0 +1,475 @@
+/* cmd/run/options.c - smddp-run's command line: its options, their checks, --help */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/tool.h"
+#include "run/launch.h"
+#include "run/run.h"
+#include "run/slurm.h"
+
+/* ---- command line ---------------------------------------------------- */
+
+enum {
+	OPT_TAG = 256, OPT_NO_TAG, OPT_MASTER_ADDR, OPT_MASTER_PORT, OPT_GRACE,
+	OPT_TIMEOUT, OPT_HOSTS, OPT_HOSTFILE, OPT_DRY_RUN, OPT_MPIRUN_ARGS, OPT_ENV,
+	OPT_BIND, OPT_NETIF, OPT_SAGEMAKER, OPT_NO_SAGEMAKER, OPT_RESOURCE_CONFIG,
+	OPT_HYPERPARAMETERS, OPT_DISTRIBUTION, OPT_WORKER_WAIT, OPT_NNODES, OPT_NODE_RANK,
+	OPT_RDZV_ENDPOINT, OPT_RDZV_ID, OPT_RDZV_BACKEND, OPT_STANDALONE, OPT_LAUNCHER_PORT,
+	OPT_JOIN_TIMEOUT, OPT_LAUNCHER, OPT_SRUN_ARGS, OPT_UNBUFFERED, OPT_NO_PYTHON,
+	OPT_MAX_RESTARTS,
+};
+
+static void usage(void)
+{
+	printf(
+"Usage: smddp-run [OPTIONS] [--] PROGRAM [ARGS...]\n"
+"Start the ranks of a distributed job: on this machine; across machines with\n"
+"one smddp-run per node (--nnodes), through srun inside a Slurm allocation,\n"
+"through Open MPI's mpirun (--hosts), or as SageMaker's configuration says.\n"
+"\n"
+"Options:\n"
+"  -n, --nproc, --nproc-per-node N\n"
+"                          ranks per host (default: one per NVIDIA GPU, else 1;\n"
+"                          with --hosts, the slots given there); also auto, gpu, cpu\n"
+"      --tag-output        prefix each output line with \"[RANK] \" (default when N > 1)\n"
+"      --no-tag-output     let ranks write to smddp-run's stdout and stderr directly\n"
+"      --unbuffered        give each rank's stdout a pseudo-terminal even when\n"
+"                          smddp-run's is not a terminal (it always gets one when\n"
+"                          it is), so that C stdio writes it line by line, and set\n"
+"                          PYTHONUNBUFFERED=1 (unless set)\n"
+"      --master-addr ADDR  rendezvous address given to the ranks (default 127.0.0.1;\n"
+"                          across hosts: the first host)\n"
+"      --master-port PORT  rendezvous port (default: a free port on ADDR; across\n"
+"                          hosts: 29500)\n"
+"      --grace SECONDS     time between SIGTERM and SIGKILL when stopping ranks\n"
+"                          (default 5)\n"
+"      --timeout SECONDS   stop the job after this long and exit 124 (default: none)\n"
+"      --env VAR[=VALUE]   give VAR (set to VALUE) to every rank; repeatable\n"
+"      --network-interface IFNAME\n"
+"                          use IFNAME between hosts (Open MPI, NCCL, Gloo)\n"
+"      --bind none|core|numa     bind each rank to a core or NUMA node (default none)\n""      --dry-run           print the environment and command instead of running\n"
+"\n"
+"Across hosts, one smddp-run per node (torchrun's per-node mode, no ssh):\n"
+"      --nnodes N          the job has N nodes, each running this command\n"
+"      --node-rank I       this node's place, 0 to N-1; node 0 is --master-addr\n"
+"      --rdzv-endpoint HOST[:PORT]  the same as --master-addr HOST --master-port PORT\n"
+"      --rdzv-id ID        the job's id (SMDDP_JOB_ID); every node must agree\n"
+"      --standalone        one node, a free port on 127.0.0.1 (the default anyway)\n"
+"      --launcher-port PORT  node 0's launcher listens here for the others'\n"
+"                          (default: --master-port + 1)\n"
+"      --join-timeout SECONDS  how long the launchers wait for each other before\n"
+"                          the ranks start (default 300)\n"
+"  torchrun's spellings are accepted: --nproc_per_node, --node_rank, --master_addr,\n"
+"  --master_port, --rdzv_endpoint, --rdzv_id; --rdzv-backend, --no-python and\n"
+"  --max-restarts 0 are accepted and change nothing (PROGRAM runs as it is given:\n"
+"  a Python script as 'python3 train.py')\n"
+"\n"
+"Across hosts (through mpirun):\n"
+"      --hosts H1[:N],H2[:N]...  run N ranks on each of these hosts\n"
+"      --hostfile FILE     the hosts, in Open MPI's format (\"HOST slots=N\")\n"
+"      --mpirun-args ARGS  more options for mpirun, split into words like sh\n"
+"\n"
+"Slurm (auto-detected inside an allocation: SLURM_JOB_ID set, not in a job step):\n"
+"      --launcher auto|slurm|none  run through srun (slurm), or here (none)\n"
+"                          (default auto); srun starts one smddp-run per node\n"
+"                          (per-node mode) on the hosts of SLURM_JOB_NODELIST\n"
+"      --srun-args ARGS    more options for srun, split into words like sh\n"
+"\n"
+"SageMaker (auto-detected from /opt/ml/input/config/resourceconfig.json):\n"
+"      --sagemaker         read SageMaker's configuration (files and SM_* variables)\n"
+"      --no-sagemaker      do not look for it\n"
+"      --resource-config FILE    instead of resourceconfig.json\n"
+"      --hyperparameters FILE    instead of hyperparameters.json\n"
+"      --distribution FILE|JSON  the estimator's distribution argument\n"
+"      --worker-wait SECONDS     how long a host that is not the master waits\n"
+"                          for mpirun to reach it (default 600)\n"
+"\n"
+"  -h, --help              show this help and exit\n"
+"  -V, --version           show the version and exit\n"
+"\n"
+"Each rank gets SMDDP_RANK, SMDDP_WORLD_SIZE, SMDDP_LOCAL_RANK, RANK, WORLD_SIZE,\n"
+"LOCAL_RANK, MASTER_ADDR, MASTER_PORT, SMDDP_JOB_ID, SMDDP_JOB_TOKEN and more;\n"
+"see smddp-run(1). When a rank fails, the others are stopped and smddp-run exits\n"
+"with the failed rank's status.\n");
+}
+
+static enum bind parse_bind(const char *s)
+{
+	if (strcmp(s, "none") == 0)
+		return BIND_NONE;
+	if (strcmp(s, "core") == 0)
+		return BIND_CORE;
+	if (strcmp(s, "numa") == 0)
+		return BIND_NUMA;
+	tool_usage_error("invalid --bind '%s': expected none, core or numa", s);
+}
+
+/* -n's value: a number, or torchrun's auto (the default), gpu, cpu. */
+static long parse_nproc(const char *arg)
+{
+	long n;
+	if (strcmp(arg, "auto") == 0)
+		return 0;
+	if (strcmp(arg, "gpu") == 0) {
+		n = count_gpus();
+		if (n == 0)
+			tool_usage_error("--nproc-per-node gpu: no NVIDIA GPU here (no /dev/nvidiaN); "
+			                 "give a number");
+		return n > MAX_NPROC ? MAX_NPROC : n;
+	}
+	if (strcmp(arg, "cpu") == 0) {
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+		return n < 1 ? 1 : n > MAX_NPROC ? MAX_NPROC : n;
+	}
+	if (tool_parse_long(arg, 1, MAX_NPROC, &n) < 0)
+		tool_usage_error("invalid number of ranks '%s': expected 1 to %d, auto, gpu or cpu",
+		                 arg, MAX_NPROC);
+	return n;
+}
+
+/* --rdzv-endpoint HOST[:PORT], [IPV6][:PORT] or a bare IPv6 address. */
+static void parse_endpoint(const char *arg, struct options *o)
+{
+	const char *port = NULL;
+	char *host;
+	if (arg[0] == '[') {
+		const char *close = strchr(arg, ']');
+		if (!close || close == arg + 1 || (close[1] && close[1] != ':'))
+			tool_usage_error("invalid --rdzv-endpoint '%s': expected HOST[:PORT] or "
+			                 "[IPV6]:PORT", arg);
+		host = strndup(arg + 1, close - arg - 1);
+		port = close[1] ? close + 2 : NULL;
+	} else {
+		const char *colon = strchr(arg, ':');
+		if (colon && strchr(colon + 1, ':'))
+			colon = NULL;   /* a bare IPv6 address */
+		host = colon ? strndup(arg, colon - arg) : strdup(arg);
+		port = colon ? colon + 1 : NULL;
+	}
+	if (!host)
+		out_of_memory();
+	if (!*host)
+		tool_usage_error("invalid --rdzv-endpoint '%s': no host", arg);
+	o->master_addr = host;
+	if (port && tool_parse_long(port, 1, 65535, &o->master_port) < 0)
+		tool_usage_error("invalid --rdzv-endpoint '%s': the port must be 1 to 65535", arg);
+}
+
+void parse_options(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{ "nproc",         required_argument, NULL, 'n' },
+		{ "tag-output",    no_argument,       NULL, OPT_TAG },
+		{ "no-tag-output", no_argument,       NULL, OPT_NO_TAG },
+		{ "master-addr",   required_argument, NULL, OPT_MASTER_ADDR },
+		{ "master-port",   required_argument, NULL, OPT_MASTER_PORT },
+		{ "grace",         required_argument, NULL, OPT_GRACE },
+		{ "timeout",       required_argument, NULL, OPT_TIMEOUT },
+		{ "hosts",         required_argument, NULL, OPT_HOSTS },
+		{ "hostfile",      required_argument, NULL, OPT_HOSTFILE },
+		{ "dry-run",       no_argument,       NULL, OPT_DRY_RUN },
+		{ "mpirun-args",   required_argument, NULL, OPT_MPIRUN_ARGS },
+		{ "env",           required_argument, NULL, OPT_ENV },
+		{ "bind",          required_argument, NULL, OPT_BIND },
+		{ "network-interface", required_argument, NULL, OPT_NETIF },
+		{ "sagemaker",     no_argument,       NULL, OPT_SAGEMAKER },
+		{ "no-sagemaker",  no_argument,       NULL, OPT_NO_SAGEMAKER },
+		{ "resource-config", required_argument, NULL, OPT_RESOURCE_CONFIG },
+		{ "hyperparameters", required_argument, NULL, OPT_HYPERPARAMETERS },
+		{ "distribution",  required_argument, NULL, OPT_DISTRIBUTION },
+		{ "worker-wait",   required_argument, NULL, OPT_WORKER_WAIT },
+		{ "nproc-per-node", required_argument, NULL, 'n' },
+		{ "nproc_per_node", required_argument, NULL, 'n' },
+		{ "nnodes",        required_argument, NULL, OPT_NNODES },
+		{ "node-rank",     required_argument, NULL, OPT_NODE_RANK },
+		{ "node_rank",     required_argument, NULL, OPT_NODE_RANK },
+		{ "master_addr",   required_argument, NULL, OPT_MASTER_ADDR },
+		{ "master_port",   required_argument, NULL, OPT_MASTER_PORT },
+		{ "rdzv-endpoint", required_argument, NULL, OPT_RDZV_ENDPOINT },
+		{ "rdzv_endpoint", required_argument, NULL, OPT_RDZV_ENDPOINT },
+		{ "rdzv-id",       required_argument, NULL, OPT_RDZV_ID },
+		{ "rdzv_id",       required_argument, NULL, OPT_RDZV_ID },
+		{ "rdzv-backend",  required_argument, NULL, OPT_RDZV_BACKEND },
+		{ "rdzv_backend",  required_argument, NULL, OPT_RDZV_BACKEND },
+		{ "standalone",    no_argument,       NULL, OPT_STANDALONE },
+		{ "launcher-port", required_argument, NULL, OPT_LAUNCHER_PORT },
+		{ "join-timeout",  required_argument, NULL, OPT_JOIN_TIMEOUT },
+		{ "launcher",      required_argument, NULL, OPT_LAUNCHER },
+		{ "unbuffered",    no_argument,       NULL, OPT_UNBUFFERED },
+		{ "no-python",     no_argument,       NULL, OPT_NO_PYTHON },
+		{ "no_python",     no_argument,       NULL, OPT_NO_PYTHON },
+		{ "max-restarts",  required_argument, NULL, OPT_MAX_RESTARTS },
+		{ "max_restarts",  required_argument, NULL, OPT_MAX_RESTARTS },
+		{ "srun-args",     required_argument, NULL, OPT_SRUN_ARGS },
+		{ "help",          no_argument,       NULL, 'h' },
+		{ "version",       no_argument,       NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	memset(o, 0, sizeof *o);
+	o->tag = -1;
+	o->grace_s = DEFAULT_GRACE_S;
+	o->sagemaker = -1;
+	o->worker_wait_s = DEFAULT_WORKER_WAIT_S;
+	o->node_rank = -1;
+	o->join_timeout_s = DEFAULT_JOIN_TIMEOUT_S;
+	bool addr_given = false, endpoint_given = false;
+
+	opterr = 0;
+	/* '+': stop at PROGRAM, whose own options are not ours. */
+	while ((c = getopt_long(argc, argv, "+:n:hV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'n':
+			o->nproc = parse_nproc(optarg);
+			break;
+		case OPT_TAG:
+			o->tag = 1;
+			break;
+		case OPT_NO_TAG:
+			o->tag = 0;
+			break;
+		case OPT_MASTER_ADDR:
+			if (!*optarg)
+				tool_usage_error("empty --master-addr");
+			o->master_addr = optarg;
+			addr_given = true;
+			break;
+		case OPT_MASTER_PORT:
+			if (tool_parse_long(optarg, 1, 65535, &o->master_port) < 0)
+				tool_usage_error("invalid port '%s': expected 1 to 65535", optarg);
+			break;
+		case OPT_GRACE:
+			if (tool_parse_double(optarg, 0, 86400, &o->grace_s) < 0)
+				tool_usage_error("invalid --grace '%s': expected 0 to 86400 seconds",
+				                 optarg);
+			break;
+		case OPT_TIMEOUT:
+			if (tool_parse_double(optarg, 0, 1e9, &o->timeout_s) < 0 || o->timeout_s <= 0)
+				tool_usage_error("invalid --timeout '%s': expected a positive number of seconds",
+				                 optarg);
+			o->timeout_arg = optarg;
+			break;
+		case OPT_HOSTS:
+			o->hosts = optarg;
+			break;
+		case OPT_HOSTFILE:
+			o->hostfile = optarg;
+			break;
+		case OPT_DRY_RUN:
+			o->dry_run = true;
+			break;
+		case OPT_MPIRUN_ARGS:
+			if (split_words(optarg, &o->mpirun_args) < 0)
+				tool_usage_error("--mpirun-args '%s': a quote is not closed", optarg);
+			break;
+		case OPT_ENV: {
+			size_t n = strcspn(optarg, "=");
+			if (!valid_env_name(optarg, n))
+				tool_usage_error("invalid --env '%s': expected VAR or VAR=VALUE, VAR made of "
+				                 "letters, digits and '_'", optarg);
+			if (is_rank_env_name(optarg, n))
+				tool_usage_error("--env '%s': smddp-run sets %.*s itself (see --master-addr, "
+				                 "--master-port, --nproc)", optarg, (int)n, optarg);
+			if (!optarg[n] && !getenv(optarg))
+				tool_usage_error("--env %s: %s is not set; give a value with --env %s=VALUE",
+				                 optarg, optarg, optarg);
+			strv_add(&o->envs, optarg);
+			break;
+		}
+		case OPT_BIND:
+			o->bind = parse_bind(optarg);
+			break;
+		case OPT_NETIF:
+			if (!*optarg || strlen(optarg) >= 16 || strpbrk(optarg, " \t/,:'\"\\"))
+				tool_usage_error("invalid --network-interface '%s': expected an interface "
+				                 "name such as eth0", optarg);
+			o->netif = optarg;
+			break;
+		case OPT_SAGEMAKER:
+			o->sagemaker = 1;
+			break;
+		case OPT_NO_SAGEMAKER:
+			o->sagemaker = 0;
+			break;
+		case OPT_RESOURCE_CONFIG:
+			o->resource_config = optarg;
+			break;
+		case OPT_HYPERPARAMETERS:
+			o->hyperparameters = optarg;
+			break;
+		case OPT_DISTRIBUTION:
+			o->distribution = optarg;
+			break;
+		case OPT_WORKER_WAIT:
+			if (tool_parse_double(optarg, 0, 1e9, &o->worker_wait_s) < 0)
+				tool_usage_error("invalid --worker-wait '%s': expected a number of seconds",
+				                 optarg);
+			break;
+		case OPT_NNODES: {
+			/* torchrun's MIN:MAX, as long as it is one number */
+			char *colon = strchr(optarg, ':');
+			long lo, hi;
+			if (colon) {
+				char *a = strndup(optarg, colon - optarg);
+				if (!a)
+					out_of_memory();
+				if (tool_parse_long(a, 1, 65536, &lo) < 0 ||
+				    tool_parse_long(colon + 1, 1, 65536, &hi) < 0)
+					tool_usage_error("invalid --nnodes '%s': expected N from 1 to 65536",
+					                 optarg);
+				free(a);
+				if (lo != hi)
+					tool_usage_error("--nnodes %s: elastic jobs (a range of nodes) are not "
+					                 "supported; give one number", optarg);
+			} else if (tool_parse_long(optarg, 1, 65536, &lo) < 0) {
+				tool_usage_error("invalid --nnodes '%s': expected N from 1 to 65536", optarg);
+			}
+			o->nnodes = lo;
+			break;
+		}
+		case OPT_NODE_RANK:
+			if (tool_parse_long(optarg, 0, 65535, &o->node_rank) < 0)
+				tool_usage_error("invalid --node-rank '%s': expected 0 to N-1", optarg);
+			break;
+		case OPT_RDZV_ENDPOINT:
+			parse_endpoint(optarg, o);
+			endpoint_given = true;
+			break;
+		case OPT_RDZV_ID:
+			if (!*optarg || strlen(optarg) >= NODES_ID_MAX || strpbrk(optarg, " \t\n="))
+				tool_usage_error("invalid --rdzv-id '%s': expected 1 to %d characters, no "
+				                 "blanks", optarg, NODES_ID_MAX - 1);
+			o->job_id = optarg;
+			break;
+		case OPT_RDZV_BACKEND:
+			if (strcmp(optarg, "static") != 0 && strcmp(optarg, "c10d") != 0)
+				tool_usage_error("--rdzv-backend %s: only static and c10d are accepted "
+				                 "(both mean smddp-run's own rendezvous)", optarg);
+			break;
+		case OPT_STANDALONE:
+			o->standalone = true;
+			break;
+		case OPT_LAUNCHER_PORT:
+			if (tool_parse_long(optarg, 1, 65535, &o->launcher_port) < 0)
+				tool_usage_error("invalid --launcher-port '%s': expected 1 to 65535", optarg);
+			break;
+		case OPT_JOIN_TIMEOUT:
+			if (tool_parse_double(optarg, 0, 1e7, &o->join_timeout_s) < 0 ||
+			    o->join_timeout_s <= 0)
+				tool_usage_error("invalid --join-timeout '%s': expected a positive number "
+				                 "of seconds", optarg);
+			break;
+		case OPT_UNBUFFERED:
+			o->unbuffered = true;
+			break;
+		case OPT_NO_PYTHON:
+			break;   /* smddp-run never adds a python */
+		case OPT_MAX_RESTARTS: {
+			long n;
+			if (tool_parse_long(optarg, 0, 1000000, &n) < 0)
+				tool_usage_error("invalid --max-restarts '%s': expected 0", optarg);
+			if (n > 0)
+				tool_usage_error("--max-restarts %s: restarting failed ranks is not "
+				                 "supported; a failure ends the job (give 0)", optarg);
+			break;
+		}
+		case OPT_LAUNCHER:
+			if (strcmp(optarg, "auto") == 0)
+				o->launcher = LAUNCH_AUTO;
+			else if (strcmp(optarg, "slurm") == 0)
+				o->launcher = LAUNCH_SLURM;
+			else if (strcmp(optarg, "none") == 0)
+				o->launcher = LAUNCH_NONE;
+			else
+				tool_usage_error("invalid --launcher '%s': expected auto, slurm or none", optarg);
+			break;
+		case OPT_SRUN_ARGS:
+			if (split_words(optarg, &o->srun_args) < 0)
+				tool_usage_error("--srun-args '%s': a quote is not closed", optarg);
+			break;
+		case 'h':
+			usage();
+			exit(TOOL_EXIT_OK);
+		case 'V':
+			tool_print_version();
+			exit(TOOL_EXIT_OK);
+		default:
+			tool_getopt_error_long(c, optopt, argv, optind, longopts);
+		}
+	}
+	if (optind >= argc)
+		tool_usage_error("no program given");
+	o->argv = argv + optind;
+
+	if (o->hosts && o->hostfile)
+		tool_usage_error("--hosts and --hostfile exclude each other");
+	bool sm_flags = o->resource_config || o->hyperparameters || o->distribution;
+	if ((o->hosts || o->hostfile) && (o->sagemaker == 1 || sm_flags))
+		tool_usage_error("--%s and SageMaker's configuration exclude each other",
+		                 o->hosts ? "hosts" : "hostfile");
+	if (o->sagemaker == 0 && sm_flags)
+		tool_usage_error("--no-sagemaker with --resource-config, --hyperparameters or "
+		                 "--distribution");
+	if (sm_flags)
+		o->sagemaker = 1;
+
+	if (addr_given && endpoint_given)
+		tool_usage_error("--master-addr and --rdzv-endpoint exclude each other");
+	if (o->standalone && (o->nnodes > 1 || o->node_rank > 0 || addr_given || endpoint_given))
+		tool_usage_error("--standalone is one node on 127.0.0.1: it excludes --nnodes N > 1, "
+		                 "--node-rank, --master-addr and --rdzv-endpoint");
+	if (o->node_rank >= 0 && !o->nnodes)
+		tool_usage_error("--node-rank needs --nnodes");
+	if (o->nnodes && o->node_rank >= o->nnodes)
+		tool_usage_error("--node-rank %ld: expected 0 to %ld (--nnodes %ld)", o->node_rank,
+		                 o->nnodes - 1, o->nnodes);
+	if (o->nnodes > 1 && slurm_in_step()) {
+		/* one smddp-run per node of a Slurm step (see slurm_argv()) */
+		const char *id = getenv("SLURM_NODEID"), *list = getenv("SLURM_STEP_NODELIST");
+		if (o->node_rank < 0 && id && tool_parse_long(id, 0, o->nnodes - 1, &o->node_rank) < 0)
+			tool_usage_error("--nnodes %ld in a Slurm step: SLURM_NODEID='%s' is not a node "
+			                 "rank 0 to %ld; give --node-rank", o->nnodes, id, o->nnodes - 1);
+		if (!o->master_addr && list && *list) {
+			char err[256];
+			size_t n;
+			char **hosts = slurm_hostlist(list, 65536, &n, err, sizeof err);
+			if (!hosts)
+				tool_usage_error("SLURM_STEP_NODELIST: %s; give --master-addr", err);
+			o->master_addr = xstrdup(hosts[0]);
+			slurm_hostlist_free(hosts);
+		}
+	}
+	if (o->nnodes > 1) {
+		const char *other = o->hosts ? "--hosts" : o->hostfile ? "--hostfile" :
+		                    (o->sagemaker == 1) ? "SageMaker's configuration" :
+		                    o->mpirun_args.n ? "--mpirun-args" : NULL;
+		if (other)
+			tool_usage_error("--nnodes (one smddp-run per node) and %s exclude each other",
+			                 other);
+		if (!o->master_addr)
+			tool_usage_error("--nnodes %ld: give node 0's address with --master-addr (or "
+			                 "--rdzv-endpoint), the same on every node", o->nnodes);
+		if (o->node_rank < 0)
+			tool_usage_error("--nnodes %ld: give this node's place with --node-rank (0 to "
+			                 "%ld)", o->nnodes, o->nnodes - 1);
+		o->sagemaker = 0;
+	}
+	if (o->launcher == LAUNCH_SLURM) {
+		const char *other = o->hosts ? "--hosts" : o->hostfile ? "--hostfile" :
+		                    o->nnodes ? "--nnodes" : o->standalone ? "--standalone" :
+		                    (o->sagemaker == 1) ? "SageMaker's configuration" :
+		                    o->mpirun_args.n ? "--mpirun-args" : NULL;
+		if (other)
+			tool_usage_error("--launcher slurm and %s exclude each other", other);
+		if (slurm_in_step())
+			tool_usage_error("--launcher slurm: this is already a Slurm job step "
+			                 "(SLURM_STEP_ID=%s): run smddp-run from the batch script or "
+			                 "the salloc shell, or here with --nnodes", getenv("SLURM_STEP_ID"));
+	}
+}
