@@ -15,6 +15,8 @@
 #   staged     device memory between "hosts" on loopback against host memory
 #              through the same path, and pinned copy bandwidth (3 runs each)
 #   async      the stream-ordering test with SMDDP_CUDA_ASYNC=1, phases traced
+#   mps        under the CUDA MPS daemon: the order test traced, $MPS_TESTS and
+#              the allreduce bench, with SMDDP_CUDA_ASYNC in $MPS_MODES (1 0)
 #   nccl       tests/gpu/multigpu-vs-nccl.sh with one rank per GPU
 #   torch      the PyTorch backend (python/) built there against its torch and
 #              this build; $TORCH_TESTS (default: collectives ddp p2p pipeline)
@@ -142,6 +144,35 @@ for s in $stages; do
 			SMDDP_TIMEOUT=10 "$RUN" -n 2 --timeout 30 "$GPU_CONFORMANCE_BIN" order
 		grep -h "GPU call\|^\[.\] FAIL\|SUMMARY" "$TMPD/async-order.log" | head -20 | tee -a "$summary"
 		;;
+	mps)
+		# the same under the CUDA MPS daemon (ranks share the GPU
+		# concurrently, as separate GPUs would), async then blocking
+		export CUDA_MPS_PIPE_DIRECTORY=$TMPD/mps-pipe CUDA_MPS_LOG_DIRECTORY=$TMPD/mps-log
+		mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+		if ! nvidia-cuda-mps-control -d; then
+			say "mps: nvidia-cuda-mps-control -d failed"; rc=1; continue
+		fi
+		for mode in ${MPS_MODES:-1 0}; do
+			stage "mps-async$mode-order" 60 env SMDDP_CUDA_ASYNC=$mode SMDDP_DEBUG=TRACE \
+				SMDDP_DEBUG_SUBSYS=COLL SMDDP_TIMEOUT=10 "$RUN" -n 2 --timeout 50 \
+				"$GPU_CONFORMANCE_BIN" order
+			grep -h "GPU call\|^\[.\] FAIL\|SUMMARY\|mode" "$TMPD/mps-async$mode-order.log" |
+				head -12 | tee -a "$summary"
+			for t in ${MPS_TESTS:-order matrix-n2 matrix-n4}; do
+				stage "mps-async$mode-$t" 200 env SMDDP_CUDA_ASYNC=$mode bash "$ROOT/tests/gpu/$t.sh"
+				grep -h "^FAIL\|FAULT-BAD" "$TMPD/mps-async$mode-$t.log" | head -5 | tee -a "$summary"
+			done
+			for n in 2 4; do
+				stage "mps-async$mode-bench-n$n" 200 env SMDDP_CUDA_ASYNC=$mode "$RUN" -n "$n" \
+					--timeout 190 "$BENCH" --device cuda -b 8 -e 512M -f 4 -n 20 -w 5 -c 1 \
+					--coll allreduce
+				grep -v "^#  Rank" "$TMPD/mps-async$mode-bench-n$n.log" | tee -a "$summary"
+			done
+		done
+		echo quit | nvidia-cuda-mps-control
+		cat "$CUDA_MPS_LOG_DIRECTORY"/control.log >>"$OUT/mps.log" 2>/dev/null
+		unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+		;;
 	torch)
 		cp -r "$ROOT/python" "$TMPD/pysrc"
 		stage torch-build 500 env SMDDP_BUILD_DIR="$B" SMDDP_SOURCE_DIR="$ROOT" \
@@ -160,7 +191,7 @@ for s in $stages; do
 		grep -v "WARN" "$TMPD/torch-bench.log" | tee -a "$summary"
 		;;
 	*)
-		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench staged async nccl torch)" >&2
+		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench staged async mps nccl torch)" >&2
 		exit 2
 		;;
 	esac
