@@ -419,6 +419,25 @@ SD_EXPORT int smddp_alltoall(const void *sendbuf, void *recvbuf, size_t count,
 	return collective(comm, SD_COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, 0, 0, stream);
 }
 
+SD_EXPORT int smddp_comm_get_async_error(struct smddp_comm *comm, int *async_error)
+{
+	char msg[sizeof(comm->last_error)];
+	int rc;
+
+	if (!comm || !async_error) {
+		sd_set_init_error("smddp_comm_get_async_error: %s is NULL",
+				  comm ? "async_error" : "comm");
+		return SMDDP_EINVAL;
+	}
+	rc = sd_cuda_async_error(comm, msg, sizeof(msg));
+	if (rc)
+		snprintf(comm->last_error, sizeof(comm->last_error), "%s", msg);
+	else
+		rc = comm->failed;
+	*async_error = rc;
+	return SMDDP_OK;
+}
+
 SD_EXPORT int smddp_barrier(struct smddp_comm *comm)
 {
 	int rc = sd_api_enter(comm, SD_COLL_BARRIER, 0, 0, 0, 0, NULL);

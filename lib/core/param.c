@@ -48,6 +48,13 @@ static int check_subsys(const char *text)
 	return sd_log_parse_subsys(text, &mask, NULL, 0);
 }
 
+static int check_auto_bool(const char *text)
+{
+	int b;
+
+	return strcasecmp(text, "auto") == 0 || sd_parse_bool(text, &b) == 0 ? 0 : -1;
+}
+
 static int check_job_id(const char *text)
 {
 	size_t n = strlen(text);
@@ -100,9 +107,11 @@ static struct param params[] = {
 	TUNE("SMDDP_SINGLE_COPY_MIN", "single_copy_min", SD_PARAM_SIZE, "256K", NULL, 0,
 	     INT64_MAX, "expected a size like 256K or 1M", NULL, 0,
 	     "bytes per rank from which a collective takes the single-copy path"),
-	TUNE("SMDDP_CUDA_ASYNC", "cuda_async", SD_PARAM_BOOL, "0", NULL, 0, 1, NULL, NULL, 0,
-	     "device-memory calls return as soon as they are queued, the stream waiting on the "
-	     "GPU (cuStreamWaitValue32); 0: the call returns when its collective is done"),
+	TUNE("SMDDP_CUDA_ASYNC", "cuda_async", SD_PARAM_STR, "auto", NULL, 0, 0,
+	     "expected auto, 1 or 0", check_auto_bool, 0,
+	     "1: device-memory calls return as soon as they are queued, the stream waiting on "
+	     "the GPU (cuStreamWaitValue32); 0: a call returns when its collective is done; "
+	     "auto: 1 unless other ranks of the node share the GPU without MPS"),
 	TUNE("SMDDP_BOOT_ADDR", "boot_addr", SD_PARAM_STR, "", NULL, 0, 0, NULL, NULL, 0,
 	     "address of this host that smddp_get_unique_id() puts in the id for the other "
 	     "ranks to connect to (default: the first non-loopback IPv4 interface that is up)"),

@@ -44,6 +44,9 @@ int sd_cuda_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n, void *stream
  * else 0.  With drain, first waits until the proxy has finished every
  * queued call, so that the caller may use the transport itself. */
 int sd_cuda_collect(struct smddp_comm *c, int drain);
+/* Any thread: the error a queued call met (sticky or one-off), 0 when none,
+ * with its sentence copied into msg; nothing is consumed. */
+int sd_cuda_async_error(struct smddp_comm *c, char *msg, size_t len);
 /* comm_free(): stops the proxy (releasing every waiting stream), waits
  * briefly for the streams to pass their waits, frees everything. */
 void sd_cuda_comm_free(struct smddp_comm *c);
@@ -52,6 +55,13 @@ static inline int sd_cuda_collect(struct smddp_comm *c, int drain)
 {
 	(void)c;
 	(void)drain;
+	return 0;
+}
+static inline int sd_cuda_async_error(struct smddp_comm *c, char *msg, size_t len)
+{
+	(void)c;
+	(void)msg;
+	(void)len;
 	return 0;
 }
 static inline void sd_cuda_comm_free(struct smddp_comm *c)

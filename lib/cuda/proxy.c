@@ -2,21 +2,21 @@
  *
  * Design.  A call on device memory is ordered on the user's stream: the
  * calling thread records an event on the stream (the input is ready when
- * the stream passes it), then, by default, does the call itself and
- * returns when it is done: work queued on the stream after the call comes
- * after it.  With SMDDP_CUDA_ASYNC=1 it returns at once, like NCCL's,
- * having made the stream wait until a word in pinned host memory reaches
- * the call's number (cuStreamWaitValue32), and the communicator's proxy
- * thread does the call.  Either way the call waits for the event, meets the
- * peers through the communicator's shared-memory transport (its barrier
- * has the deadlines, dead-peer detection and abort of the host path),
- * moves the data with kernels on the communicator's own stream through the
- * peers' buffers mapped by CUDA IPC, meets the peers again, and (async)
- * writes the word: the user's stream goes on.
+ * the stream passes it).  In the queue-and-return mode, NCCL's, it then
+ * makes the stream wait until a word in pinned host memory reaches the
+ * call's number (cuStreamWaitValue32) and returns; the communicator's proxy
+ * thread does the call.  In the blocking mode the calling thread does the
+ * call itself and returns when it is done.  Either way the call waits for
+ * the event, meets the peers through the communicator's shared-memory
+ * transport (its barrier has the deadlines, dead-peer detection and abort
+ * of the host path), moves the data with kernels on the communicator's own
+ * stream through the peers' buffers mapped by CUDA IPC, meets the peers
+ * again, and (queued) writes the word: the user's stream goes on.
  *
- * Measured on one H200 shared by 2 ranks: in async mode a stream waiting
- * on the word keeps the GPU from switching to the other process, whose
- * kernel then never runs until the deadline; hence the default.
+ * SMDDP_CUDA_ASYNC=auto (the default) queues and returns unless other ranks
+ * share this GPU without MPS (see decide()); the first call, which shows
+ * where the ranks are, is done blocking.  Every kernel is loaded before a
+ * stream is first made to wait (kernels.h: lazy loading would deadlock).
  *
  * Why the host meets the peers and not the kernels: several ranks may share
  * one GPU (tests, small jobs), and without MPS the kernels of different
@@ -65,6 +65,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <cuda.h>
@@ -184,7 +186,10 @@ struct sd_cuda {
 	void *scratch;
 	size_t scratch_len;
 	int max_blocks;
-	int async;              /* SMDDP_CUDA_ASYNC: return before the call is done */
+	int async;              /* calls return once queued (the proxy thread runs) */
+	int mode;               /* SMDDP_CUDA_ASYNC: -1 auto, 0 blocking, 1 queue-and-return */
+	int decided;            /* async is final (auto waits for the first call) */
+	int shared;             /* other ranks on this GPU, as the last call showed */
 	unsigned char uuid[16];
 };
 
@@ -269,6 +274,70 @@ static void extents(const struct sd_cuda_call *k, int n, int rank, size_t *sb, s
 static void *proxy_main(void *arg);
 static int run_call(struct smddp_comm *c, struct sd_cuda *cu, struct op *o);
 
+/* SMDDP_CUDA_ASYNC: auto (-1), or a boolean (the parameter's check has
+ * accepted it). */
+static int async_param(void)
+{
+	const char *v = sd_param_str("SMDDP_CUDA_ASYNC");
+	int b = 0;
+
+	if (!*v || !strcasecmp(v, "auto"))
+		return -1;
+	return sd_parse_bool(v, &b) == 0 ? b : -1;
+}
+
+/* Is the CUDA MPS daemon serving this user?  The rule CUDA's client uses:
+ * its control socket in $CUDA_MPS_PIPE_DIRECTORY (else /tmp/nvidia-mps). */
+static int mps_active(void)
+{
+	const char *d = getenv("CUDA_MPS_PIPE_DIRECTORY");
+	char path[4096];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/control", d && *d ? d : "/tmp/nvidia-mps");
+	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+/* The proxy thread exists for the queue-and-return mode only: otherwise
+ * the calling thread does the work itself. */
+static int start_proxy(struct smddp_comm *c, struct sd_cuda *cu)
+{
+	int e = pthread_create(&cu->thr, NULL, proxy_main, c);
+
+	if (e != 0)
+		return sd_comm_error(c, SMDDP_ESYSTEM, "cannot start the GPU proxy thread: %s",
+				     strerror(e));
+	cu->thr_started = 1;
+	return SMDDP_OK;
+}
+
+/* SMDDP_CUDA_ASYNC=auto, after the first call has shown where the ranks
+ * are: calls return once queued unless other ranks share this GPU without
+ * MPS.  Then the kernels of the processes are time-sliced: a stream held
+ * back on the GPU keeps its context's time slices while it waits, and
+ * each switch costs hundreds of microseconds, so the caller does the work
+ * instead.  Each rank decides for itself: the two modes meet the peers
+ * the same way. */
+static int decide(struct smddp_comm *c, struct sd_cuda *cu)
+{
+	int mps = cu->shared ? mps_active() : 0;
+
+	cu->decided = 1;
+	if (cu->shared && !mps) {
+		SD_INFO(SD_SUB_COLL,
+			"device collectives on GPU %d: %d other rank%s of this node use%s it and "
+			"MPS is not running: calls return when done (SMDDP_CUDA_ASYNC=1 makes "
+			"them return once queued)",
+			cu->dev, cu->shared, cu->shared == 1 ? "" : "s", cu->shared == 1 ? "s" : "");
+		return SMDDP_OK;
+	}
+	SD_INFO(SD_SUB_COLL, "device collectives on GPU %d: calls return once queued (%s)",
+		cu->dev, mps ? "ranks share the GPU under MPS" : "no other rank uses this GPU");
+	SD_CHECK(start_proxy(c, cu));
+	cu->async = 1;
+	return SMDDP_OK;
+}
+
 static int state_init(struct smddp_comm *c, int dev)
 {
 	struct sd_cuda *cu;
@@ -280,7 +349,10 @@ static int state_init(struct smddp_comm *c, int dev)
 	if (!cu)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	cu->dev = dev;
-	cu->async = (int)sd_param_int("SMDDP_CUDA_ASYNC");
+	cu->mode = async_param();
+	cu->decided = cu->mode >= 0;
+	cu->async = cu->mode == 1;
+	cu->shared = -1;
 	cudaGetDevice(&old);
 	if ((e = cudaSetDevice(dev)) != cudaSuccess) {
 		rc = cuda_error(c, e, "cannot use the buffers' GPU");
@@ -340,18 +412,16 @@ static int state_init(struct smddp_comm *c, int dev)
 	pthread_cond_init(&cu->cv_done, &ca);
 	pthread_condattr_destroy(&ca);
 	c->cuda = cu;
-	/* The proxy thread exists for the queue-and-return mode only: by
-	 * default the calling thread does the work itself. */
-	if (cu->async && pthread_create(&cu->thr, NULL, proxy_main, c) != 0) {
+	if (cu->async && (rc = start_proxy(c, cu)) != SMDDP_OK) {
 		c->cuda = NULL;
-		rc = sd_comm_error(c, SMDDP_ESYSTEM, "cannot start the proxy thread: %s",
-				   strerror(errno));
 		goto fail;
 	}
-	cu->thr_started = cu->async;
 	if (old >= 0 && old != dev)
 		cudaSetDevice(old);
-	SD_INFO(SD_SUB_COLL, "device collectives on GPU %d: proxy thread started", dev);
+	if (cu->decided)
+		SD_INFO(SD_SUB_COLL, "device collectives on GPU %d: %s (SMDDP_CUDA_ASYNC=%d)", dev,
+			cu->async ? "calls return once queued" : "calls return when done",
+			cu->mode);
 	return SMDDP_OK;
 fail:
 	if (cu->word)
@@ -422,6 +492,21 @@ int sd_cuda_collect(struct smddp_comm *c, int do_drain)
 		cu->pending = 0;
 		snprintf(c->last_error, sizeof(c->last_error), "%s", cu->errmsg);
 	}
+	pthread_mutex_unlock(&cu->mu);
+	return rc;
+}
+
+int sd_cuda_async_error(struct smddp_comm *c, char *msg, size_t len)
+{
+	struct sd_cuda *cu = c ? c->cuda : NULL;
+	int rc;
+
+	if (!cu)
+		return 0;
+	pthread_mutex_lock(&cu->mu);
+	rc = cu->failed ? cu->failed : cu->pending;
+	if (rc)
+		snprintf(msg, len, "%s", cu->errmsg);
 	pthread_mutex_unlock(&cu->mu);
 	return rc;
 }
@@ -539,10 +624,11 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 	}
 
 	if (!cu->async) {
-		/* The default: this thread runs the call, and returns when the
-		 * collective is done, with its own error; work queued on the
-		 * stream before the call comes first (the input event), work
-		 * queued after it follows. */
+		/* This thread runs the call, and returns when the collective is
+		 * done, with its own error; work queued on the stream before
+		 * the call comes first (the input event), work queued after it
+		 * follows.  Under SMDDP_CUDA_ASYNC=auto the first call is done
+		 * so, and shows whether other ranks share this GPU. */
 		struct op *o = &cu->ring[0];
 
 		memset(o, 0, sizeof(*o));
@@ -563,7 +649,10 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 		if (e != cudaSuccess)
 			return cuda_error(c, e, "cannot record an event on the stream (is it a "
 						"stream of this GPU?)");
-		return sd_cuda_collect(c, 0);
+		rc = sd_cuda_collect(c, 0);
+		if (!rc && !cu->decided && cu->shared >= 0)
+			rc = decide(c, cu);
+		return rc;
 	}
 	pthread_mutex_lock(&cu->mu);
 	if (cu->tail - cu->head >= QCAP) {
@@ -1044,9 +1133,13 @@ static int run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	char theirs[160], ours[160], msg[400] = "";
 	const struct pub *pubs[SD_CUDA_MAX_RANKS];
 
+	cu->shared = 0;
 	for (int q = 0; q < n; q++) {
 		pubs[q] = tp->slot(c, q, h);
-		one_gpu &= !memcmp(pubs[q]->uuid, cu->uuid, sizeof(cu->uuid));
+		int same = !memcmp(pubs[q]->uuid, cu->uuid, sizeof(cu->uuid));
+
+		one_gpu &= same;
+		cu->shared += same && q != me;
 		scratch |= pubs[q]->scratch;
 	}
 	/* One GPU for all: one rank moves everything (see move_data). */

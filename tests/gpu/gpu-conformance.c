@@ -23,6 +23,14 @@
  *                                           --small: no N, int32, float16, float32 only,
  *                                           for compute-sanitizer)
  *   gpu-conformance order                   stream ordering with a stream held back
+ *   gpu-conformance overlap                 the call returns within 10 % of the GPU
+ *                                           work queued before it (queued mode; in
+ *                                           blocking mode after it); right results
+ *   gpu-conformance mismatch                rank 1 passes another count: every rank
+ *                                           gets SMDDP_EMISMATCH naming a rank, from
+ *                                           the call or (queued) within 2 s from
+ *                                           smddp_comm_get_async_error; streams
+ *                                           released (FAULT-OK lines)
  *   gpu-conformance p2p [--large N]         a ring of sends and receives in a group,
  *                                           alltoallv, gather and scatter from every
  *                                           root, bytes checked exactly
@@ -49,6 +57,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -508,6 +517,28 @@ static void matrix(size_t large, int quick, int small)
 
 /* ---- stream ordering --------------------------------------------------------- */
 
+/* Does a device call return once queued?  smddp(7)'s rule for
+ * SMDDP_CUDA_ASYNC, applied independently: auto means yes unless other
+ * ranks share this GPU (here: more ranks on the node than GPUs, as ranks
+ * take GPU local_rank % count) and the MPS daemon's control socket is
+ * absent. */
+static int queued_mode(void)
+{
+	const char *av = getenv("SMDDP_CUDA_ASYNC"), *pd = getenv("CUDA_MPS_PIPE_DIRECTORY");
+	char path[4096];
+	struct stat st;
+	int ndev = 0;
+
+	if (av && *av && strcmp(av, "auto"))
+		return !strcmp(av, "1") || !strcmp(av, "true") || !strcmp(av, "yes") ||
+		       !strcmp(av, "on");
+	cudaGetDeviceCount(&ndev);
+	if (smddp_comm_local_size(comm) <= ndev)
+		return 1;
+	snprintf(path, sizeof(path), "%s/control", pd && *pd ? pd : "/tmp/nvidia-mps");
+	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
 static void CUDART_CB hold(void *arg)
 {
 	struct timespec ts = {0, 300 * 1000000L};
@@ -519,8 +550,7 @@ static void CUDART_CB hold(void *arg)
 static void order(void)
 {
 	size_t count = 1 << 20, m = count * 4;
-	const char *av = getenv("SMDDP_CUDA_ASYNC");
-	int async = av && !strcmp(av, "1");
+	int async = queued_mode();
 	float *hin, *hres;
 	char *after;
 
@@ -556,7 +586,7 @@ static void order(void)
 		}
 		if (async && dt > 0.1) {
 			printf("FAIL rank %d: order: the call blocked %.3f s while its stream was "
-			       "held: with SMDDP_CUDA_ASYNC=1 it must only queue\n", rank, dt);
+			       "held: in the queue-and-return mode it must only queue\n", rank, dt);
 			failures++;
 		}
 		if (!async && dt < 0.25) {
@@ -585,6 +615,86 @@ static void order(void)
 	}
 	cudaFree(after);
 	cudaFreeHost(hin);
+	cudaFreeHost(hres);
+}
+
+/* The call returns while long GPU work queued before it still runs
+ * (queue-and-return mode), or after it (blocking mode); the work ends by
+ * writing the input, so a call that read early sums the wrong values. */
+static void overlap(void)
+{
+	size_t big = (size_t)1 << 30, count = 1 << 18, m = count * 4;
+	int async = queued_mode(), reps = 200;
+	cudaEvent_t e0, e1;
+	float *hres, ms = 0;
+	char *work;
+
+	CK(cudaMalloc((void **)&work, big));
+	CK(cudaMallocHost((void **)&hres, m));
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	/* The first call sets the GPU side up (and decides the mode). */
+	if (smddp_allreduce(dsend, drecv, 16, SMDDP_FLOAT32, SMDDP_SUM, comm, stream) != SMDDP_OK) {
+		printf("FAIL rank %d: overlap: first allreduce: %s\n", rank, smddp_last_error(comm));
+		failures++;
+		return;
+	}
+	CK(cudaStreamSynchronize(stream));
+	for (int round = 0; round < 3; round++) {
+		CK(cudaMemsetAsync(drecv, 0, m, stream));
+		CK(cudaEventRecord(e0, stream));
+		for (int i = 0; i < reps; i++)
+			CK(cudaMemsetAsync(work, i, big, stream));
+		/* bytes of 1 + round + rank: float bits, summed exactly */
+		CK(cudaMemsetAsync(dsend, 0x3f, m, stream));
+		CK(cudaEventRecord(e1, stream));
+		double t0 = now_s();
+		int rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+		double dt = now_s() - t0;
+
+		CK(cudaMemcpyAsync(hres, drecv, m, cudaMemcpyDeviceToHost, stream));
+		CK(cudaStreamSynchronize(stream));
+		CK(cudaEventElapsedTime(&ms, e0, e1));
+		if (rc) {
+			printf("FAIL rank %d: overlap: allreduce returned %s: %s\n", rank,
+			       smddp_strerror(rc), smddp_last_error(comm));
+			failures++;
+			break;
+		}
+		float one;
+		uint32_t bits = 0x3f3f3f3fu;
+		memcpy(&one, &bits, 4);
+		int bad = 0;
+		for (size_t j = 0; j < count && !bad; j++)
+			if (hres[j] != one * (float)nranks) {
+				printf("FAIL rank %d: overlap round %d: element %zu is %g, expected "
+				       "%g\n", rank, round, j, hres[j], one * (float)nranks);
+				bad = 1;
+			}
+		double work_s = ms / 1e3;
+		if (async && dt > 0.1 * work_s) {
+			printf("FAIL rank %d: overlap: the call took %.1f ms to return, %.0f %% of "
+			       "the %.1f ms of work queued before it (at most 10 %%)\n", rank,
+			       dt * 1e3, 100 * dt / work_s, work_s * 1e3);
+			bad = 1;
+		}
+		if (!async && dt < 0.5 * work_s) {
+			printf("FAIL rank %d: overlap: the call returned after %.1f ms, before the "
+			       "%.1f ms of work queued before it could have ended\n", rank, dt * 1e3,
+			       work_s * 1e3);
+			bad = 1;
+		}
+		if (bad)
+			failures++;
+		else
+			passed++;
+		printf("# overlap rank %d round %d (%s): the call returned after %.3f ms, %.1f %% "
+		       "of the %.1f ms of GPU work queued before it\n", rank, round,
+		       async ? "queued" : "blocking", dt * 1e3, 100 * dt / work_s, work_s * 1e3);
+	}
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	cudaFree(work);
 	cudaFreeHost(hres);
 }
 
@@ -750,6 +860,8 @@ static int mixed(void)
 
 /* ---- a peer dies ------------------------------------------------------------------ */
 
+static int await_async_error(double t0, double secs);
+
 static int dead(int victim)
 {
 	size_t count = 1 << 16;
@@ -772,6 +884,12 @@ static int dead(int victim)
 	t0 = now_s();
 	/* Queued: succeeds (or already knows); the stream must be released. */
 	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	double limit = 20;
+	if (!rc && queued_mode()) {
+		/* Told without another call, within 2 s. */
+		rc = await_async_error(t0, 10);
+		limit = 2;
+	}
 	if (!rc)
 		CK(cudaStreamSynchronize(stream));
 	if (!rc)
@@ -783,8 +901,72 @@ static int dead(int victim)
 	char want[32];
 
 	snprintf(want, sizeof(want), "rank %d", victim);
-	verdict((rc == SMDDP_EPEER || rc == SMDDP_EABORTED) && strstr(msg, want) && took < 20, rc,
-		took, msg);
+	verdict((rc == SMDDP_EPEER || rc == SMDDP_EABORTED) && strstr(msg, want) && took < limit,
+		rc, took, msg);
+	CK(cudaStreamSynchronize(stream));
+	/* The next call returns the failure too. */
+	int again = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (again == SMDDP_OK)
+		printf("FAULT-BAD rank=%d a call after the failure returned SMDDP_OK\n", rank);
+	CK(cudaStreamSynchronize(stream));
+	smddp_comm_abort(comm);
+	return 0;
+}
+
+/* Polls smddp_comm_get_async_error until it reports a failure or secs pass
+ * since t0; returns the failure (its sentence in smddp_last_error). */
+static int await_async_error(double t0, double secs)
+{
+	int err = SMDDP_OK;
+
+	while (now_s() - t0 < secs) {
+		int rc = smddp_comm_get_async_error(comm, &err);
+
+		if (rc) {
+			printf("FAULT-BAD rank=%d smddp_comm_get_async_error returned %s\n", rank,
+			       smddp_strerror(rc));
+			return rc;
+		}
+		if (err)
+			return err;
+		struct timespec ts = {0, 5 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	return SMDDP_OK;
+}
+
+/* Rank 1 passes another count than the others: without SMDDP_CHECK_COLL a
+ * wrong count would read past the peers' buffers, so every rank refuses
+ * the call (SMDDP_EMISMATCH naming a rank), at once or, queued, through
+ * smddp_comm_get_async_error within 2 s; the streams go on. */
+static int mismatch(void)
+{
+	size_t count = rank == 1 ? 1000 : 1024;
+	int rc, err = -1;
+
+	rc = smddp_allreduce(dsend, drecv, 16, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (!rc)
+		CK(cudaStreamSynchronize(stream));
+	if (!rc)
+		rc = smddp_comm_get_async_error(comm, &err);
+	if (rc || err) {
+		printf("FAULT-BAD rank=%d a good call failed: %s (async error %d): %s\n", rank,
+		       smddp_strerror(rc), err, smddp_last_error(comm));
+		return 1;
+	}
+	double t0 = now_s();
+	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (!rc)
+		rc = await_async_error(t0, 10);
+	double took = now_s() - t0;
+	const char *msg = smddp_last_error(comm);
+
+	verdict((rc == SMDDP_EMISMATCH || rc == SMDDP_EABORTED) && strstr(msg, "rank ") && took < 2,
+		rc, took, msg);
+	CK(cudaStreamSynchronize(stream));
+	int again = smddp_allreduce(dsend, drecv, 16, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (again == SMDDP_OK)
+		printf("FAULT-BAD rank=%d a call after the mismatch returned SMDDP_OK\n", rank);
 	CK(cudaStreamSynchronize(stream));
 	smddp_comm_abort(comm);
 	return 0;
@@ -977,6 +1159,10 @@ int main(int argc, char **argv)
 		matrix(large, quick, small);
 	} else if (!strcmp(mode, "order")) {
 		order();
+	} else if (!strcmp(mode, "overlap")) {
+		overlap();
+	} else if (!strcmp(mode, "mismatch")) {
+		return mismatch();
 	} else if (!strcmp(mode, "p2p")) {
 		p2p(large);
 	} else if (!strcmp(mode, "errors")) {
@@ -991,8 +1177,8 @@ int main(int argc, char **argv)
 		signal(SIGTERM, SIG_IGN);
 		return dead(atoi(argv[2]));
 	} else {
-		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | p2p | "
-				"errors | dead VICTIM | badbuf VICTIM | mixed]\n");
+		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | overlap | "
+				"p2p | mismatch | errors | dead VICTIM | badbuf VICTIM | mixed]\n");
 		return 2;
 	}
 	printf("SUMMARY rank %d of %d: %d passed, %d failed\n", rank, nranks, passed, failures);

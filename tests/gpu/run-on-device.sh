@@ -16,7 +16,7 @@
 #              through the same path, and pinned copy bandwidth (3 runs each)
 #   async      the stream-ordering test with SMDDP_CUDA_ASYNC=1, phases traced
 #   mps        under the CUDA MPS daemon: the order test traced, $MPS_TESTS and
-#              the allreduce bench, with SMDDP_CUDA_ASYNC in $MPS_MODES (1 0)
+#              the allreduce bench, with SMDDP_CUDA_ASYNC in $MPS_MODES (auto 0)
 #   nccl       tests/gpu/multigpu-vs-nccl.sh with one rank per GPU
 #   torch      the PyTorch backend (python/) built there against its torch and
 #              this build; $TORCH_TESTS (default: collectives ddp p2p pipeline)
@@ -76,7 +76,7 @@ for s in $stages; do
 		say "info: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
 		;;
 	tests)
-		for t in ${GPU_TESTS:-errors order p2p dead staged matrix-n1 matrix-n2 matrix-n4 matrix-n8}; do
+		for t in ${GPU_TESTS:-errors order overlap mismatch p2p dead staged matrix-n1 matrix-n2 matrix-n4 matrix-n8}; do
 			secs=200
 			[ "$t" = staged ] && secs=450
 			stage "test-$t" "$secs" bash "$ROOT/tests/gpu/$t.sh"
@@ -106,7 +106,8 @@ for s in $stages; do
 	bench)
 		for n in 2 4; do
 			stage "bench-allreduce-n$n" 200 "$RUN" -n "$n" --timeout 190 "$BENCH" \
-				--device cuda -b 8 -e 512M -f 2 -n 20 -w 5 -c 1 --coll allreduce
+				--device cuda -b 8 -e 512M -f 2 -n 20 -w 5 -c 1 --coll allreduce \
+				-J "$OUT/bench-allreduce-n$n.json"
 			grep -v "^#  Rank" "$TMPD/bench-allreduce-n$n.log" | tee -a "$summary"
 		done
 		stage bench-colls-n4 200 "$RUN" -n 4 --timeout 190 "$BENCH" --device cuda \
@@ -152,20 +153,20 @@ for s in $stages; do
 		if ! nvidia-cuda-mps-control -d; then
 			say "mps: nvidia-cuda-mps-control -d failed"; rc=1; continue
 		fi
-		for mode in ${MPS_MODES:-1 0}; do
+		for mode in ${MPS_MODES:-auto 0}; do
 			stage "mps-async$mode-order" 60 env SMDDP_CUDA_ASYNC=$mode SMDDP_DEBUG=TRACE \
 				SMDDP_DEBUG_SUBSYS=COLL SMDDP_TIMEOUT=10 "$RUN" -n 2 --timeout 50 \
 				"$GPU_CONFORMANCE_BIN" order
 			grep -h "GPU call\|^\[.\] FAIL\|SUMMARY\|mode" "$TMPD/mps-async$mode-order.log" |
 				head -12 | tee -a "$summary"
-			for t in ${MPS_TESTS:-order matrix-n2 matrix-n4}; do
+			for t in ${MPS_TESTS:-order overlap mismatch dead matrix-n2 matrix-n4 matrix-n8}; do
 				stage "mps-async$mode-$t" 200 env SMDDP_CUDA_ASYNC=$mode bash "$ROOT/tests/gpu/$t.sh"
 				grep -h "^FAIL\|FAULT-BAD" "$TMPD/mps-async$mode-$t.log" | head -5 | tee -a "$summary"
 			done
 			for n in 2 4; do
 				stage "mps-async$mode-bench-n$n" 200 env SMDDP_CUDA_ASYNC=$mode "$RUN" -n "$n" \
-					--timeout 190 "$BENCH" --device cuda -b 8 -e 512M -f 4 -n 20 -w 5 -c 1 \
-					--coll allreduce
+					--timeout 190 "$BENCH" --device cuda -b 8 -e 512M -f 2 -n 20 -w 5 -c 1 \
+					--coll allreduce -J "$OUT/bench-mps-async$mode-n$n.json"
 				grep -v "^#  Rank" "$TMPD/mps-async$mode-bench-n$n.log" | tee -a "$summary"
 			done
 		done

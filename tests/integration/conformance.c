@@ -1794,6 +1794,14 @@ int main(int argc, char **argv)
 		run_matrix(w, &p);
 	if (!skip_split)
 		t_split(w, &p);
+	{
+		int ae = -1;
+
+		rc = smddp_comm_get_async_error(w->comm, &ae);
+		check_true("no async error on a healthy world", rc == SMDDP_OK && ae == SMDDP_OK,
+			   "smddp_comm_get_async_error returned %s with %s: %s", rc_name(rc),
+			   rc_name(ae), smddp_last_error(w->comm));
+	}
 
 	rc = smddp_comm_destroy(w->comm);
 	check_true("destroy world", rc == SMDDP_OK, "returned %s: %s", rc_name(rc),

@@ -203,10 +203,20 @@ static void witness(struct smddp_comm *c, int rc, double elapsed, int at_call,
 		else if (y != (float)size)
 			note_bad("the allreduce after the mismatch gave %g, expected %d", y, size);
 	} else {
+		int async_err = -1, rc3;
+
 		if (rc2 == SMDDP_OK)
 			note_bad("an allreduce after the failure returned SMDDP_OK");
 		if (now_s() - t0 > 2.0)
 			note_bad("an allreduce after the failure took %.3f s to fail", now_s() - t0);
+		/* A broken communicator says so without a call, too. */
+		rc3 = smddp_comm_get_async_error(c, &async_err);
+		if (rc3 != SMDDP_OK || async_err == SMDDP_OK)
+			note_bad("smddp_comm_get_async_error returned %s with %s on a broken "
+				 "communicator", rc_name(rc3), rc_name(async_err));
+		if (smddp_comm_get_async_error(c, NULL) != SMDDP_EINVAL ||
+		    smddp_comm_get_async_error(NULL, &async_err) != SMDDP_EINVAL)
+			note_bad("smddp_comm_get_async_error accepted a NULL argument");
 	}
 
 	/* and destroy still frees it, without hanging */

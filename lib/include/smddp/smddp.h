@@ -90,6 +90,13 @@ int smddp_comm_destroy(struct smddp_comm *comm);
 /* Local: never blocks; peers waiting on this rank fail with SMDDP_EABORTED.
  * Frees comm, like smddp_comm_destroy: do not use it afterwards. */
 int smddp_comm_abort(struct smddp_comm *comm);
+/* Local, never blocks, callable at any time (NCCL's ncclCommGetAsyncError):
+ * *async_error is the failure of work queued on comm that no call has
+ * returned yet, or that broke the communicator (a dead peer, a timeout, a
+ * mismatch met by a device call that had returned already), else
+ * SMDDP_OK; its sentence is then in smddp_last_error(comm).  Returns
+ * SMDDP_EINVAL when comm or async_error is NULL, else SMDDP_OK. */
+int smddp_comm_get_async_error(struct smddp_comm *comm, int *async_error);
 /* ---- explicit initialisation (man 3 smddp: INITIALISATION) ----------------
  * For programs that know their rank and size and have their own way to pass
  * a few bytes to every rank (a key-value store, MPI_Bcast, a file), as with
