@@ -1,10 +1,17 @@
 /* cmd/bench/bench.h - shared pieces of smddp-allreduce-bench (not installed).
  *
- * The benchmark is cut in three: smddp-allreduce-bench.c parses the command
- * line, runs the sweep and prints; bench_data.c fills, poisons and checks
- * buffers against a reference it computes itself; bench_mpi.c (built only
- * with Open MPI) runs the same collectives through MPI for --compare mpi.
- * A "backend" is the one seam between the sweep and the library measured.
+ * The benchmark is split by concern, as util-linux splits lscpu:
+ * smddp-allreduce-bench.c holds main() and the steps of a run;
+ * bench_options.c the command line and --help; bench_sweep.c the buffers,
+ * the measure of one size and the sweep of sizes; bench_smddp.c the
+ * library measured (libsmddp as a backend); bench_output.c what rank 0
+ * prints; bench_baseline.c --baseline and --min-busbw; bench_data.c fills,
+ * poisons and checks buffers against a reference it computes itself;
+ * bench_mpi.c (built only with Open MPI) runs the same collectives through
+ * MPI for --compare mpi, bench_nccl.c through NCCL for --compare nccl, and
+ * bench_cuda.c holds the device buffers of --device cuda.  A "backend" is
+ * the one seam between the sweep and the library measured.  This header is
+ * the seam and the data; sweep.h what the tool's own parts share besides.
  */
 #ifndef SMDDP_CMD_BENCH_H
 #define SMDDP_CMD_BENCH_H
