@@ -15,7 +15,11 @@
 #
 #   skip REASON     prints "SKIP: REASON" on stderr and exits 77 (automake's skip),
 #   now             the wall clock in seconds, with nanoseconds,
-#   since T0        seconds elapsed since T0 (a value of now), one decimal.
+#   since T0        seconds elapsed since T0 (a value of now), one decimal,
+#   split_envs VAR=VALUE... -- ARGS...
+#                   the words before "--" into the array envs, those after
+#                   it into the array args (both declared local by the
+#                   caller), for "env VAR=VALUE... PROGRAM ARGS..." helpers.
 #
 # Paths, temporary folders and cleanup traps stay with each folder's helper
 # file: they differ from folder to folder.
@@ -50,3 +54,14 @@ skip() {
 
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+split_envs() {
+	envs=()
+	args=()
+	while [ "$#" -gt 0 ] && [ "$1" != -- ]; do
+		envs+=("$1")
+		shift
+	done
+	[ "$#" -eq 0 ] || shift
+	args=("$@")
+}

@@ -17,22 +17,20 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/smddp-sm-test.XXXXXX") || exit 99
 trap 'rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 mkdir "$T/empty"
+
+. "$top_srcdir/tests/lib.sh" # split_envs
 failed=0
 
 # check NAME CONFIGDIR [VAR=VALUE...] -- [OPTIONS...]: the plan of
 # "smddp-run OPTIONS --dry-run python3 train.py --epochs 10"
 check() {
-	local name=$1 dir=$2 rc=0 envs=()
+	local name=$1 dir=$2 rc=0 envs=() args=()
 	shift 2
-	while [ "$1" != -- ]; do
-		envs+=("$1")
-		shift
-	done
-	shift
+	split_envs "$@"
 	env -i PATH=/usr/local/bin:/usr/bin:/bin SMDDP_JOB_ID=test SM_NUM_GPUS=8 \
 		SMDDP_JOB_TOKEN=0123456789abcdef0123456789abcdef \
 		SMDDP_SM_CONFIG_DIR="$dir" "${envs[@]}" \
-		timeout 30 "$RUN" "$@" --dry-run python3 train.py --epochs 10 >"$T/raw" 2>"$T/err" || rc=$?
+		timeout 30 "$RUN" "${args[@]}" --dry-run python3 train.py --epochs 10 >"$T/raw" 2>"$T/err" || rc=$?
 	if [ "$rc" -ne 0 ]; then
 		echo "FAIL: $name: exit status $rc: $(cat "$T/err")" >&2
 		failed=1

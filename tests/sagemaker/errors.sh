@@ -11,22 +11,18 @@ trap 'rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 mkdir "$T/empty"
 
-. "$top_srcdir/tests/lib.sh" # fail (stops the test), skip, now, since
+. "$top_srcdir/tests/lib.sh" # fail (stops the test), skip, now, since, split_envs
 
 # bad DIR PATTERN [VAR=VALUE...] -- OPTIONS...: exit 2, stderr matches PATTERN
 bad() {
-	local dir=$1 pat=$2 rc=0 envs=()
+	local dir=$1 pat=$2 rc=0 envs=() args=()
 	shift 2
-	while [ "$1" != -- ]; do
-		envs+=("$1")
-		shift
-	done
-	shift
+	split_envs "$@"
 	env -i PATH=/usr/bin:/bin SM_NUM_GPUS=8 SMDDP_SM_CONFIG_DIR="$dir" "${envs[@]}" \
-		timeout 30 "$RUN" "$@" --dry-run true >"$T/out" 2>"$T/err" || rc=$?
-	[ "$rc" -eq 2 ] || fail "'$*': exit status $rc, not 2: $(cat "$T/err" "$T/out")"
-	[ ! -s "$T/out" ] || fail "'$*': stdout: $(cat "$T/out")"
-	grep -Eq "^smddp-run: .*$pat" "$T/err" || fail "'$*': expected /$pat/ in: $(cat "$T/err")"
+		timeout 30 "$RUN" "${args[@]}" --dry-run true >"$T/out" 2>"$T/err" || rc=$?
+	[ "$rc" -eq 2 ] || fail "'${args[*]}': exit status $rc, not 2: $(cat "$T/err" "$T/out")"
+	[ ! -s "$T/out" ] || fail "'${args[*]}': stdout: $(cat "$T/out")"
+	grep -Eq "^smddp-run: .*$pat" "$T/err" || fail "'${args[*]}': expected /$pat/ in: $(cat "$T/err")"
 }
 
 P="$S/p4d"

@@ -14,20 +14,18 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/smddp-sm-leaks.XXXXXX") || exit 99
 trap 'rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 mkdir "$T/empty"
+
+. "$top_srcdir/tests/lib.sh" # split_envs
 failed=0
 
 # leaks NAME DIR [VAR=VALUE...] -- OPTIONS...
 leaks() {
-	local name=$1 dir=$2 rc=0 envs=()
+	local name=$1 dir=$2 rc=0 envs=() args=()
 	shift 2
-	while [ "$1" != -- ]; do
-		envs+=("$1")
-		shift
-	done
-	shift
+	split_envs "$@"
 	env -i PATH=/usr/local/bin:/usr/bin:/bin SMDDP_JOB_ID=test SM_NUM_GPUS=8 SMDDP_SM_CONFIG_DIR="$dir" \
 		"${envs[@]}" timeout 120 valgrind -q --leak-check=full --errors-for-leak-kinds=definite \
-		--error-exitcode=9 "$RUN" "$@" --dry-run true >"$T/out" 2>"$T/err" || rc=$?
+		--error-exitcode=9 "$RUN" "${args[@]}" --dry-run true >"$T/out" 2>"$T/err" || rc=$?
 	if [ "$rc" -ne 0 ]; then
 		echo "FAIL: $name: exit status $rc: $(cat "$T/err")" >&2
 		failed=1

@@ -16,16 +16,12 @@ failed=0
 # plan NAME ENVFILE [VAR=VALUE...] -- OPTIONS...: "smddp-run OPTIONS --dry-run
 # ./my_job --epochs 3" in ENVFILE's environment
 plan() {
-	local name=$1 envfile=$2 rc=0 envs=() fenv
+	local name=$1 envfile=$2 rc=0 envs=() args=() fenv
 	shift 2
-	while [ "$1" != -- ]; do
-		envs+=("$1")
-		shift
-	done
-	shift
+	split_envs "$@"
 	mapfile -t fenv < <(grep -v '^#' "$S/env/$envfile.env")
 	env -i PATH=/usr/local/bin:/usr/bin:/bin "${fenv[@]}" "${envs[@]}" \
-		timeout 30 "$RUN" "$@" --dry-run ./my_job --epochs 3 >"$T/raw" 2>"$T/err" || rc=$?
+		timeout 30 "$RUN" "${args[@]}" --dry-run ./my_job --epochs 3 >"$T/raw" 2>"$T/err" || rc=$?
 	if [ "$rc" -ne 0 ]; then
 		echo "FAIL: $name: exit status $rc: $(cat "$T/err")" >&2
 		failed=1
@@ -80,16 +76,12 @@ done
 
 # ---- errors: one line naming the problem, exit 2
 error() {
-	local want=$1 envfile=$2 rc=0 envs=() fenv
+	local want=$1 envfile=$2 rc=0 envs=() args=() fenv
 	shift 2
-	while [ "$1" != -- ]; do
-		envs+=("$1")
-		shift
-	done
-	shift
+	split_envs "$@"
 	mapfile -t fenv < <(grep -v '^#' "$S/env/$envfile.env")
 	env -i PATH=/usr/local/bin:/usr/bin:/bin "${fenv[@]}" "${envs[@]}" \
-		timeout 30 "$RUN" "$@" ./my_job >"$T/out" 2>"$T/err" || rc=$?
+		timeout 30 "$RUN" "${args[@]}" ./my_job >"$T/out" 2>"$T/err" || rc=$?
 	if [ "$rc" -ne 2 ] || ! grep -qF -- "$want" "$T/err"; then
 		echo "FAIL: error '$want': exit status $rc: $(cat "$T/err")" >&2
 		failed=1
