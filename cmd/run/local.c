@@ -18,6 +18,7 @@
 #include "common/tool.h"
 #include "run/launch.h"
 #include "run/run.h"
+#include "text/cpulist.h"
 
 /* ---- environment of a rank ------------------------------------------- */
 
@@ -337,25 +338,17 @@ out:
  * threads, from sysfs) or by NUMA node, and local rank i gets group
  * i mod groups. */
 
+static int set_cpu(void *arg, int cpu)
+{
+	if (cpu >= 0 && cpu < CPU_SETSIZE)
+		CPU_SET(cpu, (cpu_set_t *)arg);
+	return 0;
+}
+
 static int parse_cpulist(const char *s, cpu_set_t *set)
 {
 	CPU_ZERO(set);
-	while (*s && *s != '\n') {
-		char *end;
-		long a = strtol(s, &end, 10), b = a;
-		if (end == s)
-			return -1;
-		if (*end == '-') {
-			s = end + 1;
-			b = strtol(s, &end, 10);
-			if (end == s)
-				return -1;
-		}
-		for (long c = a; c <= b && c < CPU_SETSIZE; c++)
-			CPU_SET((int)c, set);
-		s = end + (*end == ',');
-	}
-	return 0;
+	return sd_text_cpulist(s, set_cpu, set);
 }
 
 static bool read_cpulist(const char *path, cpu_set_t *set)

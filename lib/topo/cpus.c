@@ -10,36 +10,8 @@
 #endif
 
 #include "core/sd.h"
+#include "text/cpulist.h"
 #include "topo/discover.h"
-
-typedef int (*list_fn)(void *arg, int cpu);
-
-/* Walks a kernel cpu list ("0-3,8,10-11"). */
-static int cpulist_walk(const char *s, list_fn fn, void *arg)
-{
-	while (*s) {
-		char *end;
-		long a = strtol(s, &end, 10), b = a;
-
-		if (end == s)
-			return -1;
-		if (*end == '-') {
-			s = end + 1;
-			b = strtol(s, &end, 10);
-			if (end == s || b < a)
-				return -1;
-		}
-		for (long i = a; i <= b; i++)
-			if (fn(arg, (int)i) != 0)
-				return -1;
-		s = end;
-		if (*s == ',')
-			s++;
-		else if (*s != '\0')
-			return -1;
-	}
-	return 0;
-}
 
 struct cpuscan {
 	const struct ctx *c;
@@ -136,7 +108,7 @@ int sd_topo_cpus_sysfs(const struct ctx *c, cJSON *cpu, cJSON *numa)
 	if (sd_topo_read(c, "/sys/devices/system/cpu/online", online, sizeof(online)) != 0 &&
 	    sd_topo_read(c, "/sys/devices/system/cpu/present", online, sizeof(online)) != 0)
 		online[0] = '\0';
-	if (online[0] != '\0' && cpulist_walk(online, cpu_one, &s) != 0) {
+	if (online[0] != '\0' && sd_text_cpulist(online, cpu_one, &s) != 0) {
 		free(s.pkg);
 		free(s.core);
 		return SMDDP_ENOMEM;
