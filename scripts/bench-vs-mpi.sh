@@ -1,18 +1,21 @@
 #!/bin/bash
 # scripts/bench-vs-mpi.sh - libsmddp against Open MPI, side by side in the same processes,
 # repeated, medians per size: the measurement behind the tables of docs/PERFORMANCE.md.
-# usage: scripts/bench-vs-mpi.sh [-n RANKS] [-r REPEATS] [-C|--coll COLLECTIVE] [-- BENCH-ARGS...]
+# usage: scripts/bench-vs-mpi.sh [-n RANKS] [-r REPEATS] [-C|--coll COLLECTIVE] [-o DIR] [-- BENCH-ARGS...]
+# -o DIR keeps the runs' --json output there (runN.json) for scripts/bench-plot.py.
 # Needs a build in ./build (scripts/demo.sh makes one) configured with Open MPI.
 set -eu
+here=$PWD
 cd "$(dirname "$0")/.."
-nranks=2 repeats=5 coll=allreduce
+nranks=2 repeats=5 coll=allreduce keep=
 while [ $# -gt 0 ]; do
 	case $1 in
 	-n) nranks=$2; shift 2 ;;
 	-r) repeats=$2; shift 2 ;;
 	-C | --coll) coll=$2; shift 2 ;;
+	-o) case $2 in /*) keep=$2 ;; *) keep=$here/$2 ;; esac; shift 2 ;;
 	--) shift; break ;;
-	*) echo "usage: $0 [-n RANKS] [-r REPEATS] [-C|--coll COLLECTIVE] [-- BENCH-ARGS...]" >&2; exit 2 ;;
+	*) echo "usage: $0 [-n RANKS] [-r REPEATS] [-C|--coll COLLECTIVE] [-o DIR] [-- BENCH-ARGS...]" >&2; exit 2 ;;
 	esac
 done
 [ $# -gt 0 ] || set -- -b 8 -e 256M -f 4 -n 20 -w 5 -c 0
@@ -20,8 +23,15 @@ bench=build/cmd/bench/smddp-allreduce-bench
 [ -x "$bench" ] || { echo "$0: $bench not built: run scripts/demo.sh first" >&2; exit 1; }
 command -v mpirun >/dev/null || { echo "$0: mpirun not found: apt-get install openmpi-bin" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-out=$(mktemp -d "${TMPDIR:-/tmp}/smddp-bench.XXXXXX")
-trap 'rm -rf "$out"' EXIT
+if [ -n "$keep" ]; then
+	# bench-median.py reads every file there: only this run's
+	[ -z "$(ls -A "$keep" 2>/dev/null)" ] || { echo "$0: -o $keep: not empty" >&2; exit 2; }
+	mkdir -p "$keep"
+	out=$keep
+else
+	out=$(mktemp -d "${TMPDIR:-/tmp}/smddp-bench.XXXXXX")
+	trap 'rm -rf "$out"' EXIT
+fi
 for i in $(seq 1 "$repeats"); do
 	port=$((30000 + RANDOM % 20000))
 	# --oversubscribe: more ranks than cores is part of what is measured.
