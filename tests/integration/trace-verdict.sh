@@ -56,8 +56,19 @@ SMDDP_TRACE_SIGNAL=0 run_job nosignal 60 3 "$FAULT" hang 1 30
 verdict nosignal '^smddp-run: verdict: rank 1 never entered call 3 \(allreduce, 4099 x float32, sum\); ranks 0,2 waited in it; no dump from rank 1$'
 no_private_dir nosignal
 
+# No library timeout, smddp-run's --timeout instead: every rank writes its
+# recorder on SIGUSR1, ranks 0 and 2 from inside the allreduce they wait in
+export SMDDP_TIMEOUT=120
+WANT_STATUS=124
+LAUNCH_OPTS="--grace 5"
+run_job jobtimeout 8 3 "$FAULT" hang 1 60
+[ "$status" -eq 124 ] || fail "jobtimeout: smddp-run exited $status, not 124"
+verdict jobtimeout '^smddp-run: verdict: rank 1 never entered call 3 \(allreduce, 4099 x float32, sum\); ranks 0,2 waited in it$'
+no_private_dir jobtimeout
+
 # A mismatch (SMDDP_CHECK_COLL): every rank dumps the call they disagree on
 export SMDDP_TIMEOUT=60
+WANT_STATUS=42
 LAUNCH_OPTS="--grace 30"
 SMDDP_CHECK_COLL=1 run_job mismatch 60 3 "$FAULT" mismatch count
 expect_witnesses mismatch 0 1 2
