@@ -63,7 +63,6 @@ struct sd_trace {
 	char job[64];
 	char path[1024];   /* the file, "" when SMDDP_TRACE_DIR is unset */
 	int rank, size, world_rank, world_size;
-	int async;         /* SMDDP_CUDA_ASYNC: a device call that returns is only queued */
 	int slot;          /* in slots[], -1: not registered */
 	uint64_t mask;     /* capacity - 1 */
 	_Atomic uint64_t head; /* calls recorded so far */
@@ -198,7 +197,9 @@ void sd_trace_end(struct smddp_comm *c, int rc)
 			e->waited[i] = c->waited_on[i];
 		e->nwaited = n;
 	}
-	e->state = rc ? ST_FAILED : e->mem && t->async ? ST_QUEUED : ST_DONE;
+	/* A device call has only been handed to its stream: the recorder does
+	 * not see it finish there (SMDDP_CUDA_ASYNC). */
+	e->state = rc ? ST_FAILED : e->mem ? ST_QUEUED : ST_DONE;
 }
 
 /* ---- lifecycle --------------------------------------------------------- */
@@ -265,7 +266,6 @@ void sd_trace_open(struct smddp_comm *c, const char *id, int world_rank, int wor
 	t->size = c->size;
 	t->world_rank = world_rank;
 	t->world_size = world_size;
-	t->async = (int)sd_param_int("SMDDP_CUDA_ASYNC");
 	t->slot = -1;
 	if (*dir)
 		snprintf(t->path, sizeof(t->path), "%s/smddp-trace.%s.%d.jsonl", dir, t->job,

@@ -16,9 +16,9 @@ void sd_trace_close(struct smddp_comm *c);
 const char *sd_trace_id(const struct smddp_comm *c);
 int sd_trace_world_rank(const struct smddp_comm *c, int *world_size);
 
-/* A call begins (c->cur filled, seq counted), and ends with rc (device
- * calls that return before their work is done, SMDDP_CUDA_ASYNC=1, end
- * "queued"); an end without a begin is nothing. */
+/* A call begins (c->cur filled, seq counted), and ends with rc (a device
+ * call that returns 0 ends "queued": its stream finishes it, unseen); an
+ * end without a begin is nothing. */
 void sd_trace_begin(struct smddp_comm *c);
 void sd_trace_end(struct smddp_comm *c, int rc);
 
