@@ -32,7 +32,8 @@
  * signals; the job's id and token, and in per-node mode the other nodes
  * (run/nodes.c); then mpirun or srun (run/mpirun.c) or this host's ranks
  * (run/local.c), their output (run/output.c), and the loop that watches
- * them to the end (run/loop.c). See run/run.h and run/launch.h.
+ * them to the end (run/loop.c); when the job failed, the verdict of the
+ * ranks' flight recorders (run/trace.c). See run/run.h and run/launch.h.
  */
 
 #include "config.h"
@@ -337,6 +338,9 @@ int main(int argc, char **argv)
 	rc = job_identity(r, pernode);
 	if (rc)
 		return rc;
+	rc = trace_env(r, &plan);
+	if (rc)
+		return rc;
 	rc = choose_engine(r, user_tag);
 	if (rc >= 0)
 		return rc;
@@ -344,6 +348,7 @@ int main(int argc, char **argv)
 	rc = make_ranks(r, same);
 	if (rc)
 		return rc;
+	trace_start(r, &plan, pernode);
 
 	if (r->opt.timeout_s > 0)
 		r->timeout_at = now_ms() + ms_from_s(r->opt.timeout_s);
@@ -359,6 +364,7 @@ int main(int argc, char **argv)
 		nodes_done(r->nodes, exit_status(r));
 		nodes_free(r->nodes);
 	}
+	trace_finish(r);
 	remove_job_shm(r->job_id);
 	exit_like(r);
 	return 0;

@@ -125,6 +125,12 @@ struct run {
 	int status;             /* exit status for CAUSE_RANK / EXEC / LAUNCH / REMOTE */
 	int signo;              /* for CAUSE_SIGNAL */
 	char why[512];          /* the first failure in a sentence, for the other nodes */
+
+	/* the flight recorder (trace.c) */
+	char trace_dir[1024];   /* the ranks' SMDDP_TRACE_DIR; "" when none */
+	bool trace_private;     /* made by smddp-run: removed at the end */
+	bool trace_signal;      /* ranks dump on SIGUSR1: sent when the job is stopped */
+	bool trace_verdict;     /* every rank is here: read the dumps if the job fails */
 };
 
 /* ---- options.c ------------------------------------------------------------ */
@@ -169,6 +175,13 @@ void event_loop(struct run *r);
 void remove_job_shm(const char *job_id);
 int exit_status(const struct run *r);
 void exit_like(const struct run *r);
+
+/* ---- trace.c -------------------------------------------------------------- */
+
+int trace_env(struct run *r, struct plan *p);
+int trace_start(struct run *r, struct plan *p, bool pernode);
+void trace_signal_ranks(struct run *r);
+void trace_finish(struct run *r);
 
 /* ---- mpirun.c ------------------------------------------------------------- */
 

@@ -167,6 +167,8 @@ static void stop_with(struct run *r, int sig)
 {
 	if (r->phase != PH_RUN)
 		return;
+	/* Where each rank is, before it goes (run/trace.c). */
+	trace_signal_ranks(r);
 	if (r->opt.grace_s <= 0) {
 		enter_kill(r);
 		return;

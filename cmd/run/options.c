@@ -21,7 +21,7 @@ enum {
 	OPT_HYPERPARAMETERS, OPT_DISTRIBUTION, OPT_WORKER_WAIT, OPT_NNODES, OPT_NODE_RANK,
 	OPT_RDZV_ENDPOINT, OPT_RDZV_ID, OPT_RDZV_BACKEND, OPT_STANDALONE, OPT_LAUNCHER_PORT,
 	OPT_JOIN_TIMEOUT, OPT_LAUNCHER, OPT_SRUN_ARGS, OPT_UNBUFFERED, OPT_NO_PYTHON,
-	OPT_MAX_RESTARTS,
+	OPT_MAX_RESTARTS, OPT_TRACE_DIR,
 };
 
 static void usage(void)
@@ -52,7 +52,11 @@ static void usage(void)
 "      --env VAR[=VALUE]   give VAR (set to VALUE) to every rank; repeatable\n"
 "      --network-interface IFNAME\n"
 "                          use IFNAME between hosts (Open MPI, NCCL, Gloo)\n"
-"      --bind none|core|numa     bind each rank to a core or NUMA node (default none)\n""      --dry-run           print the environment and command instead of running\n"
+"      --bind none|core|numa     bind each rank to a core or NUMA node (default none)\n""      --trace-dir DIR     keep the ranks' flight recorder dumps in DIR\n"
+"                          (SMDDP_TRACE_DIR; default: a private directory, removed\n"
+"                          at the end); when the job fails, smddp-run reads them\n"
+"                          and prints a verdict: which rank was behind, in which call\n"
+"      --dry-run           print the environment and command instead of running\n"
 "\n"
 "Across hosts, one smddp-run per node (torchrun's per-node mode, no ssh):\n"
 "      --nnodes N          the job has N nodes, each running this command\n"
@@ -95,7 +99,7 @@ static void usage(void)
 "Each rank gets SMDDP_RANK, SMDDP_WORLD_SIZE, SMDDP_LOCAL_RANK, RANK, WORLD_SIZE,\n"
 "LOCAL_RANK, MASTER_ADDR, MASTER_PORT, SMDDP_JOB_ID, SMDDP_JOB_TOKEN and more;\n"
 "see smddp-run(1). When a rank fails, the others are stopped and smddp-run exits\n"
-"with the failed rank's status.\n");
+"with the failed rank's status, after a verdict from the ranks' flight recorders.\n");
 }
 
 static enum bind parse_bind(const char *s)
@@ -201,6 +205,7 @@ void parse_options(int argc, char **argv, struct options *o)
 		{ "join-timeout",  required_argument, NULL, OPT_JOIN_TIMEOUT },
 		{ "launcher",      required_argument, NULL, OPT_LAUNCHER },
 		{ "unbuffered",    no_argument,       NULL, OPT_UNBUFFERED },
+		{ "trace-dir",     required_argument, NULL, OPT_TRACE_DIR },
 		{ "no-python",     no_argument,       NULL, OPT_NO_PYTHON },
 		{ "no_python",     no_argument,       NULL, OPT_NO_PYTHON },
 		{ "max-restarts",  required_argument, NULL, OPT_MAX_RESTARTS },
@@ -367,6 +372,13 @@ void parse_options(int argc, char **argv, struct options *o)
 			break;
 		case OPT_UNBUFFERED:
 			o->unbuffered = true;
+			break;
+		case OPT_TRACE_DIR:
+			if (!*optarg)
+				tool_usage_error("--trace-dir: empty directory name");
+			if (strlen(optarg) > 900)
+				tool_usage_error("--trace-dir: a name of at most 900 characters");
+			o->trace_dir = optarg;
 			break;
 		case OPT_NO_PYTHON:
 			break;   /* smddp-run never adds a python */

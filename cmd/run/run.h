@@ -67,6 +67,7 @@ struct options {
 	const char *job_id;     /* --rdzv-id */
 
 	bool unbuffered;        /* --unbuffered */
+	const char *trace_dir;  /* --trace-dir */
 	enum launcher launcher; /* --launcher */
 	struct strv srun_args;  /* --srun-args, split into words */
 };

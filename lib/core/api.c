@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/comm.h"
+#include "core/trace.h"
 #include "cuda/cuda.h"
 #include "transport/transport.h"
 
@@ -234,6 +235,8 @@ static int api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, in
 	c->cur.root = root;
 	c->cur.mem = mem;
 	c->last_error[0] = 0;
+	c->nwaited_on = 0;
+	sd_trace_begin(c);
 	if (compare && c->check_coll && !(count == 0 && coll <= SD_COLL_ALLTOALL))
 		return compare_descs(c);
 	return SMDDP_OK;
@@ -260,14 +263,20 @@ int sd_api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op
  * the communicator for good. */
 int sd_api_leave(struct smddp_comm *c, int rc)
 {
-	if (rc && rc != SMDDP_EMISMATCH && rc != SMDDP_EINVAL && rc != SMDDP_EUNSUPPORTED &&
-	    !c->failed) {
+	/* A failure of this call, not an argument error nor the sticky
+	 * result of an earlier one: the flight recorder is dumped. */
+	int fresh = rc && rc != SMDDP_EINVAL && rc != SMDDP_EUNSUPPORTED && !c->failed;
+
+	sd_trace_end(c, rc);
+	if (fresh && rc != SMDDP_EMISMATCH) {
 		c->failed = rc;
 		/* Tell the peers now, with the reason, rather than when the
 		 * communicator is destroyed: they then report the root cause,
 		 * not this rank's later exit. */
 		c->tp->abort(c);
 	}
+	if (fresh)
+		sd_trace_failed(c, rc);
 	memset(&c->cur, 0, sizeof(c->cur));
 	return rc;
 }

@@ -19,6 +19,7 @@
 #include "bootstrap/bootstrap.h"
 #include "coll/net.h"
 #include "core/comm.h"
+#include "core/trace.h"
 #include "cuda/cuda.h"
 #include "topo/topo.h"
 #include "transport/transport.h"
@@ -381,6 +382,7 @@ static void comm_free(struct smddp_comm *c, int clean)
 		c->boot = NULL;
 	}
 #endif
+	sd_trace_close(c);
 	if (c->tp && c->tp_state)
 		c->tp->detach(c);
 	if (c->boot)
@@ -647,6 +649,7 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 			if (rc)
 				goto fail;
 			memset(&c->cur, 0, sizeof(c->cur));
+			sd_trace_open(c, "0", c->rank, c->size);
 			SD_INFO(SD_SUB_INIT, "communicator ready: rank %d of %d (local %d of %d), "
 					     "job %s, several hosts",
 				c->rank, c->size, c->local_rank, c->local_size, c->jobid);
@@ -678,6 +681,7 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 	if (rc)
 		goto fail;
 	memset(&c->cur, 0, sizeof(c->cur));
+	sd_trace_open(c, "0", c->rank, c->size);
 	SD_INFO(SD_SUB_INIT, "communicator ready: rank %d of %d, job %s, shared memory, spin %d",
 		c->rank, c->size, c->jobid, c->spin);
 	free(peers);
@@ -715,8 +719,14 @@ SD_EXPORT int smddp_comm_split(struct smddp_comm *comm, int color, int key, stru
 			    : SMDDP_EINVAL;
 	*out = NULL;
 	rc = sd_api_enter(comm, SD_COLL_SPLIT, 0, 0, 0, 0, 0);
-	if (rc)
+	if (rc) {
+		if (comm && !comm->failed) { /* a mismatch (SMDDP_CHECK_COLL) */
+			sd_trace_end(comm, rc);
+			if (rc != SMDDP_EINVAL)
+				sd_trace_failed(comm, rc);
+		}
 		return rc;
+	}
 	all = calloc((size_t)comm->size, sizeof(*all));
 	members = calloc((size_t)comm->size, sizeof(*members));
 	if (!all || !members) {
@@ -779,8 +789,23 @@ SD_EXPORT int smddp_comm_split(struct smddp_comm *comm, int color, int key, stru
 	}
 	SD_INFO(SD_SUB_INIT, "split: color %d key %d -> rank %d of %d", color, key,
 		c ? c->rank : -1, c ? c->size : 0);
+	if (c && comm->trace) {
+		/* The same name on every member: the parent's, the split's
+		 * call number there, the color. */
+		char id[48];
+		int wsize = 0, wrank = sd_trace_world_rank(comm, &wsize);
+
+		snprintf(id, sizeof(id), "%s.%llu.%d", sd_trace_id(comm),
+			 (unsigned long long)comm->cur.seq, color);
+		sd_trace_open(c, id, wrank, wsize);
+	}
 	*out = c;
 out:
+	/* Not sd_api_leave: a failed split leaves the parent usable. */
+	sd_trace_end(comm, rc);
+	if (rc && rc != SMDDP_EINVAL)
+		sd_trace_failed(comm, rc);
+	memset(&comm->cur, 0, sizeof(comm->cur));
 	free(all);
 	free(members);
 	return rc;
@@ -797,8 +822,11 @@ SD_EXPORT int smddp_comm_destroy(struct smddp_comm *comm)
 		if (!rc)
 			rc = comm->tp->barrier(comm);
 	}
-	if (rc && !comm->failed && rc != SMDDP_EINVAL)
+	sd_trace_end(comm, rc);
+	if (rc && !comm->failed && rc != SMDDP_EINVAL) {
 		comm->failed = rc;
+		sd_trace_failed(comm, rc);
+	}
 	if (comm->failed)
 		comm->tp->abort(comm);
 	comm_free(comm, rc == SMDDP_OK && !comm->failed);

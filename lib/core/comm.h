@@ -43,6 +43,7 @@ struct sd_coll_desc {
 
 struct sd_transport_ops;
 struct sd_net;
+struct sd_trace;
 
 struct smddp_comm {
 	int rank, size;
@@ -78,6 +79,12 @@ struct smddp_comm {
 			    * chunk of a device call staged across hosts */
 	uint64_t p2p_calls; /* sends, receives and groups so far (for messages:
 			     * they are not collective, so not in seq) */
+	struct sd_trace *trace; /* the flight recorder (lib/core/trace.c), or NULL */
+	/* The ranks the current call waited for when it failed (a timeout,
+	 * a death), as messages name them: set by the transport's wait, kept
+	 * by the flight recorder. */
+	int32_t waited_on[8];
+	int nwaited_on;
 };
 
 /* How sd_comm_init makes a world communicator when not from the

@@ -144,6 +144,17 @@ static struct param params[] = {
 	     NULL, 0,
 	     "accepted for compatibility with SageMaker's library (its AllGather switch); "
 	     "libsmddp always uses its optimised AllGather, so this changes nothing"),
+	TUNE("SMDDP_TRACE_ENTRIES", "trace_entries", SD_PARAM_INT, "256", NULL, 0, 1 << 20,
+	     "expected 0 to 1048576 (calls)", NULL, 0,
+	     "flight recorder: the last calls each communicator remembers (rounded up to a "
+	     "power of two); 0: none"),
+	TUNE("SMDDP_TRACE_DIR", "trace_dir", SD_PARAM_STR, "", NULL, 0, 0, NULL, NULL, 0,
+	     "flight recorder: directory where each rank writes its last calls "
+	     "(smddp-trace.<job>.<rank>.jsonl) when a call fails or on smddp_comm_dump(); "
+	     "unset: never written (smddp-run sets it)"),
+	TUNE("SMDDP_TRACE_SIGNAL", "trace_signal", SD_PARAM_BOOL, "0", NULL, 0, 1, NULL, NULL, 0,
+	     "flight recorder: SIGUSR1 writes it too (to SMDDP_TRACE_DIR), unless the program "
+	     "handles SIGUSR1 itself"),
 
 	ENVONLY("SMDDP_CONFIG", SD_PARAM_STR, 0, 0, NULL, NULL,
 		"the JSON config file to read instead of /etc/smddp.json; empty or /dev/null: none"),

@@ -23,6 +23,8 @@
  *   fault abort VICTIM NGOOD    VICTIM does NGOOD allreduces, waits 0.5 s, smddp_comm_abort()
  *   fault mismatch KIND         rank 1 differs from the others in KIND: count, op, dtype,
  *                               root (broadcast) or coll (allgather instead of allreduce)
+ *   fault dump                  2 allreduces and a barrier, then smddp_comm_dump(): exit 0 if
+ *                               it returned SMDDP_OK (run with SMDDP_TRACE_DIR set)
  *   fault init                  (no launcher needed) smddp_init only; exit status = its result
  *   fault freeport              print a free TCP port of 127.0.0.1
  *
@@ -522,7 +524,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: fault kill|exit|abort VICTIM NGOOD | hang|late VICTIM SECONDS | "
 			"killmid|stopmid VICTIM MS | subabort|subkill|noshow VICTIM | killat VICTIM split|barrier|broadcast|reduce_scatter|destroy | "
-			"mismatch count|op|dtype|root|coll | init | freeport\n");
+			"mismatch count|op|dtype|root|coll | dump | init | freeport\n");
 	exit(2);
 }
 
@@ -547,7 +549,10 @@ int main(int argc, char **argv)
 		return mode_init();
 	if (!strcmp(mode, "freeport"))
 		return mode_freeport();
-	if (!strcmp(mode, "mismatch")) {
+	if (!strcmp(mode, "dump")) {
+		if (argc != 2)
+			usage();
+	} else if (!strcmp(mode, "mismatch")) {
 		if (argc != 3)
 			usage();
 	} else if (!strcmp(mode, "subabort") || !strcmp(mode, "subkill") ||
@@ -609,6 +614,19 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	if (!strcmp(mode, "dump")) {
+		for (i = 1; i <= 2; i++)
+			if ((rc = good_allreduce(c, s, r, i)) != SMDDP_OK)
+				break;
+		if (!rc)
+			rc = smddp_barrier(c);
+		if (!rc)
+			rc = smddp_comm_dump(c);
+		printf("DUMP rank=%d rc=%s%s%s\n", rank, rc_name(rc), rc ? " msg=" : "",
+		       rc ? smddp_last_error(c) : "");
+		smddp_comm_destroy(c);
+		return rc ? 1 : 0;
+	}
 	if (!strcmp(mode, "killmid"))
 		mode_killmid(c, victim, arg, SIGKILL);
 	if (!strcmp(mode, "stopmid"))

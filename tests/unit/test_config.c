@@ -21,7 +21,8 @@
 #define KNOWN_KEYS                                                                                 \
 	"timeout, check_coll, debug, debug_subsys, debug_file, shm_chunk, spin, liveness_ms, "     \
 	"single_copy, single_copy_min, cuda_async, boot_addr, allow_no_token, single_copy_ptracer, " \
-	"topo_file, algo, fabric_provider, net_chunk, net_rd_max, optimize_sdp"
+	"topo_file, algo, fabric_provider, net_chunk, net_rd_max, optimize_sdp, trace_entries, "    \
+	"trace_dir, trace_signal"
 
 static int failures;
 static char datadir[1024];

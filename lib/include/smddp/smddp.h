@@ -203,6 +203,18 @@ int smddp_gather(const void *sendbuf, void *recvbuf, size_t count, enum smddp_dt
 int smddp_scatter(const void *sendbuf, void *recvbuf, size_t count, enum smddp_dtype dtype,
 		  int root, struct smddp_comm *comm, void *stream);
 
+/* ---- flight recorder (man 3 smddp: FLIGHT RECORDER) ------------------------
+ * Every communicator remembers its last SMDDP_TRACE_ENTRIES calls (sequence
+ * number, collective, count, dtype, op, root, state, start and end time, the
+ * ranks a failed call waited for).  With SMDDP_TRACE_DIR set, each process
+ * writes them there as JSON lines (smddp-trace.<job>.<rank>.jsonl, every
+ * communicator of the process in one file, replaced at each dump) when a
+ * call fails, on SIGUSR1 with SMDDP_TRACE_SIGNAL=1, and when this is called;
+ * smddp-trace(1) reads the files of all ranks.  Local: never blocks on other
+ * ranks.  SMDDP_ECONFIG: no SMDDP_TRACE_DIR, or the recorder is off;
+ * SMDDP_ESYSTEM: the file could not be written. */
+int smddp_comm_dump(struct smddp_comm *comm);
+
 /* "Invalid argument" and so on; never NULL. */
 const char *smddp_strerror(int result);
 /* The detail of the last failure on comm (or of the last smddp_init failure

@@ -283,9 +283,13 @@ static int check_health(struct smddp_comm *c, uint64_t target, uint64_t start, u
 	/* Root causes first: a rank that died, then one that left and says
 	 * why (aborted, or gave up after its own failure), then what the
 	 * bootstrap heard, and our own deadline last. */
+	c->nwaited_on = 0;
 	for (int r = 0; r < c->size; r++) {
 		if (atomic_load_explicit(&s->ctl[r].arrive, memory_order_acquire) >= target)
 			continue;
+		/* Kept for the flight recorder (smddp-trace names them). */
+		if (c->nwaited_on < (int)(sizeof(c->waited_on) / sizeof(c->waited_on[0])))
+			c->waited_on[c->nwaited_on++] = SD_RANK_NAME(c, r);
 		if (atomic_load_explicit(&s->ctl[r].aborted, memory_order_acquire) == 0 &&
 		    peer_gone(c, s, r))
 			return sd_comm_error(c, SMDDP_EPEER,
