@@ -190,6 +190,8 @@ struct sd_cuda {
 	int mode;               /* SMDDP_CUDA_ASYNC: -1 auto, 0 blocking, 1 queue-and-return */
 	int decided;            /* async is final (auto waits for the first call) */
 	int shared;             /* other ranks on this GPU, as the last call showed */
+	void **stale;           /* peers' mappings to close once no stream waits */
+	int nstale, maxstale;   /* (under mu) */
 	unsigned char uuid[16];
 };
 
@@ -272,6 +274,7 @@ static void extents(const struct sd_cuda_call *k, int n, int rank, size_t *sb, s
 /* ---- setup ------------------------------------------------------------------ */
 
 static void *proxy_main(void *arg);
+static void flush_stale(struct sd_cuda *cu);
 static int run_call(struct smddp_comm *c, struct sd_cuda *cu, struct op *o);
 
 /* SMDDP_CUDA_ASYNC: auto (-1), or a boolean (the parameter's check has
@@ -478,8 +481,10 @@ int sd_cuda_collect(struct smddp_comm *c, int do_drain)
 
 	if (!cu)
 		return SMDDP_OK;
-	if (do_drain)
+	if (do_drain) {
 		SD_CHECK(drain(c, cu));
+		flush_stale(cu);
+	}
 	pthread_mutex_lock(&cu->mu);
 	if (cu->failed) {
 		rc = cu->failed;
@@ -597,6 +602,7 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 		SD_CHECK(state_init(c, dev));
 		cu = c->cuda;
 	}
+	flush_stale(cu);
 	void *scratch = NULL;
 	if (k->coll == SD_COLL_ALLTOALL && b[0].base == b[1].base &&
 	    b[0].off < b[1].off + rb && b[1].off < b[0].off + sb) {
@@ -862,6 +868,52 @@ static void ipc_close(void *ptr)
 	pthread_mutex_unlock(&ipc_mu);
 }
 
+/* Closing a mapping (cudaIpcCloseMemHandle) waits for the whole context,
+ * so the proxy must not close one while a user's stream waits on its word:
+ * it would wait for itself.  Mappings that go are kept here and closed by
+ * the host thread when nothing is queued (flush_stale). */
+static int retire(struct sd_cuda *cu, void *ptr)
+{
+	int rc = SMDDP_OK;
+
+	pthread_mutex_lock(&cu->mu);
+	if (cu->nstale == cu->maxstale) {
+		int m = cu->maxstale ? 2 * cu->maxstale : 16;
+		void **p = realloc(cu->stale, (size_t)m * sizeof(*p));
+
+		if (p) {
+			cu->stale = p;
+			cu->maxstale = m;
+		}
+	}
+	if (cu->nstale < cu->maxstale)
+		cu->stale[cu->nstale++] = ptr;
+	else
+		rc = sd_comm_error(&cu->sh, SMDDP_ENOMEM, "out of memory");
+	pthread_mutex_unlock(&cu->mu);
+	return rc;
+}
+
+/* Host thread: closes the retired mappings if no call is queued (no
+ * stream of ours waits on the word). */
+static void flush_stale(struct sd_cuda *cu)
+{
+	void **v = NULL;
+	int n = 0;
+
+	pthread_mutex_lock(&cu->mu);
+	if (cu->head == cu->tail && cu->nstale) {
+		v = cu->stale;
+		n = cu->nstale;
+		cu->stale = NULL;
+		cu->nstale = cu->maxstale = 0;
+	}
+	pthread_mutex_unlock(&cu->mu);
+	for (int i = 0; i < n; i++)
+		ipc_close(v[i]);
+	free(v);
+}
+
 /* Rank q's buffer mapped here: cached per (rank, buffer id); an entry of
  * the same rank and base but another id is a freed and reallocated buffer,
  * and is unmapped. */
@@ -887,7 +939,7 @@ static int peer_ptr(struct sd_cuda *cu, int q, const struct buf_pub *b, char **o
 			return SMDDP_OK;
 		}
 		if (x->base == b->base) {
-			ipc_close(x->ptr);
+			SD_CHECK(retire(cu, x->ptr));
 			x->ptr = NULL;
 			free_e = free_e ? free_e : x;
 			continue;
@@ -897,7 +949,7 @@ static int peer_ptr(struct sd_cuda *cu, int q, const struct buf_pub *b, char **o
 			lru = x;
 	}
 	if (used_by_q >= MAP_PER_PEER && lru) {
-		ipc_close(lru->ptr);
+		SD_CHECK(retire(cu, lru->ptr));
 		lru->ptr = NULL;
 		free_e = lru;
 	}
@@ -1311,6 +1363,7 @@ void sd_cuda_comm_free(struct smddp_comm *c)
 	for (int i = 0; i < cu->nmaps; i++)
 		if (cu->maps[i].ptr)
 			ipc_close(cu->maps[i].ptr);
+	flush_stale(cu);
 	if (cu->scratch)
 		cudaFree(cu->scratch);
 	for (int i = 0; i < QCAP; i++) {
