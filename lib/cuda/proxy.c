@@ -132,8 +132,10 @@ struct pub {
 	struct sd_coll_desc desc;
 	int32_t dev;
 	int32_t scratch;     /* in-place alltoall: sends from a private copy */
+	int32_t copied;      /* ... made already (else the worker makes it) */
 	unsigned char uuid[16]; /* the GPU, to see whether all ranks share one */
 	struct buf_pub b[2]; /* sendbuf, recvbuf */
+	struct buf_pub s;    /* the private copy, when scratch */
 };
 
 struct op {
@@ -142,6 +144,7 @@ struct op {
 	struct sd_cuda_call k;
 	struct buf_pub b[2]; /* base, off, id, size; h filled by the proxy */
 	void *scratch;       /* in-place alltoall: a private copy of the input */
+	struct buf_pub sb;   /* ... published, so that one rank may send it */
 	int slot;
 };
 
@@ -190,6 +193,7 @@ struct sd_cuda {
 	int mode;               /* SMDDP_CUDA_ASYNC: -1 auto, 0 blocking, 1 queue-and-return */
 	int decided;            /* async is final (auto waits for the first call) */
 	int shared;             /* other ranks on this GPU, as the last call showed */
+	int one_gpu;            /* every rank on this GPU (-1: no call yet) */
 	void **stale;           /* peers' mappings to close once no stream waits */
 	int nstale, maxstale;   /* (under mu) */
 	unsigned char uuid[16];
@@ -356,6 +360,7 @@ static int state_init(struct smddp_comm *c, int dev)
 	cu->decided = cu->mode >= 0;
 	cu->async = cu->mode == 1;
 	cu->shared = -1;
+	cu->one_gpu = -1;
 	cudaGetDevice(&old);
 	if ((e = cudaSetDevice(dev)) != cudaSuccess) {
 		rc = cuda_error(c, e, "cannot use the buffers' GPU");
@@ -604,6 +609,9 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 	}
 	flush_stale(cu);
 	void *scratch = NULL;
+	struct buf_pub sbp;
+
+	memset(&sbp, 0, sizeof(sbp));
 	if (k->coll == SD_COLL_ALLTOALL && b[0].base == b[1].base &&
 	    b[0].off < b[1].off + rb && b[1].off < b[0].off + sb) {
 		/* In place: rank r's block q is overwritten by rank q while rank r
@@ -627,6 +635,7 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 			cu->scratch_len = sb;
 		}
 		scratch = cu->scratch;
+		SD_CHECK(buffer_info(c, scratch, sb, "the in-place alltoall's copy", &dev, &sbp));
 	}
 
 	if (!cu->async) {
@@ -644,6 +653,7 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 		o->b[0] = b[0];
 		o->b[1] = b[1];
 		o->scratch = scratch;
+		o->sb = sbp;
 		o->slot = 0;
 		cudaGetDevice(&old);
 		cudaSetDevice(dev);
@@ -687,6 +697,7 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 	o->b[0] = b[0];
 	o->b[1] = b[1];
 	o->scratch = scratch;
+	o->sb = sbp;
 	o->slot = slot;
 	cudaGetDevice(&old);
 	cudaSetDevice(dev);
@@ -1011,7 +1022,7 @@ static int rs_staged(const struct buf_pub *b, size_t m, int n, int q)
  * of microseconds, while one process's kernel has the whole GPU anyway.
  * With a GPU per rank, each rank moves its share, in parallel. */
 static int move_data(struct sd_cuda *cu, const struct op *o, const struct pub *const *pubs,
-		     char *const *ps, char *const *pr, int worker)
+		     char *const *ps, char *const *pr, char *const *pss, int worker)
 {
 	const struct sd_cuda_call *k = &o->k;
 	struct smddp_comm *c = &cu->sh;
@@ -1089,12 +1100,29 @@ static int move_data(struct sd_cuda *cu, const struct op *o, const struct pub *c
 		return launch_reduce(cu, &a, k->dtype, SMDDP_SUM, 1);
 	case SD_COLL_ALLTOALL:
 		/* Rank q's block p into block q of rank p's output (from q's
-		 * private copy when q works in place: then every rank sends
-		 * its own, worker < 0). */
+		 * private copy when q works in place; one worker takes the
+		 * copies that the ranks left to it first, on the same stream). */
+		if (all) {
+			const void *src[SD_CUDA_MAX_RANKS];
+			void *dst[SD_CUDA_MAX_RANKS];
+			int np = 0;
+
+			for (int q = 0; q < n; q++)
+				if (pubs[q]->scratch && !pubs[q]->copied) {
+					src[np] = ps[q];
+					dst[np++] = pss[q];
+				}
+			int e = np ? sd_cuda_kernel_copy_pairs(src, dst, np, m * (size_t)n, cu->st,
+							       cu->max_blocks)
+				   : 0;
+			if (e)
+				return sd_comm_error(c, SMDDP_ECUDA, "cannot launch the copy kernel: %s",
+						     cudaGetErrorString((cudaError_t)e));
+		}
 		for (int q = all ? 0 : me; q < (all ? n : me + 1); q++) {
 			const void *src[SD_CUDA_MAX_RANKS];
 			void *dst[SD_CUDA_MAX_RANKS];
-			const char *from = q == me && o->scratch ? (const char *)o->scratch : ps[q];
+			const char *from = pubs[q]->scratch ? pss[q] : ps[q];
 
 			for (int p = 0; p < n; p++) {
 				src[p] = from + (size_t)p * m;
@@ -1152,7 +1180,14 @@ static int run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 		return sd_comm_error(c, SMDDP_ETIMEDOUT,
 				     "the stream did not reach this call within SMDDP_TIMEOUT: is "
 				     "the work queued before it stuck?");
-	if (o->scratch) {
+	/* In-place alltoall: the private copy is taken before the ranks meet,
+	 * since peers write into this input once they have met; except where
+	 * one rank does all the work (one GPU, known from the last call): it
+	 * takes every copy itself, sparing each process a kernel of its own
+	 * (time-sliced processes: hundreds of microseconds each). */
+	int copy_first = o->scratch && cu->one_gpu != 1;
+
+	if (copy_first) {
 		size_t sb, rb;
 
 		extents(&o->k, n, me, &sb, &rb);
@@ -1167,6 +1202,8 @@ static int run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	for (int i = 0; i < 2; i++)
 		if (o->b[i].present)
 			SD_CHECK(own_handle(cu, &o->b[i]));
+	if (o->sb.present)
+		SD_CHECK(own_handle(cu, &o->sb));
 	int h = (int)(c->step++ & 1);
 	struct pub *mine = tp->slot(c, me, h);
 
@@ -1175,13 +1212,16 @@ static int run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	mine->desc = o->desc;
 	mine->dev = cu->dev;
 	mine->scratch = o->scratch != NULL;
+	mine->copied = copy_first;
 	memcpy(mine->uuid, cu->uuid, sizeof(mine->uuid));
 	mine->b[0] = o->b[0];
 	mine->b[1] = o->b[1];
+	mine->s = o->sb;
 	SD_TRACE(SD_SUB_COLL, "GPU call %u: handles ready", o->seq);
 	SD_CHECK(tp->barrier(c));
 	SD_TRACE(SD_SUB_COLL, "GPU call %u: every rank is here", o->seq);
-	int mismatch = 0, one_gpu = 1, scratch = 0, worker, map;
+	int mismatch = 0, one_gpu = 1, worker, map;
+	char *pss[SD_CUDA_MAX_RANKS];
 	char theirs[160], ours[160], msg[400] = "";
 	const struct pub *pubs[SD_CUDA_MAX_RANKS];
 
@@ -1192,10 +1232,15 @@ static int run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 
 		one_gpu &= same;
 		cu->shared += same && q != me;
-		scratch |= pubs[q]->scratch;
 	}
+	cu->one_gpu = one_gpu;
+	for (int q = 0; q < n && !one_gpu; q++)
+		if (pubs[q]->scratch && !pubs[q]->copied)
+			return sd_comm_error(c, SMDDP_EINTERNAL,
+					     "rank %d left its in-place alltoall copy to a worker, but "
+					     "the ranks are on several GPUs", q);
 	/* One GPU for all: one rank moves everything (see move_data). */
-	worker = !one_gpu || scratch ? -1 : o->k.coll == SD_COLL_BROADCAST ? o->k.root : 0;
+	worker = !one_gpu ? -1 : o->k.coll == SD_COLL_BROADCAST ? o->k.root : 0;
 	map = worker < 0 || worker == me;
 	for (int q = 0; q < n; q++) {
 		const struct pub *p = pubs[q];
@@ -1223,10 +1268,11 @@ static int run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 					     "the same calls on device memory",
 					     q, theirs, ours);
 		}
-		ps[q] = pr[q] = NULL;
+		ps[q] = pr[q] = pss[q] = NULL;
 		if (q == me) {
 			ps[q] = (char *)o->k.sendbuf;
 			pr[q] = o->k.recvbuf;
+			pss[q] = o->scratch;
 			continue;
 		}
 		if (mismatch || !map)
@@ -1235,6 +1281,8 @@ static int run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 			SD_CHECK(peer_ptr(cu, q, &p->b[0], &ps[q]));
 		if (p->b[1].present)
 			SD_CHECK(peer_ptr(cu, q, &p->b[1], &pr[q]));
+		if (p->scratch && p->s.present)
+			SD_CHECK(peer_ptr(cu, q, &p->s, &pss[q]));
 	}
 	if (mismatch) {
 		/* Everybody saw every descriptor: all stop here, in step. */
@@ -1249,7 +1297,7 @@ static int run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	SD_TRACE(SD_SUB_COLL, "GPU call %u: peers' buffers mapped", o->seq);
 	after = o->k.coll == SD_COLL_REDUCE_SCATTER &&
 		rs_staged(o->b, o->k.count * es, n, me);
-	rc = move_data(cu, o, pubs, ps, pr, worker);
+	rc = move_data(cu, o, pubs, ps, pr, pss, worker);
 	if (!rc)
 		rc = wait_stream(cu);
 	if (rc)
