@@ -183,7 +183,7 @@ for s in $stages; do
 		done
 		if [ "${MPS_SANITIZE:-0}" = 1 ]; then
 			# compute-sanitizer in the queued mode (auto under MPS): did
-			# not finish in 190 s on the H200 (tests/gpu/NOTES.md), so off
+			# not finish in 190 s on the H200 (docs/internals/gpu-measurements.md), so off
 			# unless MPS_SANITIZE=1
 			for tool in memcheck racecheck; do
 				what="matrix --small"
