@@ -1,4 +1,4 @@
-/* internal.h - what the files of lib/cuda/ share: the buffer checks (proxy.c) and the staged path (staged.c). */
+/* internal.h - what the files of lib/cuda/ share: the buffer checks and the wait (device.c), the staged path (staged.c). */
 #ifndef SD_CUDA_INTERNAL_H
 #define SD_CUDA_INTERNAL_H
 

@@ -1,0 +1,210 @@
+/* device.c - the device path's base: the CUDA driver's entry points, the checks of a call's
+ * buffers, and the one wait for CUDA work (spin, then sleep, with a deadline). */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "cuda/cuda.h"
+#include "cuda/internal.h"
+#include "cuda/kernels.h"
+#include "cuda/proxy.h"
+#include "transport/transport.h"
+
+typedef CUresult (*pfn_attrs)(unsigned int, CUpointer_attribute *, void **, CUdeviceptr);
+typedef CUresult (*pfn_range)(CUdeviceptr *, size_t *, CUdeviceptr);
+typedef CUresult (*pfn_wait32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+static struct {
+	pfn_attrs attrs;
+	pfn_range range;
+	pfn_wait32 wait32;
+	int rc;
+	char err[160];
+} drv;
+static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+
+static void *entry(const char *name)
+{
+	void *fn = NULL;
+	enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+
+	if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) !=
+		    cudaSuccess ||
+	    q != cudaDriverEntryPointSuccess)
+		return NULL;
+	return fn;
+}
+
+static void drv_load(void)
+{
+	drv.attrs = (pfn_attrs)entry("cuPointerGetAttributes");
+	drv.range = (pfn_range)entry("cuMemGetAddressRange");
+	drv.wait32 = (pfn_wait32)entry("cuStreamWaitValue32");
+	if (!drv.attrs || !drv.range || !drv.wait32) {
+		drv.rc = SMDDP_ECUDA;
+		snprintf(drv.err, sizeof(drv.err),
+			 "the CUDA driver lacks cuPointerGetAttributes, cuMemGetAddressRange or "
+			 "cuStreamWaitValue32 (driver older than CUDA 12?)");
+	}
+}
+
+int sd_cuda_wait32(cudaStream_t st, CUdeviceptr addr, uint32_t value)
+{
+	return (int)drv.wait32((CUstream)st, addr, value, CU_STREAM_WAIT_VALUE_GEQ);
+}
+
+/* Checks that p is device memory of device dev (or sets dev when it is -1)
+ * holding bytes bytes, and fills its allocation's base, offset and id. */
+int sd_cuda_buffer_info(struct smddp_comm *c, const void *p, size_t bytes, const char *what,
+		       int *dev, struct buf_pub *b)
+{
+	CUpointer_attribute at[4] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+				     CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+				     CU_POINTER_ATTRIBUTE_BUFFER_ID, CU_POINTER_ATTRIBUTE_IS_MANAGED};
+	unsigned int type = 0, managed = 0;
+	int ordinal = -1;
+	unsigned long long id = 0;
+	void *val[4] = {&type, &ordinal, &id, &managed};
+	CUdeviceptr base = 0;
+	size_t size = 0;
+	CUresult r;
+
+	memset(b, 0, sizeof(*b));
+	if (!p)
+		return sd_comm_error(c, SMDDP_EINVAL, "%s is NULL", what);
+	r = drv.attrs(4, at, val, (CUdeviceptr)(uintptr_t)p);
+	if (r != CUDA_SUCCESS || type != CU_MEMORYTYPE_DEVICE || managed)
+		return sd_comm_error(c, SMDDP_EINVAL,
+				     "%s (%p) is not CUDA device memory from cudaMalloc (%s): pass "
+				     "device buffers for every argument of a call on the GPU",
+				     what, p, managed ? "managed memory" : "host memory");
+	if (*dev >= 0 && ordinal != *dev)
+		return sd_comm_error(c, SMDDP_EINVAL,
+				     "%s is on GPU %d, but this communicator works on GPU %d: one "
+				     "communicator uses one GPU per rank",
+				     what, ordinal, *dev);
+	r = drv.range(&base, &size, (CUdeviceptr)(uintptr_t)p);
+	if (r != CUDA_SUCCESS)
+		return sd_comm_error(c, SMDDP_EINVAL, "%s (%p): cannot find its allocation (CUDA "
+				     "error %d)", what, p, (int)r);
+	if ((uintptr_t)p - base + bytes > size)
+		return sd_comm_error(c, SMDDP_EINVAL,
+				     "%s (%p) has %llu bytes to the end of its allocation, the call "
+				     "needs %zu: is count right?",
+				     what, p, (unsigned long long)(base + size - (uintptr_t)p), bytes);
+	*dev = ordinal;
+	b->present = 1;
+	b->base = base;
+	b->off = (uintptr_t)p - base;
+	b->id = id;
+	b->size = size;
+	return SMDDP_OK;
+}
+
+/* Bytes of sendbuf and recvbuf that call k touches on rank rank. */
+void sd_cuda_extents(const struct sd_cuda_call *k, int n, int rank, size_t *sb, size_t *rb)
+{
+	size_t m = k->count * dtsize(k->dtype);
+
+	switch (k->coll) {
+	case SD_COLL_ALLGATHER: *sb = m; *rb = m * (size_t)n; break;
+	case SD_COLL_REDUCE_SCATTER: *sb = m * (size_t)n; *rb = m; break;
+	case SD_COLL_ALLTOALL: *sb = *rb = m * (size_t)n; break;
+	case SD_COLL_BROADCAST: *sb = 0; *rb = m; break; /* the one buffer is recvbuf */
+	case SD_COLL_REDUCE: *sb = m; *rb = rank == k->root ? m : 0; break;
+	default: *sb = *rb = m; break;
+	}
+}
+
+/* The buffers of call k: device memory of one GPU (*dev, or set when -1),
+ * long enough, overlapping only in the documented in-place layouts. */
+int sd_cuda_check_call(struct smddp_comm *c, const struct sd_cuda_call *k, int *devp,
+		       struct buf_pub b[2])
+{
+	size_t sb, rb, es = dtsize(k->dtype);
+	int dev = *devp;
+
+	pthread_once(&drv_once, drv_load);
+	if (drv.rc)
+		return sd_comm_error(c, drv.rc, "%s", drv.err);
+	sd_cuda_extents(k, c->size, c->rank, &sb, &rb);
+	memset(b, 0, 2 * sizeof(*b));
+	if (sb)
+		SD_CHECK(sd_cuda_buffer_info(c, k->sendbuf, sb, "sendbuf", &dev, &b[0]));
+	if (rb)
+		SD_CHECK(sd_cuda_buffer_info(c, k->recvbuf,
+				     rb, k->coll == SD_COLL_BROADCAST ? "buf" : "recvbuf", &dev, &b[1]));
+	if (b[0].present && b[1].present && b[0].base == b[1].base) {
+		/* Overlaps other than the documented in-place layouts would
+		 * make a rank read what it or a peer already overwrote. */
+		uint64_t s0 = b[0].off, s1 = b[0].off + sb, r0 = b[1].off, r1 = b[1].off + rb;
+		int overlap = s0 < r1 && r0 < s1, ok = !overlap || s0 == r0;
+		uint64_t m = (uint64_t)k->count * es;
+
+		if (k->coll == SD_COLL_ALLGATHER)
+			ok = ok || s0 == r0 + (uint64_t)c->rank * m;
+		if (k->coll == SD_COLL_REDUCE_SCATTER)
+			ok = ok || r0 == s0 + (uint64_t)c->rank * m;
+		if (!ok)
+			return sd_comm_error(c, SMDDP_EINVAL,
+					     "sendbuf and recvbuf overlap, but not in place (same "
+					     "pointer%s): use separate buffers",
+					     k->coll == SD_COLL_ALLGATHER
+						     ? ", or sendbuf = recvbuf + rank * count"
+					     : k->coll == SD_COLL_REDUCE_SCATTER
+						     ? ", or recvbuf = sendbuf + rank * recvcount"
+						     : "");
+	}
+	*devp = dev;
+	return SMDDP_OK;
+}
+
+/* Polls query(obj) until it says yes (1), fails (<0: a CUDA error in *err)
+ * or the deadline passes (0), or *stop turns nonzero (2; stop may be NULL);
+ * spins first, then sleeps a little longer each time. */
+int sd_cuda_wait(cudaError_t (*query)(void *), void *obj, uint64_t deadline, const int *stop,
+		 cudaError_t *err)
+{
+	uint64_t t0 = sd_now_ns();
+	long sleep_ns = 2000;
+
+	for (;;) {
+		cudaError_t e = query(obj);
+
+		if (e == cudaSuccess)
+			return 1;
+		if (e != cudaErrorNotReady) {
+			*err = e;
+			return -1;
+		}
+		uint64_t now = sd_now_ns();
+
+		if (now >= deadline)
+			return 0;
+		if (stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE))
+			return 2;
+		if (now - t0 < 100000) {
+			sched_yield();
+			continue;
+		}
+		struct timespec ts = {0, sleep_ns};
+
+		nanosleep(&ts, NULL);
+		if (sleep_ns < 500000)
+			sleep_ns *= 2;
+	}
+}
+
+cudaError_t sd_cuda_q_event(void *e)
+{
+	return cudaEventQuery((cudaEvent_t)e);
+}

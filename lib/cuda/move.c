@@ -1,0 +1,364 @@
+/* move.c - one device call on one node, start to end: wait for the input, publish the
+ * buffers, meet the peers, map theirs, move the data with one rank's kernels (or each
+ * rank's share), meet again.  Run by the calling thread or the proxy (proxy.c). */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "cuda/cuda.h"
+#include "cuda/internal.h"
+#include "cuda/kernels.h"
+#include "cuda/proxy.h"
+#include "transport/transport.h"
+
+static int wait_cuda(struct sd_cuda *cu, cudaError_t (*query)(void *), void *obj, uint64_t deadline,
+		     int stoppable, cudaError_t *err)
+{
+	return sd_cuda_wait(query, obj, deadline, stoppable ? &cu->stop : NULL, err);
+}
+
+static cudaError_t q_stream(void *s)
+{
+	return cudaStreamQuery((cudaStream_t)s);
+}
+
+/* Elements in each rank's partition: 64-byte multiples, as lib/coll does. */
+static size_t part_elems(size_t n, int nranks, size_t es)
+{
+	size_t align = es >= 64 ? 1 : 64 / es;
+	size_t part = (n + (size_t)nranks - 1) / (size_t)nranks;
+
+	return (part + align - 1) / align * align;
+}
+
+static int launch_reduce(struct sd_cuda *cu, struct sd_cuda_kargs *a, int dt, int op, int div)
+{
+	int e = sd_cuda_kernel_reduce(a, dt, op, div, cu->st, cu->max_blocks);
+
+	if (e)
+		return sd_comm_error(&cu->sh, SMDDP_ECUDA, "cannot launch the reduction kernel: %s",
+				     cudaGetErrorString((cudaError_t)e));
+	return SMDDP_OK;
+}
+
+/* Does rank q's reduce_scatter stage its result in its own send block (its
+ * recvbuf overlaps its sendbuf elsewhere than at block q)? */
+static int rs_staged(const struct buf_pub *b, size_t m, int n, int q)
+{
+	return b[0].present && b[1].present && b[0].base == b[1].base &&
+	       b[1].off < b[0].off + m * (size_t)n && b[0].off < b[1].off + m &&
+	       b[1].off != b[0].off + (size_t)q * m;
+}
+
+/* Queues this rank's share of the data movement on cu->st.  ps[q] and pr[q]
+ * are rank q's sendbuf and recvbuf as seen here (NULL where not mapped).
+ *
+ * Who works: when every rank is on one GPU, a single rank (0, or the root
+ * of a broadcast) moves everything: the kernels of different processes on
+ * one GPU are time-sliced, and each switch between processes costs hundreds
+ * of microseconds, while one process's kernel has the whole GPU anyway.
+ * With a GPU per rank, each rank moves its share, in parallel. */
+static int move_data(struct sd_cuda *cu, const struct op *o, const struct pub *const *pubs,
+		     char *const *ps, char *const *pr, char *const *pss, int worker)
+{
+	const struct sd_cuda_call *k = &o->k;
+	struct smddp_comm *c = &cu->sh;
+	struct sd_cuda_kargs a;
+	size_t es = dtsize(k->dtype), m = k->count * es;
+	int n = c->size, me = c->rank, all = worker >= 0;
+
+	if (all && me != worker)
+		return SMDDP_OK;
+	memset(&a, 0, sizeof(a));
+	switch (k->coll) {
+	case SD_COLL_ALLREDUCE:
+	case SD_COLL_REDUCE: {
+		size_t part = part_elems(k->count, n, es), lo = part * (size_t)me, hi = lo + part;
+
+		if (all)
+			lo = 0, hi = k->count;
+		if (hi > k->count)
+			hi = k->count;
+		if (lo >= hi)
+			return SMDDP_OK;
+		for (int q = 0; q < n; q++)
+			a.src[q] = ps[q] + lo * es;
+		a.nsrc = n;
+		if (k->coll == SD_COLL_ALLREDUCE) {
+			for (int q = 0; q < n; q++)
+				a.dst[q] = pr[q] + lo * es;
+			a.ndst = n;
+		} else {
+			a.dst[0] = pr[k->root] + lo * es;
+			a.ndst = 1;
+		}
+		a.count = hi - lo;
+		return launch_reduce(cu, &a, k->dtype, k->op, n);
+	}
+	case SD_COLL_REDUCE_SCATTER:
+		/* Block q of every input into rank q's output; a rank whose
+		 * recvbuf is its sendbuf gets it in its own block q (read by
+		 * nobody else) and moves it once every rank is done. */
+		for (int q = all ? 0 : me; q < (all ? n : me + 1); q++) {
+			for (int p = 0; p < n; p++)
+				a.src[p] = ps[p] + (size_t)q * m;
+			a.nsrc = n;
+			a.dst[0] = rs_staged(pubs[q]->b, m, n, q) ? ps[q] + (size_t)q * m : pr[q];
+			a.ndst = 1;
+			a.count = k->count;
+			SD_CHECK(launch_reduce(cu, &a, k->dtype, k->op, n));
+		}
+		return SMDDP_OK;
+	case SD_COLL_ALLGATHER:
+		for (int q = all ? 0 : me; q < (all ? n : me + 1); q++) {
+			const struct buf_pub *b = pubs[q]->b;
+			int inplace = b[0].base == b[1].base && b[0].off == b[1].off + (size_t)q * m;
+
+			a.src[0] = ps[q];
+			a.nsrc = 1;
+			a.ndst = 0;
+			for (int p = 0; p < n; p++)
+				if (!(p == q && inplace))
+					a.dst[a.ndst++] = pr[p] + (size_t)q * m;
+			a.count = k->count;
+			if (a.ndst)
+				SD_CHECK(launch_reduce(cu, &a, k->dtype, SMDDP_SUM, 1));
+		}
+		return SMDDP_OK;
+	case SD_COLL_BROADCAST:
+		if (me != k->root)
+			return SMDDP_OK;
+		a.src[0] = pr[me];
+		a.nsrc = 1;
+		for (int q = 0; q < n; q++)
+			if (q != me)
+				a.dst[a.ndst++] = pr[q];
+		a.count = k->count;
+		return launch_reduce(cu, &a, k->dtype, SMDDP_SUM, 1);
+	case SD_COLL_ALLTOALL:
+		/* Rank q's block p into block q of rank p's output (from q's
+		 * private copy when q works in place; one worker takes the
+		 * copies that the ranks left to it first, on the same stream). */
+		if (all) {
+			const void *src[SD_CUDA_MAX_RANKS];
+			void *dst[SD_CUDA_MAX_RANKS];
+			int np = 0;
+
+			for (int q = 0; q < n; q++)
+				if (pubs[q]->scratch && !pubs[q]->copied) {
+					src[np] = ps[q];
+					dst[np++] = pss[q];
+				}
+			int e = np ? sd_cuda_kernel_copy_pairs(src, dst, np, m * (size_t)n, cu->st,
+							       cu->max_blocks)
+				   : 0;
+			if (e)
+				return sd_comm_error(c, SMDDP_ECUDA, "cannot launch the copy kernel: %s",
+						     cudaGetErrorString((cudaError_t)e));
+		}
+		for (int q = all ? 0 : me; q < (all ? n : me + 1); q++) {
+			const void *src[SD_CUDA_MAX_RANKS];
+			void *dst[SD_CUDA_MAX_RANKS];
+			const char *from = pubs[q]->scratch ? pss[q] : ps[q];
+
+			for (int p = 0; p < n; p++) {
+				src[p] = from + (size_t)p * m;
+				dst[p] = pr[p] + (size_t)q * m;
+			}
+			int e = sd_cuda_kernel_copy_pairs(src, dst, n, m, cu->st, cu->max_blocks);
+			if (e)
+				return sd_comm_error(c, SMDDP_ECUDA, "cannot launch the copy kernel: %s",
+						     cudaGetErrorString((cudaError_t)e));
+		}
+		return SMDDP_OK;
+	default:
+		return sd_comm_error(c, SMDDP_EINTERNAL, "no device algorithm for %s",
+				     sd_coll_name(k->coll));
+	}
+}
+
+static int wait_stream(struct sd_cuda *cu)
+{
+	cudaError_t e = cudaSuccess;
+	/* Kernels always end; the deadline only guards against a GPU gone bad. */
+	int r = wait_cuda(cu, q_stream, cu->st, sd_now_ns() + cu->sh.timeout_ns, 0, &e);
+
+	if (r == 1)
+		return SMDDP_OK;
+	if (r < 0)
+		return sd_comm_error(&cu->sh, SMDDP_ECUDA, "a kernel of this call failed: %s (%s)",
+				     cudaGetErrorString(e), cudaGetErrorName(e));
+	return sd_comm_error(&cu->sh, SMDDP_ETIMEDOUT,
+			     "the GPU did not finish this call's kernel within SMDDP_TIMEOUT");
+}
+
+/* One call, start to end, on the proxy thread. */
+int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
+{
+	struct smddp_comm *c = &cu->sh;
+	const struct sd_transport_ops *tp = c->tp;
+	char *ps[SD_CUDA_MAX_RANKS], *pr[SD_CUDA_MAX_RANKS];
+	cudaError_t e = cudaSuccess;
+	int n = c->size, me = c->rank, after = 0, r, rc;
+	size_t es = dtsize(o->k.dtype);
+
+	c->cur = o->desc;
+	c->last_error[0] = 0;
+	/* 1. The stream reached the call: the input is there. */
+	r = wait_cuda(cu, sd_cuda_q_event, cu->ev_in[o->slot], sd_now_ns() + c->timeout_ns, 1, &e);
+	if (r == 2)
+		return sd_comm_error(c, SMDDP_EABORTED, "the communicator was destroyed or aborted "
+							"before this call ran");
+	if (r < 0)
+		return sd_comm_error(c, SMDDP_ECUDA,
+				     "the stream failed before this call: %s (%s)",
+				     cudaGetErrorString(e), cudaGetErrorName(e));
+	if (r == 0)
+		return sd_comm_error(c, SMDDP_ETIMEDOUT,
+				     "the stream did not reach this call within SMDDP_TIMEOUT: is "
+				     "the work queued before it stuck?");
+	/* In-place alltoall: the private copy is taken before the ranks meet,
+	 * since peers write into this input once they have met; except where
+	 * one rank does all the work (one GPU, known from the last call): it
+	 * takes every copy itself, sparing each process a kernel of its own
+	 * (time-sliced processes: hundreds of microseconds each). */
+	int copy_first = o->scratch && cu->one_gpu != 1;
+
+	if (copy_first) {
+		size_t sb, rb;
+
+		sd_cuda_extents(&o->k, n, me, &sb, &rb);
+		if ((e = cudaMemcpyAsync(o->scratch, o->k.sendbuf, sb, cudaMemcpyDeviceToDevice,
+					 cu->st)) != cudaSuccess)
+			return sd_comm_error(c, SMDDP_ECUDA, "cannot copy the input aside: %s",
+					     cudaGetErrorString(e));
+		SD_CHECK(wait_stream(cu));
+	}
+	SD_TRACE(SD_SUB_COLL, "GPU call %u: input ready", o->seq);
+	/* 2. Publish our buffers, meet, map theirs. */
+	for (int i = 0; i < 2; i++)
+		if (o->b[i].present)
+			SD_CHECK(sd_cuda_own_handle(cu, &o->b[i]));
+	if (o->sb.present)
+		SD_CHECK(sd_cuda_own_handle(cu, &o->sb));
+	int h = (int)(c->step++ & 1);
+	struct pub *mine = tp->slot(c, me, h);
+
+	mine->magic = PUB_MAGIC;
+	mine->seq = o->seq;
+	mine->desc = o->desc;
+	mine->dev = cu->dev;
+	mine->scratch = o->scratch != NULL;
+	mine->copied = copy_first;
+	memcpy(mine->uuid, cu->uuid, sizeof(mine->uuid));
+	mine->b[0] = o->b[0];
+	mine->b[1] = o->b[1];
+	mine->s = o->sb;
+	SD_TRACE(SD_SUB_COLL, "GPU call %u: handles ready", o->seq);
+	SD_CHECK(tp->barrier(c));
+	SD_TRACE(SD_SUB_COLL, "GPU call %u: every rank is here", o->seq);
+	int mismatch = 0, one_gpu = 1, worker, map;
+	char *pss[SD_CUDA_MAX_RANKS];
+	char theirs[160], ours[160], msg[400] = "";
+	const struct pub *pubs[SD_CUDA_MAX_RANKS];
+
+	cu->shared = 0;
+	for (int q = 0; q < n; q++) {
+		pubs[q] = tp->slot(c, q, h);
+		int same = !memcmp(pubs[q]->uuid, cu->uuid, sizeof(cu->uuid));
+
+		one_gpu &= same;
+		cu->shared += same && q != me;
+	}
+	cu->one_gpu = one_gpu;
+	for (int q = 0; q < n && !one_gpu; q++)
+		if (pubs[q]->scratch && !pubs[q]->copied)
+			return sd_comm_error(c, SMDDP_EINTERNAL,
+					     "rank %d left its in-place alltoall copy to a worker, but "
+					     "the ranks are on several GPUs", q);
+	/* One GPU for all: one rank moves everything (see move_data). */
+	worker = !one_gpu ? -1 : o->k.coll == SD_COLL_BROADCAST ? o->k.root : 0;
+	map = worker < 0 || worker == me;
+	for (int q = 0; q < n; q++) {
+		const struct pub *p = pubs[q];
+
+		if (p->magic != PUB_MAGIC || p->seq != o->seq)
+			return sd_comm_error(c, SMDDP_EMISMATCH,
+					     "rank %d is at another call on the GPU (its call %u, ours "
+					     "%u): did every rank make the same calls on device memory?",
+					     q, p->seq, o->seq);
+		if (c->check_coll && memcmp(&p->desc, &o->desc, sizeof(o->desc)) && !mismatch) {
+			sd_coll_describe(&p->desc, theirs, sizeof(theirs));
+			snprintf(msg, sizeof(msg), "rank %d called %s", q, theirs);
+			mismatch = 1;
+		}
+		/* Whatever SMDDP_CHECK_COLL says: a rank that moved another
+		 * count, dtype or root would read or write past the peers'
+		 * buffers.  Every rank sees every descriptor: all fail alike. */
+		if (!mismatch &&
+		    (p->desc.coll != o->desc.coll || p->desc.count != o->desc.count ||
+		     p->desc.dtype != o->desc.dtype || p->desc.root != o->desc.root)) {
+			sd_coll_describe(&p->desc, theirs, sizeof(theirs));
+			sd_coll_describe(&o->desc, ours, sizeof(ours));
+			return sd_comm_error(c, SMDDP_EMISMATCH,
+					     "rank %d called %s, this rank %s: every rank must make "
+					     "the same calls on device memory",
+					     q, theirs, ours);
+		}
+		ps[q] = pr[q] = pss[q] = NULL;
+		if (q == me) {
+			ps[q] = (char *)o->k.sendbuf;
+			pr[q] = o->k.recvbuf;
+			pss[q] = o->scratch;
+			continue;
+		}
+		if (mismatch || !map)
+			continue;
+		if (p->b[0].present)
+			SD_CHECK(sd_cuda_peer_ptr(cu, q, &p->b[0], &ps[q]));
+		if (p->b[1].present)
+			SD_CHECK(sd_cuda_peer_ptr(cu, q, &p->b[1], &pr[q]));
+		if (p->scratch && p->s.present)
+			SD_CHECK(sd_cuda_peer_ptr(cu, q, &p->s, &pss[q]));
+	}
+	if (mismatch) {
+		/* Everybody saw every descriptor: all stop here, in step. */
+		SD_CHECK(tp->barrier(c));
+		sd_coll_describe(&o->desc, ours, sizeof(ours));
+		*one_off = 1;
+		return sd_comm_error(c, SMDDP_EMISMATCH,
+				     "ranks disagree (SMDDP_CHECK_COLL): this rank called %s, but %s",
+				     ours, msg);
+	}
+	/* 3. Move, wait, meet: then every rank's output is complete. */
+	SD_TRACE(SD_SUB_COLL, "GPU call %u: peers' buffers mapped", o->seq);
+	after = o->k.coll == SD_COLL_REDUCE_SCATTER &&
+		rs_staged(o->b, o->k.count * es, n, me);
+	rc = move_data(cu, o, pubs, ps, pr, pss, worker);
+	if (!rc)
+		rc = wait_stream(cu);
+	if (rc)
+		return rc; /* the peers learn it at the next barrier (abort) */
+	SD_TRACE(SD_SUB_COLL, "GPU call %u: kernel done", o->seq);
+	SD_CHECK(tp->barrier(c));
+	SD_TRACE(SD_SUB_COLL, "GPU call %u: every rank is done", o->seq);
+	if (after) {
+		size_t m = o->k.count * es;
+
+		if ((e = cudaMemcpyAsync(o->k.recvbuf, (char *)o->k.sendbuf + (size_t)me * m, m,
+					 cudaMemcpyDeviceToDevice, cu->st)) != cudaSuccess)
+			return sd_comm_error(c, SMDDP_ECUDA, "cannot copy the result into recvbuf: %s",
+					     cudaGetErrorString(e));
+		SD_CHECK(wait_stream(cu));
+	}
+	return SMDDP_OK;
+}

@@ -1,0 +1,136 @@
+/* proxy.h - the state of a communicator's device side, shared by the files of the
+ * device path on one node: proxy.c (modes, queue, proxy thread), move.c (one call:
+ * meet, map, move), ipc.c (CUDA IPC handles and mappings), device.c (the driver's
+ * entry points, buffer checks, waits).  Calls point one way: proxy -> move -> ipc
+ * -> device. */
+#ifndef SD_CUDA_PROXY_H
+#define SD_CUDA_PROXY_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "core/comm.h"
+#include "cuda/cuda.h"
+#include "cuda/internal.h"
+
+#define QCAP 128          /* calls queued at most */
+#define OWN_CACHE 64      /* IPC handles of our own allocations */
+#define MAP_PER_PEER 32   /* mappings of a peer's allocations kept */
+#define PUB_MAGIC 0x43444d53u
+
+/* What each rank puts in its slot for one call. */
+struct pub {
+	uint32_t magic, seq;
+	struct sd_coll_desc desc;
+	int32_t dev;
+	int32_t scratch;     /* in-place alltoall: sends from a private copy */
+	int32_t copied;      /* ... made already (else the worker makes it) */
+	unsigned char uuid[16]; /* the GPU, to see whether all ranks share one */
+	struct buf_pub b[2]; /* sendbuf, recvbuf */
+	struct buf_pub s;    /* the private copy, when scratch */
+};
+
+struct op {
+	uint32_t seq; /* the value of the release word that lets the stream go */
+	struct sd_coll_desc desc;
+	struct sd_cuda_call k;
+	struct buf_pub b[2]; /* base, off, id, size; h filled by the proxy */
+	void *scratch;       /* in-place alltoall: a private copy of the input */
+	struct buf_pub sb;   /* ... published, so that one rank may send it */
+	int slot;
+};
+
+struct own_entry {
+	uint64_t id, base, used;
+	cudaIpcMemHandle_t h;
+};
+
+struct map_entry {
+	int rank;
+	uint64_t id, base, used;
+	void *ptr;
+};
+
+struct sd_cuda {
+	int dev;
+	cudaStream_t st;        /* the proxy's own, non-blocking */
+	cudaEvent_t ev_in[QCAP];  /* recorded on the user's stream at the call */
+	cudaEvent_t ev_out[QCAP]; /* ... after its wait: the stream passed it */
+	unsigned char out_used[QCAP];
+	volatile uint32_t *word;  /* pinned, mapped: the last released call */
+	CUdeviceptr word_dev;
+	uint32_t enq;             /* calls queued so far */
+
+	pthread_t thr;
+	int thr_started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;      /* to the proxy: a call was queued, or stop */
+	pthread_cond_t cv_done; /* to the host: a call finished */
+	struct op ring[QCAP];
+	uint64_t head, tail;    /* proxy takes ring[head], host puts ring[tail] */
+	int stop;
+	int failed;             /* sticky: the communicator is broken */
+	int pending;            /* one-off (EMISMATCH): reported once */
+	char errmsg[1024];
+
+	struct smddp_comm sh;   /* the proxy's copy of the communicator */
+	struct own_entry own[OWN_CACHE];
+	struct map_entry *maps;
+	int nmaps, maxmaps;
+	uint64_t tick;
+	void *scratch;
+	size_t scratch_len;
+	int max_blocks;
+	int async;              /* calls return once queued (the proxy thread runs) */
+	int mode;               /* SMDDP_CUDA_ASYNC: -1 auto, 0 blocking, 1 queue-and-return */
+	int decided;            /* async is final (auto waits for the first call) */
+	int shared;             /* other ranks on this GPU, as the last call showed */
+	int one_gpu;            /* every rank on this GPU (-1: no call yet) */
+	void **stale;           /* peers' mappings to close once no stream waits */
+	int nstale, maxstale;   /* (under mu) */
+	unsigned char uuid[16];
+};
+
+static inline int cuda_error(struct smddp_comm *c, cudaError_t e, const char *what)
+{
+	return sd_comm_error(c, SMDDP_ECUDA, "%s: %s (%s)", what, cudaGetErrorString(e),
+			     cudaGetErrorName(e));
+}
+
+static inline size_t dtsize(int dt)
+{
+	return smddp_dtype_size((enum smddp_dtype)dt);
+}
+
+/* ---- device.c ---- */
+
+/* Bytes of sendbuf and recvbuf that call k touches on rank rank. */
+void sd_cuda_extents(const struct sd_cuda_call *k, int n, int rank, size_t *sb, size_t *rb);
+/* Checks that p is device memory of device *dev (or sets *dev when it is
+ * -1) holding bytes bytes, and fills its allocation's base, offset and id. */
+int sd_cuda_buffer_info(struct smddp_comm *c, const void *p, size_t bytes, const char *what,
+			int *dev, struct buf_pub *b);
+/* cuStreamWaitValue32 (GEQ) through the runtime's entry point; a CUresult. */
+int sd_cuda_wait32(cudaStream_t st, CUdeviceptr addr, uint32_t value);
+
+/* ---- ipc.c ---- */
+
+/* Our own allocation's IPC handle into b->h (cached by buffer id). */
+int sd_cuda_own_handle(struct sd_cuda *cu, struct buf_pub *b);
+/* Rank q's buffer b mapped into this process (cached per rank and id). */
+int sd_cuda_peer_ptr(struct sd_cuda *cu, int q, const struct buf_pub *b, char **out);
+/* Host thread: close the mappings retired while calls were queued. */
+void sd_cuda_flush_stale(struct sd_cuda *cu);
+void sd_cuda_ipc_close(void *ptr);
+
+/* ---- move.c ---- */
+
+/* One call, start to end, on the thread that runs calls; *one_off is set
+ * for a failure that leaves the communicator usable (EMISMATCH). */
+int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off);
+
+#endif
