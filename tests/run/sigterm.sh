@@ -10,7 +10,7 @@ for sig in 15 2 1 3; do
 	launcher=$BG
 	wait_files 3 "$d/pid"
 	kill -"$sig" "$launcher"
-	wait_bg "$launcher" 30
+	wait_bg "$launcher" 60 # --grace 20 bounds it; slack for a loaded machine
 	[ "$RC" -eq $((128 + sig)) ] || fail "signal $sig: exit status $RC, not $((128 + sig))"
 	for r in 0 1 2; do
 		[ -f "$d/got.$r" ] || fail "signal $sig did not reach rank $r"
