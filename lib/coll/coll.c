@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
-#include "transport/transport.h"
+#include "coll/coll.h"
 #include "coll/net.h"
+#include "transport/transport.h"
 
 /* Communicators that span hosts have their own algorithms (net.c). */
 #ifdef HAVE_LIBFABRIC

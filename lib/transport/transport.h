@@ -18,9 +18,31 @@
 #include <stdint.h>
 
 struct smddp_comm;
-struct sd_p2p_op;
 
 #define SD_TINY_BYTES 56
+
+/* ---- point to point (the op p2p below; lib/coll/p2p.c makes the batches) ---
+ * One send or receive of a batch that the transport runs to completion
+ * together (a group, or the messages of alltoallv, gather, scatter).  key
+ * matches a send with a receive, in order per (sender, receiver, key):
+ * user tags are below SD_P2P_KEY_COLL; the exchanges of one collective call
+ * use SD_P2P_KEY_COLL | its wire number. */
+#define SD_P2P_KEY_COLL (1ull << 34)
+#define SD_P2P_KEY_MASK ((1ull << 35) - 1)
+struct sd_p2p_op {
+	int is_send;
+	int peer;          /* rank of the communicator; receive: -1 for anyone */
+	uint64_t key;
+	void *buf;
+	size_t bytes;
+	int source;        /* receive: who sent it, once done */
+	int done;
+	/* the transport's own progress, zeroed by sd_coll_p2p */
+	int state;
+	uint64_t seq;
+	uint64_t off, aux;
+	void *tp;
+};
 
 struct sd_transport_ops {
 	size_t size; /* sizeof(struct sd_transport_ops), for future growth */
