@@ -18,18 +18,7 @@
 #ifdef HAVE_LIBFABRIC
 #include "coll/net.h"
 #endif
-
-static int bad;
-
-#define CHECK(cond, ...)                                                                 \
-	do {                                                                             \
-		int ok_ = (cond);                                                        \
-		printf("%s ", ok_ ? "ok  " : "FAIL");                                    \
-		printf(__VA_ARGS__);                                                     \
-		printf("\n");                                                            \
-		if (!ok_)                                                                \
-			bad++;                                                           \
-	} while (0)
+#include "check.h"
 
 static void walk(const struct sd_transport_ops *tp, const char *what)
 {
@@ -98,6 +87,6 @@ int main(void)
 	CHECK(sd_transport_shm.peer_write(&c, 0, 0, NULL, 0) == SMDDP_OK,
 	      "shm peer_write of 0 bytes: 0");
 
-	printf("%s\n", bad ? "FAILED" : "all passed");
-	return bad ? 1 : 0;
+	printf("%s\n", failures ? "FAILED" : "all passed");
+	return failures ? 1 : 0;
 }
