@@ -51,6 +51,8 @@ void sd_coll_describe(const struct sd_coll_desc *d, char *buf, size_t len)
 			 (unsigned long long)d->count, dt ? dt : "?", op ? op : "?", d->root);
 		break;
 	case SD_COLL_BROADCAST:
+	case SD_COLL_GATHER:
+	case SD_COLL_SCATTER:
 		snprintf(buf + n, len - (size_t)n, " (count %llu, %s, root %d)",
 			 (unsigned long long)d->count, dt ? dt : "?", d->root);
 		break;
@@ -61,11 +63,6 @@ void sd_coll_describe(const struct sd_coll_desc *d, char *buf, size_t len)
 		break;
 	case SD_COLL_ALLTOALLV:
 		snprintf(buf + n, len - (size_t)n, " (%s)", dt ? dt : "?");
-		break;
-	case SD_COLL_GATHER:
-	case SD_COLL_SCATTER:
-		snprintf(buf + n, len - (size_t)n, " (count %llu, %s, root %d)",
-			 (unsigned long long)d->count, dt ? dt : "?", d->root);
 		break;
 	case SD_COLL_SEND:
 	case SD_COLL_RECV:
