@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
-#include "transport/transport.h"
+#include "coll/coll.h"
 #include "coll/net.h"
+#include "transport/transport.h"
 
 /* Communicators that span hosts have their own algorithms (net.c). */
 #ifdef HAVE_LIBFABRIC
@@ -55,9 +55,21 @@ static void part_range(size_t n, size_t part, int r, size_t *lo, size_t *hi)
 
 #define SC_BLOCK (64 * 1024) /* bytes read from each peer per reduction pass */
 
+/* Whether the transport reads (writes) peers' memory: a read (write) of 0
+ * bytes answers, alike on every rank (transport.h). */
+static int can_peer_read(struct smddp_comm *c)
+{
+	return c->tp->peer_read(c, c->rank, NULL, 0, 0) == SMDDP_OK;
+}
+
+static int can_peer_write(struct smddp_comm *c)
+{
+	return c->tp->peer_write(c, c->rank, 0, NULL, 0) == SMDDP_OK;
+}
+
 static int use_single_copy(struct smddp_comm *c, size_t bytes)
 {
-	return c->single_copy && c->size > 1 && c->tp->peer_read && bytes >= c->single_copy_min;
+	return c->single_copy && c->size > 1 && bytes >= c->single_copy_min && can_peer_read(c);
 }
 
 static int scratch(struct smddp_comm *c, char **out)
@@ -189,7 +201,7 @@ static int sc_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size
 		c->tp->get_addrs(c, q, &a, &b);
 		inplace &= a == b;
 	}
-	if (inplace && c->tp->peer_write)
+	if (inplace && can_peer_write(c))
 		return sc_allreduce_push(c, sbuf, rbuf, count, dt, op);
 	return sc_allreduce_pull(c, sbuf, rbuf, count, dt, op);
 }
@@ -213,8 +225,11 @@ static int reduce_common(struct smddp_comm *c, const void *sbuf, void *rbuf, siz
 		return sc_allreduce(c, sbuf, rbuf, count, dt, op);
 	if (count * es * (size_t)P <= SMALL_TOTAL && count <= step_elems) {
 		int h = next_half(c);
-		void *(*slot)(struct smddp_comm *, int, int) =
-			tp->tiny && count * es <= SD_TINY_BYTES ? tp->tiny : tp->slot;
+		void *(*slot)(struct smddp_comm *, int, int) = tp->slot;
+
+		/* The tiny area if the transport has one (NULL: it has not). */
+		if (count * es <= SD_TINY_BYTES && tp->tiny(c, me, h))
+			slot = tp->tiny;
 
 		memcpy(slot(c, me, h), sbuf, count * es);
 		SD_CHECK(tp->barrier(c));

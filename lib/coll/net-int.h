@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "coll/coll.h"
 #include "coll/net.h"
 #include "transport/fabric/fabric.h"
 

@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 
 #include "coll/net-int.h"
+#include "transport/enosys.h"
 #include "transport/transport.h"
 
 const char *const sd_net_algo_names[] = {"auto", "hier", "ring", "rd"};
@@ -424,12 +425,26 @@ static void net_detach(struct smddp_comm *c)
 	(void)c; /* sd_net_free does the work, with the clean flag */
 }
 
+/* No slots and no segment: the collectives of a communicator that spans
+ * hosts are its own (SPANNING() in coll.c), and its node communicator has
+ * the shared memory. */
 const struct sd_transport_ops sd_transport_net = {
 	.size = sizeof(struct sd_transport_ops),
 	.name = "net",
+	.attach = sd_no_attach,
+	.create = sd_no_create,
+	.unlink = sd_no_unlink,
 	.barrier = net_barrier,
+	.half_bytes = sd_no_half_bytes,
+	.slot = sd_no_slot,
+	.tiny = sd_no_tiny,
 	.put_desc = net_put_desc,
 	.get_desc = net_get_desc,
+	.finish = sd_no_finish,
+	.put_addrs = sd_no_put_addrs,
+	.get_addrs = sd_no_get_addrs,
+	.peer_read = sd_no_peer_read,
+	.peer_write = sd_no_peer_write,
 	.p2p = net_p2p,
 	.abort = net_abort,
 	.detach = net_detach,

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "bootstrap/bootstrap.h"
-#include "core/comm.h"
+#include "base/comm-types.h"
 
 /* The world's bootstrap channel, shared by every communicator of the job
  * that spans hosts, for news of dead ranks; closed with the last of them. */

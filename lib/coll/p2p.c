@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
+#include "coll/coll.h"
 #include "transport/transport.h"
 
 /* Pair this rank's sends to itself with its receives from itself, in

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coll/coll.h"
 #include "core/comm.h"
 #include "cuda/cuda.h"
 

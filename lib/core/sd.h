@@ -104,7 +104,7 @@ uint16_t sd_float_to_half(float f);
 float sd_bf16_to_float(uint16_t b);
 uint16_t sd_float_to_bf16(float f);
 
-/* ---- errors (lib/core/errors.c) ------------------------------------------ */
+/* ---- errors (lib/base/errors.c) ------------------------------------------ */
 /* Per-thread detail of the last smddp_init() failure. */
 void sd_set_init_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *sd_init_error(void);

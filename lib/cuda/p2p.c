@@ -16,7 +16,8 @@
 
 #include <cuda_runtime.h>
 
-#include "core/comm.h"
+#include "base/comm-types.h"
+#include "coll/coll.h"
 #include "cuda/cuda.h"
 
 static int fail(struct smddp_comm *c, cudaError_t e, const char *what)

@@ -13,7 +13,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include "core/comm.h"
+#include "base/comm-types.h"
 #include "cuda/cuda.h"
 #include "cuda/internal.h"
 

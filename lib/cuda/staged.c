@@ -44,8 +44,9 @@
 
 #include <cuda_runtime.h>
 
+#include "base/comm-types.h"
+#include "coll/coll.h"
 #include "coll/net.h"
-#include "core/comm.h"
 #include "cuda/cuda.h"
 #include "cuda/internal.h"
 #include "transport/transport.h"

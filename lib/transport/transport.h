@@ -10,6 +10,11 @@
  * k%2.  A rank reaching step k+2 has passed the barrier of step k+1, which
  * every rank entered only after finishing its reads of step k: so a half is
  * never overwritten while a peer still reads it, with one barrier per step.
+ *
+ * A table is complete: every op is set, and where one does not apply to a
+ * transport it is the stub of lib/transport/enosys.h (sd_no_<op>), as
+ * libfabric's fi_no_* are, never NULL.  Callers call; they never test an
+ * op against NULL.  tests/unit/test_ops.c walks every table.
  */
 #ifndef SD_TRANSPORT_H
 #define SD_TRANSPORT_H
@@ -18,9 +23,31 @@
 #include <stdint.h>
 
 struct smddp_comm;
-struct sd_p2p_op;
 
 #define SD_TINY_BYTES 56
+
+/* ---- point to point (the op p2p below; lib/coll/p2p.c makes the batches) ---
+ * One send or receive of a batch that the transport runs to completion
+ * together (a group, or the messages of alltoallv, gather, scatter).  key
+ * matches a send with a receive, in order per (sender, receiver, key):
+ * user tags are below SD_P2P_KEY_COLL; the exchanges of one collective call
+ * use SD_P2P_KEY_COLL | its wire number. */
+#define SD_P2P_KEY_COLL (1ull << 34)
+#define SD_P2P_KEY_MASK ((1ull << 35) - 1)
+struct sd_p2p_op {
+	int is_send;
+	int peer;          /* rank of the communicator; receive: -1 for anyone */
+	uint64_t key;
+	void *buf;
+	size_t bytes;
+	int source;        /* receive: who sent it, once done */
+	int done;
+	/* the transport's own progress, zeroed by sd_coll_p2p */
+	int state;
+	uint64_t seq;
+	uint64_t off, aux;
+	void *tp;
+};
 
 struct sd_transport_ops {
 	size_t size; /* sizeof(struct sd_transport_ops), for future growth */
@@ -39,8 +66,10 @@ struct sd_transport_ops {
 	/* Rank r's half h. */
 	void *(*slot)(struct smddp_comm *c, int r, int h);
 	/* Rank r's SD_TINY_BYTES for half h, beside its barrier arrival (in
-	 * the same 128-byte pair of cache lines; NULL where there is none): a
-	 * peer that sees the arrival has the data too. */
+	 * the same 128-byte pair of cache lines): a peer that sees the arrival
+	 * has the data too.  A transport with slots but no such area returns
+	 * NULL from its own tiny, and the caller uses slot instead;
+	 * sd_no_tiny is for a transport without slots at all. */
 	void *(*tiny)(struct smddp_comm *c, int r, int h);
 	/* Publish this rank's descriptor and, after a barrier, read rank r's. */
 	void (*put_desc)(struct smddp_comm *c, const void *desc, size_t len);
@@ -50,12 +79,16 @@ struct sd_transport_ops {
 	int (*finish)(struct smddp_comm *c);
 	/* Single copy: publish two addresses of this process for the current
 	 * collective (readable by peers after the next barrier), read rank r's,
-	 * and copy len bytes at rank r's address src into dst.  peer_read is
-	 * NULL, or fails with SMDDP_EUNSUPPORTED, where not available. */
+	 * and copy len bytes at rank r's address src into dst.  peer_read
+	 * fails with SMDDP_EUNSUPPORTED where not available (sd_no_peer_read).
+	 * len 0 moves nothing: 0 where the op works, SMDDP_EUNSUPPORTED where
+	 * it does not, the same on every rank of a communicator, so that the
+	 * ranks choose an algorithm alike (sd_tp_can_peer_read below). */
 	void (*put_addrs)(struct smddp_comm *c, const void *a, const void *b);
 	void (*get_addrs)(struct smddp_comm *c, int r, uintptr_t *a, uintptr_t *b);
 	int (*peer_read)(struct smddp_comm *c, int r, void *dst, uintptr_t src, size_t len);
-	/* The other way: len bytes of src into rank r's memory at dst. */
+	/* The other way: len bytes of src into rank r's memory at dst; len 0
+	 * as for peer_read. */
 	int (*peer_write)(struct smddp_comm *c, int r, uintptr_t dst, const void *src, size_t len);
 	/* Point to point: run ops[0..n) (host buffers, peers other than this
 	 * rank, progress state zeroed) until every one is done, each send
@@ -69,6 +102,21 @@ struct sd_transport_ops {
 	/* Unmap and free. */
 	void (*detach)(struct smddp_comm *c);
 };
+
+/* Every op of struct sd_transport_ops, in its order: X(op) each.  The
+ * assertion below fails the build when the struct and this list differ
+ * in length, so an op added to one and not the other cannot pass
+ * unnoticed; the unit test walks every table through this list. */
+#define SD_TRANSPORT_OPS(X)                                                         \
+	X(attach) X(create) X(unlink) X(barrier) X(half_bytes) X(slot) X(tiny)      \
+	X(put_desc) X(get_desc) X(finish) X(put_addrs) X(get_addrs) X(peer_read)    \
+	X(peer_write) X(p2p) X(abort) X(detach)
+#define SD_TRANSPORT_OP_COUNT_(op) +1
+#define SD_TRANSPORT_NOPS (0 SD_TRANSPORT_OPS(SD_TRANSPORT_OP_COUNT_))
+_Static_assert(sizeof(struct sd_transport_ops) ==
+		       offsetof(struct sd_transport_ops, attach) +
+			       SD_TRANSPORT_NOPS * sizeof(void (*)(void)),
+	       "struct sd_transport_ops and SD_TRANSPORT_OPS list different ops");
 
 extern const struct sd_transport_ops sd_transport_shm;
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/sd.h"
+#include "check.h"
 
 /* Every key of the config file, in the order the library lists them. */
 #define KNOWN_KEYS                                                                                 \
@@ -24,19 +25,8 @@
 	"topo_file, algo, fabric_provider, net_chunk, net_rd_max, optimize_sdp, trace_entries, "    \
 	"trace_dir, trace_signal"
 
-static int failures;
 static char datadir[1024];
 static char tmpdir[256];
-
-#define CHECK(cond, ...)                                                                    \
-	do {                                                                                \
-		int ok_ = !!(cond);                                                         \
-		printf("%s ", ok_ ? "ok  " : "FAIL");                                        \
-		printf(__VA_ARGS__);                                                        \
-		printf("%s\n", ok_ ? "" : "   <-- " #cond);                                   \
-		if (!ok_)                                                                   \
-			failures++;                                                         \
-	} while (0)
 
 static void clean_env(void)
 {

@@ -18,18 +18,7 @@
 #include <unistd.h>
 
 #include "core/sd.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                    \
-	do {                                                                                \
-		int ok_ = !!(cond);                                                         \
-		printf("%s ", ok_ ? "ok  " : "FAIL");                                        \
-		printf(__VA_ARGS__);                                                        \
-		printf("%s\n", ok_ ? "" : "   <-- " #cond);                                   \
-		if (!ok_)                                                                   \
-			failures++;                                                         \
-	} while (0)
+#include "check.h"
 
 static char tmpdir[256];
 

@@ -23,8 +23,8 @@
 
 #include "core/sd.h"
 #include "transport/shm/shm.h"
+#include "check.h"
 
-static int bad;
 static int set_any, set_zero; /* PR_SET_PTRACER calls seen */
 
 int prctl(int option, ...)
@@ -47,17 +47,6 @@ int prctl(int option, ...)
 	}
 	return (int)syscall(SYS_prctl, option, a2, a3, a4, a5);
 }
-
-/* cond is evaluated once: it may call the code under test. */
-#define CHECK(cond, ...)                                                                 \
-	do {                                                                             \
-		int ok_ = (cond);                                                        \
-		printf("%s ", ok_ ? "ok  " : "FAIL");                                    \
-		printf(__VA_ARGS__);                                                     \
-		printf("\n");                                                            \
-		if (!ok_)                                                                \
-			bad++;                                                           \
-	} while (0)
 
 static char dir[64], scope_path[128], log_path[128];
 
@@ -224,6 +213,6 @@ int main(void)
 	unlink(scope_path);
 	unlink(log_path);
 	rmdir(dir);
-	printf("test_ptracer: %s\n", bad ? "FAIL" : "PASS");
-	return bad ? 1 : 0;
+	printf("test_ptracer: %s\n", failures ? "FAIL" : "PASS");
+	return failures ? 1 : 0;
 }

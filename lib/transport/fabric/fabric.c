@@ -17,7 +17,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
-#include "core/comm.h"
+#include "base/comm-types.h"
 #include "transport/fabric/fabric.h"
 
 #define FAB_API FI_VERSION(1, 9)

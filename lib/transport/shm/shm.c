@@ -40,8 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/comm-types.h"
 #include "bootstrap/bootstrap.h"
-#include "core/comm.h"
 #include "transport/transport.h"
 #include "transport/shm/shm.h"
 

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/comm.h"
+#include "base/comm-types.h"
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x31534d4844444d53ull /* "SMDDMSH1" */
