@@ -1754,8 +1754,10 @@ int main(int argc, char **argv)
 	tables_init();
 	small_init();
 	self_test();
-	if (lifecycle)
+	if (lifecycle) {
+		free(w);
 		return t_lifecycle();
+	}
 	if (signals)
 		start_signals();
 	t_api_local();

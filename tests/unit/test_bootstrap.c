@@ -1179,6 +1179,11 @@ static void start(struct run *r, const char *name, int nproc, void (*fn)(struct 
 		r->alive = 0;
 		return;
 	}
+	/* Under a sanitizer every process runs several times slower:
+	 * make check-sanitize stretches the scenarios' limits alike. */
+	const char *scale = getenv("TEST_TIME_SCALE");
+	if (scale && atoi(scale) > 1)
+		limit_s *= (unsigned)atoi(scale);
 	printf("[%s] %d process(es) on %s port %s\n", name, nproc, addr, c.port);
 	fflush(stdout);
 	r->name = name;
