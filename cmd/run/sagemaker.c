@@ -168,7 +168,7 @@ static cJSON *hp_value(const cJSON *v)
 
 /* The hyperparameter form of the distribution, as the estimator's
  * distribution argument, so that one parser reads both. */
-static cJSON *hp_to_distribution(const cJSON *hps, const char *what, const char **itype)
+static cJSON *hp_to_distribution(const cJSON *hps, const char *what, char **itype)
 {
 	static const struct {
 		const char *hp, *form, *sub, *key;
@@ -199,6 +199,7 @@ static cJSON *hp_to_distribution(const cJSON *hps, const char *what, const char 
 		if (strcmp(kv->string, "sagemaker_instance_type") == 0) {
 			if (cJSON_IsString(kv)) {
 				cJSON *t = hp_value(kv);
+				free(*itype); /* a key given twice: the last one */
 				*itype = xstrdup(cJSON_IsString(t) ? t->valuestring : kv->valuestring);
 				cJSON_Delete(t);
 			}
@@ -400,6 +401,21 @@ static void parse_distribution(const cJSON *j, struct dist *d, const char *what)
 	}
 }
 
+/* What the plan does not keep of the distribution d (its mpi_opts are the
+ * plan's), of the hyperparameters' one dh where --distribution overrode it,
+ * and the hyperparameters' instance type (the plan has a copy). */
+static void dist_unused(struct dist *d, struct dist *dh, char *hp_itype)
+{
+	strv_free(&d->groups);
+	free(d->mp_params);
+	if (dh) {
+		strv_free(&dh->groups);
+		strv_free(&dh->mpi_opts);
+		free(dh->mp_params);
+	}
+	free(hp_itype);
+}
+
 static const char *sm_config_dir(void)
 {
 	const char *d = getenv("SMDDP_SM_CONFIG_DIR");
@@ -497,7 +513,7 @@ void sagemaker_plan(const struct options *o, struct plan *p)
 
 	/* distribution: the flag, else the hyperparameter form */
 	struct dist d = { 0 }, dh = { 0 };
-	const char *hp_itype = NULL;
+	char *hp_itype = NULL;
 	if (hps) {
 		cJSON *hd = hp_to_distribution(hps, hpwhat, &hp_itype);
 		parse_distribution(hd, &dh, hpwhat);
@@ -557,7 +573,8 @@ void sagemaker_plan(const struct options *o, struct plan *p)
 		if (d.groups.n) {
 			p->kind = PLAN_IDLE;
 			p->form = d.form ? d.form : "local";
-			strv_free(&d.groups);
+			strv_free(&d.mpi_opts);
+			dist_unused(&d, o->distribution ? &dh : NULL, hp_itype);
 			cJSON_Delete(rc);
 			cJSON_Delete(hps);
 			return;
@@ -611,7 +628,7 @@ void sagemaker_plan(const struct options *o, struct plan *p)
 		p->kind = p->node_rank == 0 ? PLAN_MPIRUN : PLAN_WORKER;
 	else
 		p->kind = PLAN_LOCAL;
-	strv_free(&d.groups);
+	dist_unused(&d, o->distribution ? &dh : NULL, hp_itype);
 	cJSON_Delete(rc);
 	cJSON_Delete(hps);
 }

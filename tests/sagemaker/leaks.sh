@@ -38,4 +38,11 @@ leaks mpirun "$S/g5" -- --distribution "$D/mpi.json"
 leaks instance-groups "$S/hetero" -- --distribution "$D/torch_groups.json"
 leaks sm-hosts "$S/p4d" 'SM_HOSTS=["algo-2","algo-1"]' SM_CURRENT_HOST=algo-2 -- --sagemaker
 leaks per-host "$S/p4d" SMDDP_JOB_TOKEN=0123456789abcdef -- --distribution "$D/torch_distributed.json"
+# the modelparallel parameters, the hyperparameters' instance type, and
+# the hyperparameters' distribution under --distribution's (found by
+# LeakSanitizer, make check-sanitize)
+leaks modelparallel "$S/p4d" -- --distribution "$D/modelparallel.json"
+leaks hp-dataparallel "$S/hp-ddp" -- --sagemaker
+leaks hp-modelparallel "$S/hp-smp" -- --sagemaker
+leaks hp-overridden "$S/hp-mpi" -- --distribution "$D/mpi.json"
 exit $failed
