@@ -50,6 +50,21 @@ summary=$OUT/summary.txt
 : >"$summary"
 
 say() { echo "$*" | tee -a "$summary"; }
+# sanitize PREFIX: compute-sanitizer memcheck over the small matrix and
+# racecheck (shared-memory hazards, slow) over the stream-ordering test, one
+# sanitizer per rank as with mpirun (wrapping the launcher with
+# --target-processes all never exited)
+sanitize() {
+	local tool what
+	for tool in memcheck racecheck; do
+		what="matrix --small"
+		[ "$tool" = racecheck ] && what=order
+		stage "$1-$tool" 200 "$RUN" -n 2 --timeout 190 compute-sanitizer --tool "$tool" \
+			--error-exitcode 9 --report-api-errors no "$GPU_CONFORMANCE_BIN" $what
+		grep -h "ERROR SUMMARY\|^FAIL" "$TMPD/$1-$tool.log" | sort | uniq -c | head -5 |
+			tee -a "$summary"
+	done
+}
 # mps_start / mps_stop: the CUDA MPS daemon, in a private pipe folder
 mps_start() {
 	export CUDA_MPS_PIPE_DIRECTORY=$TMPD/mps-pipe CUDA_MPS_LOG_DIRECTORY=$TMPD/mps-log
@@ -99,19 +114,7 @@ for s in $stages; do
 		done
 		;;
 	sanitizer)
-		for tool in memcheck racecheck; do
-			# memcheck over the small matrix; racecheck (shared-memory
-			# hazards, slow) over the stream-ordering test
-			what="matrix --small"
-			[ "$tool" = racecheck ] && what=order
-			# one sanitizer per rank, as with mpirun (wrapping the
-			# launcher with --target-processes all never exited)
-			stage "sanitizer-$tool" 200 "$RUN" -n 2 --timeout 190 compute-sanitizer \
-				--tool "$tool" --error-exitcode 9 --report-api-errors no \
-				"$GPU_CONFORMANCE_BIN" $what
-			grep -h "ERROR SUMMARY\|^FAIL" "$TMPD/sanitizer-$tool.log" | sort | uniq -c |
-				head -5 | tee -a "$summary"
-		done
+		sanitize sanitizer
 		;;
 	kernel)
 		stage kernel-256M 120 "$B/tests/gpu/kernel-bench" -b 256M -n 20
@@ -185,15 +188,7 @@ for s in $stages; do
 			# compute-sanitizer in the queued mode (auto under MPS): did
 			# not finish in 190 s on the H200 (docs/internals/gpu-measurements.md), so off
 			# unless MPS_SANITIZE=1
-			for tool in memcheck racecheck; do
-				what="matrix --small"
-				[ "$tool" = racecheck ] && what=order
-				stage "mps-sanitizer-$tool" 200 "$RUN" -n 2 --timeout 190 compute-sanitizer \
-					--tool "$tool" --error-exitcode 9 --report-api-errors no \
-					"$GPU_CONFORMANCE_BIN" $what
-				grep -h "ERROR SUMMARY\|^FAIL" "$TMPD/mps-sanitizer-$tool.log" | sort |
-					uniq -c | head -5 | tee -a "$summary"
-			done
+			sanitize mps-sanitizer
 		fi
 		mps_stop
 		;;
