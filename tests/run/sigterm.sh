@@ -3,14 +3,18 @@
 # rank; smddp-run then dies by the same signal (exits 131 for SIGQUIT)
 . "$top_srcdir/tests/run/common.sh"
 
+# Signals ignored where this test was started (a CI job run in the
+# background of a non-interactive shell ignores SIGINT and SIGQUIT, and
+# nohup SIGHUP) would stay ignored in the launcher: reset them.
+DFL="env --default-signal=HUP,INT,QUIT,TERM"
 for sig in 15 2 1 3; do
 	d="$T/$sig"
 	mkdir "$d"
-	start_bg "$RUN" -n 3 --grace 20 "$PROG" catch "$sig" "$d" pid "$d" sleep 50
+	start_bg $DFL "$RUN" -n 3 --grace 20 "$PROG" catch "$sig" "$d" pid "$d" sleep 50
 	launcher=$BG
 	wait_files 3 "$d/pid"
 	kill -"$sig" "$launcher"
-	wait_bg "$launcher" 60 # --grace 20 bounds it; slack for a loaded machine
+	wait_bg "$launcher" 30
 	[ "$RC" -eq $((128 + sig)) ] || fail "signal $sig: exit status $RC, not $((128 + sig))"
 	for r in 0 1 2; do
 		[ -f "$d/got.$r" ] || fail "signal $sig did not reach rank $r"
@@ -21,7 +25,7 @@ done
 
 # Ctrl-Z (SIGTSTP) stops the ranks with smddp-run; SIGCONT resumes them.
 rm -f "$T"/pid.*
-start_bg "$RUN" -n 2 "$PROG" pid "$T" sleep 50
+start_bg $DFL "$RUN" -n 2 "$PROG" pid "$T" sleep 50
 launcher=$BG
 wait_files 2 "$T/pid"
 pids=$(pids_in "$T"/pid.*)
@@ -65,7 +69,7 @@ expect_dead 0 $(pids_in "$T"/pid.*)
 rm -f "$T"/pid.*
 
 # A second signal does not wait for the grace period.
-start_bg "$RUN" -n 2 --grace 50 "$PROG" ignore 15 pid "$T" sleep 50
+start_bg $DFL "$RUN" -n 2 --grace 50 "$PROG" ignore 15 pid "$T" sleep 50
 launcher=$BG
 wait_files 2 "$T/pid"
 t0=$(now_ms)
