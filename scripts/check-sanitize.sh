@@ -109,7 +109,7 @@ for stage in $stages; do
 			# splits and destroys communicators and exits cleanly
 			# (lifecycle).
 			ASAN_OPTIONS=$opts:detect_leaks=1 \
-				check asan $(make -C "$out/asan" -s print-sanitize-leak-tests) || rc=1
+				check asan $(make -C "$out/asan" -s --no-print-directory print-sanitize-leak-tests) || rc=1
 			# Without, for jobs and smddp-run: the fault tests' ranks
 			# leave on purpose with communicators and buffers alive
 			# (exit() on the first error, as a training script would),
@@ -121,7 +121,7 @@ for stage in $stages; do
 			# SIGSEGV and checks status 139, which ASan's handler would
 			# turn into 1 (a real crash still fails its test).
 			ASAN_OPTIONS=$opts:detect_leaks=0:handle_segv=0 \
-				check asan $(make -C "$out/asan" -s print-sanitize-tests) || rc=1
+				check asan $(make -C "$out/asan" -s --no-print-directory print-sanitize-tests) || rc=1
 		fi
 		unset UBSAN_OPTIONS
 		;;
@@ -134,7 +134,7 @@ for stage in $stages; do
 		# the full one takes minutes under TSan
 		export THREADS_RANKS=4 THREADS_COUNTS=0,1,7,1001,5000
 		build tsan gcc "-g -O1 -fno-omit-frame-pointer -fsanitize=thread" "-fsanitize=thread" &&
-			check tsan $(make -C "$out/tsan" -s print-tsan-tests) || rc=1
+			check tsan $(make -C "$out/tsan" -s --no-print-directory print-tsan-tests) || rc=1
 		unset TSAN_OPTIONS THREADS_RANKS THREADS_COUNTS
 		;;
 	fuzz)
