@@ -14,7 +14,7 @@
 #include <sys/types.h>
 #include <stddef.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 
 enum sd_coll {
 	SD_COLL_ALLREDUCE = 0,

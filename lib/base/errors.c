@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 
 static const char *const result_str[] = {
 	[SMDDP_OK] = "success",

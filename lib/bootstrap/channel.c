@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "bootstrap/wire.h"
 
 /* ---- rank 0: hellos from strangers ------------------------------------- */

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "bootstrap/wire.h"
 
 const char *sd_boot_type_name(uint32_t t)

@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 
 #include "bootstrap/bootstrap.h"
-#include "core/sd.h"
+#include "util/sd.h"
 
 /* How long a rank waits for rank 0 past its own deadline (see its uses). */
 #define HUB_GRACE_NS (3ull * 1000000000ull)

@@ -22,7 +22,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "config/sd_config.h"
 
 #define MAX_CONFIG_BYTES (1 << 20)

@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 
 /* config.c: read the JSON file at path into the registry through
  * sd_param_set_config().  must_exist == 0: a file that does not exist is

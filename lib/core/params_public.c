@@ -3,7 +3,7 @@
 
 #include <stdio.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 
 SD_EXPORT size_t smddp_param_count(void)
 {

@@ -8,7 +8,7 @@
 #ifndef SD_REDUCE_REDUCE_H
 #define SD_REDUCE_REDUCE_H
 
-#include "core/sd.h"
+#include "util/sd.h"
 
 typedef void sd_reduce_fn(void *dst, const void *const *srcs, int nsrc, size_t count,
 			  enum smddp_dtype dtype, enum smddp_op op, int avg_div);

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "reduce/half.h"
 #include "reduce/reduce.h"
 

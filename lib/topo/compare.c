@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "topo/topo.h"
 
 struct rep {

@@ -9,7 +9,7 @@
 #include <hwloc.h>
 #endif
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "text/cpulist.h"
 #include "topo/discover.h"
 

@@ -27,7 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "topo/discover.h"
 #include "topo/topo.h"
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "topo/discover.h"
 
 static const struct {

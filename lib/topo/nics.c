@@ -10,7 +10,7 @@
 #include <rdma/fabric.h>
 #endif
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "topo/discover.h"
 
 static struct dev *nic_add(struct ctx *c)

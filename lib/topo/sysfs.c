@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "topo/discover.h"
 
 /* ---- small readers -------------------------------------------------------- */

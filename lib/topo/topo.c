@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "topo/topo.h"
 
 static __thread char topo_error[1024];

@@ -1,7 +1,7 @@
 /* fuzz-config.c - the JSON config file (SMDDP_CONFIG) into the parameter registry. */
 #include "config.h"
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "config/sd_config.h"
 #include "fuzz.h"
 

@@ -20,7 +20,7 @@
 
 #include <cuda_runtime.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "cuda/kernels.h"
 
 #define CK(call)                                                                              \

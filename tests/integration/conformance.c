@@ -4,7 +4,7 @@
  * is a pure function of (rank, i, dtype, op, collective), so every rank can
  * compute what every other rank sent and derive the expected result on its
  * own: float64 for floating types, exact wrapped arithmetic for integers.  No
- * library code (nor lib/core/sd.h) is used to compute a reference: fp16 and
+ * library code (nor lib/util/sd.h) is used to compute a reference: fp16 and
  * bf16 conversions are written here.
  *
  * Tolerances (documented in the failure lines as well):

@@ -5,7 +5,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "topo/topo.h"
 
 static const struct smddp_topo *seen[8];

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "bootstrap/bootstrap.h"
 
 #define MS 1000000ull

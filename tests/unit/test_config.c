@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "check.h"
 
 /* Every key of the config file, in the order the library lists them. */

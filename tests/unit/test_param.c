@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "check.h"
 
 static char tmpdir[256];

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "reduce/reduce.h"
 
 #define MAXSRC 8

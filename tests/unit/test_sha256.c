@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 
 static int bad;
 

@@ -20,7 +20,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "transport/shm/shm.h"
 
 #ifndef PR_SET_PTRACER

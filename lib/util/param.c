@@ -22,7 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "config/sd_config.h"
 
 /* SMDDP_DEBUG* are read by log.c before the registry exists; a bad value

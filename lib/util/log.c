@@ -26,7 +26,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "core/sd.h"
+#include "util/sd.h"
 #include "config/sd_config.h"
 
 int sd_log_level = SD_LOG_TRACE; /* until sd_log_init() has run */

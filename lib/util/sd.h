@@ -14,7 +14,7 @@
 
 #define SD_EXPORT __attribute__((visibility("default")))
 
-/* ---- logging (lib/core/log.c) ------------------------------------------
+/* ---- logging (lib/util/log.c) ------------------------------------------
  * SMDDP_DEBUG=WARN|INFO|TRACE (default: WARN), SMDDP_DEBUG_SUBSYS=INIT,BOOT,...
  * (ALL by default; a leading ^ excludes), SMDDP_DEBUG_FILE with %h (host) and
  * %p (pid); otherwise stderr.  Lines look like
@@ -63,7 +63,7 @@ void sd_log(int level, unsigned subsys, const char *file, int line, const char *
 		}                                                                   \
 	} while (0)
 
-/* ---- parameters (lib/core/param.c, lib/config/config.c) ------------------
+/* ---- parameters (lib/util/param.c, lib/config/config.c) ------------------
  * Every tunable is declared once in the table of param.c with its type,
  * default and help.  Precedence: environment > config file (SMDDP_CONFIG, else
  * /etc/smddp.json) > default.  sd_params_load() runs once per process; a bad
@@ -119,7 +119,7 @@ const char *sd_init_error(void);
 		sd_r_;                                                              \
 	})
 
-/* ---- hashing (lib/core/sha256.c) -----------------------------------------
+/* ---- hashing (lib/util/sha256.c) -----------------------------------------
  * SHA-256 and HMAC-SHA-256, for the rendezvous's challenge-response.
  */
 #define SD_SHA256_LEN 32
