@@ -132,7 +132,7 @@ static int retire(struct sd_cuda *cu, void *ptr)
 		}
 	}
 	if (cu->nstale < cu->maxstale)
-		cu->stale[cu->nstale++] = ptr;
+		cu->stale[__atomic_fetch_add(&cu->nstale, 1, __ATOMIC_RELAXED)] = ptr;
 	else
 		rc = sd_comm_error(&cu->sh, SMDDP_ENOMEM, "out of memory");
 	pthread_mutex_unlock(&cu->mu);
@@ -146,12 +146,16 @@ void sd_cuda_flush_stale(struct sd_cuda *cu)
 	void **v = NULL;
 	int n = 0;
 
+	/* Called on every device call; the list is almost always empty. */
+	if (!__atomic_load_n(&cu->nstale, __ATOMIC_RELAXED))
+		return;
 	pthread_mutex_lock(&cu->mu);
 	if (cu->head == cu->tail && cu->nstale) {
 		v = cu->stale;
 		n = cu->nstale;
 		cu->stale = NULL;
-		cu->nstale = cu->maxstale = 0;
+		__atomic_store_n(&cu->nstale, 0, __ATOMIC_RELAXED);
+		cu->maxstale = 0;
 	}
 	pthread_mutex_unlock(&cu->mu);
 	for (int i = 0; i < n; i++)

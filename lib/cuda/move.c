@@ -228,10 +228,11 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 				     "the work queued before it stuck?");
 	/* In-place alltoall: the private copy is taken before the ranks meet,
 	 * since peers write into this input once they have met; except where
-	 * one rank does all the work (one GPU, known from the last call): it
+	 * one rank does all the work (every rank on this GPU, known from the
+	 * last call; shared is -1 before the first): it
 	 * takes every copy itself, sparing each process a kernel of its own
 	 * (time-sliced processes: hundreds of microseconds each). */
-	int copy_first = o->scratch && cu->one_gpu != 1;
+	int copy_first = o->scratch && cu->shared != n - 1;
 
 	if (copy_first) {
 		size_t sb, rb;
@@ -279,7 +280,6 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 		one_gpu &= same;
 		cu->shared += same && q != me;
 	}
-	cu->one_gpu = one_gpu;
 	for (int q = 0; q < n && !one_gpu; q++)
 		if (pubs[q]->scratch && !pubs[q]->copied)
 			return sd_comm_error(c, SMDDP_EINTERNAL,

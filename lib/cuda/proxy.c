@@ -161,7 +161,6 @@ static int state_init(struct smddp_comm *c, int dev)
 	cu->decided = cu->mode >= 0;
 	cu->async = cu->mode == 1;
 	cu->shared = -1;
-	cu->one_gpu = -1;
 	cudaGetDevice(&old);
 	if ((e = cudaSetDevice(dev)) != cudaSuccess) {
 		rc = cuda_error(c, e, "cannot use the buffers' GPU");

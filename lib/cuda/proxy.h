@@ -89,9 +89,8 @@ struct sd_cuda {
 	int mode;               /* SMDDP_CUDA_ASYNC: -1 auto, 0 blocking, 1 queue-and-return */
 	int decided;            /* async is final (auto waits for the first call) */
 	int shared;             /* other ranks on this GPU, as the last call showed */
-	int one_gpu;            /* every rank on this GPU (-1: no call yet) */
 	void **stale;           /* peers' mappings to close once no stream waits */
-	int nstale, maxstale;   /* (under mu) */
+	int nstale, maxstale;   /* under mu (nstale also read without it) */
 	unsigned char uuid[16];
 };
 
