@@ -528,6 +528,23 @@ static int check_join(struct nodes *n, struct peer *p, const struct nodes_msg *m
 	return 2;
 }
 
+/* Before GO: STOP to every connection. With a token, one that has not
+ * proved it learns only that node 0 stopped: the reason names hosts,
+ * sizes and ports, which are the job's. */
+static void stop_joining(struct nodes *n, int status, const char *why)
+{
+	for (size_t i = 0; i < n->npeers; i++) {
+		const struct peer *p = &n->peers[i];
+		if (p->fd < 0)
+			continue;
+		if (p->node >= 0 || !n->cfg.token_given)
+			send_line(p->fd, "STOP status=%d msg=%s", status, why);
+		else
+			send_line(p->fd, "STOP status=%d msg=node 0 stopped before this launcher "
+			          "proved the job token", status);
+	}
+}
+
 /* GO: with a token given, node 0's proof, and no token (the node has it);
  * else the token node 0 made, which the node cannot have. */
 static int send_go(struct nodes *n, const struct peer *p)
@@ -702,9 +719,7 @@ static int join_as_node0(struct nodes *n, int sigfd)
 			         silent, nsilent > 1 ? " and others" : "");
 		tool_warn("%s", why);
 		/* also to those whose JOIN was not read yet: they came too late */
-		for (size_t i = 0; i < n->npeers; i++)
-			if (n->peers[i].fd >= 0)
-				send_line(n->peers[i].fd, "STOP status=1 msg=%s", why);
+		stop_joining(n, 1, why);
 		rc = 1;
 		goto out;
 	}
@@ -720,11 +735,10 @@ static int join_as_node0(struct nodes *n, int sigfd)
 out:
 	if (sig) {
 		/* Ctrl-C on node 0: the nodes that came go too, and say why */
-		for (size_t i = 0; i < n->npeers; i++)
-			if (n->peers[i].fd >= 0)
-				send_line(n->peers[i].fd, "STOP status=%d msg=node 0 (host %s) got "
-				          "signal %d (%s) before the job started", 128 + sig, n->host, sig,
-				          strsignal(sig));
+		char why[512];
+		snprintf(why, sizeof why, "node 0 (host %s) got signal %d (%s) before the job "
+		         "started", n->host, sig, strsignal(sig));
+		stop_joining(n, 128 + sig, why);
 	}
 	if (n->unshown)
 		tool_warn("(%d more refused connection%s not shown)", n->unshown,

@@ -102,6 +102,23 @@ grep -q "^STOP status=1 msg=node 1 of 2 did not join" "$T/wire" && grep -qx clos
 [ ! -s "$T/out0" ] || fail "silent joiner: ranks ran"
 echo "ok: a joiner that never answers the challenge"
 
+# ---- with SMDDP_JOB_TOKEN, such a connection is not told why node 0
+# stopped: the reason names hosts and ports, which are the job's
+PORT=$(free_ports)
+SMDDP_JOB_TOKEN=$TOKEN start_bg node 0 2 --join-timeout 3 -- "$PROG" out ran >"$T/out0" 2>"$T/err0"
+b0=$BG
+wait_port $((PORT + 1))
+start_bg python3 "$FAKE" silent $((PORT + 1)) "$T/wire"
+f=$BG
+wait_bg "$b0" 30
+[ "$RC" -eq 1 ] || fail "silent stranger: node 0 exit status $RC, not 1: $(cat "$T/err0")"
+wait_bg "$f" 30
+[ "$(sed -n 2p "$T/wire")" = "STOP status=1 msg=node 0 stopped before this launcher proved the job token" ] ||
+	fail "silent stranger: what it got: $(cat "$T/wire")"
+# (after the HELLO, whose random hex may hold any digits)
+sed 1d "$T/wire" | grep -q -e "$PORT" -e "$(hostname)" && fail "silent stranger: told about the job: $(cat "$T/wire")"
+echo "ok: an unproved connection learns nothing of the job"
+
 # ---- ... and one that holds its place in silence is closed after 10 s,
 # so that such connections cannot lock the real launchers out
 PORT=$(free_ports)
