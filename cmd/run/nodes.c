@@ -30,10 +30,15 @@
  * token never travels: N0 and N1 are fresh random nonces (32 bytes, hex),
  *   M1 = HMAC-SHA-256(token, "smddp-nodes-2 join" N0 N1 JOIN-line-before-mac)
  *   M0 = HMAC-SHA-256(token, "smddp-nodes-2 go"   N0 N1 "GO job=ID")
- * (lib/hash/sha256.c). Node 0 checks M1 in constant time before any other
- * field, so a launcher without the token learns nothing of the job (its
- * id, node 0's sizes and ports, the other hosts): only that it was
- * refused. A joiner checks M0 and refuses a node 0 that cannot prove the
+ * (lib/hash/sha256.c). Node 0 checks M1, in constant time, before any
+ * field that concerns the job, so a launcher without the token learns
+ * nothing of it (its id, node 0's sizes and ports, the other hosts): only
+ * that it was refused, and, if it has no token at all, node 0's host name
+ * (in the one line that tells it to set SMDDP_JOB_TOKEN). When node 0
+ * gives up before GO, an unproved connection is not told why. A
+ * connection that has not answered within ANSWER_MS is closed, so that
+ * MAX_PENDING silent ones cannot lock the launchers out, and refusals are
+ * told on stderr at most WARN_BURST per WARN_WINDOW_MS. A joiner checks M0 and refuses a node 0 that cannot prove the
  * token (a stranger posing as node 0 would otherwise start its ranks). The
  * labels differ, so neither MAC can be reflected; the nonces are fresh, so
  * neither replayed. What a joiner sends in its JOIN (its own host name,
