@@ -7,8 +7,11 @@
  * listens on a TCP port of its own (--launcher-port, by default the ranks'
  * port + 1) and the others connect to it:
  *
- *   join     node I -> 0   JOIN v=1 node=I nnodes=N nproc=L port=P host=H job=ID token=T
- *            0 -> node I   GO job=ID token=T         (once all N-1 have joined)
+ *   join     0 -> node I   HELLO v=2 nonce=N0        (at once, to every connection)
+ *            node I -> 0   JOIN v=2 node=I nnodes=N nproc=L port=P host=H job=ID
+ *                               nonce=N1 mac=M1      (M1: "-" without a token)
+ *            0 -> node I   GO job=ID mac=M0          (once all N-1 have joined)
+ *                          GO job=ID token=T         (the same, when node 0 made T)
  *                          ERR status=S msg=...      (this one disagrees: refused)
  *                          STOP status=S msg=...     (node 0 gave up waiting)
  *   run      node I -> 0   FAIL status=S msg=...     (its first failure)
@@ -16,15 +19,42 @@
  *            0 -> node I   STOP status=S msg=...     (a failure anywhere: stop)
  *
  * One text line per message, fields "key=value" without blanks, the free
- * text last. No rank starts before every node has joined, so a node that
- * never comes is named by node 0 after --join-timeout instead of leaving
- * the other ranks hanging in their rendezvous; and the job id and token,
- * made by node 0 unless the user gives them, reach every node with GO.
+ * text last; nodes-line.c parses them, strictly. No rank starts before
+ * every node has joined, so a node that never comes is named by node 0
+ * after --join-timeout instead of leaving the other ranks hanging in their
+ * rendezvous; and the job id (and the token, when node 0 made it) reach
+ * every node with GO.
  *
- * The token travels in clear, as it does in the ranks' own rendezvous: it
- * keeps jobs apart and strangers out of a job that sets SMDDP_JOB_TOKEN on
- * every node (node 0 then refuses a launcher without it), not a listener on
- * the wire. Node 0 stops listening once everyone has joined.
+ * Admission (protocol v2), as the ranks' rendezvous does it
+ * (lib/bootstrap/bootstrap.c). With SMDDP_JOB_TOKEN on every node the
+ * token never travels: N0 and N1 are fresh random nonces (32 bytes, hex),
+ *   M1 = HMAC-SHA-256(token, "smddp-nodes-2 join" N0 N1 JOIN-line-before-mac)
+ *   M0 = HMAC-SHA-256(token, "smddp-nodes-2 go"   N0 N1 "GO job=ID")
+ * (lib/hash/sha256.c). Node 0 checks M1, in constant time, before any
+ * field that concerns the job, so a launcher without the token learns
+ * nothing of it (its id, node 0's sizes and ports, the other hosts): only
+ * that it was refused, and, if it has no token at all, node 0's host name
+ * (in the one line that tells it to set SMDDP_JOB_TOKEN). When node 0
+ * gives up before GO, an unproved connection is not told why. A
+ * connection that has not answered within ANSWER_MS is closed, so that
+ * MAX_PENDING silent ones cannot lock the launchers out, and refusals are
+ * told on stderr at most WARN_BURST per WARN_WINDOW_MS. A joiner checks M0 and refuses a node 0 that cannot prove the
+ * token (a stranger posing as node 0 would otherwise start its ranks). The
+ * labels differ, so neither MAC can be reflected; the nonces are fresh, so
+ * neither replayed. What a joiner sends in its JOIN (its own host name,
+ * sizes and job id, never the token) does reach a node 0 that has not
+ * proved itself yet: that is the price of a two-message handshake, and
+ * none of it is secret.
+ *
+ * Without SMDDP_JOB_TOKEN node 0 makes the token, and it has to reach the
+ * other nodes, in clear, in GO, after they joined. That keeps concurrent
+ * jobs apart and a stray launcher (a wrong --master-addr, another job's
+ * node) out, not a listener on the wire, who reads the token and can then
+ * join the ranks' rendezvous: on a network you do not trust, set
+ * SMDDP_JOB_TOKEN (smddp(7)). Node 0 stops listening once everyone has
+ * joined. The lines after GO (FAIL, EXIT, STOP) are not authenticated:
+ * they travel on the connections that were, and taking over a TCP
+ * connection is beyond what this defends against.
  *
  * During the run the connections stay open, with TCP keepalive, so that a
  * launcher killed, or a host gone, is noticed: node 0 then stops the job
@@ -51,18 +81,27 @@
 #include <sys/socket.h>
 
 #include "common/tool.h"
+#include "hash/sha256.h"
 #include "run/nodes.h"
+#include "run/nodes-line.h"
 
-#define LINE_MAX_LEN     2048
+#define LINE_MAX_LEN     NODES_LINE_MAX
 #define MAX_PENDING      64      /* connections that have not said who they are */
 #define CONNECT_TRY_MS   3000    /* one connection attempt */
 #define RETRY_MS         250     /* between attempts */
 #define GO_MARGIN_MS     10000   /* a joined node waits this much past node 0's deadline */
+#define HELLO_MIN_MS     5000    /* a joiner waits at least this much for node 0's HELLO */
+#define ANSWER_MS        10000   /* node 0 waits this much for a JOIN after its HELLO */
+#define WARN_BURST       5       /* refusals told on stderr per WARN_WINDOW_MS ... */
+#define WARN_WINDOW_MS   10000   /* ... so that a scanner or a retrying node cannot flood it */
 
 struct peer {
 	int fd;                 /* -1: closed */
 	int node;               /* -1: has not joined */
 	bool done;              /* sent EXIT */
+	int64_t since;          /* node 0: when it connected */
+	char nonce0[NODES_HEX + 1];   /* node 0's challenge to it ("" before HELLO) */
+	char nonce1[NODES_HEX + 1];   /* its own, from its JOIN */
 	char host[256];
 	char addr[INET6_ADDRSTRLEN];
 	char buf[LINE_MAX_LEN];
@@ -79,6 +118,8 @@ struct nodes {
 	bool failed_sent, done_sent;
 	char job_id[NODES_ID_MAX];
 	char token[NODES_TOKEN_MAX];
+	int64_t warn_since;     /* the current window of refusal warnings */
+	int warned, unshown;    /* in it: told, and not told */
 };
 
 static int64_t now_ms(void)
@@ -118,7 +159,90 @@ static void random_hex(char *out, size_t nhex)
 	out[nhex] = '\0';
 }
 
+/* A nonce for the challenge: from the kernel's random numbers only (a
+ * guessable one could be answered in advance). false without them. */
+static bool random_nonce(char out[NODES_HEX + 1])
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char b[NODES_HEX / 2];
+	size_t got = 0;
+	while (got < sizeof b) {
+		ssize_t r = getrandom(b + got, sizeof b - got, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		got += r;
+	}
+	for (size_t i = 0; i < NODES_HEX; i++)
+		out[i] = digits[(b[i / 2] >> (i % 2 ? 0 : 4)) & 0xf];
+	out[NODES_HEX] = '\0';
+	return true;
+}
+
+/* HMAC-SHA-256 keyed by TOKEN over LABEL (with its '\0'), both nonces and
+ * TEXT[0, LEN), in hex. */
+static void line_mac(const char *token, const char *label, const char *n0, const char *n1,
+                     const char *text, size_t len, char out[NODES_HEX + 1])
+{
+	static const char digits[] = "0123456789abcdef";
+	struct sd_hmac_sha256 m;
+	uint8_t d[SD_SHA256_LEN];
+	sd_hmac_sha256_init(&m, token, strlen(token));
+	sd_hmac_sha256_update(&m, "smddp-nodes-2 ", 14);
+	sd_hmac_sha256_update(&m, label, strlen(label) + 1);
+	sd_hmac_sha256_update(&m, n0, NODES_HEX);
+	sd_hmac_sha256_update(&m, n1, NODES_HEX);
+	sd_hmac_sha256_update(&m, text, len);
+	sd_hmac_sha256_final(&m, d);
+	for (size_t i = 0; i < NODES_HEX; i++)
+		out[i] = digits[(d[i / 2] >> (i % 2 ? 0 : 4)) & 0xf];
+	out[NODES_HEX] = '\0';
+}
+
+/* Whether MAC (64 hex, from the peer) is the one expected, in constant time. */
+static bool mac_ok(const char *want, const char *mac)
+{
+	return strlen(mac) == NODES_HEX && sd_memeq_ct(want, mac, NODES_HEX);
+}
+
+/* A refusal or a stranger, on stderr: at most WARN_BURST per window, then
+ * how many were not shown. */
+TOOL_PRINTF(2, 3) static void warn_limited(struct nodes *n, const char *fmt, ...)
+{
+	int64_t t = now_ms();
+	if (t - n->warn_since >= WARN_WINDOW_MS) {
+		if (n->unshown)
+			tool_warn("(%d more refused connection%s not shown)", n->unshown,
+			          n->unshown == 1 ? "" : "s");
+		n->warn_since = t;
+		n->warned = n->unshown = 0;
+	}
+	if (n->warned >= WARN_BURST) {
+		n->unshown++;
+		return;
+	}
+	n->warned++;
+	char msg[LINE_MAX_LEN];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	tool_warn("%s", msg);
+}
+
 /* ---- lines ------------------------------------------------------------ */
+
+/* One line, and nothing the peer's parser refuses (a host name or a
+ * message may hold anything). */
+static void clean_line(char *line, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (line[i] == '\n' || line[i] == '\r' || line[i] == '\t')
+			line[i] = ' ';
+		else if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+			line[i] = '?';
+}
 
 /* Sends one line; small enough to fit an idle socket's buffer at once. */
 TOOL_PRINTF(2, 3) static int send_line(int fd, const char *fmt, ...)
@@ -132,9 +256,7 @@ TOOL_PRINTF(2, 3) static int send_line(int fd, const char *fmt, ...)
 		return -1;
 	if ((size_t)n > sizeof line - 2)
 		n = (int)sizeof line - 2;
-	for (int i = 0; i < n; i++)
-		if (line[i] == '\n' || line[i] == '\r')
-			line[i] = ' ';
+	clean_line(line, (size_t)n);
 	line[n++] = '\n';
 	for (int off = 0; off < n;) {
 		ssize_t w = send(fd, line + off, n - off, MSG_NOSIGNAL);
@@ -151,40 +273,6 @@ TOOL_PRINTF(2, 3) static int send_line(int fd, const char *fmt, ...)
 		off += w;
 	}
 	return 0;
-}
-
-/* The value of KEY in LINE ("... key=value ..."), into OUT; "msg" takes the
- * rest of the line. false when absent. */
-static bool field(const char *line, const char *key, char *out, size_t outlen)
-{
-	size_t kl = strlen(key);
-	for (const char *p = line; (p = strstr(p, key)); p += kl) {
-		if ((p != line && p[-1] != ' ') || p[kl] != '=')
-			continue;
-		const char *v = p + kl + 1;
-		size_t n = strcmp(key, "msg") == 0 ? strlen(v) : strcspn(v, " ");
-		if (n >= outlen)
-			n = outlen - 1;
-		memcpy(out, v, n);
-		out[n] = '\0';
-		return true;
-	}
-	return false;
-}
-
-static long field_long(const char *line, const char *key, long dflt)
-{
-	char v[32];
-	long x;
-	if (!field(line, key, v, sizeof v) || tool_parse_long(v, -1000000, 1L << 30, &x) < 0)
-		return dflt;
-	return x;
-}
-
-static bool verb(const char *line, const char *v)
-{
-	size_t n = strlen(v);
-	return strncmp(line, v, n) == 0 && (line[n] == ' ' || line[n] == '\0');
 }
 
 /* Reads what is there. Returns 1 with a line in LINE (without '\n'), 0 when
@@ -264,7 +352,10 @@ static struct nodes *nodes_new(const struct nodes_config *cfg)
 	if (!n)
 		return NULL;
 	n->cfg = *cfg;
-	snprintf(n->host, sizeof n->host, "%s", cfg->host ? cfg->host : "?");
+	snprintf(n->host, sizeof n->host, "%s", cfg->host && *cfg->host ? cfg->host : "?");
+	for (char *h = n->host; *h; h++)   /* one field of a line: no blanks */
+		if ((unsigned char)*h <= ' ' || *h == 0x7f)
+			*h = '?';
 	n->cfg.host = n->host;
 	n->cfg.master_addr = NULL;   /* not kept: the caller's string */
 	n->cfg.job_id = n->cfg.token = NULL;
@@ -355,36 +446,57 @@ static void peer_addr(int fd, char *out, size_t outlen)
 	}
 }
 
-static bool token_equal(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	unsigned char d = la != lb;
-	for (size_t i = 0; i < NODES_TOKEN_MAX; i++)
-		d |= (unsigned char)(i < la ? a[i] : 0) ^ (unsigned char)(i < lb ? b[i] : 0);
-	return d == 0;
-}
-
-/* Checks a JOIN; on refusal, says why to both sides and returns its status. */
-static int check_join(struct nodes *n, struct peer *p, const char *line, struct peer **slots)
+/* Checks a JOIN (M, parsed from LINE): first the proof of the token, then
+ * the rest, so that a launcher without the token is told nothing of the
+ * job. On refusal, says why to both sides and returns its status. */
+static int check_join(struct nodes *n, struct peer *p, const struct nodes_msg *m,
+                      const char *line, struct peer **slots)
 {
 	const struct nodes_config *c = &n->cfg;
-	char host[256], job[NODES_ID_MAX + 8], token[NODES_TOKEN_MAX + 8], why[1024];
-	long v = field_long(line, "v", -1), node = field_long(line, "node", -1);
-	long nnodes = field_long(line, "nnodes", -1), nproc = field_long(line, "nproc", -1);
-	long port = field_long(line, "port", -1);
+	const unsigned need = NODES_F_V | NODES_F_NODE | NODES_F_NNODES | NODES_F_NPROC |
+	                      NODES_F_PORT | NODES_F_HOST | NODES_F_NONCE | NODES_F_MAC;
+	char why[1024];
+	long v = m->v, node = m->node, nnodes = m->nnodes, nproc = m->nproc, port = m->port;
+	const char *host = m->have & NODES_F_HOST ? m->host : "?";
+	const char *job = m->have & NODES_F_JOB ? m->job : "-";
+	bool has_mac = (m->have & NODES_F_MAC) && strcmp(m->mac, "-") != 0;
+	/* v1 sent the token itself */
+	bool has_token = has_mac || ((m->have & NODES_F_TOKEN) && strcmp(m->token, "-") != 0);
 
-	if (!field(line, "host", host, sizeof host))
-		snprintf(host, sizeof host, "?");
 	snprintf(p->host, sizeof p->host, "%s", host);
-	if (!field(line, "job", job, sizeof job))
-		snprintf(job, sizeof job, "-");
-	if (!field(line, "token", token, sizeof token))
-		snprintf(token, sizeof token, "-");
-
 	why[0] = '\0';
-	if (v != 1)
+	if (v >= 1 && v < NODES_PROTO)
+		snprintf(why, sizeof why, "node %ld (host %s, %s) runs an older smddp-run (launcher "
+		         "protocol v%ld, node 0 speaks v%d): use the same smddp-run version on every "
+		         "node", node, host, p->addr, v, NODES_PROTO);
+	else if (v > NODES_PROTO)
+		snprintf(why, sizeof why, "node %ld (host %s, %s) runs a newer smddp-run (launcher "
+		         "protocol v%ld, node 0 speaks v%d): use the same smddp-run version on every "
+		         "node", node, host, p->addr, v, NODES_PROTO);
+	else if (v != NODES_PROTO)
 		snprintf(why, sizeof why, "a launcher on %s (host %s) speaks another protocol: "
 		         "run the same smddp-run version on every node", p->addr, host);
+	else if ((m->have & need) != need || strcmp(m->nonce, p->nonce0) == 0)
+		snprintf(why, sizeof why, "a launcher on %s (host %s) sent a malformed JOIN: is it "
+		         "smddp-run, of the same version?", p->addr, host);
+	else if (c->token_given && !has_mac)
+		snprintf(why, sizeof why, "node %ld (host %s, %s) has no job token but node 0 "
+		         "(host %s) has: set the same SMDDP_JOB_TOKEN on every node", node, host,
+		         p->addr, n->host);
+	else if (!c->token_given && has_token)
+		snprintf(why, sizeof why, "node %ld (host %s, %s) has a job token (SMDDP_JOB_TOKEN) "
+		         "but node 0 (host %s) has none: set it on every node or on none", node,
+		         host, p->addr, n->host);
+	if (!why[0] && c->token_given) {
+		char want[NODES_HEX + 1];
+		line_mac(n->token, "join", p->nonce0, m->nonce, line, m->signed_len, want);
+		if (!mac_ok(want, m->mac))
+			snprintf(why, sizeof why, "node %ld (host %s, %s) presented a wrong job token: "
+			         "SMDDP_JOB_TOKEN differs between the nodes", node, host, p->addr);
+	}
+	/* from here on the launcher has proved the token, or there is none */
+	if (why[0])
+		;
 	else if (nnodes != c->nnodes)
 		snprintf(why, sizeof why, "node %ld (host %s, %s) was started with --nnodes %ld, "
 		         "node 0 (host %s) with --nnodes %d: give every node the same", node, host,
@@ -409,26 +521,45 @@ static int check_join(struct nodes *n, struct peer *p, const char *line, struct 
 		snprintf(why, sizeof why, "node %ld (host %s, %s) belongs to job '%s', node 0 (host "
 		         "%s) to job '%s' (SMDDP_JOB_ID or --rdzv-id): are these launchers of one "
 		         "job?", node, host, p->addr, job, n->host, n->job_id);
-	else if (c->token_given && strcmp(token, "-") == 0)
-		snprintf(why, sizeof why, "node %ld (host %s, %s) has no job token but node 0 "
-		         "(host %s) has: set the same SMDDP_JOB_TOKEN on every node", node, host,
-		         p->addr, n->host);
-	else if (c->token_given && !token_equal(token, n->token))
-		snprintf(why, sizeof why, "node %ld (host %s, %s) presented a wrong job token: "
-		         "SMDDP_JOB_TOKEN differs between the nodes", node, host, p->addr);
-	else if (!c->token_given && strcmp(token, "-") != 0)
-		snprintf(why, sizeof why, "node %ld (host %s, %s) has a job token (SMDDP_JOB_TOKEN) "
-		         "but node 0 (host %s) has none: set it on every node or on none", node,
-		         host, p->addr, n->host);
 	if (!why[0]) {
 		p->node = (int)node;
+		snprintf(p->nonce1, sizeof p->nonce1, "%s", m->nonce);
 		slots[node] = p;
 		return 0;
 	}
-	tool_warn("refused a launcher: %s", why);
+	warn_limited(n, "refused a launcher: %s", why);
 	send_line(p->fd, "ERR status=2 msg=%s", why);
 	close_peer(p);
 	return 2;
+}
+
+/* Before GO: STOP to every connection. With a token, one that has not
+ * proved it learns only that node 0 stopped: the reason names hosts,
+ * sizes and ports, which are the job's. */
+static void stop_joining(struct nodes *n, int status, const char *why)
+{
+	for (size_t i = 0; i < n->npeers; i++) {
+		const struct peer *p = &n->peers[i];
+		if (p->fd < 0)
+			continue;
+		if (p->node >= 0 || !n->cfg.token_given)
+			send_line(p->fd, "STOP status=%d msg=%s", status, why);
+		else
+			send_line(p->fd, "STOP status=%d msg=node 0 stopped before this launcher "
+			          "proved the job token", status);
+	}
+}
+
+/* GO: with a token given, node 0's proof, and no token (the node has it);
+ * else the token node 0 made, which the node cannot have. */
+static int send_go(struct nodes *n, const struct peer *p)
+{
+	char go[NODES_ID_MAX + 16], mac[NODES_HEX + 1];
+	if (!n->cfg.token_given)
+		return send_line(p->fd, "GO job=%s token=%s", n->job_id, n->token);
+	snprintf(go, sizeof go, "GO job=%s", n->job_id);
+	line_mac(n->token, "go", p->nonce0, p->nonce1, go, strlen(go), mac);
+	return send_line(p->fd, "%s mac=%s", go, mac);
 }
 
 static int join_as_node0(struct nodes *n, int sigfd)
@@ -455,6 +586,17 @@ static int join_as_node0(struct nodes *n, int sigfd)
 	while (joined < c->nnodes - 1) {
 		if (now_ms() >= until)
 			break;
+		/* a connection that took the challenge and holds its place in
+		 * silence goes, so that MAX_PENDING of them cannot lock the
+		 * launchers out until the deadline */
+		for (size_t i = 0; i < n->npeers; i++) {
+			struct peer *p = &n->peers[i];
+			if (p->fd >= 0 && p->node < 0 && now_ms() - p->since >= ANSWER_MS) {
+				warn_limited(n, "node 0: closed a connection from %s that did not answer "
+				             "the challenge within %d s", p->addr, ANSWER_MS / 1000);
+				close_peer(p);
+			}
+		}
 		nfds_t np = 0;
 		pfd[np] = (struct pollfd){ .fd = sigfd, .events = POLLIN };
 		who[np++] = NULL;
@@ -494,6 +636,17 @@ static int join_as_node0(struct nodes *n, int sigfd)
 								slots[k] = n->peers + (slots[k] - old);
 					keepalive(fd);
 					peer_addr(fd, p->addr, sizeof p->addr);
+					p->since = now_ms();
+					/* the challenge, before anything else: nothing of the
+					 * job goes to a connection that has not answered it */
+					if (!random_nonce(p->nonce0)) {
+						tool_warn_errno("node 0: no random numbers for the challenge "
+						                "(getrandom)");
+						close_peer(p);
+						goto out;
+					}
+					if (send_line(fd, "HELLO v=%d nonce=%s", NODES_PROTO, p->nonce0) < 0)
+						close_peer(p);
 				}
 				continue;   /* the poll set refers to the old array */
 			}
@@ -506,13 +659,23 @@ static int join_as_node0(struct nodes *n, int sigfd)
 			bool eof = false;
 			int got;
 			while ((got = read_line(p, line, sizeof line, &eof)) == 1) {
-				if (p->node < 0 && verb(line, "JOIN")) {
-					if (check_join(n, p, line, slots) == 0) {
-						joined++;
-						if (isatty(2))   /* progress, on a terminal only */
-							tool_warn("node %d of %d (host %s, %s) joined", p->node,
-							          c->nnodes, p->host, p->addr);
-					}
+				if (p->node >= 0)
+					continue;   /* a joined node has nothing to say before GO */
+				struct nodes_msg m;
+				const char *bad = nodes_parse_line(line, &m);
+				if (bad || m.verb != NODES_JOIN) {
+					/* not a launcher: a scanner, a health check, a typo'd port */
+					warn_limited(n, "node 0: closed a connection from %s that is no "
+					             "launcher: its first line is not a JOIN (%s)", p->addr,
+					             bad ? bad : "another message");
+					close_peer(p);
+					break;
+				}
+				if (check_join(n, p, &m, line, slots) == 0) {
+					joined++;
+					if (isatty(2))   /* progress, on a terminal only */
+						tool_warn("node %d of %d (host %s, %s) joined", p->node,
+						          c->nnodes, p->host, p->addr);
 				}
 				if (p->fd < 0)
 					break;
@@ -542,16 +705,26 @@ static int join_as_node0(struct nodes *n, int sigfd)
 					off += snprintf(missing + off, sizeof missing - off, "%s%d",
 					                off ? ", " : "", k);
 			}
+		/* connections that took the challenge and never answered: a
+		 * launcher that is stuck, or not a launcher */
+		char silent[256] = "";
+		int nsilent = 0;
+		for (size_t i = 0; i < n->npeers; i++)
+			if (n->peers[i].fd >= 0 && n->peers[i].node < 0 && nsilent++ == 0)
+				snprintf(silent, sizeof silent, "%s", n->peers[i].addr);
 		char why[1024];
-		snprintf(why, sizeof why, "node%s %s of %d did not join within %g s (--join-timeout): "
-		         "no smddp-run --node-rank %s reached port %ld of host %s", nmiss > 1 ? "s" : "",
-		         missing, c->nnodes, c->join_timeout_s, nmiss > 1 ? "N" : missing,
-		         c->launcher_port, n->host);
+		int off2 = snprintf(why, sizeof why, "node%s %s of %d did not join within %g s "
+		                    "(--join-timeout): no smddp-run --node-rank %s reached port %ld of "
+		                    "host %s", nmiss > 1 ? "s" : "", missing, c->nnodes,
+		                    c->join_timeout_s, nmiss > 1 ? "N" : missing, c->launcher_port,
+		                    n->host);
+		if (nsilent && off2 > 0 && (size_t)off2 < sizeof why)
+			snprintf(why + off2, sizeof why - off2, " (%d connection%s, from %s%s, took the "
+			         "challenge but never answered it)", nsilent, nsilent == 1 ? "" : "s",
+			         silent, nsilent > 1 ? " and others" : "");
 		tool_warn("%s", why);
 		/* also to those whose JOIN was not read yet: they came too late */
-		for (size_t i = 0; i < n->npeers; i++)
-			if (n->peers[i].fd >= 0)
-				send_line(n->peers[i].fd, "STOP status=1 msg=%s", why);
+		stop_joining(n, 1, why);
 		rc = 1;
 		goto out;
 	}
@@ -560,19 +733,22 @@ static int join_as_node0(struct nodes *n, int sigfd)
 		struct peer *p = &n->peers[i];
 		if (p->fd >= 0 && p->node < 0)
 			close_peer(p);
-		else if (p->fd >= 0 && send_line(p->fd, "GO job=%s token=%s", n->job_id, n->token) < 0)
+		else if (p->fd >= 0 && send_go(n, p) < 0)
 			tool_warn("node %d (host %s): cannot tell it to start", p->node, p->host);
 	}
 	rc = 0;
 out:
 	if (sig) {
 		/* Ctrl-C on node 0: the nodes that came go too, and say why */
-		for (size_t i = 0; i < n->npeers; i++)
-			if (n->peers[i].fd >= 0)
-				send_line(n->peers[i].fd, "STOP status=%d msg=node 0 (host %s) got "
-				          "signal %d (%s) before the job started", 128 + sig, n->host, sig,
-				          strsignal(sig));
+		char why[512];
+		snprintf(why, sizeof why, "node 0 (host %s) got signal %d (%s) before the job "
+		         "started", n->host, sig, strsignal(sig));
+		stop_joining(n, 128 + sig, why);
 	}
+	if (n->unshown)
+		tool_warn("(%d more refused connection%s not shown)", n->unshown,
+		          n->unshown == 1 ? "" : "s");
+	n->unshown = 0;
 	if (lfd >= 0)
 		close(lfd);
 	free(slots);
@@ -628,6 +804,44 @@ static void sleep_watching(int sigfd, int ms, int *sig)
 		*sig = stop_signal(sigfd);
 }
 
+/* Node 0's GO (M, parsed from LINE): with our own token, node 0 must prove
+ * it knows it too; else GO brings the token node 0 made. 0, or the exit
+ * status after saying why. */
+static int take_go(struct nodes *n, const struct nodes_config *cfg, const struct peer *p,
+                   const char *nonce1, const struct nodes_msg *m, const char *line)
+{
+	const struct nodes_config *c = &n->cfg;
+	if (!(m->have & NODES_F_JOB) || strcmp(m->job, "-") == 0) {
+		tool_warn("node %d: node 0's launcher at %s sent a malformed start (no job id)",
+		          c->node_rank, n->addr);
+		return 1;
+	}
+	if (cfg->token) {
+		char want[NODES_HEX + 1];
+		bool proved = false;
+		if ((m->have & NODES_F_MAC) && !(m->have & NODES_F_TOKEN)) {
+			line_mac(cfg->token, "go", p->nonce0, nonce1, line, m->signed_len, want);
+			proved = mac_ok(want, m->mac);
+		}
+		if (!proved) {
+			tool_warn("node %d: node 0's launcher at %s could not prove that it knows the "
+			          "job token: refused it (is it smddp-run's node 0 of this job, with the "
+			          "same SMDDP_JOB_TOKEN?)", c->node_rank, n->addr);
+			return 2;
+		}
+		snprintf(n->token, sizeof n->token, "%s", cfg->token);
+	} else {
+		if (!(m->have & NODES_F_TOKEN) || strcmp(m->token, "-") == 0) {
+			tool_warn("node %d: node 0's launcher at %s sent a malformed start (no job "
+			          "token)", c->node_rank, n->addr);
+			return 1;
+		}
+		snprintf(n->token, sizeof n->token, "%s", m->token);
+	}
+	snprintf(n->job_id, sizeof n->job_id, "%s", m->job);
+	return 0;
+}
+
 static int join_as_other(struct nodes *n, const struct nodes_config *cfg, int sigfd)
 {
 	const struct nodes_config *c = &n->cfg;
@@ -661,55 +875,98 @@ static int join_as_other(struct nodes *n, const struct nodes_config *cfg, int si
 	p->node = 0;
 	peer_addr(fd, p->addr, sizeof p->addr);
 	snprintf(p->host, sizeof p->host, "%s", cfg->master_addr);
-	if (send_line(fd, "JOIN v=1 node=%d nnodes=%d nproc=%ld port=%ld host=%s job=%s token=%s",
-	              c->node_rank, c->nnodes, c->nproc, c->master_port, n->host,
-	              cfg->job_id ? cfg->job_id : "-", cfg->token ? cfg->token : "-") < 0) {
-		tool_warn_errno("node %d: cannot talk to node 0's launcher at %s", c->node_rank,
-		                n->addr);
-		return 1;
-	}
 
-	/* Node 0 decides: GO when all are here, STOP when it gives up (by its
-	 * own deadline, which ends before ours: it was running when we came). */
-	int64_t joined_at = now_ms();
-	int64_t go_until = joined_at + (int64_t)(c->join_timeout_s * 1000 + 0.5) + GO_MARGIN_MS;
-	if (go_until < until + GO_MARGIN_MS)
-		go_until = until + GO_MARGIN_MS;
+	/* Node 0 challenges at once (HELLO); then JOIN with our answer, and
+	 * node 0 decides: GO, with its own proof, when all are here; STOP when
+	 * it gives up (by its own deadline, which ends before ours: it was
+	 * running when we came). A node 0 that never challenges is an older
+	 * smddp-run (v1 waited for the JOIN) or no launcher at all. */
+	int64_t connected_at = now_ms();
+	int64_t hello_until = until > connected_at + HELLO_MIN_MS ? until : connected_at + HELLO_MIN_MS;
+	int64_t joined_at = 0, go_until = 0;
+	bool sent_join = false;
+	char nonce1[NODES_HEX + 1];
 	for (;;) {
-		if (now_ms() >= go_until) {
+		int64_t deadline = sent_join ? go_until : hello_until;
+		if (now_ms() >= deadline && !sent_join) {
+			tool_warn("node %d: node 0's launcher at %s took the connection but sent no "
+			          "challenge within %.0f s: an older smddp-run there (use the same "
+			          "smddp-run version on every node), or not smddp-run at all (check "
+			          "--master-addr and --launcher-port)", c->node_rank, n->addr,
+			          (double)(hello_until - connected_at) / 1000);
+			return 1;
+		}
+		if (now_ms() >= deadline) {
 			tool_warn("node %d: joined node 0's launcher at %s, which in %.0f s neither "
 			          "started the job nor gave up (--join-timeout differs between the "
 			          "nodes?)", c->node_rank, n->addr, (double)(go_until - joined_at) / 1000);
 			return 1;
 		}
 		struct pollfd pf[2] = { { .fd = sigfd, .events = POLLIN }, { .fd = fd, .events = POLLIN } };
-		int ready = poll(pf, 2, ms_left(go_until, 1000));
+		int ready = poll(pf, 2, ms_left(deadline, 1000));
 		if (ready <= 0)
 			continue;
 		if (pf[0].revents && (sig = stop_signal(sigfd)))
 			return -sig;
 		if (!pf[1].revents)
 			continue;
-		char line[LINE_MAX_LEN], msg[LINE_MAX_LEN];
+		char line[LINE_MAX_LEN];
 		bool eof = false;
 		int got;
 		while ((got = read_line(p, line, sizeof line, &eof)) == 1) {
-			if (verb(line, "GO")) {
-				if (!field(line, "job", n->job_id, sizeof n->job_id) ||
-				    !field(line, "token", n->token, sizeof n->token)) {
-					tool_warn("node %d: node 0's launcher at %s sent a malformed start",
-					          c->node_rank, n->addr);
+			struct nodes_msg m;
+			const char *bad = nodes_parse_line(line, &m);
+			if (bad) {
+				tool_warn("node %d: node 0's launcher at %s sent a malformed line (%s): is it "
+				          "smddp-run, of the same version?", c->node_rank, n->addr, bad);
+				return 1;
+			}
+			if (m.verb == NODES_ERR || m.verb == NODES_STOP) {
+				tool_warn("node %d: node 0's launcher at %s %s: %s", c->node_rank, n->addr,
+				          m.verb == NODES_ERR ? "refused this one" : "gave up",
+				          m.have & NODES_F_MSG ? m.msg : "no reason given");
+				return m.status > 0 && m.status < 256 ? (int)m.status : 1;
+			}
+			if (m.verb == NODES_HELLO && !sent_join) {
+				if (m.v != NODES_PROTO || !(m.have & NODES_F_NONCE)) {
+					tool_warn("node %d: node 0's launcher at %s speaks launcher protocol "
+					          "v%ld, this smddp-run v%d: use the same smddp-run version on "
+					          "every node", c->node_rank, n->addr, m.v, NODES_PROTO);
+					return 2;
+				}
+				if (!random_nonce(nonce1)) {
+					tool_warn_errno("node %d: no random numbers for the challenge (getrandom)",
+					                c->node_rank);
 					return 1;
 				}
-				return 0;
+				char join[LINE_MAX_LEN], mac[NODES_HEX + 1] = "-";
+				snprintf(join, sizeof join, "JOIN v=%d node=%d nnodes=%d nproc=%ld port=%ld "
+				         "host=%s job=%s nonce=%s", NODES_PROTO, c->node_rank, c->nnodes,
+				         c->nproc, c->master_port, n->host, cfg->job_id ? cfg->job_id : "-",
+				         nonce1);
+				clean_line(join, strlen(join));   /* what we sign is what goes */
+				if (cfg->token)
+					line_mac(cfg->token, "join", m.nonce, nonce1, join, strlen(join), mac);
+				snprintf(p->nonce0, sizeof p->nonce0, "%s", m.nonce);
+				if (send_line(fd, "%s mac=%s", join, mac) < 0) {
+					tool_warn_errno("node %d: cannot talk to node 0's launcher at %s",
+					                c->node_rank, n->addr);
+					return 1;
+				}
+				sent_join = true;
+				joined_at = now_ms();
+				go_until = joined_at + (int64_t)(c->join_timeout_s * 1000 + 0.5) + GO_MARGIN_MS;
+				if (go_until < until + GO_MARGIN_MS)
+					go_until = until + GO_MARGIN_MS;
+				continue;
 			}
-			if (verb(line, "ERR") || verb(line, "STOP")) {
-				if (!field(line, "msg", msg, sizeof msg))
-					snprintf(msg, sizeof msg, "no reason given");
-				tool_warn("node %d: node 0's launcher at %s %s: %s", c->node_rank, n->addr,
-				          verb(line, "ERR") ? "refused this one" : "gave up", msg);
-				int st = (int)field_long(line, "status", 1);
-				return st > 0 && st < 256 ? st : 1;
+			if (m.verb == NODES_GO && sent_join)
+				return take_go(n, cfg, p, nonce1, &m, line);
+			if (m.verb == NODES_GO || m.verb == NODES_HELLO) {
+				tool_warn("node %d: node 0's launcher at %s sent %s out of turn: is it "
+				          "smddp-run, of the same version?", c->node_rank, n->addr,
+				          m.verb == NODES_GO ? "GO" : "HELLO");
+				return 2;
 			}
 		}
 		if (got < 0) {
@@ -801,15 +1058,17 @@ bool nodes_io(struct nodes *n, const struct pollfd *pfd, size_t count, int *stat
 		bool eof = false;
 		int got;
 		while ((got = read_line(p, line, sizeof line, &eof)) == 1) {
-			int st = (int)field_long(line, "status", 1);
+			struct nodes_msg m;
+			if (nodes_parse_line(line, &m))
+				continue;   /* not ours: the peers proved themselves, so a bug */
+			int st = m.have & NODES_F_STATUS ? (int)m.status : 1;
 			if (st < 0 || st > 255)
 				st = 1;
-			if (!field(line, "msg", msg, sizeof msg))
-				msg[0] = '\0';
+			snprintf(msg, sizeof msg, "%s", m.have & NODES_F_MSG ? m.msg : "");
 			if (n->cfg.node_rank == 0) {
-				if (verb(line, "EXIT"))
+				if (m.verb == NODES_EXIT)
 					p->done = true;
-				if (n->stopping || !(verb(line, "FAIL") || (verb(line, "EXIT") && st != 0)))
+				if (n->stopping || !(m.verb == NODES_FAIL || (m.verb == NODES_EXIT && st != 0)))
 					continue;
 				if (!msg[0])
 					snprintf(msg, sizeof msg, "node %d (host %s): its ranks ended with status %d",
@@ -820,7 +1079,7 @@ bool nodes_io(struct nodes *n, const struct pollfd *pfd, size_t count, int *stat
 					*status = st;
 					snprintf(why, whylen, "%s", msg);
 				}
-			} else if (verb(line, "STOP") && !n->stopping && !n->done_sent) {
+			} else if (m.verb == NODES_STOP && !n->stopping && !n->done_sent) {
 				n->stopping = true;
 				event = true;
 				*status = st;

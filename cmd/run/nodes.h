@@ -6,8 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define NODES_ID_MAX     64     /* job id, with its '\0' */
-#define NODES_TOKEN_MAX  257    /* job token, with its '\0' */
+#include "run/nodes-line.h"   /* NODES_ID_MAX, NODES_TOKEN_MAX */
 
 struct nodes_config {
 	int nnodes;             /* > 1 */

@@ -16,7 +16,7 @@
  *   rank -> 0   HELLO      magic, version, rank, size, client nonce (32 bytes)
  *   0 -> rank   CHALLENGE  server nonce (32), HMAC(token, "rank 0" nonces rank size)
  *   rank -> 0   AUTH       HMAC(token, "rank" nonces rank size), pid, host id
- * HMAC is HMAC-SHA-256 (lib/util/sha256.c); both nonces are fresh, and the
+ * HMAC is HMAC-SHA-256 (lib/hash/sha256.c); both nonces are fresh, and the
  * two MACs carry different labels, so neither side can replay or reflect
  * the other's.  Nothing about the job (the table of ranks, pids, hosts)
  * leaves rank 0 before every rank has passed, in the WELCOME; a rank's own

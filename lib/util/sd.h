@@ -12,6 +12,8 @@
 
 #include <smddp/smddp.h>
 
+#include "hash/sha256.h"   /* SHA-256 and HMAC, for the rendezvous's challenge-response */
+
 #define SD_EXPORT __attribute__((visibility("default")))
 
 /* ---- logging (lib/util/log.c) ------------------------------------------
@@ -119,27 +121,6 @@ const char *sd_init_error(void);
 		sd_r_;                                                              \
 	})
 
-/* ---- hashing (lib/util/sha256.c) -----------------------------------------
- * SHA-256 and HMAC-SHA-256, for the rendezvous's challenge-response.
- */
-#define SD_SHA256_LEN 32
-struct sd_sha256 {
-	uint32_t h[8];
-	uint64_t len;  /* bytes hashed */
-	uint8_t buf[64];
-	size_t used;
-};
-struct sd_hmac_sha256 {
-	struct sd_sha256 inner, outer;
-};
-void sd_sha256_init(struct sd_sha256 *s);
-void sd_sha256_update(struct sd_sha256 *s, const void *data, size_t len);
-void sd_sha256_final(struct sd_sha256 *s, uint8_t out[SD_SHA256_LEN]); /* wipes s */
-void sd_hmac_sha256_init(struct sd_hmac_sha256 *m, const void *key, size_t keylen);
-void sd_hmac_sha256_update(struct sd_hmac_sha256 *m, const void *data, size_t len);
-void sd_hmac_sha256_final(struct sd_hmac_sha256 *m, uint8_t out[SD_SHA256_LEN]);
-/* 1 when equal; time depends on len only (for MACs). */
-int sd_memeq_ct(const void *a, const void *b, size_t len);
 
 uint64_t sd_now_ns(void); /* CLOCK_MONOTONIC */
 

@@ -10,7 +10,9 @@
 #  - a rank killed on host 2: every node stops, says which node, host and
 #    rank, and exits 137; nothing is left on any host;
 #  - a host whose launcher never starts: node 0 names the missing node rank
-#    within --join-timeout, the other node gives up too, no rank ever ran.
+#    within --join-timeout, the other node gives up too, no rank ever ran;
+#  - SMDDP_JOB_TOKEN on every host: the launchers and then the ranks prove
+#    it to each other across hosts; a host with another token is refused.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 . "$top_srcdir/tests/cluster/lib.sh"
 
@@ -22,13 +24,16 @@ cluster_up 3
 
 # pernode H N HOSTS OPTIONS... -- PROGRAM...: smddp-run on each host of HOSTS
 # (of h1..hH; host i is node i-1), N ranks each, all started at once; waits
-# for them all and sets RCS[i], out.i and err.i, and DT (ms, the slowest)
+# for them all and sets RCS[i], out.i and err.i, and DT (ms, the slowest).
+# HOST_ENV[i], if set, is one VAR=VALUE for host i's smddp-run.
+HOST_ENV=()
 pernode() {
 	local h=$1 n=$2 hosts=$3 i t0 pids=()
 	shift 3
 	t0=$(date +%s%N)
 	for i in $hosts; do
-		on_host "$i" timeout -k 5 120 "$RUN" --nnodes "$h" --node-rank $((i - 1)) \
+		on_host "$i" env ${HOST_ENV[i]:+"${HOST_ENV[i]}"} timeout -k 5 120 "$RUN" \
+			--nnodes "$h" --node-rank $((i - 1)) \
 			--master-addr 10.77.0.1 -n "$n" --network-interface eth0 "$@" \
 			>"$CL_DIR/out.$i" 2>"$CL_DIR/err.$i" &
 		pids[i]=$!
@@ -146,4 +151,25 @@ grep -q "^smddp-run: node 1: node 0's launcher at 10.77.0.1:29501 gave up: node 
 [ ! -s "$CL_DIR/out.1" ] && [ ! -s "$CL_DIR/out.2" ] || fail "h3 missing: ranks ran: $(everything)"
 nothing_left
 echo "ok: h3's launcher never started: named in $DT ms"
+
+# ---- SMDDP_JOB_TOKEN on both hosts: the launchers prove it (never send
+# it), the ranks get it and prove it again in their own rendezvous
+HOST_ENV[1]=SMDDP_JOB_TOKEN=cluster-secret-0123
+HOST_ENV[2]=SMDDP_JOB_TOKEN=cluster-secret-0123
+envcheck 2 2
+nothing_left
+
+# ---- h2 has another token: refused (2) and named on both, h1 then gives up (1)
+HOST_ENV[2]=SMDDP_JOB_TOKEN=some-other-secret
+pernode 2 2 "2 1" --join-timeout 4 -- "$ENVCHECK" 4 2 10.77.0.1 h "$across"
+[ "${RCS[2]}" -eq 2 ] && [ "${RCS[1]}" -eq 1 ] ||
+	fail "wrong token: exit status ${RCS[1]} and ${RCS[2]}, not 1 and 2: $(everything)"
+grep -Eq "^smddp-run: node 1: node 0's launcher at 10\.77\.0\.1:29501 refused this one: node 1 \(host h2, [0-9.]+\) presented a wrong job token: SMDDP_JOB_TOKEN differs between the nodes$" "$CL_DIR/err.2" ||
+	fail "wrong token: h2 says: $(everything)"
+grep -Eq "^smddp-run: refused a launcher: node 1 \(host h2, [0-9.]+\) presented a wrong job token" "$CL_DIR/err.1" ||
+	fail "wrong token: h1 says: $(everything)"
+[ ! -s "$CL_DIR/out.1" ] && [ ! -s "$CL_DIR/out.2" ] || fail "wrong token: ranks ran: $(everything)"
+HOST_ENV=()
+nothing_left
+echo "ok: a host with another SMDDP_JOB_TOKEN is refused"
 exit 0

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "util/sd.h"
+#include "hash/sha256.h"
 
 static int bad;
 

@@ -1,4 +1,4 @@
-/* sha256.c - SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104), for the rendezvous's challenge-response.
+/* hash/sha256.c - SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104), for the challenge-responses.
  *
  * Small and portable rather than fast: it hashes a few hundred bytes per
  * rank per job.  Checked against the FIPS and RFC 4231 vectors in
@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#include "util/sd.h"
+#include "hash/sha256.h"
 
 static const uint32_t K[64] = {
 	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
