@@ -106,6 +106,12 @@ static inline size_t dtsize(int dt)
 	return smddp_dtype_size((enum smddp_dtype)dt);
 }
 
+/* ---- proxy.c ---- */
+
+/* Host thread, comm drained: c's device state, made on GPU dev if c has
+ * none yet (an existing one keeps its own GPU). */
+int sd_cuda_state(struct smddp_comm *c, int dev, struct sd_cuda **out);
+
 /* ---- device.c ---- */
 
 /* Bytes of sendbuf and recvbuf that call k touches on rank rank. */
