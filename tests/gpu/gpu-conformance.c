@@ -23,6 +23,9 @@
  *                                           --small: no N, int32, float16, float32 only,
  *                                           for compute-sanitizer)
  *   gpu-conformance order                   stream ordering with a stream held back
+ *                                           300 ms by a host function (the call
+ *                                           waits for it; with SMDDP_CUDA_ASYNC=1 it
+ *                                           returns at once)
  *   gpu-conformance overlap                 the call returns within 10 % of the GPU
  *                                           work queued before it (queued mode; in
  *                                           blocking mode after it); right results
@@ -40,9 +43,6 @@
  *                                           receive from anyone; size mismatches
  *                                           naming both ranks (--perf: P2P-PERF lines,
  *                                           a timed ring, 8 B to 64 MiB)
- *                                           300 ms by a host function (the call
- *                                           waits for it; with SMDDP_CUDA_ASYNC=1 it
- *                                           returns at once)
  *   gpu-conformance errors                  bad calls get the documented errors;
  *                                           reallocated buffers; a split communicator
  *                                           on the same buffers
@@ -1041,6 +1041,27 @@ static void p2p_more(void)
 {
 	unsigned char *hs = (unsigned char *)hbuf, *hr = (unsigned char *)hout;
 	int to = (rank + 1) % nranks, from = (rank - 1 + nranks) % nranks;
+
+	/* Stream order: the stream is held back 300 ms by a host function,
+	 * then the send buffer is written and the receive buffer poisoned; a
+	 * send that read early, or a copy into the receive buffer queued
+	 * before the poison, gives wrong bytes. */
+	{
+		size_t n = 65537;
+
+		pfill(hs, n, rank, to, 9);
+		CK(cudaMemsetAsync(dsend, 0, n, stream));
+		CK(cudaLaunchHostFunc(stream, hold, NULL));
+		CK(cudaMemcpyAsync(dsend, hs, n, cudaMemcpyHostToDevice, stream));
+		CK(cudaMemsetAsync(drecv, 0xA5, n, stream));
+		pcall("held: group_start", smddp_group_start());
+		pcall("held: send", smddp_send(dsend, n, SMDDP_UINT8, to, 9, comm, stream));
+		pcall("held: recv", smddp_recv(drecv, n, SMDDP_UINT8, from, 9, NULL, comm, stream));
+		pcall("held: group_end", smddp_group_end());
+		CK(cudaMemcpyAsync(hr, drecv, n, cudaMemcpyDeviceToHost, stream));
+		CK(cudaStreamSynchronize(stream));
+		pcheck("held back", hr, n, from, rank, 9);
+	}
 
 	/* every dtype, an odd count of elements, a ring in a group */
 	for (int dt = 0; dt < SMDDP_NUM_DTYPES; dt++) {
