@@ -58,14 +58,15 @@
 #include "cuda/proxy.h"
 #include "transport/transport.h"
 
-/* Bits 32 and 33 of a key: above every user tag, below SD_P2P_KEY_COLL,
- * and not among the 32 bits of a collective's wire number.  Answers and
- * data have keys of their own so that a receive from anyone in round 1
- * cannot take them (a peer may be in round 2 while this rank still is in
- * round 1). */
-#define KEY_DATA (1ull << 32)
-#define KEY_REPLY (1ull << 33)
-_Static_assert(KEY_DATA > (uint64_t)SMDDP_TAG_MAX && KEY_REPLY < SD_P2P_KEY_COLL &&
+/* Keys of answers and data: bit 32 or 33, which no tag (up to bit 30) nor
+ * collective's key (SD_P2P_KEY_COLL and a 32-bit wire number) has, so
+ * that a receive from anyone in round 1 cannot take them (a peer may be
+ * in round 2 while this rank still is in round 1); and SD_P2P_KEY_COLL,
+ * so that the transport's messages (a dead peer, a timeout) call them
+ * "this call's message" instead of quoting a tag nobody used. */
+#define KEY_DATA (SD_P2P_KEY_COLL | 1ull << 32)
+#define KEY_REPLY (SD_P2P_KEY_COLL | 1ull << 33)
+_Static_assert((1ull << 32) > (uint64_t)SMDDP_TAG_MAX &&
 		       ((KEY_DATA | KEY_REPLY) & SD_P2P_KEY_MASK) == (KEY_DATA | KEY_REPLY),
 	       "KEY_DATA or KEY_REPLY collides with tags or collectives' keys");
 

@@ -43,6 +43,9 @@
  *                                           receive from anyone; size mismatches
  *                                           naming both ranks (--perf: P2P-PERF lines,
  *                                           a timed ring, 8 B to 64 MiB)
+ *   gpu-conformance p2pdead VICTIM          VICTIM is SIGKILLed before a ring of
+ *                                           device sends and receives: the others get
+ *                                           SMDDP_EPEER naming it (FAULT-OK lines)
  *   gpu-conformance errors                  bad calls get the documented errors;
  *                                           reallocated buffers; a split communicator
  *                                           on the same buffers
@@ -919,6 +922,47 @@ static int dead(int victim)
 	return 0;
 }
 
+/* p2pdead VICTIM: a ring of device sends and receives (one group per
+ * call); VICTIM is SIGKILLed before the third.  Its neighbours wait for it
+ * in the host rounds of lib/cuda/p2p.c, the others in the barrier after:
+ * every one gets SMDDP_EPEER (or SMDDP_EABORTED) naming it within 20 s.
+ * FAULT-OK / FAULT-BAD lines, as dead. */
+static int p2pdead(int victim)
+{
+	int to = (rank + 1) % nranks, from = (rank - 1 + nranks) % nranks, rc = 0;
+	size_t n = 100003;
+	char want[32];
+	double t0 = 0;
+
+	for (int i = 0; i < 3; i++) {
+		if (i == 2) {
+			CK(cudaStreamSynchronize(stream));
+			if (rank == victim) {
+				fflush(stdout);
+				raise(SIGKILL);
+			}
+			t0 = now_s();
+		}
+		smddp_group_start();
+		smddp_send(dsend, n, SMDDP_UINT8, to, 3, comm, stream);
+		smddp_recv(drecv, n, SMDDP_UINT8, from, 3, NULL, comm, stream);
+		rc = smddp_group_end();
+		if (rc && i < 2) {
+			printf("FAULT-BAD rank=%d good call %d failed: %s\n", rank, i,
+			       smddp_last_error(comm));
+			return 1;
+		}
+	}
+	if (!rc)
+		rc = smddp_barrier(comm);
+	snprintf(want, sizeof(want), "rank %d", victim);
+	verdict((rc == SMDDP_EPEER || rc == SMDDP_EABORTED) && strstr(smddp_last_error(comm), want) &&
+			now_s() - t0 < 20,
+		rc, now_s() - t0, smddp_last_error(comm));
+	smddp_comm_abort(comm);
+	return 0;
+}
+
 /* Polls smddp_comm_get_async_error until it reports a failure or secs pass
  * since t0; returns the failure (its sentence in smddp_last_error). */
 static int await_async_error(double t0, double secs)
@@ -1417,6 +1461,9 @@ int main(int argc, char **argv)
 		return mixed();
 	} else if (!strcmp(mode, "badbuf") && argc > 2) {
 		return badbuf(atoi(argv[2]));
+	} else if (!strcmp(mode, "p2pdead") && argc > 2) {
+		signal(SIGTERM, SIG_IGN); /* as dead below */
+		return p2pdead(atoi(argv[2]));
 	} else if (!strcmp(mode, "dead") && argc > 2) {
 		/* smddp-run stops the others (SIGTERM) when the victim dies:
 		 * run under --grace long enough for them to report. */
@@ -1424,7 +1471,7 @@ int main(int argc, char **argv)
 		return dead(atoi(argv[2]));
 	} else {
 		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | overlap | "
-				"p2p [--perf] | mismatch | errors | dead VICTIM | badbuf VICTIM | mixed]\n");
+				"p2p [--perf] | p2pdead VICTIM | mismatch | errors | dead VICTIM | badbuf VICTIM | mixed]\n");
 		return 2;
 	}
 	printf("SUMMARY rank %d of %d: %d passed, %d failed\n", rank, nranks, passed, failures);

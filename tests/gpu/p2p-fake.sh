@@ -46,6 +46,15 @@ fake nopeer-n3 3 FAKECUDA_NOPEER=1 SMDDP_DEBUG=INFO -- p2p --large 30011
 grep -q "staged through host memory where a peer's GPU is not visible" "$TDIR/nopeer-n3.out" &&
 	pass "nopeer-n3: said at INFO why it stages" ||
 	fail "nopeer-n3: no INFO line saying why it stages"
+# a rank killed before a ring: the others name it, in seconds
+rm -f "$FAKECUDA_FILE"
+timeout -k 5 120 env SMDDP_TIMEOUT=60 "$RUN" -n 4 --grace 30 --timeout 90 "$PROG" p2pdead 1 \
+	>"$TDIR/dead.out" 2>&1
+sed 's/^/    /' "$TDIR/dead.out"
+for r in 0 2 3; do
+	grep -q "FAULT-OK rank=$r " "$TDIR/dead.out" && pass "p2pdead: rank $r named the dead rank" ||
+		fail "p2pdead: rank $r did not report the dead rank"
+done
 if grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h"; then
 	# between "hosts" (staged), and 2 hosts x 2 ranks: IPC inside, staged across
 	export SMDDP_FABRIC_PROVIDER=tcp

@@ -18,6 +18,12 @@ for n in 1 2 4; do
 		pass "p2p-n$n: messages inside the node went by CUDA IPC"
 	fi
 done
+# a rank killed before a ring: the others name it, in seconds
+LAUNCH_OPTS="--grace 30" run_gpu p2p-dead 60 4 p2pdead 1
+for r in 0 2 3; do
+	grep -q "FAULT-OK rank=$r " "$TDIR/p2p-dead.out" && pass "p2p-dead: rank $r named the dead rank" ||
+		fail "p2p-dead: rank $r did not report the dead rank"
+done
 if grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h"; then
 	export SMDDP_FABRIC_PROVIDER=tcp
 	GPU_WRAP="/bin/sh $top_srcdir/tests/net/fakehost.sh"
