@@ -2,7 +2,8 @@
  * device path on one node: proxy.c (modes, queue, proxy thread), move.c (one call:
  * meet, map, move), ipc.c (CUDA IPC handles and mappings), device.c (the driver's
  * entry points, buffer checks, waits).  Calls point one way: proxy -> move -> ipc
- * -> device. */
+ * -> device; p2p.c (device sends and receives) uses the state of proxy.c, ipc.c
+ * and device.c. */
 #ifndef SD_CUDA_PROXY_H
 #define SD_CUDA_PROXY_H
 
