@@ -112,6 +112,7 @@ for s in $stages; do
 		for t in ${GPU_TESTS:-errors order overlap mismatch p2p dead staged matrix-n1 matrix-n2 matrix-n4 matrix-n8}; do
 			secs=200
 			[ "$t" = staged ] && secs=450
+			[ "$t" = p2p ] && secs=400
 			stage "test-$t" "$secs" bash "$ROOT/tests/gpu/$t.sh"
 			grep -h "^FAIL\|FAULT-BAD" "$TMPD/test-$t.log" | head -5 | tee -a "$summary"
 		done
