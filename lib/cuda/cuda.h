@@ -36,8 +36,9 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *call);
  * after it. */
 int sd_cuda_staged(struct smddp_comm *c, const struct sd_cuda_call *call);
 /* Host thread, comm drained (sd_cuda_collect(c, 1)): a batch of sends and
- * receives whose buffers are device memory, through host copies ordered
- * on stream (p2p.c); returns when done. */
+ * receives whose buffers are device memory, by CUDA IPC between the ranks
+ * of a host and through host copies between hosts, ordered on stream
+ * (p2p.c); returns when done. */
 int sd_cuda_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n, void *stream);
 /* Host thread, before anything else on comm: the error an earlier queued
  * call met (moved into c->last_error; sticky ones also into c->failed),

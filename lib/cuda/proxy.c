@@ -249,6 +249,16 @@ fail:
 	return rc;
 }
 
+/* For lib/cuda/p2p.c, which uses the IPC caches and the scratch buffer of
+ * this state (on the host thread, the queue drained) but queues nothing. */
+int sd_cuda_state(struct smddp_comm *c, int dev, struct sd_cuda **out)
+{
+	if (!c->cuda)
+		SD_CHECK(state_init(c, dev));
+	*out = c->cuda;
+	return SMDDP_OK;
+}
+
 static void ts_after(struct timespec *ts, uint64_t ns)
 {
 	clock_gettime(CLOCK_MONOTONIC, ts);

@@ -2,7 +2,8 @@
  * device path on one node: proxy.c (modes, queue, proxy thread), move.c (one call:
  * meet, map, move), ipc.c (CUDA IPC handles and mappings), device.c (the driver's
  * entry points, buffer checks, waits).  Calls point one way: proxy -> move -> ipc
- * -> device. */
+ * -> device; p2p.c (device sends and receives) uses the state of proxy.c, ipc.c
+ * and device.c. */
 #ifndef SD_CUDA_PROXY_H
 #define SD_CUDA_PROXY_H
 
@@ -104,6 +105,12 @@ static inline size_t dtsize(int dt)
 {
 	return smddp_dtype_size((enum smddp_dtype)dt);
 }
+
+/* ---- proxy.c ---- */
+
+/* Host thread, comm drained: c's device state, made on GPU dev if c has
+ * none yet (an existing one keeps its own GPU). */
+int sd_cuda_state(struct smddp_comm *c, int dev, struct sd_cuda **out);
 
 /* ---- device.c ---- */
 

@@ -23,6 +23,9 @@
  *                                           --small: no N, int32, float16, float32 only,
  *                                           for compute-sanitizer)
  *   gpu-conformance order                   stream ordering with a stream held back
+ *                                           300 ms by a host function (the call
+ *                                           waits for it; with SMDDP_CUDA_ASYNC=1 it
+ *                                           returns at once)
  *   gpu-conformance overlap                 the call returns within 10 % of the GPU
  *                                           work queued before it (queued mode; in
  *                                           blocking mode after it); right results
@@ -31,12 +34,18 @@
  *                                           the call or (queued) within 2 s from
  *                                           smddp_comm_get_async_error; streams
  *                                           released (FAULT-OK lines)
- *   gpu-conformance p2p [--large N]         a ring of sends and receives in a group,
+ *   gpu-conformance p2p [--large N] [--perf]
+ *                                           a ring of sends and receives in a group,
  *                                           alltoallv, gather and scatter from every
- *                                           root, bytes checked exactly
- *                                           300 ms by a host function (the call
- *                                           waits for it; with SMDDP_CUDA_ASYNC=1 it
- *                                           returns at once)
+ *                                           root, bytes checked exactly; every dtype;
+ *                                           an all-to-all group that deadlocks one
+ *                                           call at a time; an exchange in place; a
+ *                                           receive from anyone; size mismatches
+ *                                           naming both ranks (--perf: P2P-PERF lines,
+ *                                           a timed ring, 8 B to 64 MiB)
+ *   gpu-conformance p2pdead VICTIM          VICTIM is SIGKILLed before a ring of
+ *                                           device sends and receives: the others get
+ *                                           SMDDP_EPEER naming it (FAULT-OK lines)
  *   gpu-conformance errors                  bad calls get the documented errors;
  *                                           reallocated buffers; a split communicator
  *                                           on the same buffers
@@ -913,6 +922,47 @@ static int dead(int victim)
 	return 0;
 }
 
+/* p2pdead VICTIM: a ring of device sends and receives (one group per
+ * call); VICTIM is SIGKILLed before the third.  Its neighbours wait for it
+ * in the host rounds of lib/cuda/p2p.c, the others in the barrier after:
+ * every one gets SMDDP_EPEER (or SMDDP_EABORTED) naming it within 20 s.
+ * FAULT-OK / FAULT-BAD lines, as dead. */
+static int p2pdead(int victim)
+{
+	int to = (rank + 1) % nranks, from = (rank - 1 + nranks) % nranks, rc = 0;
+	size_t n = 100003;
+	char want[32];
+	double t0 = 0;
+
+	for (int i = 0; i < 3; i++) {
+		if (i == 2) {
+			CK(cudaStreamSynchronize(stream));
+			if (rank == victim) {
+				fflush(stdout);
+				raise(SIGKILL);
+			}
+			t0 = now_s();
+		}
+		smddp_group_start();
+		smddp_send(dsend, n, SMDDP_UINT8, to, 3, comm, stream);
+		smddp_recv(drecv, n, SMDDP_UINT8, from, 3, NULL, comm, stream);
+		rc = smddp_group_end();
+		if (rc && i < 2) {
+			printf("FAULT-BAD rank=%d good call %d failed: %s\n", rank, i,
+			       smddp_last_error(comm));
+			return 1;
+		}
+	}
+	if (!rc)
+		rc = smddp_barrier(comm);
+	snprintf(want, sizeof(want), "rank %d", victim);
+	verdict((rc == SMDDP_EPEER || rc == SMDDP_EABORTED) && strstr(smddp_last_error(comm), want) &&
+			now_s() - t0 < 20,
+		rc, now_s() - t0, smddp_last_error(comm));
+	smddp_comm_abort(comm);
+	return 0;
+}
+
 /* Polls smddp_comm_get_async_error until it reports a failure or secs pass
  * since t0; returns the failure (its sentence in smddp_last_error). */
 static int await_async_error(double t0, double secs)
@@ -1007,6 +1057,241 @@ static void pcall(const char *what, int rc)
 		       smddp_last_error(comm));
 		failures++;
 	}
+}
+
+/* Bytes from rank s to rank r, message j of the all-to-all group: odd,
+ * different for every pair, 0 for some. */
+static size_t a2a_bytes(int s, int r, int j)
+{
+	size_t b = (size_t)(s * 7 + r * 13 + j * 101) % 5003;
+
+	return (s + r + j) % 5 == 4 ? 0 : b | 1;
+}
+
+static int both_ranks_named(int other)
+{
+	char me[32], him[32];
+	const char *m = smddp_last_error(comm);
+
+	snprintf(me, sizeof(me), "rank %d", rank);
+	snprintf(him, sizeof(him), "rank %d", other);
+	return strstr(m, me) && strstr(m, him);
+}
+
+/* More of p2p: every dtype, a group that deadlocks if run one call at a
+ * time, an exchange in place, a receive from anyone, a size mismatch in a
+ * group whose other message must still arrive. */
+static void p2p_more(void)
+{
+	unsigned char *hs = (unsigned char *)hbuf, *hr = (unsigned char *)hout;
+	int to = (rank + 1) % nranks, from = (rank - 1 + nranks) % nranks;
+
+	/* Stream order: the stream is held back 300 ms by a host function,
+	 * then the send buffer is written and the receive buffer poisoned; a
+	 * send that read early, or a copy into the receive buffer queued
+	 * before the poison, gives wrong bytes. */
+	{
+		size_t n = 65537;
+
+		pfill(hs, n, rank, to, 9);
+		CK(cudaMemsetAsync(dsend, 0, n, stream));
+		CK(cudaLaunchHostFunc(stream, hold, NULL));
+		CK(cudaMemcpyAsync(dsend, hs, n, cudaMemcpyHostToDevice, stream));
+		CK(cudaMemsetAsync(drecv, 0xA5, n, stream));
+		pcall("held: group_start", smddp_group_start());
+		pcall("held: send", smddp_send(dsend, n, SMDDP_UINT8, to, 9, comm, stream));
+		pcall("held: recv", smddp_recv(drecv, n, SMDDP_UINT8, from, 9, NULL, comm, stream));
+		pcall("held: group_end", smddp_group_end());
+		CK(cudaMemcpyAsync(hr, drecv, n, cudaMemcpyDeviceToHost, stream));
+		CK(cudaStreamSynchronize(stream));
+		pcheck("held back", hr, n, from, rank, 9);
+	}
+
+	/* every dtype, an odd count of elements, a ring in a group */
+	for (int dt = 0; dt < SMDDP_NUM_DTYPES; dt++) {
+		size_t count = 1003 + (size_t)dt * 2, n = count * es_of[dt];
+		char what[48];
+
+		snprintf(what, sizeof(what), "ring of %s", smddp_dtype_name((enum smddp_dtype)dt));
+		pfill(hs, n, rank, to, 10 + dt);
+		CK(cudaMemcpyAsync(dsend, hs, n, cudaMemcpyHostToDevice, stream));
+		CK(cudaMemsetAsync(drecv, 0xA5, n, stream));
+		pcall("group_start", smddp_group_start());
+		pcall(what, smddp_send(dsend, count, (enum smddp_dtype)dt, to, 10 + dt, comm, stream));
+		pcall(what, smddp_recv(drecv, count, (enum smddp_dtype)dt, from, 10 + dt, NULL, comm,
+				       stream));
+		pcall("group_end", smddp_group_end());
+		CK(cudaMemcpyAsync(hr, drecv, n, cudaMemcpyDeviceToHost, stream));
+		CK(cudaStreamSynchronize(stream));
+		pcheck(what, hr, n, from, rank, 10 + dt);
+	}
+
+	/* All to all in one group, this rank included: every rank sends three
+	 * messages to each (two with tag 20, in order, one with tag 21) before
+	 * it receives any, and receives tag 21 first: one call at a time,
+	 * every rank would wait in its first send. */
+	{
+		size_t soff[64][3], roff[64][3], so = 0, ro = 0;
+		int srcs[64][3];
+
+		for (int q = 0; q < nranks && nranks <= 64; q++)
+			for (int j = 0; j < 3; j++) {
+				soff[q][j] = so;
+				roff[q][j] = ro;
+				pfill(hs + so, a2a_bytes(rank, q, j), rank, q, 30 + j);
+				so += a2a_bytes(rank, q, j);
+				ro += a2a_bytes(q, rank, j);
+			}
+		if (nranks <= 64 && so <= cap_bytes && ro <= cap_bytes) {
+			CK(cudaMemcpyAsync(dsend, hs, so, cudaMemcpyHostToDevice, stream));
+			CK(cudaMemsetAsync(drecv, 0xA5, ro, stream));
+			pcall("a2a group_start", smddp_group_start());
+			for (int q = 0; q < nranks; q++)
+				for (int j = 0; j < 3; j++)
+					pcall("a2a send", smddp_send(dsend + soff[q][j], a2a_bytes(rank, q, j),
+								     SMDDP_UINT8, q, j == 2 ? 21 : 20, comm,
+								     stream));
+			for (int j = 2; j >= 0; j--)
+				for (int i = 0; i < nranks; i++) {
+					int q = (rank + nranks - i) % nranks, jj = j == 2 ? 2 : 1 - j;
+
+					srcs[q][jj] = -1;
+					pcall("a2a recv", smddp_recv(drecv + roff[q][jj], a2a_bytes(q, rank, jj),
+								     SMDDP_UINT8, q, jj == 2 ? 21 : 20,
+								     &srcs[q][jj], comm, stream));
+				}
+			pcall("a2a group_end", smddp_group_end());
+			CK(cudaMemcpyAsync(hr, drecv, ro, cudaMemcpyDeviceToHost, stream));
+			CK(cudaStreamSynchronize(stream));
+			for (int q = 0; q < nranks; q++)
+				for (int j = 0; j < 3; j++) {
+					pcheck("a2a group", hr + roff[q][j], a2a_bytes(q, rank, j), q, rank,
+					       30 + j);
+					if (srcs[q][j] != q) {
+						printf("FAIL rank %d: a2a group: source %d, expected %d\n",
+						       rank, srcs[q][j], q);
+						failures++;
+					}
+				}
+		}
+	}
+
+	/* An exchange in place (nccl-tests' in-place sendrecv): the buffer a
+	 * rank sends is the one its receive overwrites. */
+	{
+		size_t n = 100003;
+
+		pfill(hs, n, rank, to, 50);
+		CK(cudaMemcpyAsync(drecv, hs, n, cudaMemcpyHostToDevice, stream));
+		pcall("in place: group_start", smddp_group_start());
+		pcall("in place: send", smddp_send(drecv, n, SMDDP_UINT8, to, 50, comm, stream));
+		pcall("in place: recv", smddp_recv(drecv, n, SMDDP_UINT8, from, 50, NULL, comm, stream));
+		pcall("in place: group_end", smddp_group_end());
+		CK(cudaMemcpyAsync(hr, drecv, n, cudaMemcpyDeviceToHost, stream));
+		CK(cudaStreamSynchronize(stream));
+		pcheck("in place", hr, n, from, rank, 50);
+	}
+
+	/* Rank 0 receives from anyone, one call at a time; each other rank
+	 * sends it one message (a plain blocking send). */
+	if (nranks >= 2) {
+		size_t n = 777;
+
+		if (rank == 0) {
+			int seen[64] = {0};
+
+			for (int i = 1; i < nranks; i++) {
+				int src = -1;
+
+				CK(cudaMemsetAsync(drecv, 0xA5, n, stream));
+				pcall("any: recv", smddp_recv(drecv, n, SMDDP_UINT8, SMDDP_ANY_SOURCE, 40,
+							      &src, comm, stream));
+				CK(cudaMemcpyAsync(hr, drecv, n, cudaMemcpyDeviceToHost, stream));
+				CK(cudaStreamSynchronize(stream));
+				if (src <= 0 || src >= nranks || src >= 64 || seen[src]++) {
+					printf("FAIL rank 0: any: source %d\n", src);
+					failures++;
+					continue;
+				}
+				pcheck("any", hr, n, src, 0, 40);
+			}
+		} else {
+			pfill(hs, n, rank, 0, 40);
+			CK(cudaMemcpyAsync(dsend, hs, n, cudaMemcpyHostToDevice, stream));
+			pcall("any: send", smddp_send(dsend, n, SMDDP_UINT8, 0, 40, comm, stream));
+		}
+	}
+
+	/* A size mismatch in a group: tag 6 has another size on the receiver
+	 * (an error naming both ranks), tag 7 still arrives. */
+	if (nranks >= 2 && rank <= 1) {
+		int got;
+
+		pfill(hs, 500, rank, 1 - rank, 7);
+		CK(cudaMemcpyAsync(dsend + 4096, hs, 500, cudaMemcpyHostToDevice, stream));
+		CK(cudaMemsetAsync(drecv + 4096, 0xA5, 500, stream));
+		smddp_group_start();
+		if (rank == 0) {
+			smddp_send(dsend, 1000, SMDDP_UINT8, 1, 6, comm, stream);
+			smddp_send(dsend + 4096, 500, SMDDP_UINT8, 1, 7, comm, stream);
+		} else {
+			smddp_recv(drecv, 1200, SMDDP_UINT8, 0, 6, NULL, comm, stream);
+			smddp_recv(drecv + 4096, 500, SMDDP_UINT8, 0, 7, NULL, comm, stream);
+		}
+		got = smddp_group_end();
+		if ((got == SMDDP_EMISMATCH && both_ranks_named(1 - rank)) ||
+		    (got == SMDDP_OK && rank == 0))
+			passed++;
+		else
+			pcall("mismatch in a group (expected SMDDP_EMISMATCH naming both ranks)",
+			      got ? got : SMDDP_EINTERNAL);
+		if (rank == 1) {
+			CK(cudaMemcpyAsync(hr, drecv + 4096, 500, cudaMemcpyDeviceToHost, stream));
+			CK(cudaStreamSynchronize(stream));
+			pcheck("the good message beside the mismatch", hr, 500, 0, 1, 7);
+		}
+	}
+	pcall("barrier after the group's mismatch", smddp_barrier(comm));
+}
+
+/* p2p --perf: a ring of sendrecv (one group per call) on rank 0's clock,
+ * printed as P2P-PERF lines (no floor: the numbers are for the log). */
+static void p2p_perf(void)
+{
+	size_t sizes[] = {8, 4096, 1 << 20, 64 << 20};
+	int to = (rank + 1) % nranks, from = (rank - 1 + nranks) % nranks;
+	char *s = NULL, *r = NULL;
+
+	CK(cudaMalloc((void **)&s, 64 << 20));
+	CK(cudaMalloc((void **)&r, 64 << 20));
+	CK(cudaMemsetAsync(s, 1, 64 << 20, stream));
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		int iters = sizes[i] >= (1 << 20) ? 20 : 200;
+		double t0 = 0;
+
+		for (int it = -3; it < iters; it++) {
+			if (it == 0) {
+				pcall("perf barrier", smddp_barrier(comm));
+				t0 = now_s();
+			}
+			smddp_group_start();
+			smddp_send(s, sizes[i], SMDDP_UINT8, to, 60, comm, stream);
+			smddp_recv(r, sizes[i], SMDDP_UINT8, from, 60, NULL, comm, stream);
+			if (smddp_group_end()) {
+				pcall("perf sendrecv", SMDDP_EINTERNAL);
+				goto out;
+			}
+		}
+		double us = (now_s() - t0) / iters * 1e6;
+
+		if (rank == 0)
+			printf("P2P-PERF ranks=%d bytes=%zu time_us=%.1f algbw_gbps=%.2f\n", nranks,
+			       sizes[i], us, (double)sizes[i] / us / 1e3);
+	}
+out:
+	CK(cudaStreamSynchronize(stream));
+	cudaFree(s);
+	cudaFree(r);
 }
 
 /* The input is written on the stream just before each call and read back
@@ -1117,13 +1402,14 @@ static void p2p(size_t large)
 			      got ? got : SMDDP_EINTERNAL);
 	}
 	pcall("barrier after the mismatch", smddp_barrier(comm));
+	p2p_more();
 }
 
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 && argv[1][0] != '-' ? argv[1] : "matrix";
 	size_t large = 262147;
-	int quick = 0, small = 0, ndev = 0, dev, rc;
+	int quick = 0, small = 0, perf = 0, ndev = 0, dev, rc;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--large") && i + 1 < argc)
@@ -1132,6 +1418,8 @@ int main(int argc, char **argv)
 			quick = 1;
 		else if (!strcmp(argv[i], "--small"))
 			small = 1;
+		else if (!strcmp(argv[i], "--perf"))
+			perf = 1;
 	}
 	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
 		printf("SKIP: no CUDA GPU here\n");
@@ -1165,12 +1453,17 @@ int main(int argc, char **argv)
 		return mismatch();
 	} else if (!strcmp(mode, "p2p")) {
 		p2p(large);
+		if (perf && nranks >= 2)
+			p2p_perf();
 	} else if (!strcmp(mode, "errors")) {
 		errors();
 	} else if (!strcmp(mode, "mixed")) {
 		return mixed();
 	} else if (!strcmp(mode, "badbuf") && argc > 2) {
 		return badbuf(atoi(argv[2]));
+	} else if (!strcmp(mode, "p2pdead") && argc > 2) {
+		signal(SIGTERM, SIG_IGN); /* as dead below */
+		return p2pdead(atoi(argv[2]));
 	} else if (!strcmp(mode, "dead") && argc > 2) {
 		/* smddp-run stops the others (SIGTERM) when the victim dies:
 		 * run under --grace long enough for them to report. */
@@ -1178,7 +1471,7 @@ int main(int argc, char **argv)
 		return dead(atoi(argv[2]));
 	} else {
 		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | overlap | "
-				"p2p | mismatch | errors | dead VICTIM | badbuf VICTIM | mixed]\n");
+				"p2p [--perf] | p2pdead VICTIM | mismatch | errors | dead VICTIM | badbuf VICTIM | mixed]\n");
 		return 2;
 	}
 	printf("SUMMARY rank %d of %d: %d passed, %d failed\n", rank, nranks, passed, failures);

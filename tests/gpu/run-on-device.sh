@@ -12,6 +12,9 @@
 #   sanitizer  compute-sanitizer memcheck and racecheck over a small matrix
 #   kernel     reduction kernel against device-to-device copy, >= 256 MiB
 #   bench      smddp-allreduce-bench --device cuda, 2 and 4 ranks, 8 B .. 512 MiB
+#   p2p        device sends and receives (CUDA IPC inside the node): tests/gpu/p2p.sh
+#              with its P2P-PERF lines, then the sendrecv and alltoallv benches,
+#              device against host memory, 2 and 4 ranks, 8 B .. 256 MiB
 #   staged     device memory between "hosts" on loopback against host memory
 #              through the same path, and pinned copy bandwidth (3 runs each)
 #   async      the stream-ordering test with SMDDP_CUDA_ASYNC=1, phases traced
@@ -109,6 +112,7 @@ for s in $stages; do
 		for t in ${GPU_TESTS:-errors order overlap mismatch p2p dead staged matrix-n1 matrix-n2 matrix-n4 matrix-n8}; do
 			secs=200
 			[ "$t" = staged ] && secs=450
+			[ "$t" = p2p ] && secs=400
 			stage "test-$t" "$secs" bash "$ROOT/tests/gpu/$t.sh"
 			grep -h "^FAIL\|FAULT-BAD" "$TMPD/test-$t.log" | head -5 | tee -a "$summary"
 		done
@@ -135,6 +139,20 @@ for s in $stages; do
 		stage bench-check-n3 200 "$RUN" -n 3 --timeout 190 "$BENCH" --device cuda \
 			-b 4K -e 12K -f 3 -n 1 -w 0 -c 1 --coll all -d all -o all -r all
 		tail -3 "$TMPD/bench-check-n3.log" | tee -a "$summary"
+		;;
+	p2p)
+		stage test-p2p 580 bash "$ROOT/tests/gpu/p2p.sh"
+		grep -h "P2P-PERF\|^ok:\|^FAIL" "$TMPD/test-p2p.log" | tee -a "$summary"
+		for n in 2 4; do
+			for coll in sendrecv alltoallv; do
+				for dev in cuda host; do
+					t=bench-$coll-$dev-n$n
+					stage "$t" 300 "$RUN" -n "$n" --timeout 290 "$BENCH" --device "$dev" \
+						-b 8 -e 256M -f 4 -n 20 -w 3 -c 1 --coll "$coll" -J "$OUT/$t.json"
+					grep -v "^#  Rank" "$TMPD/$t.log" | tee -a "$summary"
+				done
+			done
+		done
 		;;
 	nccl)
 		# issue 8's script on the GPUs here (one rank per GPU)
@@ -241,7 +259,7 @@ for s in $stages; do
 		grep -v "WARN" "$TMPD/torch-bench.log" | tee -a "$summary"
 		;;
 	*)
-		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench staged async mps modes footprint nccl torch)" >&2
+		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench p2p staged async mps modes footprint nccl torch)" >&2
 		exit 2
 		;;
 	esac
