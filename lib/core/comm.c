@@ -415,12 +415,11 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 	uint64_t nonce = 0;
 	int rc, listen_fd = -1;
 
-	sd_set_init_error("%s", "");
+	sd_err_clear(sd_init_err());
 	if (!out) {
-		sd_set_init_error("smddp_init: comm is NULL");
 		if (how && how->listen_fd >= 0)
 			close(how->listen_fd);
-		return SMDDP_EINVAL;
+		return sd_err_set(sd_init_err(), SMDDP_EINVAL, "smddp_init: comm is NULL");
 	}
 	*out = NULL;
 	sd_log_init();
@@ -428,7 +427,7 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 	if (rc && how && how->listen_fd >= 0)
 		close(how->listen_fd);
 	if (rc) {
-		sd_set_init_error("%s", err);
+		sd_err_set(sd_init_err(), rc, "%s", err);
 		SD_WARN(SD_SUB_CONFIG, "%s", err);
 		return rc;
 	}
@@ -443,8 +442,8 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 		if (rc) {
 			if (how && how->listen_fd >= 0)
 				close(how->listen_fd);
-			sd_set_init_error("%s", smddp_topo_error());
-			SD_WARN(SD_SUB_INIT, "%s", sd_init_error());
+			sd_err_set(sd_init_err(), rc, "%s", smddp_topo_error());
+			SD_WARN(SD_SUB_INIT, "%s", sd_init_err()->msg);
 			return rc;
 		}
 		SD_INFO(SD_SUB_INIT, "topology: %d GPUs, %d NICs, %d NUMA nodes",
@@ -455,8 +454,7 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 	if (!c) {
 		if (how && how->listen_fd >= 0)
 			close(how->listen_fd);
-		sd_set_init_error("smddp_init: out of memory");
-		return SMDDP_ENOMEM;
+		return sd_err_set(sd_init_err(), SMDDP_ENOMEM, "smddp_init: out of memory");
 	}
 	c->is_world = 1;
 	c->tp = &sd_transport_shm;
@@ -589,7 +587,7 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 fail:
 	if (listen_fd >= 0)
 		close(listen_fd);
-	sd_set_init_error("%s", c->last_error);
+	sd_err_set(sd_init_err(), rc, "%s", c->last_error);
 	free(peers);
 	c->failed = rc;
 	if (c->tp_state)
@@ -791,5 +789,5 @@ SD_EXPORT int smddp_comm_local_size(const struct smddp_comm *comm)
 
 SD_EXPORT const char *smddp_last_error(const struct smddp_comm *comm)
 {
-	return comm ? comm->last_error : sd_init_error();
+	return comm ? comm->last_error : sd_init_err()->msg;
 }

@@ -23,7 +23,7 @@ SD_EXPORT int smddp_param_info(size_t i, const char **name, const char **def, co
 	 * the same error smddp_init() would give, with the same sentence. */
 	rc = sd_params_load(err, sizeof(err));
 	if (rc != SMDDP_OK) {
-		sd_set_init_error("%s", err);
+		sd_err_set(sd_init_err(), rc, "%s", err);
 		return rc;
 	}
 	if (name != NULL)
