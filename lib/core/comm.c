@@ -423,12 +423,11 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 	}
 	*out = NULL;
 	sd_log_init();
-	rc = sd_params_load(err, sizeof(err));
+	rc = sd_params_load(sd_init_err());
 	if (rc && how && how->listen_fd >= 0)
 		close(how->listen_fd);
 	if (rc) {
-		sd_err_set(sd_init_err(), rc, "%s", err);
-		SD_WARN(SD_SUB_CONFIG, "%s", err);
+		SD_WARN(SD_SUB_CONFIG, "%s", sd_init_err()->msg);
 		return rc;
 	}
 	if (*sd_param_str("SMDDP_TOPO_FILE")) {

@@ -84,11 +84,9 @@ SD_EXPORT int smddp_get_unique_id(struct smddp_unique_id *id)
 	if (!id)
 		return sd_err_set(sd_init_err(), SMDDP_EINVAL, "smddp_get_unique_id: id is NULL");
 	sd_log_init();
-	rc = sd_params_load(err, sizeof(err));
-	if (rc) {
-		sd_err_set(sd_init_err(), rc, "%s", err);
+	rc = sd_params_load(sd_init_err());
+	if (rc)
 		return rc;
-	}
 	memset(&w, 0, sizeof(w));
 	memcpy(w.magic, ID_MAGIC, sizeof(w.magic));
 	if (random_bytes(&w.key, sizeof(w.key)) || random_bytes(tok, sizeof(tok)))

@@ -477,7 +477,6 @@ SD_EXPORT int smddp_topo_load(const char *path, struct smddp_topo **out)
 
 SD_EXPORT int smddp_topo_get(struct smddp_topo **out)
 {
-	char err[1024];
 	const char *file;
 	int rc;
 
@@ -485,9 +484,9 @@ SD_EXPORT int smddp_topo_get(struct smddp_topo **out)
 		return sd_err_set(&topo_err, SMDDP_EINVAL, "smddp_topo_get: out is NULL");
 	*out = NULL;
 	sd_log_init();
-	rc = sd_params_load(err, sizeof(err));
+	rc = sd_params_load(&topo_err);
 	if (rc != SMDDP_OK)
-		return sd_err_set(&topo_err, rc, "%s", err);
+		return rc;
 	file = sd_param_str("SMDDP_TOPO_FILE");
 	if (*file != '\0') {
 		rc = smddp_topo_load(file, out);

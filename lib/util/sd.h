@@ -88,7 +88,7 @@ static inline void sd_err_clear(struct sd_err *e)
  * Every tunable is declared once in the table of param.c with its type,
  * default and help.  Precedence: environment > config file (SMDDP_CONFIG, else
  * /etc/smddp.json) > default.  sd_params_load() runs once per process; a bad
- * file or a bad value is SMDDP_ECONFIG with a sentence in err.
+ * file or a bad value is SMDDP_ECONFIG with a sentence in err (every call).
  */
 enum sd_param_type { SD_PARAM_INT, SD_PARAM_BOOL, SD_PARAM_SIZE, SD_PARAM_STR, SD_PARAM_ENUM };
 struct sd_param_info {
@@ -99,7 +99,7 @@ struct sd_param_info {
 	const char *choices; /* for SD_PARAM_ENUM: "WARN|INFO|TRACE" */
 	const char *help;
 };
-int sd_params_load(char *err, size_t errlen);
+int sd_params_load(struct sd_err *err);
 int64_t sd_param_int(const char *name);  /* INT, BOOL (0/1), SIZE (bytes) */
 const char *sd_param_str(const char *name); /* STR, ENUM; "" when unset */
 const char *sd_param_source(const char *name); /* "default", "env", "config" */
