@@ -377,7 +377,7 @@ static int setup_spanning(struct smddp_comm *c, int want, struct smddp_comm *via
 		snprintf(c->last_error, sizeof(c->last_error), "%s", node->last_error);
 	/* The endpoints: everyone takes part, also where the above failed. */
 	rc2 = sd_net_setup(c && spans && !rc ? c : NULL, node, via, gather, members, vhost, job,
-			   job->ip);
+			   job->ip, &sd_transport_net);
 	if (!rc)
 		rc = rc2;
 	if (c && spans && !rc) {
