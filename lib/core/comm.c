@@ -244,17 +244,16 @@ out:
 
 static int boot_gather(struct smddp_comm *c, const void *mine, void *all, size_t len)
 {
-	char err[512];
+	struct sd_err err;
 	int rc;
 
 	if (c->size == 1) {
 		memcpy(all, mine, len);
 		return SMDDP_OK;
 	}
-	rc = sd_boot_allgather(c->boot, mine, all, len, sd_now_ns() + c->timeout_ns, err,
-			       sizeof(err));
+	rc = sd_boot_allgather(c->boot, mine, all, len, sd_now_ns() + c->timeout_ns, &err);
 	if (rc)
-		return sd_comm_error(c, rc, "%s", err);
+		return sd_comm_error(c, rc, "%s", err.msg);
 	return SMDDP_OK;
 }
 
@@ -411,7 +410,8 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 {
 	struct smddp_comm *c = NULL;
 	struct sd_boot_peer *peers = NULL;
-	char err[512], hostid[SD_HOSTID_MAX];
+	char hostid[SD_HOSTID_MAX];
+	struct sd_err err;
 	uint64_t nonce = 0;
 	int rc, listen_fd = -1;
 
@@ -505,9 +505,9 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 		bp.deadline_ns = sd_now_ns() + c->timeout_ns;
 		bp.listen_fd = listen_fd;
 		listen_fd = -1; /* sd_boot_init's now, whatever happens */
-		rc = sd_boot_init(&bp, &c->boot, peers, &nonce, err, sizeof(err));
+		rc = sd_boot_init(&bp, &c->boot, peers, &nonce, &err);
 		if (rc) {
-			sd_comm_error(c, rc, "%s", err);
+			sd_comm_error(c, rc, "%s", err.msg);
 			goto fail;
 		}
 	} else {

@@ -77,7 +77,6 @@ SD_EXPORT int smddp_get_unique_id(struct smddp_unique_id *id)
 {
 	struct wire_id w;
 	uint8_t tok[TOKEN_HEX / 2];
-	char err[512];
 	int rc, fd, port;
 
 	sd_err_clear(sd_init_err());
@@ -102,10 +101,9 @@ SD_EXPORT int smddp_get_unique_id(struct smddp_unique_id *id)
 				  "smddp_get_unique_id: %d ids made and not used yet: pass each to "
 				  "smddp_comm_init_rank before making more", MAX_OPEN);
 	}
-	rc = sd_boot_listen(&fd, &port, err, sizeof(err));
+	rc = sd_boot_listen(&fd, &port, sd_init_err());
 	if (rc) {
 		pthread_mutex_unlock(&lock);
-		sd_err_set(sd_init_err(), rc, "%s", err);
 		return rc;
 	}
 	open_ids[nopen].key = w.key;
