@@ -429,16 +429,16 @@ SD_EXPORT int smddp_alltoall(const void *sendbuf, void *recvbuf, size_t count,
 
 SD_EXPORT int smddp_comm_get_async_error(struct smddp_comm *comm, int *async_error)
 {
-	char msg[sizeof(comm->last_error)];
+	struct sd_err err;
 	int rc;
 
 	if (!comm || !async_error)
 		return sd_err_set(sd_init_err(), SMDDP_EINVAL,
 				  "smddp_comm_get_async_error: %s is NULL",
 				  comm ? "async_error" : "comm");
-	rc = sd_cuda_async_error(comm, msg, sizeof(msg));
+	rc = sd_cuda_async_error(comm, &err);
 	if (rc)
-		snprintf(comm->last_error, sizeof(comm->last_error), "%s", msg);
+		snprintf(comm->last_error, sizeof(comm->last_error), "%s", err.msg);
 	else
 		rc = comm->failed;
 	*async_error = rc;
