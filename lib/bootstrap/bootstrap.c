@@ -69,10 +69,10 @@ static int listen_on(struct sd_boot *b, const struct sd_boot_params *p, struct s
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = AI_PASSIVE;
 	gai = getaddrinfo(p->addr[0] ? p->addr : NULL, p->port, &hints, &res);
-	if (gai) {
-		return sd_err_set(err, SMDDP_ECONFIG, "rank 0 cannot resolve its own address %s (MASTER_ADDR/MASTER_PORT): %s", b->where,
-		       gai == EAI_SYSTEM ? strerror(errno) : gai_strerror(gai));
-	}
+	if (gai)
+		return sd_err_set(err, SMDDP_ECONFIG,
+				  "rank 0 cannot resolve its own address %s (MASTER_ADDR/MASTER_PORT): %s", b->where,
+				  gai == EAI_SYSTEM ? strerror(errno) : gai_strerror(gai));
 	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
 		int one = 1, fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
 
@@ -94,13 +94,13 @@ static int listen_on(struct sd_boot *b, const struct sd_boot_params *p, struct s
 		close(fd);
 	}
 	freeaddrinfo(res);
-	if (b->lfd < 0) {
-		return sd_err_set(err, e == EADDRNOTAVAIL ? SMDDP_ECONFIG : SMDDP_ESYSTEM, "rank 0 cannot listen on %s: %s%s", b->where, strerror(e),
-		       e == EADDRINUSE	      ? " (is another job using MASTER_PORT?)"
-		       : e == EADDRNOTAVAIL ? " (is MASTER_ADDR an address of rank 0's host?)"
-		       : e == EACCES	      ? " (ports below 1024 need privileges: pick another MASTER_PORT)"
-					      : "");
-	}
+	if (b->lfd < 0)
+		return sd_err_set(err, e == EADDRNOTAVAIL ? SMDDP_ECONFIG : SMDDP_ESYSTEM,
+				  "rank 0 cannot listen on %s: %s%s", b->where, strerror(e),
+				  e == EADDRINUSE      ? " (is another job using MASTER_PORT?)"
+				  : e == EADDRNOTAVAIL ? " (is MASTER_ADDR an address of rank 0's host?)"
+				  : e == EACCES	       ? " (ports below 1024 need privileges: pick another MASTER_PORT)"
+						       : "");
 	SD_TRACE(SD_SUB_BOOT, "rank 0 listening on %s", b->where);
 	return SMDDP_OK;
 }
@@ -246,9 +246,8 @@ static int rendezvous0(struct sd_boot *b, const struct sd_boot_params *p, uint64
 	for (int r = 0; r < b->size; r++)
 		plen += 8 + strlen(b->ids[r].hostid);
 	struct frame *f = sd_boot_frame_new(F_WELCOME, plen);
-	if (!f) {
+	if (!f)
 		return sd_err_set(err, SMDDP_ENOMEM, "out of memory for the rendezvous of %d ranks", b->size);
-	}
 	*nonce = sd_boot_random64();
 	uint8_t *q = f->data + 8;
 	sd_boot_put64(q, *nonce);
@@ -270,10 +269,10 @@ static int rendezvous0(struct sd_boot *b, const struct sd_boot_params *p, uint64
 		sd_boot_pump(b, p->deadline_ns, NULL);
 	if (b->failed)
 		return sd_boot_report_fail(b, NULL, err);
-	if (sd_boot_output_pending(b)) {
-		return sd_err_set(err, SMDDP_ETIMEDOUT, "rendezvous on %s: the welcome could not be sent to every rank within %g s",
-		       b->where, sd_boot_span(p->deadline_ns, start));
-	}
+	if (sd_boot_output_pending(b))
+		return sd_err_set(err, SMDDP_ETIMEDOUT,
+				  "rendezvous on %s: the welcome could not be sent to every rank within %g s", b->where,
+				  sd_boot_span(p->deadline_ns, start));
 	return SMDDP_OK;
 }
 
@@ -352,16 +351,16 @@ static int connect_hub(struct sd_boot *b, const struct sd_boot_params *p, int *f
 			snprintf(last, sizeof(last), "cannot resolve %s: %s", p->addr,
 				 gai == EAI_SYSTEM ? strerror(errno) : gai_strerror(gai));
 		} else {
-			return sd_err_set(err, SMDDP_ECONFIG, "rank %d cannot resolve rank 0's address %s (MASTER_ADDR/MASTER_PORT): %s",
-			       b->rank, b->where, gai_strerror(gai));
+			return sd_err_set(err, SMDDP_ECONFIG,
+					  "rank %d cannot resolve rank 0's address %s (MASTER_ADDR/MASTER_PORT): %s",
+					  b->rank, b->where, gai_strerror(gai));
 		}
 		uint64_t left = sd_boot_left_ns(p->deadline_ns);
-		if (!left) {
+		if (!left)
 			return sd_err_set(err, SMDDP_ETIMEDOUT,
-			       "could not reach rank 0 at %s within %g s (last error: %s): is rank 0 running, and are "
-			       "MASTER_ADDR/MASTER_PORT the same for every rank?",
-			       b->where, sd_boot_span(p->deadline_ns, start), last);
-		}
+					  "could not reach rank 0 at %s within %g s (last error: %s): is rank 0 running, and are "
+					  "MASTER_ADDR/MASTER_PORT the same for every rank?", b->where,
+					  sd_boot_span(p->deadline_ns, start), last);
 		sd_boot_sleep_ns(backoff < left ? backoff : left);
 		backoff = backoff * 2 > 500 * MS ? 500 * MS : backoff * 2;
 	}
@@ -386,16 +385,15 @@ static int rendezvous(struct sd_boot *b, const struct sd_boot_params *p, uint64_
 	c->rank = 0;
 	snprintf(c->addr, sizeof(c->addr), "%s", b->where);
 	b->conns[0] = c;
-	if (sd_boot_random_fill(b->cnonce, NONCE_LEN) < 0) {
-		return sd_err_set(err, SMDDP_ESYSTEM, "rank %d has no random numbers for the rendezvous (getrandom and /dev/urandom "
-				    "failed)", b->rank);
-	}
+	if (sd_boot_random_fill(b->cnonce, NONCE_LEN) < 0)
+		return sd_err_set(err, SMDDP_ESYSTEM,
+				  "rank %d has no random numbers for the rendezvous (getrandom and /dev/urandom "
+				  "failed)", b->rank);
 	/* The hello says only who this rank claims to be: pid and host go in
 	 * the AUTH, once rank 0 has shown that it knows the token. */
 	f = sd_boot_frame_new(F_HELLO, 8 + 12 + NONCE_LEN);
-	if (!f) {
+	if (!f)
 		return sd_err_set(err, SMDDP_ENOMEM, "out of memory");
-	}
 	uint8_t *q = f->data + 8;
 	memcpy(q, HELLO_MAGIC, 8);
 	sd_boot_put32(q + 8, PROTO_VERSION);
@@ -410,12 +408,11 @@ static int rendezvous(struct sd_boot *b, const struct sd_boot_params *p, uint64_
 	uint64_t until = p->deadline_ns + HUB_GRACE_NS;
 
 	while (!b->ready && !b->failed) {
-		if (sd_now_ns() >= until) {
+		if (sd_now_ns() >= until)
 			return sd_err_set(err, SMDDP_ETIMEDOUT,
-			       "rank 0 at %s took rank %d's hello but did not complete the rendezvous within %g s "
-			       "(are other ranks missing? rank 0's log names them)",
-			       b->where, b->rank, sd_boot_span(until, start));
-		}
+					  "rank 0 at %s took rank %d's hello but did not complete the rendezvous within %g s "
+					  "(are other ranks missing? rank 0's log names them)", b->where, b->rank,
+					  sd_boot_span(until, start));
 		sd_boot_pump(b, until, nonce);
 	}
 	if (b->failed)
@@ -434,28 +431,28 @@ int sd_boot_init(const struct sd_boot_params *p, struct sd_boot **out, struct sd
 	if (out)
 		*out = NULL;
 	if (!p || !out || !peers || !nonce || p->size < 1 || p->rank < 0 || p->rank >= p->size ||
-	    (p->size > 1 && (!p->addr || !p->port))) {
-		return sd_err_set(err, SMDDP_EINVAL, "bootstrap: bad parameters (rank %d, size %d)", p ? p->rank : -1, p ? p->size : -1);
-	}
+	    (p->size > 1 && (!p->addr || !p->port)))
+		return sd_err_set(err, SMDDP_EINVAL, "bootstrap: bad parameters (rank %d, size %d)", p ? p->rank : -1,
+				  p ? p->size : -1);
 	if (p->size > 1) {
 		char *end;
 		long port;
 
 		errno = 0;
 		port = strtol(p->port, &end, 10);
-		if (!p->port[0] || *end || errno || port < 1 || port > 65535) {
-			return sd_err_set(err, SMDDP_ECONFIG, "rank %d: MASTER_PORT \"%s\" is not a port number (1..65535)", p->rank,
-			       p->port);
-		}
+		if (!p->port[0] || *end || errno || port < 1 || port > 65535)
+			return sd_err_set(err, SMDDP_ECONFIG,
+					  "rank %d: MASTER_PORT \"%s\" is not a port number (1..65535)", p->rank,
+					  p->port);
 	}
 	hostid = p->hostid ? p->hostid : "";
 	token = p->token ? p->token : "";
-	if (strlen(hostid) >= SD_HOSTID_MAX) {
-		return sd_err_set(err, SMDDP_EINVAL, "host id of rank %d is longer than %d bytes", p->rank, SD_HOSTID_MAX - 1);
-	}
-	if (strlen(token) > TOKEN_MAX) {
-		return sd_err_set(err, SMDDP_ECONFIG, "the job token (SMDDP_JOB_TOKEN) is longer than %d bytes", TOKEN_MAX);
-	}
+	if (strlen(hostid) >= SD_HOSTID_MAX)
+		return sd_err_set(err, SMDDP_EINVAL, "host id of rank %d is longer than %d bytes", p->rank,
+				  SD_HOSTID_MAX - 1);
+	if (strlen(token) > TOKEN_MAX)
+		return sd_err_set(err, SMDDP_ECONFIG, "the job token (SMDDP_JOB_TOKEN) is longer than %d bytes",
+				  TOKEN_MAX);
 	b = calloc(1, sizeof(*b));
 	if (b) {
 		b->conns = calloc((size_t)p->size, sizeof(*b->conns));
@@ -550,9 +547,8 @@ static int ag_rank0(struct sd_boot *b, void *all, size_t len, uint64_t deadline,
 	uint8_t *got = calloc((size_t)b->size, 1);
 	int have = 1, rc = SMDDP_OK;
 
-	if (!got) {
+	if (!got)
 		return sd_err_set(err, SMDDP_ENOMEM, "out of memory");
-	}
 	got[0] = 1;
 	for (;;) {
 		for (int r = 1; r < b->size; r++) {
@@ -594,9 +590,8 @@ static int ag_rank0(struct sd_boot *b, void *all, size_t len, uint64_t deadline,
 		for (int r = 1; r < b->size; r++) {
 			if (!got[r] && b->conns[r] && b->conns[r]->fd < 0) {
 				rc = sd_err_set(err, SMDDP_EPEER,
-				       "out-of-band all-gather #%llu: rank %d closed its channel cleanly (BYE) and "
-				       "cannot take part",
-				       (unsigned long long)b->seq, r);
+						"out-of-band all-gather #%llu: rank %d closed its channel cleanly (BYE) and "
+						"cannot take part", (unsigned long long)b->seq, r);
 				goto out;
 			}
 		}
@@ -607,8 +602,8 @@ static int ag_rank0(struct sd_boot *b, void *all, size_t len, uint64_t deadline,
 				got[r] = !got[r];
 			sd_boot_fmt_ranks(list, sizeof(list), got, b->size);
 			rc = sd_err_set(err, SMDDP_ETIMEDOUT,
-			       "out-of-band all-gather #%llu: rank(s) %s of %d did not contribute within %g s",
-			       (unsigned long long)b->seq, list, b->size, sd_boot_span(deadline, start));
+					"out-of-band all-gather #%llu: rank(s) %s of %d did not contribute within %g s",
+					(unsigned long long)b->seq, list, b->size, sd_boot_span(deadline, start));
 			/* The ranks that did contribute wait for us a little past
 			 * their deadline: tell them who is missing, and let the
 			 * words leave before this rank may exit (bounded). */
@@ -641,8 +636,8 @@ static int ag_rank0(struct sd_boot *b, void *all, size_t len, uint64_t deadline,
 		rc = sd_boot_report_fail(b, NULL, err);
 	} else if (sd_boot_output_pending(b)) {
 		rc = sd_err_set(err, SMDDP_ETIMEDOUT,
-		       "out-of-band all-gather #%llu: rank 0 could not send the result to every rank within %g s",
-		       (unsigned long long)b->seq, sd_boot_span(deadline, start));
+				"out-of-band all-gather #%llu: rank 0 could not send the result to every rank within %g s",
+				(unsigned long long)b->seq, sd_boot_span(deadline, start));
 	}
 out:
 	free(got);
@@ -655,14 +650,13 @@ static int ag_other(struct sd_boot *b, const void *mine, void *all, size_t len, 
 	struct conn *c = b->conns[0];
 	struct frame *f;
 
-	if (c->fd < 0) {
-		return sd_err_set(err, SMDDP_EPEER, "out-of-band all-gather #%llu: rank 0 has closed the channel (clean close)",
-		       (unsigned long long)b->seq);
-	}
+	if (c->fd < 0)
+		return sd_err_set(err, SMDDP_EPEER,
+				  "out-of-band all-gather #%llu: rank 0 has closed the channel (clean close)",
+				  (unsigned long long)b->seq);
 	f = sd_boot_frame_new(F_GATHER, 8 + len);
-	if (!f) {
+	if (!f)
 		return sd_err_set(err, SMDDP_ENOMEM, "out of memory for an all-gather of %zu bytes", len);
-	}
 	sd_boot_put64(f->data + 8, b->seq);
 	if (len)
 		memcpy(f->data + 16, mine, len);
@@ -674,10 +668,10 @@ static int ag_other(struct sd_boot *b, const void *mine, void *all, size_t len, 
 
 			if (c->stash_len != 8 + (size_t)b->size * len || s != b->seq) {
 				sd_err_set(err, SMDDP_EMISMATCH,
-				       "out-of-band all-gather #%llu: rank 0 answered with %zu bytes for #%llu where "
-				       "rank %d expected %zu (ranks called different collectives)",
-				       (unsigned long long)b->seq, c->stash_len >= 8 ? c->stash_len - 8 : 0,
-				       (unsigned long long)s, b->rank, (size_t)b->size * len);
+					   "out-of-band all-gather #%llu: rank 0 answered with %zu bytes for #%llu where "
+					   "rank %d expected %zu (ranks called different collectives)",
+					   (unsigned long long)b->seq, c->stash_len >= 8 ? c->stash_len - 8 : 0,
+					   (unsigned long long)s, b->rank, (size_t)b->size * len);
 				sd_boot_fail(b, SMDDP_EMISMATCH, 0, "%s", err ? err->msg : "all-gather mismatch");
 				return SMDDP_EMISMATCH;
 			}
@@ -689,17 +683,16 @@ static int ag_other(struct sd_boot *b, const void *mine, void *all, size_t len, 
 		}
 		if (b->failed)
 			return sd_boot_report_fail(b, NULL, err);
-		if (c->fd < 0) {
-			return sd_err_set(err, SMDDP_EPEER, "out-of-band all-gather #%llu: rank 0 closed the channel cleanly (BYE)",
-			       (unsigned long long)b->seq);
-		}
+		if (c->fd < 0)
+			return sd_err_set(err, SMDDP_EPEER,
+					  "out-of-band all-gather #%llu: rank 0 closed the channel cleanly (BYE)",
+					  (unsigned long long)b->seq);
 		/* As in the rendezvous: give rank 0 the chance to name who is missing. */
-		if (sd_now_ns() >= deadline + HUB_GRACE_NS) {
+		if (sd_now_ns() >= deadline + HUB_GRACE_NS)
 			return sd_err_set(err, SMDDP_ETIMEDOUT,
-			       "out-of-band all-gather #%llu: rank 0 did not send the result within %g s (some rank "
-			       "did not call it; rank 0's error names them)",
-			       (unsigned long long)b->seq, sd_boot_span(deadline + HUB_GRACE_NS, start));
-		}
+					  "out-of-band all-gather #%llu: rank 0 did not send the result within %g s (some rank "
+					  "did not call it; rank 0's error names them)", (unsigned long long)b->seq,
+					  sd_boot_span(deadline + HUB_GRACE_NS, start));
 		sd_boot_pump(b, deadline + HUB_GRACE_NS, NULL);
 	}
 }
@@ -708,17 +701,16 @@ int sd_boot_allgather(struct sd_boot *b, const void *mine, void *all, size_t len
 {
 	int rc;
 
-	if (!b || (len && (!mine || !all)) || (b->size && len > (BIG_MAX - 8) / (size_t)b->size)) {
-		return sd_err_set(err, SMDDP_EINVAL, "out-of-band all-gather: bad arguments (len %zu, %d ranks; at most %u bytes in all)",
-		       len, b ? b->size : 0, BIG_MAX - 8);
-	}
+	if (!b || (len && (!mine || !all)) || (b->size && len > (BIG_MAX - 8) / (size_t)b->size))
+		return sd_err_set(err, SMDDP_EINVAL,
+				  "out-of-band all-gather: bad arguments (len %zu, %d ranks; at most %u bytes in all)",
+				  len, b ? b->size : 0, BIG_MAX - 8);
 	if (b->failed) {
 		sd_boot_drain_output(b, 0);
 		return sd_boot_report_fail(b, NULL, err);
 	}
-	if (b->ag_broken) {
+	if (b->ag_broken)
 		return sd_err_set(err, b->ag_broken, "%s", b->ag_err);
-	}
 	if (len && (const uint8_t *)mine != (uint8_t *)all + (size_t)b->rank * len)
 		memmove((uint8_t *)all + (size_t)b->rank * len, mine, len);
 	if (b->size == 1)
