@@ -1,7 +1,6 @@
-/* errors.c - result strings, version, dtype and op names, per-thread init error. */
+/* errors.c - result strings, version, dtype and op names, the per-thread init error sink. */
 #include "config.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -72,20 +71,11 @@ SD_EXPORT const char *smddp_op_name(enum smddp_op op)
 	return ops[op];
 }
 
-static __thread char init_error[512];
+static __thread struct sd_err init_err;
 
-void sd_set_init_error(const char *fmt, ...)
+struct sd_err *sd_init_err(void)
 {
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(init_error, sizeof(init_error), fmt, ap);
-	va_end(ap);
-}
-
-const char *sd_init_error(void)
-{
-	return init_error;
+	return &init_err;
 }
 
 uint64_t sd_now_ns(void)

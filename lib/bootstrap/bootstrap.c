@@ -60,7 +60,7 @@
 
 /* ---- rendezvous --------------------------------------------------------- */
 
-static int listen_on(struct sd_boot *b, const struct sd_boot_params *p, char *err, size_t errlen)
+static int listen_on(struct sd_boot *b, const struct sd_boot_params *p, struct sd_err *err)
 {
 	struct addrinfo hints = {0}, *res = NULL;
 	int gai, e = 0;
@@ -69,11 +69,10 @@ static int listen_on(struct sd_boot *b, const struct sd_boot_params *p, char *er
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = AI_PASSIVE;
 	gai = getaddrinfo(p->addr[0] ? p->addr : NULL, p->port, &hints, &res);
-	if (gai) {
-		sd_boot_seterr(err, errlen, "rank 0 cannot resolve its own address %s (MASTER_ADDR/MASTER_PORT): %s", b->where,
-		       gai == EAI_SYSTEM ? strerror(errno) : gai_strerror(gai));
-		return SMDDP_ECONFIG;
-	}
+	if (gai)
+		return sd_err_set(err, SMDDP_ECONFIG,
+				  "rank 0 cannot resolve its own address %s (MASTER_ADDR/MASTER_PORT): %s", b->where,
+				  gai == EAI_SYSTEM ? strerror(errno) : gai_strerror(gai));
 	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
 		int one = 1, fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
 
@@ -95,19 +94,18 @@ static int listen_on(struct sd_boot *b, const struct sd_boot_params *p, char *er
 		close(fd);
 	}
 	freeaddrinfo(res);
-	if (b->lfd < 0) {
-		sd_boot_seterr(err, errlen, "rank 0 cannot listen on %s: %s%s", b->where, strerror(e),
-		       e == EADDRINUSE	      ? " (is another job using MASTER_PORT?)"
-		       : e == EADDRNOTAVAIL ? " (is MASTER_ADDR an address of rank 0's host?)"
-		       : e == EACCES	      ? " (ports below 1024 need privileges: pick another MASTER_PORT)"
-					      : "");
-		return e == EADDRNOTAVAIL ? SMDDP_ECONFIG : SMDDP_ESYSTEM;
-	}
+	if (b->lfd < 0)
+		return sd_err_set(err, e == EADDRNOTAVAIL ? SMDDP_ECONFIG : SMDDP_ESYSTEM,
+				  "rank 0 cannot listen on %s: %s%s", b->where, strerror(e),
+				  e == EADDRINUSE      ? " (is another job using MASTER_PORT?)"
+				  : e == EADDRNOTAVAIL ? " (is MASTER_ADDR an address of rank 0's host?)"
+				  : e == EACCES	       ? " (ports below 1024 need privileges: pick another MASTER_PORT)"
+						       : "");
 	SD_TRACE(SD_SUB_BOOT, "rank 0 listening on %s", b->where);
 	return SMDDP_OK;
 }
 
-int sd_boot_listen(int *fd, int *port, char *err, size_t errlen)
+int sd_boot_listen(int *fd, int *port, struct sd_err *err)
 {
 	static const int families[] = {AF_INET6, AF_INET};
 	int e = 0;
@@ -143,8 +141,7 @@ int sd_boot_listen(int *fd, int *port, char *err, size_t errlen)
 		e = errno;
 		close(s);
 	}
-	sd_boot_seterr(err, errlen, "cannot listen on a TCP port for the rendezvous: %s", strerror(e));
-	return SMDDP_ESYSTEM;
+	return sd_err_set(err, SMDDP_ESYSTEM, "cannot listen on a TCP port for the rendezvous: %s", strerror(e));
 }
 
 void sd_boot_local_addr(char *buf, size_t len)
@@ -180,7 +177,7 @@ static void give_up(struct sd_boot *b, int rc, const char *why)
 	sd_boot_frame_unref(f);
 }
 
-static int rendezvous0(struct sd_boot *b, const struct sd_boot_params *p, uint64_t *nonce, char *err, size_t errlen)
+static int rendezvous0(struct sd_boot *b, const struct sd_boot_params *p, uint64_t *nonce, struct sd_err *err)
 {
 	uint64_t start = sd_now_ns();
 	uint8_t *missing;
@@ -189,7 +186,7 @@ static int rendezvous0(struct sd_boot *b, const struct sd_boot_params *p, uint64
 	if (p->listen_fd >= 0) {
 		b->lfd = p->listen_fd;
 	} else {
-		rc = listen_on(b, p, err, errlen);
+		rc = listen_on(b, p, err);
 		if (rc)
 			return rc;
 	}
@@ -197,8 +194,7 @@ static int rendezvous0(struct sd_boot *b, const struct sd_boot_params *p, uint64
 	missing = calloc((size_t)b->size, 1);
 	if (!b->pending || !missing) {
 		free(missing);
-		sd_boot_seterr(err, errlen, "out of memory for the rendezvous of %d ranks", b->size);
-		return SMDDP_ENOMEM;
+		return sd_err_set(err, SMDDP_ENOMEM, "out of memory for the rendezvous of %d ranks", b->size);
 	}
 	for (;;) {
 		int have = 1;
@@ -206,7 +202,7 @@ static int rendezvous0(struct sd_boot *b, const struct sd_boot_params *p, uint64
 		for (int r = 1; r < b->size; r++)
 			have += b->conns[r] != NULL;
 		if (b->failed) {
-			rc = sd_boot_report_fail(b, NULL, err, errlen);
+			rc = sd_boot_report_fail(b, NULL, err);
 			break;
 		}
 		if (have == b->size) {
@@ -222,7 +218,7 @@ static int rendezvous0(struct sd_boot *b, const struct sd_boot_params *p, uint64
 			snprintf(msg, sizeof(msg), "rendezvous on %s: rank(s) %s of %d did not connect within %g s%s%s",
 				 b->where, list, b->size, sd_boot_span(p->deadline_ns, start),
 				 b->last_reject[0] ? "; last rejected: " : "", b->last_reject);
-			sd_boot_seterr(err, errlen, "%s", msg);
+			sd_err_set(err, SMDDP_ETIMEDOUT, "%s", msg);
 			give_up(b, SMDDP_ETIMEDOUT, msg);
 			rc = SMDDP_ETIMEDOUT;
 			break;
@@ -250,10 +246,8 @@ static int rendezvous0(struct sd_boot *b, const struct sd_boot_params *p, uint64
 	for (int r = 0; r < b->size; r++)
 		plen += 8 + strlen(b->ids[r].hostid);
 	struct frame *f = sd_boot_frame_new(F_WELCOME, plen);
-	if (!f) {
-		sd_boot_seterr(err, errlen, "out of memory for the rendezvous of %d ranks", b->size);
-		return SMDDP_ENOMEM;
-	}
+	if (!f)
+		return sd_err_set(err, SMDDP_ENOMEM, "out of memory for the rendezvous of %d ranks", b->size);
 	*nonce = sd_boot_random64();
 	uint8_t *q = f->data + 8;
 	sd_boot_put64(q, *nonce);
@@ -274,12 +268,11 @@ static int rendezvous0(struct sd_boot *b, const struct sd_boot_params *p, uint64
 	while (sd_boot_output_pending(b) && !b->failed && sd_now_ns() < p->deadline_ns)
 		sd_boot_pump(b, p->deadline_ns, NULL);
 	if (b->failed)
-		return sd_boot_report_fail(b, NULL, err, errlen);
-	if (sd_boot_output_pending(b)) {
-		sd_boot_seterr(err, errlen, "rendezvous on %s: the welcome could not be sent to every rank within %g s",
-		       b->where, sd_boot_span(p->deadline_ns, start));
-		return SMDDP_ETIMEDOUT;
-	}
+		return sd_boot_report_fail(b, NULL, err);
+	if (sd_boot_output_pending(b))
+		return sd_err_set(err, SMDDP_ETIMEDOUT,
+				  "rendezvous on %s: the welcome could not be sent to every rank within %g s", b->where,
+				  sd_boot_span(p->deadline_ns, start));
 	return SMDDP_OK;
 }
 
@@ -321,7 +314,8 @@ static int connect_once(const struct addrinfo *ai, uint64_t deadline, int *err)
 	return fd;
 }
 
-static int connect_hub(struct sd_boot *b, const struct sd_boot_params *p, char *err, size_t errlen)
+/* *fd: a socket connected to rank 0, retrying until the deadline. */
+static int connect_hub(struct sd_boot *b, const struct sd_boot_params *p, int *fdp, struct sd_err *err)
 {
 	uint64_t start = sd_now_ns(), backoff = 10 * MS;
 	char last[200] = "none";
@@ -342,7 +336,8 @@ static int connect_hub(struct sd_boot *b, const struct sd_boot_params *p, char *
 
 				if (fd >= 0) {
 					freeaddrinfo(res);
-					return fd;
+					*fdp = fd;
+					return SMDDP_OK;
 				}
 				snprintf(last, sizeof(last), "%s", strerror(e));
 			}
@@ -356,54 +351,49 @@ static int connect_hub(struct sd_boot *b, const struct sd_boot_params *p, char *
 			snprintf(last, sizeof(last), "cannot resolve %s: %s", p->addr,
 				 gai == EAI_SYSTEM ? strerror(errno) : gai_strerror(gai));
 		} else {
-			sd_boot_seterr(err, errlen, "rank %d cannot resolve rank 0's address %s (MASTER_ADDR/MASTER_PORT): %s",
-			       b->rank, b->where, gai_strerror(gai));
-			return -SMDDP_ECONFIG;
+			return sd_err_set(err, SMDDP_ECONFIG,
+					  "rank %d cannot resolve rank 0's address %s (MASTER_ADDR/MASTER_PORT): %s",
+					  b->rank, b->where, gai_strerror(gai));
 		}
 		uint64_t left = sd_boot_left_ns(p->deadline_ns);
-		if (!left) {
-			sd_boot_seterr(err, errlen,
-			       "could not reach rank 0 at %s within %g s (last error: %s): is rank 0 running, and are "
-			       "MASTER_ADDR/MASTER_PORT the same for every rank?",
-			       b->where, sd_boot_span(p->deadline_ns, start), last);
-			return -SMDDP_ETIMEDOUT;
-		}
+		if (!left)
+			return sd_err_set(err, SMDDP_ETIMEDOUT,
+					  "could not reach rank 0 at %s within %g s (last error: %s): is rank 0 running, and are "
+					  "MASTER_ADDR/MASTER_PORT the same for every rank?", b->where,
+					  sd_boot_span(p->deadline_ns, start), last);
 		sd_boot_sleep_ns(backoff < left ? backoff : left);
 		backoff = backoff * 2 > 500 * MS ? 500 * MS : backoff * 2;
 	}
 }
 
-static int rendezvous(struct sd_boot *b, const struct sd_boot_params *p, uint64_t *nonce, char *err, size_t errlen)
+static int rendezvous(struct sd_boot *b, const struct sd_boot_params *p, uint64_t *nonce, struct sd_err *err)
 {
 	uint64_t start = sd_now_ns();
-	int fd = connect_hub(b, p, err, errlen);
 	struct frame *f;
 	struct conn *c;
+	int fd, rc;
 
-	if (fd < 0)
-		return -fd;
+	rc = connect_hub(b, p, &fd, err);
+	if (rc != SMDDP_OK)
+		return rc;
 	sd_boot_set_nodelay(fd);
 	c = sd_boot_conn_new(fd);
 	if (!c) {
 		close(fd);
-		sd_boot_seterr(err, errlen, "out of memory");
-		return SMDDP_ENOMEM;
+		return sd_err_set(err, SMDDP_ENOMEM, "out of memory");
 	}
 	c->rank = 0;
 	snprintf(c->addr, sizeof(c->addr), "%s", b->where);
 	b->conns[0] = c;
-	if (sd_boot_random_fill(b->cnonce, NONCE_LEN) < 0) {
-		sd_boot_seterr(err, errlen, "rank %d has no random numbers for the rendezvous (getrandom and /dev/urandom "
-				    "failed)", b->rank);
-		return SMDDP_ESYSTEM;
-	}
+	if (sd_boot_random_fill(b->cnonce, NONCE_LEN) < 0)
+		return sd_err_set(err, SMDDP_ESYSTEM,
+				  "rank %d has no random numbers for the rendezvous (getrandom and /dev/urandom "
+				  "failed)", b->rank);
 	/* The hello says only who this rank claims to be: pid and host go in
 	 * the AUTH, once rank 0 has shown that it knows the token. */
 	f = sd_boot_frame_new(F_HELLO, 8 + 12 + NONCE_LEN);
-	if (!f) {
-		sd_boot_seterr(err, errlen, "out of memory");
-		return SMDDP_ENOMEM;
-	}
+	if (!f)
+		return sd_err_set(err, SMDDP_ENOMEM, "out of memory");
 	uint8_t *q = f->data + 8;
 	memcpy(q, HELLO_MAGIC, 8);
 	sd_boot_put32(q + 8, PROTO_VERSION);
@@ -418,22 +408,20 @@ static int rendezvous(struct sd_boot *b, const struct sd_boot_params *p, uint64_
 	uint64_t until = p->deadline_ns + HUB_GRACE_NS;
 
 	while (!b->ready && !b->failed) {
-		if (sd_now_ns() >= until) {
-			sd_boot_seterr(err, errlen,
-			       "rank 0 at %s took rank %d's hello but did not complete the rendezvous within %g s "
-			       "(are other ranks missing? rank 0's log names them)",
-			       b->where, b->rank, sd_boot_span(until, start));
-			return SMDDP_ETIMEDOUT;
-		}
+		if (sd_now_ns() >= until)
+			return sd_err_set(err, SMDDP_ETIMEDOUT,
+					  "rank 0 at %s took rank %d's hello but did not complete the rendezvous within %g s "
+					  "(are other ranks missing? rank 0's log names them)", b->where, b->rank,
+					  sd_boot_span(until, start));
 		sd_boot_pump(b, until, nonce);
 	}
 	if (b->failed)
-		return sd_boot_report_fail(b, NULL, err, errlen);
+		return sd_boot_report_fail(b, NULL, err);
 	return SMDDP_OK;
 }
 
 int sd_boot_init(const struct sd_boot_params *p, struct sd_boot **out, struct sd_boot_peer *peers, uint64_t *nonce,
-		 char *err, size_t errlen)
+		 struct sd_err *err)
 {
 	struct sd_boot *b = NULL;
 	const char *hostid, *token;
@@ -443,40 +431,35 @@ int sd_boot_init(const struct sd_boot_params *p, struct sd_boot **out, struct sd
 	if (out)
 		*out = NULL;
 	if (!p || !out || !peers || !nonce || p->size < 1 || p->rank < 0 || p->rank >= p->size ||
-	    (p->size > 1 && (!p->addr || !p->port))) {
-		sd_boot_seterr(err, errlen, "bootstrap: bad parameters (rank %d, size %d)", p ? p->rank : -1, p ? p->size : -1);
-		return SMDDP_EINVAL;
-	}
+	    (p->size > 1 && (!p->addr || !p->port)))
+		return sd_err_set(err, SMDDP_EINVAL, "bootstrap: bad parameters (rank %d, size %d)", p ? p->rank : -1,
+				  p ? p->size : -1);
 	if (p->size > 1) {
 		char *end;
 		long port;
 
 		errno = 0;
 		port = strtol(p->port, &end, 10);
-		if (!p->port[0] || *end || errno || port < 1 || port > 65535) {
-			sd_boot_seterr(err, errlen, "rank %d: MASTER_PORT \"%s\" is not a port number (1..65535)", p->rank,
-			       p->port);
-			return SMDDP_ECONFIG;
-		}
+		if (!p->port[0] || *end || errno || port < 1 || port > 65535)
+			return sd_err_set(err, SMDDP_ECONFIG,
+					  "rank %d: MASTER_PORT \"%s\" is not a port number (1..65535)", p->rank,
+					  p->port);
 	}
 	hostid = p->hostid ? p->hostid : "";
 	token = p->token ? p->token : "";
-	if (strlen(hostid) >= SD_HOSTID_MAX) {
-		sd_boot_seterr(err, errlen, "host id of rank %d is longer than %d bytes", p->rank, SD_HOSTID_MAX - 1);
-		return SMDDP_EINVAL;
-	}
-	if (strlen(token) > TOKEN_MAX) {
-		sd_boot_seterr(err, errlen, "the job token (SMDDP_JOB_TOKEN) is longer than %d bytes", TOKEN_MAX);
-		return SMDDP_ECONFIG;
-	}
+	if (strlen(hostid) >= SD_HOSTID_MAX)
+		return sd_err_set(err, SMDDP_EINVAL, "host id of rank %d is longer than %d bytes", p->rank,
+				  SD_HOSTID_MAX - 1);
+	if (strlen(token) > TOKEN_MAX)
+		return sd_err_set(err, SMDDP_ECONFIG, "the job token (SMDDP_JOB_TOKEN) is longer than %d bytes",
+				  TOKEN_MAX);
 	b = calloc(1, sizeof(*b));
 	if (b) {
 		b->conns = calloc((size_t)p->size, sizeof(*b->conns));
 		b->ids = calloc((size_t)p->size, sizeof(*b->ids));
 	}
 	if (!b || !b->conns || !b->ids) {
-		sd_boot_seterr(err, errlen, "out of memory for a bootstrap of %d ranks", p->size);
-		rc = SMDDP_ENOMEM;
+		rc = sd_err_set(err, SMDDP_ENOMEM, "out of memory for a bootstrap of %d ranks", p->size);
 		goto out;
 	}
 	b->rank = p->rank;
@@ -498,9 +481,9 @@ int sd_boot_init(const struct sd_boot_params *p, struct sd_boot **out, struct sd
 		SD_INFO(SD_SUB_BOOT, "no job token: rank 0 admits ranks %s", p->allow_no_token
 			? "from anywhere (SMDDP_ALLOW_NO_TOKEN)" : "from this host only (loopback)");
 	if (p->rank == 0)
-		rc = rendezvous0(b, p, &n, err, errlen);
+		rc = rendezvous0(b, p, &n, err);
 	else
-		rc = rendezvous(b, p, &n, err, errlen);
+		rc = rendezvous(b, p, &n, err);
 	b->token = NULL;
 	b->hostid = NULL;
 out:
@@ -532,8 +515,16 @@ int sd_boot_poll(struct sd_boot *b, int *rank, char *err, size_t errlen)
 	if (!b->failed)
 		sd_boot_pump(b, 0, NULL);
 	if (b->failed) {
+		struct sd_err why;
+		int rc;
+
 		sd_boot_drain_output(b, 0); /* relays go out even if nobody polls again */
-		return sd_boot_report_fail(b, rank, err, errlen);
+		rc = sd_boot_report_fail(b, rank, &why);
+		/* (err, errlen), not a struct sd_err, until the wait loops that
+		 * are its only callers move to lib/util/wait.c (issue 16). */
+		if (err && errlen)
+			snprintf(err, errlen, "%s", why.msg);
+		return rc;
 	}
 	return SMDDP_OK;
 }
@@ -550,16 +541,14 @@ int sd_boot_fds(struct sd_boot *b, int *fds, int max)
 	return n;
 }
 
-static int ag_rank0(struct sd_boot *b, void *all, size_t len, uint64_t deadline, char *err, size_t errlen)
+static int ag_rank0(struct sd_boot *b, void *all, size_t len, uint64_t deadline, struct sd_err *err)
 {
 	uint64_t start = sd_now_ns();
 	uint8_t *got = calloc((size_t)b->size, 1);
 	int have = 1, rc = SMDDP_OK;
 
-	if (!got) {
-		sd_boot_seterr(err, errlen, "out of memory");
-		return SMDDP_ENOMEM;
-	}
+	if (!got)
+		return sd_err_set(err, SMDDP_ENOMEM, "out of memory");
 	got[0] = 1;
 	for (;;) {
 		for (int r = 1; r < b->size; r++) {
@@ -593,18 +582,16 @@ static int ag_rank0(struct sd_boot *b, void *all, size_t len, uint64_t deadline,
 			have++;
 		}
 		if (b->failed) {
-			rc = sd_boot_report_fail(b, NULL, err, errlen);
+			rc = sd_boot_report_fail(b, NULL, err);
 			goto out;
 		}
 		if (have == b->size)
 			break;
 		for (int r = 1; r < b->size; r++) {
 			if (!got[r] && b->conns[r] && b->conns[r]->fd < 0) {
-				sd_boot_seterr(err, errlen,
-				       "out-of-band all-gather #%llu: rank %d closed its channel cleanly (BYE) and "
-				       "cannot take part",
-				       (unsigned long long)b->seq, r);
-				rc = SMDDP_EPEER;
+				rc = sd_err_set(err, SMDDP_EPEER,
+						"out-of-band all-gather #%llu: rank %d closed its channel cleanly (BYE) and "
+						"cannot take part", (unsigned long long)b->seq, r);
 				goto out;
 			}
 		}
@@ -614,14 +601,13 @@ static int ag_rank0(struct sd_boot *b, void *all, size_t len, uint64_t deadline,
 			for (int r = 0; r < b->size; r++)
 				got[r] = !got[r];
 			sd_boot_fmt_ranks(list, sizeof(list), got, b->size);
-			sd_boot_seterr(err, errlen,
-			       "out-of-band all-gather #%llu: rank(s) %s of %d did not contribute within %g s",
-			       (unsigned long long)b->seq, list, b->size, sd_boot_span(deadline, start));
-			rc = SMDDP_ETIMEDOUT;
+			rc = sd_err_set(err, SMDDP_ETIMEDOUT,
+					"out-of-band all-gather #%llu: rank(s) %s of %d did not contribute within %g s",
+					(unsigned long long)b->seq, list, b->size, sd_boot_span(deadline, start));
 			/* The ranks that did contribute wait for us a little past
 			 * their deadline: tell them who is missing, and let the
 			 * words leave before this rank may exit (bounded). */
-			give_up(b, rc, err);
+			give_up(b, rc, err ? err->msg : NULL);
 			{
 				uint64_t until = sd_now_ns() + 1000000000ull;
 
@@ -635,8 +621,7 @@ static int ag_rank0(struct sd_boot *b, void *all, size_t len, uint64_t deadline,
 
 	struct frame *f = sd_boot_frame_new(F_RESULT, 8 + (size_t)b->size * len);
 	if (!f) {
-		sd_boot_seterr(err, errlen, "out of memory for an all-gather of %d x %zu bytes", b->size, len);
-		rc = SMDDP_ENOMEM;
+		rc = sd_err_set(err, SMDDP_ENOMEM, "out of memory for an all-gather of %d x %zu bytes", b->size, len);
 		goto out;
 	}
 	sd_boot_put64(f->data + 8, b->seq);
@@ -648,35 +633,30 @@ static int ag_rank0(struct sd_boot *b, void *all, size_t len, uint64_t deadline,
 	while (sd_boot_output_pending(b) && !b->failed && sd_now_ns() < deadline)
 		sd_boot_pump(b, deadline, NULL);
 	if (b->failed) {
-		rc = sd_boot_report_fail(b, NULL, err, errlen);
+		rc = sd_boot_report_fail(b, NULL, err);
 	} else if (sd_boot_output_pending(b)) {
-		sd_boot_seterr(err, errlen,
-		       "out-of-band all-gather #%llu: rank 0 could not send the result to every rank within %g s",
-		       (unsigned long long)b->seq, sd_boot_span(deadline, start));
-		rc = SMDDP_ETIMEDOUT;
+		rc = sd_err_set(err, SMDDP_ETIMEDOUT,
+				"out-of-band all-gather #%llu: rank 0 could not send the result to every rank within %g s",
+				(unsigned long long)b->seq, sd_boot_span(deadline, start));
 	}
 out:
 	free(got);
 	return rc;
 }
 
-static int ag_other(struct sd_boot *b, const void *mine, void *all, size_t len, uint64_t deadline, char *err,
-		    size_t errlen)
+static int ag_other(struct sd_boot *b, const void *mine, void *all, size_t len, uint64_t deadline, struct sd_err *err)
 {
 	uint64_t start = sd_now_ns();
 	struct conn *c = b->conns[0];
 	struct frame *f;
 
-	if (c->fd < 0) {
-		sd_boot_seterr(err, errlen, "out-of-band all-gather #%llu: rank 0 has closed the channel (clean close)",
-		       (unsigned long long)b->seq);
-		return SMDDP_EPEER;
-	}
+	if (c->fd < 0)
+		return sd_err_set(err, SMDDP_EPEER,
+				  "out-of-band all-gather #%llu: rank 0 has closed the channel (clean close)",
+				  (unsigned long long)b->seq);
 	f = sd_boot_frame_new(F_GATHER, 8 + len);
-	if (!f) {
-		sd_boot_seterr(err, errlen, "out of memory for an all-gather of %zu bytes", len);
-		return SMDDP_ENOMEM;
-	}
+	if (!f)
+		return sd_err_set(err, SMDDP_ENOMEM, "out of memory for an all-gather of %zu bytes", len);
 	sd_boot_put64(f->data + 8, b->seq);
 	if (len)
 		memcpy(f->data + 16, mine, len);
@@ -687,12 +667,12 @@ static int ag_other(struct sd_boot *b, const void *mine, void *all, size_t len, 
 			uint64_t s = c->stash_len >= 8 ? sd_boot_get64(c->stash) : 0;
 
 			if (c->stash_len != 8 + (size_t)b->size * len || s != b->seq) {
-				sd_boot_seterr(err, errlen,
-				       "out-of-band all-gather #%llu: rank 0 answered with %zu bytes for #%llu where "
-				       "rank %d expected %zu (ranks called different collectives)",
-				       (unsigned long long)b->seq, c->stash_len >= 8 ? c->stash_len - 8 : 0,
-				       (unsigned long long)s, b->rank, (size_t)b->size * len);
-				sd_boot_fail(b, SMDDP_EMISMATCH, 0, "%s", err ? err : "all-gather mismatch");
+				sd_err_set(err, SMDDP_EMISMATCH,
+					   "out-of-band all-gather #%llu: rank 0 answered with %zu bytes for #%llu where "
+					   "rank %d expected %zu (ranks called different collectives)",
+					   (unsigned long long)b->seq, c->stash_len >= 8 ? c->stash_len - 8 : 0,
+					   (unsigned long long)s, b->rank, (size_t)b->size * len);
+				sd_boot_fail(b, SMDDP_EMISMATCH, 0, "%s", err ? err->msg : "all-gather mismatch");
 				return SMDDP_EMISMATCH;
 			}
 			if (len)
@@ -702,50 +682,43 @@ static int ag_other(struct sd_boot *b, const void *mine, void *all, size_t len, 
 			return SMDDP_OK;
 		}
 		if (b->failed)
-			return sd_boot_report_fail(b, NULL, err, errlen);
-		if (c->fd < 0) {
-			sd_boot_seterr(err, errlen, "out-of-band all-gather #%llu: rank 0 closed the channel cleanly (BYE)",
-			       (unsigned long long)b->seq);
-			return SMDDP_EPEER;
-		}
+			return sd_boot_report_fail(b, NULL, err);
+		if (c->fd < 0)
+			return sd_err_set(err, SMDDP_EPEER,
+					  "out-of-band all-gather #%llu: rank 0 closed the channel cleanly (BYE)",
+					  (unsigned long long)b->seq);
 		/* As in the rendezvous: give rank 0 the chance to name who is missing. */
-		if (sd_now_ns() >= deadline + HUB_GRACE_NS) {
-			sd_boot_seterr(err, errlen,
-			       "out-of-band all-gather #%llu: rank 0 did not send the result within %g s (some rank "
-			       "did not call it; rank 0's error names them)",
-			       (unsigned long long)b->seq, sd_boot_span(deadline + HUB_GRACE_NS, start));
-			return SMDDP_ETIMEDOUT;
-		}
+		if (sd_now_ns() >= deadline + HUB_GRACE_NS)
+			return sd_err_set(err, SMDDP_ETIMEDOUT,
+					  "out-of-band all-gather #%llu: rank 0 did not send the result within %g s (some rank "
+					  "did not call it; rank 0's error names them)", (unsigned long long)b->seq,
+					  sd_boot_span(deadline + HUB_GRACE_NS, start));
 		sd_boot_pump(b, deadline + HUB_GRACE_NS, NULL);
 	}
 }
 
-int sd_boot_allgather(struct sd_boot *b, const void *mine, void *all, size_t len, uint64_t deadline_ns, char *err,
-		      size_t errlen)
+int sd_boot_allgather(struct sd_boot *b, const void *mine, void *all, size_t len, uint64_t deadline_ns, struct sd_err *err)
 {
 	int rc;
 
-	if (!b || (len && (!mine || !all)) || (b->size && len > (BIG_MAX - 8) / (size_t)b->size)) {
-		sd_boot_seterr(err, errlen, "out-of-band all-gather: bad arguments (len %zu, %d ranks; at most %u bytes in all)",
-		       len, b ? b->size : 0, BIG_MAX - 8);
-		return SMDDP_EINVAL;
-	}
+	if (!b || (len && (!mine || !all)) || (b->size && len > (BIG_MAX - 8) / (size_t)b->size))
+		return sd_err_set(err, SMDDP_EINVAL,
+				  "out-of-band all-gather: bad arguments (len %zu, %d ranks; at most %u bytes in all)",
+				  len, b ? b->size : 0, BIG_MAX - 8);
 	if (b->failed) {
 		sd_boot_drain_output(b, 0);
-		return sd_boot_report_fail(b, NULL, err, errlen);
+		return sd_boot_report_fail(b, NULL, err);
 	}
-	if (b->ag_broken) {
-		sd_boot_seterr(err, errlen, "%s", b->ag_err);
-		return b->ag_broken;
-	}
+	if (b->ag_broken)
+		return sd_err_set(err, b->ag_broken, "%s", b->ag_err);
 	if (len && (const uint8_t *)mine != (uint8_t *)all + (size_t)b->rank * len)
 		memmove((uint8_t *)all + (size_t)b->rank * len, mine, len);
 	if (b->size == 1)
 		return SMDDP_OK;
 	if (b->rank == 0)
-		rc = ag_rank0(b, all, len, deadline_ns, err, errlen);
+		rc = ag_rank0(b, all, len, deadline_ns, err);
 	else
-		rc = ag_other(b, (uint8_t *)all + (size_t)b->rank * len, all, len, deadline_ns, err, errlen);
+		rc = ag_other(b, (uint8_t *)all + (size_t)b->rank * len, all, len, deadline_ns, err);
 	if (rc == SMDDP_OK) {
 		b->seq++;
 	} else if (!b->failed) {
@@ -753,7 +726,7 @@ int sd_boot_allgather(struct sd_boot *b, const void *mine, void *all, size_t len
 		b->ag_broken = rc;
 		snprintf(b->ag_err, sizeof(b->ag_err), "the out-of-band channel is out of step after a failed "
 						       "all-gather: %s",
-			 err && errlen ? err : smddp_strerror(rc));
+			 err ? err->msg : smddp_strerror(rc));
 	}
 	if (b->failed)
 		sd_boot_drain_output(b, 0);

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/sd.h"
+
 #define SD_HOSTID_MAX 128
 
 struct sd_boot;
@@ -44,7 +46,7 @@ struct sd_boot_params {
 /* A listening socket on every interface, on a port the kernel picks (for
  * an id made before the rendezvous, see smddp_get_unique_id): *fd, and
  * *port its number.  SMDDP_ESYSTEM with a sentence in err. */
-int sd_boot_listen(int *fd, int *port, char *err, size_t errlen);
+int sd_boot_listen(int *fd, int *port, struct sd_err *err);
 
 /* An address of this host that other hosts can reach: SMDDP_BOOT_ADDR
  * if set, else the first IPv4 address of an interface that is up and not
@@ -66,14 +68,14 @@ void sd_boot_local_addr(char *buf, size_t len);
  * address (at most 10 lines per 10 s, then a count), telling it why,
  * closing it and waiting on for the right ranks. */
 int sd_boot_init(const struct sd_boot_params *p, struct sd_boot **out,
-		 struct sd_boot_peer *peers, uint64_t *nonce, char *err, size_t errlen);
+		 struct sd_boot_peer *peers, uint64_t *nonce, struct sd_err *err);
 
 /* All-gather of len bytes from every rank through rank 0: all[r*len...] gets
  * rank r's bytes.  Collective over the world.  SMDDP_ETIMEDOUT at the
  * deadline (naming the ranks that did not contribute), SMDDP_EPEER when a
  * peer's connection closed or an abort notice arrived (naming the rank). */
 int sd_boot_allgather(struct sd_boot *b, const void *mine, void *all, size_t len,
-		      uint64_t deadline_ns, char *err, size_t errlen);
+		      uint64_t deadline_ns, struct sd_err *err);
 
 /* Non-blocking: look at the sockets.  SMDDP_OK when nothing happened; else
  * SMDDP_EPEER (*rank = the rank whose connection closed, or who died as

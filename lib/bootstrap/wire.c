@@ -32,17 +32,6 @@ const char *sd_boot_type_name(uint32_t t)
 
 /* ---- small helpers ---------------------------------------------------- */
 
-void sd_boot_seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 void sd_boot_fail(struct sd_boot *b, int rc, int rank, const char *fmt, ...)
 {
 	va_list ap;
@@ -57,12 +46,11 @@ void sd_boot_fail(struct sd_boot *b, int rc, int rank, const char *fmt, ...)
 	SD_INFO(SD_SUB_BOOT, "channel failed: %s", b->fail_err);
 }
 
-int sd_boot_report_fail(struct sd_boot *b, int *rank, char *err, size_t errlen)
+int sd_boot_report_fail(struct sd_boot *b, int *rank, struct sd_err *err)
 {
 	if (rank)
 		*rank = b->fail_rank;
-	sd_boot_seterr(err, errlen, "%s", b->fail_err);
-	return b->failed;
+	return sd_err_set(err, b->failed, "%s", b->fail_err);
 }
 
 void sd_boot_put32(uint8_t *p, uint32_t v)

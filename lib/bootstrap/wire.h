@@ -160,8 +160,7 @@ void sd_boot_fmt_where(char *out, size_t n, const char *addr, const char *port);
 uint64_t sd_boot_left_ns(uint64_t deadline);
 void sd_boot_put64(uint8_t *p, uint64_t v);
 uint64_t sd_boot_random64(void);
-int sd_boot_report_fail(struct sd_boot *b, int *rank, char *err, size_t errlen);
-void sd_boot_seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int sd_boot_report_fail(struct sd_boot *b, int *rank, struct sd_err *err);
 double sd_boot_span(uint64_t deadline, uint64_t start);
 
 /* ---- channel.c: the event loop ---- */

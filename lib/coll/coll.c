@@ -18,15 +18,8 @@
 #include <string.h>
 
 #include "coll/coll.h"
-#include "coll/net.h"
+#include "coll/node.h"
 #include "transport/transport.h"
-
-/* Communicators that span hosts have their own algorithms (net.c). */
-#ifdef HAVE_LIBFABRIC
-#define SPANNING(call) do { if (c->net) return (call); } while (0)
-#else
-#define SPANNING(call) do { } while (0)
-#endif
 
 #define SMALL_TOTAL (128 * 1024) /* count * size * nranks at or below: latency path */
 #define MAX_SRCS 1024
@@ -270,24 +263,21 @@ static int reduce_common(struct smddp_comm *c, const void *sbuf, void *rbuf, siz
 	return SMDDP_OK;
 }
 
-int sd_coll_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
-		      enum smddp_dtype dt, enum smddp_op op)
+int sd_coll_node_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			   enum smddp_dtype dt, enum smddp_op op)
 {
-	SPANNING(sd_net_allreduce(c, sbuf, rbuf, count, dt, op));
 	return reduce_common(c, sbuf, rbuf, count, dt, op, -1);
 }
 
-int sd_coll_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
-		   enum smddp_dtype dt, enum smddp_op op, int root)
+int sd_coll_node_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			enum smddp_dtype dt, enum smddp_op op, int root)
 {
-	SPANNING(sd_net_reduce(c, sbuf, rbuf, count, dt, op, root));
 	return reduce_common(c, sbuf, rbuf, count, dt, op, root);
 }
 
-int sd_coll_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
-		      enum smddp_dtype dt)
+int sd_coll_node_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			   enum smddp_dtype dt)
 {
-	SPANNING(sd_net_allgather(c, sbuf, rbuf, count, dt));
 	const struct sd_transport_ops *tp = c->tp;
 	size_t m = count * smddp_dtype_size(dt);
 	size_t half = tp->half_bytes(c);
@@ -408,24 +398,21 @@ staged:
 	return SMDDP_OK;
 }
 
-int sd_coll_reduce_scatter(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
-			   enum smddp_dtype dt, enum smddp_op op)
+int sd_coll_node_reduce_scatter(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+				enum smddp_dtype dt, enum smddp_op op)
 {
-	SPANNING(sd_net_reduce_scatter(c, sbuf, rbuf, count, dt, op));
 	return exchange(c, sbuf, rbuf, count, dt, op, 1);
 }
 
-int sd_coll_alltoall(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
-		     enum smddp_dtype dt)
+int sd_coll_node_alltoall(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			  enum smddp_dtype dt)
 {
-	SPANNING(sd_net_alltoall(c, sbuf, rbuf, count, dt));
 	return exchange(c, sbuf, rbuf, count, dt, SMDDP_SUM, 0);
 }
 
-int sd_coll_broadcast(struct smddp_comm *c, void *buf, size_t count, enum smddp_dtype dt,
-		      int root)
+int sd_coll_node_broadcast(struct smddp_comm *c, void *buf, size_t count, enum smddp_dtype dt,
+			   int root)
 {
-	SPANNING(sd_net_broadcast(c, buf, count, dt, root));
 	const struct sd_transport_ops *tp = c->tp;
 	size_t m = count * smddp_dtype_size(dt);
 	size_t half = tp->half_bytes(c);

@@ -1,8 +1,9 @@
 /* coll.h - the collective algorithms and the batches of sends and receives, as the layers above call them.
  *
  * Host memory, arguments checked (lib/core/api.c, p2p_api.c): a
- * communicator that spans hosts is handed on to lib/coll/net.c, one on a
- * node runs over the slots of its transport (lib/coll/coll.c).
+ * communicator that spans hosts is handed on to lib/coll/net-algo.c, one on
+ * a node runs over the slots of its transport (lib/coll/coll.c); the
+ * choice is lib/coll/dispatch.c's.
  */
 #ifndef SD_COLL_COLL_H
 #define SD_COLL_COLL_H
@@ -13,7 +14,7 @@
 #include "base/comm-types.h"
 #include "transport/transport.h"
 
-/* ---- collectives (lib/coll/coll.c) ---------------------------------------- */
+/* ---- collectives (lib/coll/dispatch.c) ------------------------------------ */
 int sd_coll_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 		      enum smddp_dtype dt, enum smddp_op op);
 int sd_coll_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "coll/net-int.h"
+#include "coll/node.h"
 #include "transport/transport.h"
 
 /* ---- ring allreduce, reduce-scatter, allgather --------------------------- */
@@ -452,20 +453,6 @@ static void divide(void *buf, size_t n, enum smddp_dtype dt, int by)
 		sd_reduce(buf, src, 1, n, dt, SMDDP_AVG, by);
 }
 
-struct grp sd_net_flat(struct smddp_comm *c)
-{
-	struct grp g = {c->size, c->rank, c->net->all};
-
-	return g;
-}
-
-struct grp sd_net_rail(struct smddp_comm *c)
-{
-	struct grp g = {c->net->nnodes, c->rank / c->net->L, c->net->rail};
-
-	return g;
-}
-
 static void note_algo(struct smddp_comm *c, int coll, const char *algo)
 {
 	if (c->net->logged[coll] != 1 + (int)(algo[0])) {
@@ -473,25 +460,6 @@ static void note_algo(struct smddp_comm *c, int coll, const char *algo)
 		SD_INFO(SD_SUB_NET, "%s: %s algorithm (%d ranks on %d hosts, SMDDP_ALGO=%s)",
 			sd_coll_name(coll), algo, c->size, c->net->nnodes, sd_net_algo_names[c->net->algo]);
 	}
-}
-
-int sd_net_use_hier(struct smddp_comm *c)
-{
-	struct sd_net *n = c->net;
-
-	if (!n->hier)
-		return 0;
-	if (n->algo == ALGO_HIER)
-		return 1;
-	return n->algo == ALGO_AUTO && n->L > 1;
-}
-
-int sd_net_node_err(struct smddp_comm *c, int rc)
-{
-	if (rc)
-		return sd_comm_error(c, rc, "inside host %s: %s", sd_net_host_of(c, c->rank),
-				     c->net->node->last_error);
-	return SMDDP_OK;
 }
 
 static int net_allreduce_grp(struct smddp_comm *c, const struct grp *g, unsigned ph,
@@ -520,14 +488,16 @@ int sd_net_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t 
 
 		note_algo(c, SD_COLL_ALLREDUCE, "hierarchical");
 		if (q) {
-			SD_CHECK(sd_net_node_err(c, sd_coll_reduce_scatter(n->node, sbuf, shard, q, dt, rop)));
+			SD_CHECK(sd_net_node_err(c, sd_coll_node_reduce_scatter(n->node, sbuf, shard, q,
+										dt, rop)));
 			SD_CHECK(net_allreduce_grp(c, &g, PH_SHARD, shard, shard, q, dt, rop));
 		}
 		if (tail) {
 			char *t = (char *)rbuf + q * (size_t)L * es;
 
-			SD_CHECK(sd_net_node_err(c, sd_coll_allreduce(n->node, (const char *)sbuf +
-							       q * (size_t)L * es, t, tail, dt, rop)));
+			SD_CHECK(sd_net_node_err(c, sd_coll_node_allreduce(n->node, (const char *)sbuf +
+									   q * (size_t)L * es, t,
+									   tail, dt, rop)));
 			SD_CHECK(net_allreduce_grp(c, &g, PH_TAIL, t, t, tail, dt, rop));
 			if (op == SMDDP_AVG)
 				divide(t, tail, dt, c->size);
@@ -535,7 +505,8 @@ int sd_net_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t 
 		if (q) {
 			if (op == SMDDP_AVG)
 				divide(shard, q, dt, c->size);
-			SD_CHECK(sd_net_node_err(c, sd_coll_allgather(n->node, shard, rbuf, q, dt)));
+			SD_CHECK(sd_net_node_err(c, sd_coll_node_allgather(n->node, shard, rbuf, q,
+									   dt)));
 		}
 		return SMDDP_OK;
 	}
@@ -572,10 +543,10 @@ int sd_net_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t 
 			off[m] = ((size_t)m * (size_t)L + (size_t)l) * bytes;
 		rc = sd_net_ring_allgather(c, &g, PH_MAIN, sbuf, rbuf, off, bytes);
 		for (int m = 0; !rc && m < g.n; m++)
-			rc = sd_net_node_err(c, sd_coll_allgather(n->node,
-							   (char *)rbuf + off[m],
-							   (char *)rbuf + (size_t)m * (size_t)L * bytes,
-							   count, dt));
+			rc = sd_net_node_err(c, sd_coll_node_allgather(n->node,
+								(char *)rbuf + off[m],
+								(char *)rbuf + (size_t)m * (size_t)L * bytes,
+								count, dt));
 	} else {
 		struct grp g = sd_net_flat(c);
 
@@ -606,9 +577,10 @@ int sd_net_reduce_scatter(struct smddp_comm *c, const void *sbuf, void *rbuf, si
 		note_algo(c, SD_COLL_REDUCE_SCATTER, "hierarchical");
 		rc = SMDDP_OK;
 		for (int m = 0; !rc && m < g.n; m++)
-			rc = sd_net_node_err(c, sd_coll_reduce_scatter(n->node, (const char *)sbuf + m * region,
-								tmp + (size_t)m * count * es, count,
-								dt, rop));
+			rc = sd_net_node_err(c, sd_coll_node_reduce_scatter(n->node,
+								     (const char *)sbuf + m * region,
+								     tmp + (size_t)m * count * es,
+								     count, dt, rop));
 		if (!rc)
 			rc = ring_reduce_scatter(c, &g, PH_MAIN, tmp, rbuf, count, dt, rop);
 		sd_net_release(c, tmp);

@@ -1,6 +1,9 @@
-/* net-int.h - what lib/coll/net.c (waits, point to point, transport table,
- * set-up) and lib/coll/net-algo.c (the collectives' algorithms) share:
- * private to those two files. */
+/* net-int.h - what the files of communicators that span hosts share,
+ * private to them.  Calls point one way, down this list:
+ *   net-table.c  the transport table (its barrier is an algorithm)
+ *   net-algo.c   the collectives' algorithms over a group
+ *   net.c        waits, transfers, point to point, groups, set-up
+ * (dispatch.c, above them all, picks net-algo.c or the one-node coll.c.) */
 #ifndef SD_COLL_NET_INT_H
 #define SD_COLL_NET_INT_H
 
@@ -78,10 +81,7 @@ int sd_net_recv_from(struct smddp_comm *c, int peer, unsigned ph, uint64_t step,
 		     size_t len, struct sd_freq *r);
 int sd_net_check_len(struct smddp_comm *c, struct sd_freq *r, size_t want);
 
-/* ---- net-algo.c: algorithms over a group ---- */
-int sd_net_ring_allgather(struct smddp_comm *c, const struct grp *g, unsigned ph, const void *sbuf,
-			  char *rbuf, const size_t *off, size_t blk);
-int sd_net_dissemination(struct smddp_comm *c, const struct grp *g, unsigned ph);
+/* ---- net.c: groups, and the node communicator's errors ---- */
 struct grp sd_net_flat(struct smddp_comm *c);
 /* The ranks with this rank's local rank, one per host. */
 struct grp sd_net_rail(struct smddp_comm *c);
@@ -89,5 +89,18 @@ struct grp sd_net_rail(struct smddp_comm *c);
 int sd_net_use_hier(struct smddp_comm *c);
 /* An error of the node communicator, as c's. */
 int sd_net_node_err(struct smddp_comm *c, int rc);
+
+/* ---- net.c: the ops of the transport table (net-table.c) ---- */
+int sd_net_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n);
+void sd_net_put_desc(struct smddp_comm *c, const void *desc, size_t len);
+void sd_net_get_desc(struct smddp_comm *c, int r, void *desc, size_t len);
+/* Tell every peer, best effort. */
+void sd_net_abort(struct smddp_comm *c);
+void sd_net_detach(struct smddp_comm *c);
+
+/* ---- net-algo.c: algorithms over a group ---- */
+int sd_net_ring_allgather(struct smddp_comm *c, const struct grp *g, unsigned ph, const void *sbuf,
+			  char *rbuf, const size_t *off, size_t blk);
+int sd_net_dissemination(struct smddp_comm *c, const struct grp *g, unsigned ph);
 
 #endif

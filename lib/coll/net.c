@@ -21,7 +21,6 @@
 #include <sys/socket.h>
 
 #include "coll/net-int.h"
-#include "transport/enosys.h"
 #include "transport/transport.h"
 
 const char *const sd_net_algo_names[] = {"auto", "hier", "ring", "rd"};
@@ -238,6 +237,41 @@ int sd_net_check_len(struct smddp_comm *c, struct sd_freq *r, size_t want)
 	return SMDDP_OK;
 }
 
+/* ---- groups, and the node communicator's errors ------------------------- */
+
+struct grp sd_net_flat(struct smddp_comm *c)
+{
+	struct grp g = {c->size, c->rank, c->net->all};
+
+	return g;
+}
+
+struct grp sd_net_rail(struct smddp_comm *c)
+{
+	struct grp g = {c->net->nnodes, c->rank / c->net->L, c->net->rail};
+
+	return g;
+}
+
+int sd_net_use_hier(struct smddp_comm *c)
+{
+	struct sd_net *n = c->net;
+
+	if (!n->hier)
+		return 0;
+	if (n->algo == ALGO_HIER)
+		return 1;
+	return n->algo == ALGO_AUTO && n->L > 1;
+}
+
+int sd_net_node_err(struct smddp_comm *c, int rc)
+{
+	if (rc)
+		return sd_comm_error(c, rc, "inside host %s: %s", sd_net_host_of(c, c->rank),
+				     c->net->node->last_error);
+	return SMDDP_OK;
+}
+
 /* ---- point to point ----------------------------------------------------- */
 
 /* A message's tag carries its sender, so that a receive from anyone can
@@ -271,7 +305,7 @@ static int p2p_done(struct smddp_comm *c, struct sd_p2p_op *op, struct sd_freq *
 
 /* Post every operation, then wait for each: the provider progresses them
  * all meanwhile.  A size mismatch fails its own operation only. */
-static int net_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
+int sd_net_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 {
 	struct sd_freq *req = calloc((size_t)n, sizeof(*req));
 	int rc = SMDDP_OK, first = SMDDP_OK;
@@ -311,50 +345,16 @@ static int net_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 	return rc ? rc : first;
 }
 
-/* ---- the transport table of communicators that span hosts --------------- */
+/* ---- the ops of the transport table (net-table.c) ---------------------- */
 
-static int net_barrier(struct smddp_comm *c)
-{
-	struct sd_net *n = c->net;
-
-	if (n->desc_pending) {
-		/* SMDDP_CHECK_COLL: the barrier carries every rank's descriptor. */
-		size_t *off = calloc((size_t)c->size, sizeof(*off));
-		struct grp g = sd_net_flat(c);
-		int rc;
-
-		if (!off)
-			return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
-		for (int r = 0; r < c->size; r++)
-			off[r] = (size_t)r * sizeof(struct sd_coll_desc);
-		n->desc_pending = 0;
-		rc = sd_net_ring_allgather(c, &g, PH_DESC, &n->descs[c->rank], (char *)n->descs, off,
-				    sizeof(struct sd_coll_desc));
-		free(off);
-		return rc;
-	}
-	if (sd_net_use_hier(c)) {
-		struct grp g = sd_net_rail(c);
-
-		SD_CHECK(sd_net_node_err(c, n->node->tp->barrier(n->node)));
-		SD_CHECK(sd_net_dissemination(c, &g, PH_BARRIER));
-		return sd_net_node_err(c, n->node->tp->barrier(n->node));
-	}
-	{
-		struct grp g = sd_net_flat(c);
-
-		return sd_net_dissemination(c, &g, PH_BARRIER);
-	}
-}
-
-static void net_put_desc(struct smddp_comm *c, const void *desc, size_t len)
+void sd_net_put_desc(struct smddp_comm *c, const void *desc, size_t len)
 {
 	memcpy(&c->net->descs[c->rank], desc,
 	       len < sizeof(struct sd_coll_desc) ? len : sizeof(struct sd_coll_desc));
 	c->net->desc_pending = 1;
 }
 
-static void net_get_desc(struct smddp_comm *c, int r, void *desc, size_t len)
+void sd_net_get_desc(struct smddp_comm *c, int r, void *desc, size_t len)
 {
 	memcpy(desc, &c->net->descs[r],
 	       len < sizeof(struct sd_coll_desc) ? len : sizeof(struct sd_coll_desc));
@@ -362,7 +362,7 @@ static void net_get_desc(struct smddp_comm *c, int r, void *desc, size_t len)
 
 /* Tell every peer, best effort: the notice is posted to all, then progress
  * runs a little so that it leaves before the endpoint closes. */
-static void net_abort(struct smddp_comm *c)
+void sd_net_abort(struct smddp_comm *c)
 {
 	struct sd_net *n = c->net;
 	uint64_t until;
@@ -420,35 +420,10 @@ static void net_abort(struct smddp_comm *c)
 	memcpy(c->last_error, keep, sizeof(keep));
 }
 
-static void net_detach(struct smddp_comm *c)
+void sd_net_detach(struct smddp_comm *c)
 {
 	(void)c; /* sd_net_free does the work, with the clean flag */
 }
-
-/* No slots and no segment: the collectives of a communicator that spans
- * hosts are its own (SPANNING() in coll.c), and its node communicator has
- * the shared memory. */
-const struct sd_transport_ops sd_transport_net = {
-	.size = sizeof(struct sd_transport_ops),
-	.name = "net",
-	.attach = sd_no_attach,
-	.create = sd_no_create,
-	.unlink = sd_no_unlink,
-	.barrier = net_barrier,
-	.half_bytes = sd_no_half_bytes,
-	.slot = sd_no_slot,
-	.tiny = sd_no_tiny,
-	.put_desc = net_put_desc,
-	.get_desc = net_get_desc,
-	.finish = sd_no_finish,
-	.put_addrs = sd_no_put_addrs,
-	.get_addrs = sd_no_get_addrs,
-	.peer_read = sd_no_peer_read,
-	.peer_write = sd_no_peer_write,
-	.p2p = net_p2p,
-	.abort = net_abort,
-	.detach = net_detach,
-};
 
 /* ---- set-up ------------------------------------------------------------- */
 
@@ -512,7 +487,7 @@ static int agree(struct smddp_comm *c, struct smddp_comm *via, sd_gather_fn gath
 
 int sd_net_setup(struct smddp_comm *c, struct smddp_comm *node, struct smddp_comm *via,
 		 sd_gather_fn gather, const int *members, char (*vhost)[SD_HOSTID_MAX],
-		 struct sd_job *job, const char *src_ip)
+		 struct sd_job *job, const char *src_ip, const struct sd_transport_ops *tp)
 {
 	struct addr_rec *all = calloc((size_t)via->size, sizeof(*all)), mine;
 	struct sd_net *n = NULL;
@@ -622,7 +597,7 @@ int sd_net_setup(struct smddp_comm *c, struct smddp_comm *node, struct smddp_com
 	if (c && !rc) {
 		n->job = job;
 		job->refs++;
-		c->tp = &sd_transport_net;
+		c->tp = tp;
 		SD_INFO(SD_SUB_NET, "rank %d of %d spans %d hosts (%s), %d per host, %s; %s",
 			c->rank, c->size, n->nnodes, sd_fab_describe(n->fab), n->hier ? n->L : -1,
 			n->hier ? "hierarchical collectives" : "uneven hosts: flat collectives",

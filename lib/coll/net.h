@@ -1,7 +1,7 @@
 /* net.h - communicators that span hosts: libfabric between hosts, shared memory inside each.
  *
  * A communicator whose ranks are on more than one host gets c->net and the
- * transport table sd_transport_net.  Its collectives are in lib/coll/net.c:
+ * transport table sd_transport_net.  Its collectives are in lib/coll/net-algo.c:
  * hierarchical ones (the node's shared-memory communicator, then the
  * "rail" of ranks with the same local rank on every host, then the node
  * again) where every host has the same number of ranks, numbered host by
@@ -29,12 +29,15 @@ typedef int (*sd_gather_fn)(struct smddp_comm *via, const void *mine, void *all,
 
 /* Collective over via.  c (NULL on a rank of via outside it, or when the
  * communicator it joins does not span hosts) gets its endpoint, its peers'
- * addresses and c->net; node is c's communicator on this host (already
- * set up).  members[i] is via's rank of c's rank i (NULL: the same);
- * vhost[v] the host of via's rank v.  src_ip: the address to bind. */
+ * addresses, c->net and, once every rank is ready, the transport table tp
+ * (sd_transport_net: the caller names it, since the table is above net.c,
+ * its barrier being an algorithm of net-algo.c); node is c's communicator
+ * on this host (already set up).  members[i] is via's rank of c's rank i
+ * (NULL: the same); vhost[v] the host of via's rank v.  src_ip: the
+ * address to bind. */
 int sd_net_setup(struct smddp_comm *c, struct smddp_comm *node, struct smddp_comm *via,
 		 sd_gather_fn gather, const int *members, char (*vhost)[SD_HOSTID_MAX],
-		 struct sd_job *job, const char *src_ip);
+		 struct sd_job *job, const char *src_ip, const struct sd_transport_ops *tp);
 /* This host's address on the connection to rank 0 ("" if none). */
 void sd_net_boot_ip(struct sd_boot *b, char *buf, size_t len);
 /* Free c->net (and the node communicator); clean after a good final barrier. */
@@ -48,6 +51,7 @@ int sd_net_poisoned(struct smddp_comm *c);
 /* c's communicator on this host; forget != 0 detaches it from c. */
 struct smddp_comm *sd_net_node(struct smddp_comm *c, int forget);
 
+/* net-table.c: the transport table of communicators that span hosts. */
 extern const struct sd_transport_ops sd_transport_net;
 
 int sd_net_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,

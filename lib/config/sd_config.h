@@ -1,4 +1,4 @@
-/* sd_config.h - private glue between log.c, param.c and config.c.
+/* sd_config.h - private glue between log.c, param.c and config.c (which calls neither).
  *
  * Not lib/config/config.h: a header of that name would shadow the
  * autoconf config.h for lib/config/config.c, whose first line is
@@ -12,22 +12,26 @@
 
 #include "util/sd.h"
 
-/* config.c: read the JSON file at path into the registry through
- * sd_param_set_config().  must_exist == 0: a file that does not exist is
- * fine (1 is returned, no file); any other failure to read it is an error.
- * Returns 0 when the file was applied, 1 when there was none, -1 on error
- * with a sentence (naming the file) in err. */
-int sd_config_read(const char *path, int must_exist, char *err, size_t errlen);
+/* What the config file needs of the registry, handed down by param.c, so
+ * that config.c never names the registry (the two called each other).
+ * set() checks text for p and stores it with source "config"; on failure
+ * it returns SMDDP_ECONFIG with the reason ("expected a positive integer
+ * (seconds)") in why, and the caller names the file and the key. */
+struct sd_config_registry {
+	size_t (*count)(void);
+	const struct sd_param_info *(*at)(size_t i);
+	int (*set)(const struct sd_param_info *p, const char *text, struct sd_err *why);
+};
 
-/* config.c: Levenshtein distance, ignoring case, for "did you mean"
- * hints; (size_t)-1 for names of 64 characters or more. */
-size_t sd_config_edit_distance(const char *a, const char *b);
+/* config.c: reads the JSON file at path into reg.  must_exist == 0: a file
+ * that does not exist is fine (*found = 0); any other failure to read it,
+ * or a bad key or value, is SMDDP_ECONFIG with a sentence naming the file
+ * in err.  SMDDP_OK with *found = 1 when the file was applied. */
+int sd_config_read(const char *path, int must_exist, const struct sd_config_registry *reg,
+		   int *found, struct sd_err *err);
 
-/* param.c: check text for p and store it with source "config".  On error
- * returns -1 with the reason ("expected a positive integer (seconds)") in
- * why; the caller names the file and key. */
-int sd_param_set_config(const struct sd_param_info *p, const char *text, char *why,
-			size_t whylen);
+/* param.c: the registry, as sd_config_read() takes it. */
+const struct sd_config_registry *sd_param_registry(void);
 
 /* log.c: shared parsers and late configuration from the config file. */
 int sd_log_parse_level(const char *s); /* -1 when invalid */

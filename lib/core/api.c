@@ -250,10 +250,9 @@ int sd_api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op
 	int rc;
 
 	(void)stream;
-	if (!c) {
-		sd_set_init_error("%s: communicator is NULL", sd_coll_name(coll));
-		return SMDDP_EINVAL;
-	}
+	if (!c)
+		return sd_err_set(sd_init_err(), SMDDP_EINVAL, "%s: communicator is NULL",
+				  sd_coll_name(coll));
 	rc = sd_cuda_collect(c, 1);
 	if (rc)
 		return rc;
@@ -365,10 +364,9 @@ static int collective(struct smddp_comm *comm, int coll, const void *sendbuf, vo
 	char msg[400];
 	int kind;
 
-	if (!comm) {
-		sd_set_init_error("%s: communicator is NULL", sd_coll_name(coll));
-		return SMDDP_EINVAL;
-	}
+	if (!comm)
+		return sd_err_set(sd_init_err(), SMDDP_EINVAL, "%s: communicator is NULL",
+				  sd_coll_name(coll));
 	/* root is checked by the entry; classify only needs it in range. */
 	if (root < 0 || root >= comm->size)
 		k.root = 0;
@@ -431,17 +429,16 @@ SD_EXPORT int smddp_alltoall(const void *sendbuf, void *recvbuf, size_t count,
 
 SD_EXPORT int smddp_comm_get_async_error(struct smddp_comm *comm, int *async_error)
 {
-	char msg[sizeof(comm->last_error)];
+	struct sd_err err;
 	int rc;
 
-	if (!comm || !async_error) {
-		sd_set_init_error("smddp_comm_get_async_error: %s is NULL",
+	if (!comm || !async_error)
+		return sd_err_set(sd_init_err(), SMDDP_EINVAL,
+				  "smddp_comm_get_async_error: %s is NULL",
 				  comm ? "async_error" : "comm");
-		return SMDDP_EINVAL;
-	}
-	rc = sd_cuda_async_error(comm, msg, sizeof(msg));
+	rc = sd_cuda_async_error(comm, &err);
 	if (rc)
-		snprintf(comm->last_error, sizeof(comm->last_error), "%s", msg);
+		snprintf(comm->last_error, sizeof(comm->last_error), "%s", err.msg);
 	else
 		rc = comm->failed;
 	*async_error = rc;

@@ -244,17 +244,16 @@ out:
 
 static int boot_gather(struct smddp_comm *c, const void *mine, void *all, size_t len)
 {
-	char err[512];
+	struct sd_err err;
 	int rc;
 
 	if (c->size == 1) {
 		memcpy(all, mine, len);
 		return SMDDP_OK;
 	}
-	rc = sd_boot_allgather(c->boot, mine, all, len, sd_now_ns() + c->timeout_ns, err,
-			       sizeof(err));
+	rc = sd_boot_allgather(c->boot, mine, all, len, sd_now_ns() + c->timeout_ns, &err);
 	if (rc)
-		return sd_comm_error(c, rc, "%s", err);
+		return sd_comm_error(c, rc, "%s", err.msg);
 	return SMDDP_OK;
 }
 
@@ -377,7 +376,7 @@ static int setup_spanning(struct smddp_comm *c, int want, struct smddp_comm *via
 		snprintf(c->last_error, sizeof(c->last_error), "%s", node->last_error);
 	/* The endpoints: everyone takes part, also where the above failed. */
 	rc2 = sd_net_setup(c && spans && !rc ? c : NULL, node, via, gather, members, vhost, job,
-			   job->ip);
+			   job->ip, &sd_transport_net);
 	if (!rc)
 		rc = rc2;
 	if (c && spans && !rc) {
@@ -411,25 +410,24 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 {
 	struct smddp_comm *c = NULL;
 	struct sd_boot_peer *peers = NULL;
-	char err[512], hostid[SD_HOSTID_MAX];
+	char hostid[SD_HOSTID_MAX];
+	struct sd_err err;
 	uint64_t nonce = 0;
 	int rc, listen_fd = -1;
 
-	sd_set_init_error("%s", "");
+	sd_err_clear(sd_init_err());
 	if (!out) {
-		sd_set_init_error("smddp_init: comm is NULL");
 		if (how && how->listen_fd >= 0)
 			close(how->listen_fd);
-		return SMDDP_EINVAL;
+		return sd_err_set(sd_init_err(), SMDDP_EINVAL, "smddp_init: comm is NULL");
 	}
 	*out = NULL;
 	sd_log_init();
-	rc = sd_params_load(err, sizeof(err));
+	rc = sd_params_load(sd_init_err());
 	if (rc && how && how->listen_fd >= 0)
 		close(how->listen_fd);
 	if (rc) {
-		sd_set_init_error("%s", err);
-		SD_WARN(SD_SUB_CONFIG, "%s", err);
+		SD_WARN(SD_SUB_CONFIG, "%s", sd_init_err()->msg);
 		return rc;
 	}
 	if (*sd_param_str("SMDDP_TOPO_FILE")) {
@@ -443,8 +441,8 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 		if (rc) {
 			if (how && how->listen_fd >= 0)
 				close(how->listen_fd);
-			sd_set_init_error("%s", smddp_topo_error());
-			SD_WARN(SD_SUB_INIT, "%s", sd_init_error());
+			sd_err_set(sd_init_err(), rc, "%s", smddp_topo_error());
+			SD_WARN(SD_SUB_INIT, "%s", sd_init_err()->msg);
 			return rc;
 		}
 		SD_INFO(SD_SUB_INIT, "topology: %d GPUs, %d NICs, %d NUMA nodes",
@@ -455,8 +453,7 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 	if (!c) {
 		if (how && how->listen_fd >= 0)
 			close(how->listen_fd);
-		sd_set_init_error("smddp_init: out of memory");
-		return SMDDP_ENOMEM;
+		return sd_err_set(sd_init_err(), SMDDP_ENOMEM, "smddp_init: out of memory");
 	}
 	c->is_world = 1;
 	c->tp = &sd_transport_shm;
@@ -508,9 +505,9 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 		bp.deadline_ns = sd_now_ns() + c->timeout_ns;
 		bp.listen_fd = listen_fd;
 		listen_fd = -1; /* sd_boot_init's now, whatever happens */
-		rc = sd_boot_init(&bp, &c->boot, peers, &nonce, err, sizeof(err));
+		rc = sd_boot_init(&bp, &c->boot, peers, &nonce, &err);
 		if (rc) {
-			sd_comm_error(c, rc, "%s", err);
+			sd_comm_error(c, rc, "%s", err.msg);
 			goto fail;
 		}
 	} else {
@@ -589,7 +586,7 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 fail:
 	if (listen_fd >= 0)
 		close(listen_fd);
-	sd_set_init_error("%s", c->last_error);
+	sd_err_set(sd_init_err(), rc, "%s", c->last_error);
 	free(peers);
 	c->failed = rc;
 	if (c->tp_state)
@@ -791,5 +788,5 @@ SD_EXPORT int smddp_comm_local_size(const struct smddp_comm *comm)
 
 SD_EXPORT const char *smddp_last_error(const struct smddp_comm *comm)
 {
-	return comm ? comm->last_error : sd_init_error();
+	return comm ? comm->last_error : sd_init_err()->msg;
 }

@@ -117,11 +117,10 @@ static __thread int grp_n, grp_cap;
 
 SD_EXPORT int smddp_group_start(void)
 {
-	if (grp_depth >= 1 << 20) {
-		sd_set_init_error("smddp_group_start: groups nested too deep (a missing "
+	if (grp_depth >= 1 << 20)
+		return sd_err_set(sd_init_err(), SMDDP_EINVAL,
+				  "smddp_group_start: groups nested too deep (a missing "
 				  "smddp_group_end?)");
-		return SMDDP_EINVAL;
-	}
 	grp_depth++;
 	return SMDDP_OK;
 }
@@ -187,10 +186,9 @@ SD_EXPORT int smddp_group_end(void)
 {
 	int rc = SMDDP_OK;
 
-	if (grp_depth == 0) {
-		sd_set_init_error("smddp_group_end without smddp_group_start");
-		return SMDDP_EINVAL;
-	}
+	if (grp_depth == 0)
+		return sd_err_set(sd_init_err(), SMDDP_EINVAL,
+				  "smddp_group_end without smddp_group_start");
 	if (--grp_depth > 0)
 		return SMDDP_OK;
 	/* One batch per communicator, in the order each first appears; a
@@ -245,10 +243,8 @@ static int p2p_call(int is_send, void *buf, size_t count, enum smddp_dtype dtype
 	struct sd_p2p_op op;
 	int rc;
 
-	if (!comm) {
-		sd_set_init_error("%s: communicator is NULL", call);
-		return SMDDP_EINVAL;
-	}
+	if (!comm)
+		return sd_err_set(sd_init_err(), SMDDP_EINVAL, "%s: communicator is NULL", call);
 	memset(&comm->cur, 0, sizeof(comm->cur));
 	rc = check_p2p(comm, call, buf, count, dtype, peer, tag, !is_send);
 	if (rc)

@@ -14,18 +14,16 @@ SD_EXPORT int smddp_param_info(size_t i, const char **name, const char **def, co
 			       const char **source, const char **help)
 {
 	const struct sd_param_info *p = sd_param_at(i);
-	char err[1024];
+	struct sd_err err;
 	int rc;
 
 	if (p == NULL)
 		return SMDDP_EINVAL;
 	/* Values come from the environment and the config file: a bad one is
 	 * the same error smddp_init() would give, with the same sentence. */
-	rc = sd_params_load(err, sizeof(err));
-	if (rc != SMDDP_OK) {
-		sd_set_init_error("%s", err);
-		return rc;
-	}
+	rc = sd_params_load(&err);
+	if (rc != SMDDP_OK)
+		return sd_err_set(sd_init_err(), rc, "%s", err.msg);
 	if (name != NULL)
 		*name = p->name;
 	if (def != NULL)

@@ -77,41 +77,33 @@ SD_EXPORT int smddp_get_unique_id(struct smddp_unique_id *id)
 {
 	struct wire_id w;
 	uint8_t tok[TOKEN_HEX / 2];
-	char err[512];
 	int rc, fd, port;
 
-	sd_set_init_error("%s", "");
-	if (!id) {
-		sd_set_init_error("smddp_get_unique_id: id is NULL");
-		return SMDDP_EINVAL;
-	}
+	sd_err_clear(sd_init_err());
+	if (!id)
+		return sd_err_set(sd_init_err(), SMDDP_EINVAL, "smddp_get_unique_id: id is NULL");
 	sd_log_init();
-	rc = sd_params_load(err, sizeof(err));
-	if (rc) {
-		sd_set_init_error("%s", err);
+	rc = sd_params_load(sd_init_err());
+	if (rc)
 		return rc;
-	}
 	memset(&w, 0, sizeof(w));
 	memcpy(w.magic, ID_MAGIC, sizeof(w.magic));
-	if (random_bytes(&w.key, sizeof(w.key)) || random_bytes(tok, sizeof(tok))) {
-		sd_set_init_error("smddp_get_unique_id: no random numbers from the kernel");
-		return SMDDP_ESYSTEM;
-	}
+	if (random_bytes(&w.key, sizeof(w.key)) || random_bytes(tok, sizeof(tok)))
+		return sd_err_set(sd_init_err(), SMDDP_ESYSTEM,
+				  "smddp_get_unique_id: no random numbers from the kernel");
 	for (size_t i = 0; i < sizeof(tok); i++)
 		snprintf(w.token + 2 * i, 3, "%02x", tok[i]);
 	sd_boot_local_addr(w.addr, sizeof(w.addr));
 	pthread_mutex_lock(&lock);
 	if (nopen == MAX_OPEN) {
 		pthread_mutex_unlock(&lock);
-		sd_set_init_error("smddp_get_unique_id: %d ids made and not used yet: pass each to "
-				  "smddp_comm_init_rank before making more",
-				  MAX_OPEN);
-		return SMDDP_EINVAL;
+		return sd_err_set(sd_init_err(), SMDDP_EINVAL,
+				  "smddp_get_unique_id: %d ids made and not used yet: pass each to "
+				  "smddp_comm_init_rank before making more", MAX_OPEN);
 	}
-	rc = sd_boot_listen(&fd, &port, err, sizeof(err));
+	rc = sd_boot_listen(&fd, &port, sd_init_err());
 	if (rc) {
 		pthread_mutex_unlock(&lock);
-		sd_set_init_error("%s", err);
 		return rc;
 	}
 	open_ids[nopen].key = w.key;
@@ -133,48 +125,40 @@ SD_EXPORT int smddp_comm_init_rank(struct smddp_comm **comm, int nranks,
 	struct wire_id w;
 	char port[16];
 
-	sd_set_init_error("%s", "");
-	if (!comm || !id) {
-		sd_set_init_error("smddp_comm_init_rank: %s is NULL", comm ? "id" : "comm");
-		return SMDDP_EINVAL;
-	}
+	sd_err_clear(sd_init_err());
+	if (!comm || !id)
+		return sd_err_set(sd_init_err(), SMDDP_EINVAL, "smddp_comm_init_rank: %s is NULL",
+				  comm ? "id" : "comm");
 	*comm = NULL;
 	memcpy(&w, id->internal, sizeof(w));
 	if (memcmp(w.magic, ID_MAGIC, sizeof(w.magic)) != 0 || w.port < 1 || w.port > 65535 ||
-	    !memchr(w.addr, 0, sizeof(w.addr)) || !memchr(w.token, 0, sizeof(w.token))) {
-		sd_set_init_error("smddp_comm_init_rank: the id was not made by smddp_get_unique_id "
+	    !memchr(w.addr, 0, sizeof(w.addr)) || !memchr(w.token, 0, sizeof(w.token)))
+		return sd_err_set(sd_init_err(), SMDDP_EINVAL,
+				  "smddp_comm_init_rank: the id was not made by smddp_get_unique_id "
 				  "(or was damaged on its way to this rank)");
-		return SMDDP_EINVAL;
-	}
-	if (nranks < 1 || rank < 0 || rank >= nranks) {
-		sd_set_init_error("smddp_comm_init_rank: rank %d of %d: the rank must be at least 0 "
-				  "and below the number of ranks",
-				  rank, nranks);
-		return SMDDP_EINVAL;
-	}
-	if (config && config->size < sizeof(size_t)) {
-		sd_set_init_error("smddp_comm_init_rank: config->size is %zu: set it to "
-				  "sizeof(struct smddp_config)",
-				  config->size);
-		return SMDDP_EINVAL;
-	}
+	if (nranks < 1 || rank < 0 || rank >= nranks)
+		return sd_err_set(sd_init_err(), SMDDP_EINVAL,
+				  "smddp_comm_init_rank: rank %d of %d: the rank must be at least 0 "
+				  "and below the number of ranks", rank, nranks);
+	if (config && config->size < sizeof(size_t))
+		return sd_err_set(sd_init_err(), SMDDP_EINVAL,
+				  "smddp_comm_init_rank: config->size is %zu: set it to "
+				  "sizeof(struct smddp_config)", config->size);
 	if (config && config->size >= offsetof(struct smddp_config, timeout_ms) + sizeof(int)) {
-		if (config->timeout_ms < 0) {
-			sd_set_init_error("smddp_comm_init_rank: timeout_ms %d is negative",
+		if (config->timeout_ms < 0)
+			return sd_err_set(sd_init_err(), SMDDP_EINVAL,
+					  "smddp_comm_init_rank: timeout_ms %d is negative",
 					  config->timeout_ms);
-			return SMDDP_EINVAL;
-		}
 		how.timeout_ns = (uint64_t)config->timeout_ms * 1000000ull;
 	}
 	how.listen_fd = -1;
 	if (rank == 0) {
 		how.listen_fd = take(w.key);
-		if (how.listen_fd < 0) {
-			sd_set_init_error("smddp_comm_init_rank: rank 0 must be the process that made "
+		if (how.listen_fd < 0)
+			return sd_err_set(sd_init_err(), SMDDP_EINVAL,
+					  "smddp_comm_init_rank: rank 0 must be the process that made "
 					  "the id with smddp_get_unique_id, and an id serves one "
 					  "communicator only");
-			return SMDDP_EINVAL;
-		}
 	}
 	snprintf(port, sizeof(port), "%d", (int)w.port);
 	how.rank = rank;

@@ -10,6 +10,7 @@
 
 struct smddp_comm;
 struct sd_p2p_op;
+struct sd_err;
 
 /* One collective call as the API received it (buffers already classified as
  * device memory by the caller; stream NULL means CUDA's legacy default
@@ -46,8 +47,8 @@ int sd_cuda_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n, void *stream
  * queued call, so that the caller may use the transport itself. */
 int sd_cuda_collect(struct smddp_comm *c, int drain);
 /* Any thread: the error a queued call met (sticky or one-off), 0 when none,
- * with its sentence copied into msg; nothing is consumed. */
-int sd_cuda_async_error(struct smddp_comm *c, char *msg, size_t len);
+ * with its sentence copied into err; nothing is consumed. */
+int sd_cuda_async_error(struct smddp_comm *c, struct sd_err *err);
 /* comm_free(): stops the proxy (releasing every waiting stream), waits
  * briefly for the streams to pass their waits, frees everything. */
 void sd_cuda_comm_free(struct smddp_comm *c);
@@ -58,11 +59,10 @@ static inline int sd_cuda_collect(struct smddp_comm *c, int drain)
 	(void)drain;
 	return 0;
 }
-static inline int sd_cuda_async_error(struct smddp_comm *c, char *msg, size_t len)
+static inline int sd_cuda_async_error(struct smddp_comm *c, struct sd_err *err)
 {
 	(void)c;
-	(void)msg;
-	(void)len;
+	(void)err;
 	return 0;
 }
 static inline void sd_cuda_comm_free(struct smddp_comm *c)

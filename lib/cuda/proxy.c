@@ -316,7 +316,7 @@ int sd_cuda_collect(struct smddp_comm *c, int do_drain)
 	return rc;
 }
 
-int sd_cuda_async_error(struct smddp_comm *c, char *msg, size_t len)
+int sd_cuda_async_error(struct smddp_comm *c, struct sd_err *err)
 {
 	struct sd_cuda *cu = c ? c->cuda : NULL;
 	int rc;
@@ -326,7 +326,7 @@ int sd_cuda_async_error(struct smddp_comm *c, char *msg, size_t len)
 	pthread_mutex_lock(&cu->mu);
 	rc = cu->failed ? cu->failed : cu->pending;
 	if (rc)
-		snprintf(msg, len, "%s", cu->errmsg);
+		sd_err_set(err, rc, "%s", cu->errmsg);
 	pthread_mutex_unlock(&cu->mu);
 	return rc;
 }

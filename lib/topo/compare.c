@@ -283,39 +283,34 @@ static void cmp(struct rep *r, const char *path, const cJSON *exp, const cJSON *
 	}
 }
 
-int sd_topo_compare_tree(const cJSON *have, const cJSON *expect, char **report, int *ndiff)
+int sd_topo_compare_tree(const cJSON *have, const cJSON *expect, char **report, int *ndiff,
+			 struct sd_err *err)
 {
 	const cJSON *schema, *mode;
 	struct rep r = {0};
 
-	if (!cJSON_IsObject(expect)) {
-		sd_topo_set_error("expected a JSON object (an expected topology of schema %d)",
+	if (!cJSON_IsObject(expect))
+		return sd_err_set(err, SMDDP_ECONFIG,
+				  "expected a JSON object (an expected topology of schema %d)",
 				  SD_TOPO_SCHEMA);
-		return SMDDP_ECONFIG;
-	}
 	schema = cJSON_GetObjectItemCaseSensitive(expect, "schema");
-	if (!cJSON_IsNumber(schema) || schema->valuedouble != SD_TOPO_SCHEMA) {
-		sd_topo_set_error("no \"schema\": %d: not an expected topology this libsmddp reads",
+	if (!cJSON_IsNumber(schema) || schema->valuedouble != SD_TOPO_SCHEMA)
+		return sd_err_set(err, SMDDP_ECONFIG,
+				  "no \"schema\": %d: not an expected topology this libsmddp reads",
 				  SD_TOPO_SCHEMA);
-		return SMDDP_ECONFIG;
-	}
 	mode = cJSON_GetObjectItemCaseSensitive(expect, "nics_match");
 	if (mode != NULL && (!cJSON_IsString(mode) || (strcmp(mode->valuestring, "exact") != 0 &&
-						       strcmp(mode->valuestring, "subset") != 0))) {
-		sd_topo_set_error("\"nics_match\": expected \"exact\" or \"subset\"");
-		return SMDDP_ECONFIG;
-	}
+						       strcmp(mode->valuestring, "subset") != 0)))
+		return sd_err_set(err, SMDDP_ECONFIG,
+				  "\"nics_match\": expected \"exact\" or \"subset\"");
 	cmp(&r, "", expect, have, 1);
 	if (r.nomem) {
 		free(r.buf);
-		sd_topo_set_error("out of memory");
-		return SMDDP_ENOMEM;
+		return sd_err_set(err, SMDDP_ENOMEM, "out of memory");
 	}
 	*report = r.buf ? r.buf : strdup("");
 	*ndiff = r.n;
-	if (*report == NULL) {
-		sd_topo_set_error("out of memory");
-		return SMDDP_ENOMEM;
-	}
+	if (*report == NULL)
+		return sd_err_set(err, SMDDP_ENOMEM, "out of memory");
 	return SMDDP_OK;
 }

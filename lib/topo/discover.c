@@ -156,7 +156,7 @@ static void free_devs(struct dev *v, int n)
 	free(v);
 }
 
-int sd_topo_discover(const char *sysroot, cJSON **out)
+int sd_topo_discover(const char *sysroot, cJSON **out, struct sd_err *err)
 {
 	struct ctx c;
 	cJSON *root = NULL, *by = NULL, *cpu = NULL, *numa = NULL;
@@ -167,10 +167,8 @@ int sd_topo_discover(const char *sysroot, cJSON **out)
 	memset(&c, 0, sizeof(c));
 	if (sysroot == NULL || *sysroot == '\0')
 		sysroot = "/";
-	if (realpath(sysroot, c.root) == NULL) {
-		sd_topo_set_error("sysroot %s: %s", sysroot, strerror(errno));
-		return SMDDP_EINVAL;
-	}
+	if (realpath(sysroot, c.root) == NULL)
+		return sd_err_set(err, SMDDP_EINVAL, "sysroot %s: %s", sysroot, strerror(errno));
 	c.live = strcmp(c.root, "/") == 0;
 	if (c.live) {
 		c.root[0] = '\0';
@@ -180,10 +178,9 @@ int sd_topo_discover(const char *sysroot, cJSON **out)
 		/* A typo in --sysroot would otherwise describe an empty machine. */
 		snprintf(p, sizeof(p), "%s/sys", c.root);
 		snprintf(q, sizeof(q), "%s/proc", c.root);
-		if (access(p, F_OK) != 0 && access(q, F_OK) != 0) {
-			sd_topo_set_error("sysroot %s: neither sys/ nor proc/ under it", sysroot);
-			return SMDDP_EINVAL;
-		}
+		if (access(p, F_OK) != 0 && access(q, F_OK) != 0)
+			return sd_err_set(err, SMDDP_EINVAL,
+					  "sysroot %s: neither sys/ nor proc/ under it", sysroot);
 	}
 
 	by = cJSON_CreateObject();
@@ -262,7 +259,7 @@ out:
 	cJSON_Delete(c.nic_arr);
 	if (rc != SMDDP_OK) {
 		if (rc == SMDDP_ENOMEM)
-			sd_topo_set_error("out of memory while discovering the topology");
+			sd_err_set(err, rc, "out of memory while discovering the topology");
 		cJSON_Delete(root);
 		return rc;
 	}

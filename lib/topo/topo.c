@@ -9,7 +9,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,20 +17,13 @@
 #include "util/sd.h"
 #include "topo/topo.h"
 
-static __thread char topo_error[1024];
-
-void sd_topo_set_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(topo_error, sizeof(topo_error), fmt, ap);
-	va_end(ap);
-}
+/* This thread's sink for the smddp_topo_* calls; the files below
+ * (discover.c, compare.c) are handed it, they do not name it. */
+static __thread struct sd_err topo_err;
 
 SD_EXPORT const char *smddp_topo_error(void)
 {
-	return topo_error;
+	return topo_err.msg;
 }
 
 /* ---- schema 1 ------------------------------------------------------------ */
@@ -117,8 +109,8 @@ static int bad(const char *path, const char *what, const cJSON *v)
 {
 	char *t = json_text(v);
 
-	sd_topo_set_error("%s: expected %s, found %.60s%s", path, what, t,
-			  strlen(t) > 60 ? "..." : "");
+	sd_err_set(&topo_err, SMDDP_ECONFIG, "%s: expected %s, found %.60s%s", path, what, t,
+		   strlen(t) > 60 ? "..." : "");
 	free(t);
 	return SMDDP_ECONFIG;
 }
@@ -197,10 +189,8 @@ static int normalize_field(const struct field *f, const cJSON *v, const char *pa
 	case F_MATRIX:
 		return SMDDP_EINTERNAL; /* checked by normalize_matrix() */
 	}
-	if (*out == NULL) {
-		sd_topo_set_error("out of memory");
-		return SMDDP_ENOMEM;
-	}
+	if (*out == NULL)
+		return sd_err_set(&topo_err, SMDDP_ENOMEM, "out of memory");
 	return SMDDP_OK;
 }
 
@@ -211,10 +201,8 @@ static int normalize_obj(const struct field *spec, const cJSON *in, const char *
 	int rc = SMDDP_OK;
 
 	*out = NULL;
-	if (o == NULL) {
-		sd_topo_set_error("out of memory");
-		return SMDDP_ENOMEM;
-	}
+	if (o == NULL)
+		return sd_err_set(&topo_err, SMDDP_ENOMEM, "out of memory");
 	/* Unknown keys are refused: a misspelt "numa_nod" would otherwise
 	 * leave the field null without a word. */
 	cJSON_ArrayForEach(e, in)
@@ -224,8 +212,8 @@ static int normalize_obj(const struct field *spec, const cJSON *in, const char *
 		while (f->key != NULL && strcmp(f->key, e->string) != 0)
 			f++;
 		if (f->key == NULL) {
-			sd_topo_set_error("%s%s\"%s\": unknown key", path, *path ? ": " : "", e->string);
-			rc = SMDDP_ECONFIG;
+			rc = sd_err_set(&topo_err, SMDDP_ECONFIG, "%s%s\"%s\": unknown key", path,
+					*path ? ": " : "", e->string);
 			goto out;
 		}
 	}
@@ -313,20 +301,20 @@ int sd_topo_normalize(const cJSON *in, cJSON **out)
 	cJSON *t = NULL, *m;
 	int rc, ngpus, nnics;
 
-	if (!cJSON_IsObject(in)) {
-		sd_topo_set_error("expected a JSON object (a topology of schema %d)", SD_TOPO_SCHEMA);
-		return SMDDP_ECONFIG;
-	}
+	if (!cJSON_IsObject(in))
+		return sd_err_set(&topo_err, SMDDP_ECONFIG,
+				  "expected a JSON object (a topology of schema %d)",
+				  SD_TOPO_SCHEMA);
 	schema = cJSON_GetObjectItemCaseSensitive(in, "schema");
-	if (schema == NULL) {
-		sd_topo_set_error("no \"schema\": %d: not a topology file", SD_TOPO_SCHEMA);
-		return SMDDP_ECONFIG;
-	}
+	if (schema == NULL)
+		return sd_err_set(&topo_err, SMDDP_ECONFIG,
+				  "no \"schema\": %d: not a topology file", SD_TOPO_SCHEMA);
 	if (!cJSON_IsNumber(schema) || schema->valuedouble != SD_TOPO_SCHEMA) {
 		char *s = json_text(schema);
 
-		sd_topo_set_error("\"schema\": %s is not supported (this libsmddp reads schema %d)",
-				  s, SD_TOPO_SCHEMA);
+		sd_err_set(&topo_err, SMDDP_ECONFIG,
+			   "\"schema\": %s is not supported (this libsmddp reads schema %d)", s,
+			   SD_TOPO_SCHEMA);
 		free(s);
 		return SMDDP_ECONFIG;
 	}
@@ -364,8 +352,8 @@ static int parse_file(const char *path, cJSON **out)
 	cJSON *j;
 
 	if (f == NULL) {
-		sd_topo_set_error("%s: %s", path, strerror(errno));
-		return errno == ENOMEM ? SMDDP_ENOMEM : SMDDP_ECONFIG;
+		return sd_err_set(&topo_err, errno == ENOMEM ? SMDDP_ENOMEM : SMDDP_ECONFIG, "%s: %s",
+				  path, strerror(errno));
 	}
 	for (;;) {
 		size_t n;
@@ -374,7 +362,8 @@ static int parse_file(const char *path, cJSON **out)
 			char *nb;
 
 			if (cap > (64u << 20)) {
-				sd_topo_set_error("%s: larger than 64 MiB: not a topology file", path);
+				sd_err_set(&topo_err, SMDDP_ECONFIG,
+					   "%s: larger than 64 MiB: not a topology file", path);
 				free(buf);
 				fclose(f);
 				return SMDDP_ECONFIG;
@@ -383,8 +372,7 @@ static int parse_file(const char *path, cJSON **out)
 			if (nb == NULL) {
 				free(buf);
 				fclose(f);
-				sd_topo_set_error("out of memory");
-				return SMDDP_ENOMEM;
+				return sd_err_set(&topo_err, SMDDP_ENOMEM, "out of memory");
 			}
 			buf = nb;
 		}
@@ -394,7 +382,7 @@ static int parse_file(const char *path, cJSON **out)
 			break;
 	}
 	if (ferror(f)) {
-		sd_topo_set_error("%s: %s", path, strerror(errno));
+		sd_err_set(&topo_err, SMDDP_ECONFIG, "%s: %s", path, strerror(errno));
 		free(buf);
 		fclose(f);
 		return SMDDP_ECONFIG;
@@ -409,9 +397,9 @@ static int parse_file(const char *path, cJSON **out)
 		for (const char *p = buf; where != NULL && p < where && *p; p++)
 			line += *p == '\n';
 		if (len == 0)
-			sd_topo_set_error("%s: empty file: not a topology file", path);
+			sd_err_set(&topo_err, SMDDP_ECONFIG, "%s: empty file: not a topology file", path);
 		else
-			sd_topo_set_error("%s: line %d: not valid JSON", path, line);
+			sd_err_set(&topo_err, SMDDP_ECONFIG, "%s: line %d: not valid JSON", path, line);
 		free(buf);
 		return SMDDP_ECONFIG;
 	}
@@ -426,8 +414,7 @@ static int wrap(cJSON *root, struct smddp_topo **out)
 
 	if (t == NULL) {
 		cJSON_Delete(root);
-		sd_topo_set_error("out of memory");
-		return SMDDP_ENOMEM;
+		return sd_err_set(&topo_err, SMDDP_ENOMEM, "out of memory");
 	}
 	t->root = root;
 	*out = t;
@@ -439,14 +426,12 @@ SD_EXPORT int smddp_topo_discover(const char *sysroot, struct smddp_topo **out)
 	cJSON *root;
 	int rc;
 
-	if (out == NULL) {
-		sd_topo_set_error("smddp_topo_discover: out is NULL");
-		return SMDDP_EINVAL;
-	}
+	if (out == NULL)
+		return sd_err_set(&topo_err, SMDDP_EINVAL, "smddp_topo_discover: out is NULL");
 	*out = NULL;
 	sd_log_init();
-	topo_error[0] = '\0';
-	rc = sd_topo_discover(sysroot, &root);
+	sd_err_clear(&topo_err);
+	rc = sd_topo_discover(sysroot, &root, &topo_err);
 	if (rc != SMDDP_OK)
 		return rc;
 	return wrap(root, out);
@@ -457,17 +442,13 @@ SD_EXPORT int smddp_topo_parse(const char *json, struct smddp_topo **out)
 	cJSON *in, *root;
 	int rc;
 
-	if (out == NULL || json == NULL) {
-		sd_topo_set_error("smddp_topo_parse: NULL argument");
-		return SMDDP_EINVAL;
-	}
+	if (out == NULL || json == NULL)
+		return sd_err_set(&topo_err, SMDDP_EINVAL, "smddp_topo_parse: NULL argument");
 	*out = NULL;
-	topo_error[0] = '\0';
+	sd_err_clear(&topo_err);
 	in = cJSON_Parse(json);
-	if (in == NULL) {
-		sd_topo_set_error("not valid JSON");
-		return SMDDP_ECONFIG;
-	}
+	if (in == NULL)
+		return sd_err_set(&topo_err, SMDDP_ECONFIG, "not valid JSON");
 	rc = sd_topo_normalize(in, &root);
 	cJSON_Delete(in);
 	if (rc != SMDDP_OK)
@@ -480,52 +461,37 @@ SD_EXPORT int smddp_topo_load(const char *path, struct smddp_topo **out)
 	cJSON *in, *root;
 	int rc;
 
-	if (out == NULL || path == NULL) {
-		sd_topo_set_error("smddp_topo_load: NULL argument");
-		return SMDDP_EINVAL;
-	}
+	if (out == NULL || path == NULL)
+		return sd_err_set(&topo_err, SMDDP_EINVAL, "smddp_topo_load: NULL argument");
 	*out = NULL;
-	topo_error[0] = '\0';
+	sd_err_clear(&topo_err);
 	rc = parse_file(path, &in);
 	if (rc != SMDDP_OK)
 		return rc;
 	rc = sd_topo_normalize(in, &root);
 	cJSON_Delete(in);
-	if (rc != SMDDP_OK) {
-		char why[sizeof(topo_error)];
-
-		snprintf(why, sizeof(why), "%s", topo_error);
-		sd_topo_set_error("%s: %s", path, why);
-		return rc;
-	}
+	if (rc != SMDDP_OK)
+		return sd_err_set(&topo_err, rc, "%s: %s", path, topo_err.msg);
 	return wrap(root, out);
 }
 
 SD_EXPORT int smddp_topo_get(struct smddp_topo **out)
 {
-	char err[1024];
 	const char *file;
 	int rc;
 
-	if (out == NULL) {
-		sd_topo_set_error("smddp_topo_get: out is NULL");
-		return SMDDP_EINVAL;
-	}
+	if (out == NULL)
+		return sd_err_set(&topo_err, SMDDP_EINVAL, "smddp_topo_get: out is NULL");
 	*out = NULL;
 	sd_log_init();
-	rc = sd_params_load(err, sizeof(err));
-	if (rc != SMDDP_OK) {
-		sd_topo_set_error("%s", err);
+	rc = sd_params_load(&topo_err);
+	if (rc != SMDDP_OK)
 		return rc;
-	}
 	file = sd_param_str("SMDDP_TOPO_FILE");
 	if (*file != '\0') {
 		rc = smddp_topo_load(file, out);
-		if (rc != SMDDP_OK) {
-			snprintf(err, sizeof(err), "%s", topo_error);
-			sd_topo_set_error("SMDDP_TOPO_FILE: %s", err);
-			return rc;
-		}
+		if (rc != SMDDP_OK)
+			return sd_err_set(&topo_err, rc, "SMDDP_TOPO_FILE: %s", topo_err.msg);
 		SD_INFO(SD_SUB_INIT, "topology from SMDDP_TOPO_FILE=%s (%s)", file,
 			sd_param_source("SMDDP_TOPO_FILE"));
 		return SMDDP_OK;
@@ -543,22 +509,21 @@ SD_EXPORT int smddp_topo_get(struct smddp_topo **out)
 static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
 static struct smddp_topo *shared_topo;
 static int shared_rc;
-static char shared_err[sizeof(topo_error)];
+static struct sd_err shared_err;
 
 static void shared_init(void)
 {
 	shared_rc = smddp_topo_get(&shared_topo);
 	if (shared_rc != SMDDP_OK)
-		snprintf(shared_err, sizeof(shared_err), "%s", topo_error);
+		shared_err = topo_err;
 }
 
 int sd_topo_shared(const struct smddp_topo **out)
 {
 	pthread_once(&shared_once, shared_init);
 	if (shared_rc != SMDDP_OK) {
-		sd_topo_set_error("%s", shared_err);
 		*out = NULL;
-		return shared_rc;
+		return sd_err_set(&topo_err, shared_rc, "%s", shared_err.msg);
 	}
 	*out = shared_topo;
 	return SMDDP_OK;
@@ -636,23 +601,18 @@ SD_EXPORT int smddp_topo_json(const struct smddp_topo *t, char **json)
 	FILE *f;
 	int bad;
 
-	if (t == NULL || json == NULL) {
-		sd_topo_set_error("smddp_topo_json: NULL argument");
-		return SMDDP_EINVAL;
-	}
+	if (t == NULL || json == NULL)
+		return sd_err_set(&topo_err, SMDDP_EINVAL, "smddp_topo_json: NULL argument");
 	f = open_memstream(&buf, &len);
-	if (f == NULL) {
-		sd_topo_set_error("out of memory");
-		return SMDDP_ENOMEM;
-	}
+	if (f == NULL)
+		return sd_err_set(&topo_err, SMDDP_ENOMEM, "out of memory");
 	bad = emit(f, t->root, 0) != 0;
 	fputc('\n', f);
 	bad |= ferror(f) != 0;
 	bad |= fclose(f) != 0;
 	if (bad) {
 		free(buf);
-		sd_topo_set_error("out of memory");
-		return SMDDP_ENOMEM;
+		return sd_err_set(&topo_err, SMDDP_ENOMEM, "out of memory");
 	}
 	*json = buf;
 	return SMDDP_OK;
@@ -664,24 +624,18 @@ SD_EXPORT int smddp_topo_compare(const struct smddp_topo *have, const char *expe
 	cJSON *exp;
 	int rc;
 
-	if (have == NULL || expect_path == NULL || report == NULL || ndiff == NULL) {
-		sd_topo_set_error("smddp_topo_compare: NULL argument");
-		return SMDDP_EINVAL;
-	}
+	if (have == NULL || expect_path == NULL || report == NULL || ndiff == NULL)
+		return sd_err_set(&topo_err, SMDDP_EINVAL, "smddp_topo_compare: NULL argument");
 	*report = NULL;
 	*ndiff = 0;
-	topo_error[0] = '\0';
+	sd_err_clear(&topo_err);
 	rc = parse_file(expect_path, &exp);
 	if (rc != SMDDP_OK)
 		return rc;
-	rc = sd_topo_compare_tree(have->root, exp, report, ndiff);
+	rc = sd_topo_compare_tree(have->root, exp, report, ndiff, &topo_err);
 	cJSON_Delete(exp);
-	if (rc != SMDDP_OK) {
-		char why[sizeof(topo_error)];
-
-		snprintf(why, sizeof(why), "%s", topo_error);
-		sd_topo_set_error("%s: %s", expect_path, why);
-	}
+	if (rc != SMDDP_OK)
+		sd_err_set(&topo_err, rc, "%s: %s", expect_path, topo_err.msg);
 	return rc;
 }
 

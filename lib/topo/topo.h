@@ -13,6 +13,8 @@
 
 #include <smddp/smddp.h>
 
+#include "util/sd.h"
+
 #define SD_TOPO_SCHEMA 1
 
 struct smddp_topo {
@@ -25,20 +27,19 @@ struct smddp_topo {
  * caller, with its sentence in smddp_topo_error(). */
 int sd_topo_shared(const struct smddp_topo **out);
 
-/* The reason of the last failure of this thread (smddp_topo_error()). */
-void sd_topo_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
 /* discover.c: builds the canonical tree of the machine seen under sysroot
  * ("/" is the live machine: hwloc, NVML and libfabric are used there, never
- * under another root). */
-int sd_topo_discover(const char *sysroot, cJSON **out);
+ * under another root).  A failure's sentence goes to err. */
+int sd_topo_discover(const char *sysroot, cJSON **out, struct sd_err *err);
 
 /* json.c: checks a parsed file against schema 1 and rebuilds it in the
  * canonical shape (keys in order, absent optional fields filled in). */
 int sd_topo_normalize(const cJSON *in, cJSON **out);
 /* Compares have (canonical) with an expect tree (partial); appends one line
- * per difference to *report (malloc'd) and counts them. */
-int sd_topo_compare_tree(const cJSON *have, const cJSON *expect, char **report, int *ndiff);
+ * per difference to *report (malloc'd) and counts them.  A failure's
+ * sentence goes to err. */
+int sd_topo_compare_tree(const cJSON *have, const cJSON *expect, char **report, int *ndiff,
+			 struct sd_err *err);
 
 /* Relations between two devices, best first, as nvidia-smi topo -m names
  * them; "NV<n>" (NVLink) ranks before all of them. */

@@ -24,6 +24,7 @@
 
 #include "util/sd.h"
 #include "config/sd_config.h"
+#include "text/editdist.h"
 
 /* SMDDP_DEBUG* are read by log.c before the registry exists; a bad value
  * in the environment is a warning there, so it is not an error here. */
@@ -202,7 +203,7 @@ static struct param params[] = {
 
 static pthread_once_t load_ctl = PTHREAD_ONCE_INIT;
 static int load_rc;
-static char load_err[1024];
+static struct sd_err load_err;
 static int load_warned;
 static char *config_path; /* the file that was read, if any */
 
@@ -217,9 +218,9 @@ static struct param *find(const char *name)
 }
 
 /* Checks text against p.  On success sets *canon (malloc'd, the value as
- * stored) and *ival; on failure writes the reason into why. */
+ * stored) and *ival; on failure returns SMDDP_ECONFIG with the reason in why. */
 static int check_value(const struct param *p, const char *text, char **canon, int64_t *ival,
-		       char *why, size_t whylen)
+		       struct sd_err *why)
 {
 	int64_t v = 0;
 	const char *c = text;
@@ -269,7 +270,7 @@ static int check_value(const struct param *p, const char *text, char **canon, in
 			if (*canon == NULL)
 				goto nomem;
 			*ival = 0;
-			return 0;
+			return SMDDP_OK;
 		}
 		break;
 	}
@@ -285,17 +286,15 @@ static int check_value(const struct param *p, const char *text, char **canon, in
 			     : p->info.type == SD_PARAM_SIZE ? "expected a size like 512K or 4M"
 			     : p->info.type == SD_PARAM_INT	 ? "expected an integer"
 								 : "invalid value";
-		snprintf(why, whylen, "%s", ex);
-		return -1;
+		return sd_err_set(why, SMDDP_ECONFIG, "%s", ex);
 	}
 	*canon = strdup(c);
 	if (*canon == NULL)
 		goto nomem;
 	*ival = v;
-	return 0;
+	return SMDDP_OK;
 nomem:
-	snprintf(why, whylen, "out of memory");
-	return -1;
+	return sd_err_set(why, SMDDP_ECONFIG, "out of memory");
 }
 
 static void store(struct param *p, char *canon, int64_t ival, const char *source)
@@ -307,28 +306,39 @@ static void store(struct param *p, char *canon, int64_t ival, const char *source
 	p->source = source;
 }
 
-int sd_param_set_config(const struct sd_param_info *info, const char *text, char *why,
-			size_t whylen)
+/* The registry's side of sd_config_read(): the config file's values go
+ * through the same checks as the environment's. */
+static int set_config(const struct sd_param_info *info, const char *text, struct sd_err *why)
 {
 	struct param *p = find(info ? info->name : NULL);
 	char *canon = NULL;
 	int64_t v;
 
-	if (p == NULL || p->info.key == NULL) {
-		snprintf(why, whylen, "cannot be set in a config file; set it in the environment");
-		return -1;
-	}
-	if (check_value(p, text, &canon, &v, why, whylen) != 0)
-		return -1;
+	if (p == NULL || p->info.key == NULL)
+		return sd_err_set(why, SMDDP_ECONFIG,
+				  "cannot be set in a config file; set it in the environment");
+	if (check_value(p, text, &canon, &v, why) != SMDDP_OK)
+		return SMDDP_ECONFIG;
 	store(p, canon, v, "config");
-	return 0;
+	return SMDDP_OK;
+}
+
+const struct sd_config_registry *sd_param_registry(void)
+{
+	static const struct sd_config_registry reg = {
+		.count = sd_param_count,
+		.at = sd_param_at,
+		.set = set_config,
+	};
+
+	return &reg;
 }
 
 static int set_defaults(void)
 {
 	for (size_t i = 0; i < NPARAMS; i++) {
 		struct param *p = &params[i];
-		char why[128];
+		struct sd_err why;
 		char *canon = NULL;
 		int64_t v = 0;
 
@@ -337,12 +347,10 @@ static int set_defaults(void)
 		p->source = "default";
 		if (p->info.key == NULL || p->info.type == SD_PARAM_STR)
 			continue;
-		if (check_value(p, p->info.def, &canon, &v, why, sizeof(why)) != 0) {
-			snprintf(load_err, sizeof(load_err),
-				 "internal error: default %s=\"%s\": %s", p->info.name, p->info.def,
-				 why);
-			return SMDDP_EINTERNAL;
-		}
+		if (check_value(p, p->info.def, &canon, &v, &why) != SMDDP_OK)
+			return sd_err_set(&load_err, SMDDP_EINTERNAL,
+					  "internal error: default %s=\"%s\": %s", p->info.name,
+					  p->info.def, why.msg);
 		free(canon);
 		p->ival = v;
 	}
@@ -354,13 +362,13 @@ static int load_env(void)
 	for (size_t i = 0; i < NPARAMS; i++) {
 		struct param *p = &params[i];
 		const char *v = getenv(p->info.name);
-		char why[256];
+		struct sd_err why;
 		char *canon = NULL;
 		int64_t iv;
 
 		if (v == NULL || *v == '\0') /* empty is unset */
 			continue;
-		if (check_value(p, v, &canon, &iv, why, sizeof(why)) != 0) {
+		if (check_value(p, v, &canon, &iv, &why) != SMDDP_OK) {
 			if (p->flags & F_LOG) {
 				/* log.c has said so already, and carries on. */
 				if (p->info.type == SD_PARAM_STR) {
@@ -370,8 +378,8 @@ static int load_env(void)
 				}
 				continue;
 			}
-			snprintf(load_err, sizeof(load_err), "%s=\"%s\": %s", p->info.name, v, why);
-			return SMDDP_ECONFIG;
+			return sd_err_set(&load_err, SMDDP_ECONFIG, "%s=\"%s\": %s", p->info.name, v,
+					  why.msg);
 		}
 		if (p->info.key == NULL) {
 			free(canon); /* validated only: read from the environment when needed */
@@ -399,7 +407,7 @@ static void warn_unknown_env(void)
 		if (find(name) != NULL)
 			continue;
 		for (size_t i = 0; i < NPARAMS; i++) {
-			size_t d = sd_config_edit_distance(name, params[i].info.name);
+			size_t d = sd_text_edit_distance(name, params[i].info.name);
 
 			if (d < best) {
 				best = d;
@@ -450,13 +458,12 @@ static void load_once(void)
 		goto out;
 	if (cfg == NULL || (*cfg != '\0' && strcmp(cfg, "/dev/null") != 0)) {
 		const char *path = cfg ? cfg : "/etc/smddp.json";
-		int r = sd_config_read(path, cfg != NULL, load_err, sizeof(load_err));
+		int found;
 
-		if (r < 0) {
-			rc = SMDDP_ECONFIG;
+		rc = sd_config_read(path, cfg != NULL, sd_param_registry(), &found, &load_err);
+		if (rc != SMDDP_OK)
 			goto out;
-		}
-		if (r == 0)
+		if (found)
 			config_path = strdup(path);
 	}
 	rc = load_env();
@@ -468,12 +475,13 @@ out:
 	load_rc = rc;
 }
 
-int sd_params_load(char *err, size_t errlen)
+int sd_params_load(struct sd_err *err)
 {
 	pthread_once(&load_ctl, load_once);
-	if (err != NULL && errlen > 0)
-		snprintf(err, errlen, "%s", load_rc != SMDDP_OK ? load_err : "");
-	return load_rc;
+	if (load_rc != SMDDP_OK)
+		return sd_err_set(err, load_rc, "%s", load_err.msg);
+	sd_err_clear(err);
+	return SMDDP_OK;
 }
 
 /* For the accessors: load if nobody has, and say so once if that failed
@@ -482,7 +490,7 @@ static void ensure_loaded(void)
 {
 	pthread_once(&load_ctl, load_once);
 	if (load_rc != SMDDP_OK && !__atomic_exchange_n(&load_warned, 1, __ATOMIC_RELAXED))
-		SD_WARN(SD_SUB_CONFIG, "%s", load_err);
+		SD_WARN(SD_SUB_CONFIG, "%s", load_err.msg);
 }
 
 static struct param *lookup(const char *name, const char *fn)

@@ -47,6 +47,27 @@ void sd_log(int level, unsigned subsys, const char *file, int line, const char *
 #define SD_INFO(sub, ...) SD_LOG_(SD_LOG_INFO, sub, __VA_ARGS__)
 #define SD_TRACE(sub, ...) SD_LOG_(SD_LOG_TRACE, sub, __VA_ARGS__)
 
+/* ---- errors (lib/util/err.c) ---------------------------------------------
+ * The one error idiom (docs/internals/errors.md): a function that can fail
+ * returns an enum smddp_result, 0 or positive, and leaves its sentence in the
+ * struct sd_err its caller handed it (a communicator's failures go to
+ * sd_comm_error() instead).  sd_err_set() formats into e (which may be NULL:
+ * the sentence is then dropped; the format may name e->msg itself) and
+ * returns rc, so a failure reads return sd_err_set(err, SMDDP_EINVAL, ...).
+ */
+#define SD_ERR_LEN 1024
+struct sd_err {
+	char msg[SD_ERR_LEN]; /* "" until a failure */
+};
+int sd_err_set(struct sd_err *e, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int sd_err_vset(struct sd_err *e, int rc, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
+static inline void sd_err_clear(struct sd_err *e)
+{
+	if (e)
+		e->msg[0] = '\0';
+}
+
 /* Breadcrumbs on the way up (NCCL's NCCLCHECK). */
 #define SD_CHECK(call)                                                              \
 	do {                                                                        \
@@ -69,7 +90,7 @@ void sd_log(int level, unsigned subsys, const char *file, int line, const char *
  * Every tunable is declared once in the table of param.c with its type,
  * default and help.  Precedence: environment > config file (SMDDP_CONFIG, else
  * /etc/smddp.json) > default.  sd_params_load() runs once per process; a bad
- * file or a bad value is SMDDP_ECONFIG with a sentence in err.
+ * file or a bad value is SMDDP_ECONFIG with a sentence in err (every call).
  */
 enum sd_param_type { SD_PARAM_INT, SD_PARAM_BOOL, SD_PARAM_SIZE, SD_PARAM_STR, SD_PARAM_ENUM };
 struct sd_param_info {
@@ -80,7 +101,7 @@ struct sd_param_info {
 	const char *choices; /* for SD_PARAM_ENUM: "WARN|INFO|TRACE" */
 	const char *help;
 };
-int sd_params_load(char *err, size_t errlen);
+int sd_params_load(struct sd_err *err);
 int64_t sd_param_int(const char *name);  /* INT, BOOL (0/1), SIZE (bytes) */
 const char *sd_param_str(const char *name); /* STR, ENUM; "" when unset */
 const char *sd_param_source(const char *name); /* "default", "env", "config" */
@@ -106,10 +127,11 @@ uint16_t sd_float_to_half(float f);
 float sd_bf16_to_float(uint16_t b);
 uint16_t sd_float_to_bf16(float f);
 
-/* ---- errors (lib/base/errors.c) ------------------------------------------ */
-/* Per-thread detail of the last smddp_init() failure. */
-void sd_set_init_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-const char *sd_init_error(void);
+/* ---- the init error (lib/base/errors.c) ----------------------------------
+ * This thread's sink for failures without a communicator (smddp_init, a
+ * NULL communicator, smddp_group_*): smddp_last_error(NULL) reads it.
+ */
+struct sd_err *sd_init_err(void);
 
 /* Retry on EINTR. */
 #define SD_RETRY_EINTR(expr)                                                        \

@@ -7,8 +7,9 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char err[1024];
+	struct sd_err err;
+	int found;
 
-	(void)sd_config_read(fuzz_file(0, data, size), 1, err, sizeof(err));
+	(void)sd_config_read(fuzz_file(0, data, size), 1, sd_param_registry(), &found, &err);
 	return 0;
 }

@@ -108,12 +108,12 @@ static struct sd_boot *join(struct ctx *c, int rank, int size, unsigned deadline
 	struct sd_boot_peer *peers = calloc((size_t)size, sizeof(*peers));
 	struct sd_boot *b = NULL;
 	uint64_t nonce = 0;
-	char err[512] = "";
+	struct sd_err err = {""};
 	int rc, ok = 1;
 
 	snprintf(c->who, sizeof(c->who), "rank %d/%d", rank, size);
-	rc = sd_boot_init(&p, &b, peers, &nonce, err, sizeof(err));
-	CHECK(c, rc == SMDDP_OK && b, "rendezvous succeeds (rc %d: %s)", rc, err);
+	rc = sd_boot_init(&p, &b, peers, &nonce, &err);
+	CHECK(c, rc == SMDDP_OK && b, "rendezvous succeeds (rc %d: %s)", rc, err.msg);
 	if (rc) {
 		free(peers);
 		return NULL;
@@ -134,8 +134,8 @@ static struct sd_boot *join(struct ctx *c, int rank, int size, unsigned deadline
 		int32_t pid;
 		int32_t pad;
 	} mine = {nonce, getpid(), 0}, *all = calloc((size_t)size, sizeof(mine));
-	rc = sd_boot_allgather(b, &mine, all, sizeof(mine), now() + 10 * SEC, err, sizeof(err));
-	CHECK(c, rc == SMDDP_OK, "all-gather of nonce and pid (rc %d: %s)", rc, err);
+	rc = sd_boot_allgather(b, &mine, all, sizeof(mine), now() + 10 * SEC, &err);
+	CHECK(c, rc == SMDDP_OK, "all-gather of nonce and pid (rc %d: %s)", rc, err.msg);
 	if (rc == SMDDP_OK) {
 		ok = 1;
 		for (int r = 0; r < size; r++)
@@ -153,19 +153,19 @@ static struct sd_boot *join(struct ctx *c, int rank, int size, unsigned deadline
 static int gather_check(struct ctx *c, struct sd_boot *b, int rank, int size, size_t len, int round, int in_place)
 {
 	uint8_t *all = malloc((size_t)size * len + 1), *mine = in_place ? all + (size_t)rank * len : malloc(len + 1);
-	char err[512] = "";
+	struct sd_err err = {""};
 	size_t bad = 0;
 	int rc;
 
 	for (size_t i = 0; i < len; i++)
 		mine[i] = (uint8_t)(rank * 131 + i * 7 + (size_t)round * 13);
-	rc = sd_boot_allgather(b, len ? mine : NULL, len ? all : NULL, len, now() + 10 * SEC, err, sizeof(err));
+	rc = sd_boot_allgather(b, len ? mine : NULL, len ? all : NULL, len, now() + 10 * SEC, &err);
 	if (rc == SMDDP_OK)
 		for (int r = 0; r < size; r++)
 			for (size_t i = 0; i < len; i++)
 				bad += all[(size_t)r * len + i] != (uint8_t)(r * 131 + i * 7 + (size_t)round * 13);
 	CHECK(c, rc == SMDDP_OK && bad == 0, "all-gather #%d of %zu bytes%s: rc %d, %zu wrong bytes %s", round, len,
-	      in_place ? " (in place)" : "", rc, bad, err);
+	      in_place ? " (in place)" : "", rc, bad, err.msg);
 	if (!in_place)
 		free(mine);
 	free(all);
@@ -418,39 +418,40 @@ static void sc_size1(struct ctx *c)
 	struct sd_boot_peer peer;
 	struct sd_boot *b = NULL;
 	uint64_t nonce = 0, nonce2 = 0;
-	char err[256] = "", mine[5] = "abcd", all[5] = "";
+	struct sd_err err = {""};
+	char mine[5] = "abcd", all[5] = "";
 	int fds[4], who = 7;
 
 	snprintf(c->who, sizeof(c->who), "rank 0/1");
 	p.addr = NULL; /* no socket at all: the address is not even looked at */
 	p.port = NULL;
-	CHECK(c, sd_boot_init(&p, &b, &peer, &nonce, err, sizeof(err)) == SMDDP_OK, "size 1 needs no address (%s)",
-	      err);
+	CHECK(c, sd_boot_init(&p, &b, &peer, &nonce, &err) == SMDDP_OK, "size 1 needs no address (%s)",
+	      err.msg);
 	if (!b)
 		return;
 	CHECK(c, peer.pid == getpid() && !strcmp(peer.hostid, "host-0"), "peers[0] is this process");
 	CHECK(c, sd_boot_fds(b, fds, 4) == 0, "no file descriptors");
-	CHECK(c, sd_boot_allgather(b, mine, all, 5, now() + SEC, err, sizeof(err)) == 0 && !strcmp(all, "abcd"),
+	CHECK(c, sd_boot_allgather(b, mine, all, 5, now() + SEC, &err) == 0 && !strcmp(all, "abcd"),
 	      "all-gather copies");
-	CHECK(c, sd_boot_poll(b, &who, err, sizeof(err)) == SMDDP_OK, "poll: nothing happened");
+	CHECK(c, sd_boot_poll(b, &who, err.msg, sizeof(err.msg)) == SMDDP_OK, "poll: nothing happened");
 	sd_boot_close(b, 1);
-	CHECK(c, sd_boot_init(&p, &b, &peer, &nonce2, err, sizeof(err)) == SMDDP_OK && nonce2 != nonce,
+	CHECK(c, sd_boot_init(&p, &b, &peer, &nonce2, &err) == SMDDP_OK && nonce2 != nonce,
 	      "nonce is random (%016llx then %016llx)", (unsigned long long)nonce, (unsigned long long)nonce2);
 	sd_boot_close(b, 0);
 	p.rank = 1;
-	CHECK(c, sd_boot_init(&p, &b, &peer, &nonce2, err, sizeof(err)) == SMDDP_EINVAL && !b,
-	      "rank 1 of 1: EINVAL (%s)", err);
+	CHECK(c, sd_boot_init(&p, &b, &peer, &nonce2, &err) == SMDDP_EINVAL && !b,
+	      "rank 1 of 1: EINVAL (%s)", err.msg);
 	p.rank = 0;
 	char longer[400];
 	memset(longer, 'x', sizeof(longer) - 1);
 	longer[sizeof(longer) - 1] = '\0';
 	p.hostid = longer;
-	CHECK(c, sd_boot_init(&p, &b, &peer, &nonce2, err, sizeof(err)) == SMDDP_EINVAL, "a 399-byte host id: EINVAL (%s)",
-	      err);
+	CHECK(c, sd_boot_init(&p, &b, &peer, &nonce2, &err) == SMDDP_EINVAL, "a 399-byte host id: EINVAL (%s)",
+	      err.msg);
 	p.hostid = "h";
 	p.token = longer;
-	CHECK(c, sd_boot_init(&p, &b, &peer, &nonce2, err, sizeof(err)) == SMDDP_ECONFIG,
-	      "a 399-byte job token: ECONFIG (%s)", err);
+	CHECK(c, sd_boot_init(&p, &b, &peer, &nonce2, &err) == SMDDP_ECONFIG,
+	      "a 399-byte job token: ECONFIG (%s)", err.msg);
 }
 
 /* n ranks: rendezvous, all-gathers of 0, 1, 13 bytes and 4 MiB, clean close. */
@@ -458,7 +459,7 @@ static void sc_world(struct ctx *c)
 {
 	int rank = c->idx, size = c->nproc, who = -1, fds[16];
 	struct sd_boot *b = join(c, rank, size, 10000);
-	char err[512] = "";
+	struct sd_err err = {""};
 	uint64_t took;
 	int rc;
 
@@ -473,15 +474,15 @@ static void sc_world(struct ctx *c)
 	if (size <= 3) /* 8 ranks x 4 MiB twice only costs time */
 		gather_check(c, b, rank, size, BIG, 5, 1);
 	gather_check(c, b, rank, size, 1, 6, 0);
-	CHECK(c, sd_boot_poll(b, &who, err, sizeof(err)) == SMDDP_OK, "poll: nothing happened (%s)", err);
+	CHECK(c, sd_boot_poll(b, &who, err.msg, sizeof(err.msg)) == SMDDP_OK, "poll: nothing happened (%s)", err.msg);
 	if (rank != 0) {
 		sd_boot_close(b, 1);
 		say(c, "closed cleanly");
 		return;
 	}
 	/* The others close cleanly now: no death may be reported. */
-	rc = poll_for(b, 300, &who, err, sizeof(err), &took);
-	CHECK(c, rc == SMDDP_OK, "no false death after the others' clean close (rc %d: %s)", rc, err);
+	rc = poll_for(b, 300, &who, err.msg, sizeof(err.msg), &took);
+	CHECK(c, rc == SMDDP_OK, "no false death after the others' clean close (rc %d: %s)", rc, err.msg);
 	sd_boot_close(b, 1);
 }
 
@@ -502,7 +503,8 @@ static void sc_close0(struct ctx *c)
 {
 	int rank = c->idx, size = c->nproc, who = -1;
 	struct sd_boot *b = join(c, rank, size, 10000);
-	char err[512] = "", x = 1, all[8];
+	struct sd_err err = {""};
+	char x = 1, all[8];
 	uint64_t took;
 	int rc;
 
@@ -512,17 +514,18 @@ static void sc_close0(struct ctx *c)
 		sd_boot_close(b, 1);
 		return;
 	}
-	rc = poll_for(b, 300, &who, err, sizeof(err), &took);
-	CHECK(c, rc == SMDDP_OK, "no false death after rank 0's clean close (rc %d: %s)", rc, err);
-	rc = sd_boot_allgather(b, &x, all, 1, now() + SEC, err, sizeof(err));
-	CHECK(c, rc == SMDDP_EPEER, "an all-gather after rank 0 left: EPEER (%s)", err);
+	rc = poll_for(b, 300, &who, err.msg, sizeof(err.msg), &took);
+	CHECK(c, rc == SMDDP_OK, "no false death after rank 0's clean close (rc %d: %s)", rc, err.msg);
+	rc = sd_boot_allgather(b, &x, all, 1, now() + SEC, &err);
+	CHECK(c, rc == SMDDP_EPEER, "an all-gather after rank 0 left: EPEER (%s)", err.msg);
 	sd_boot_close(b, 1);
 }
 
 /* A wrong token: that rank is refused, rank 0 times out naming it. */
 static void sc_token(struct ctx *c)
 {
-	char err[512] = "", logpath[64], log[8192] = "";
+	struct sd_err err = {""};
+	char logpath[64], log[8192] = "";
 	struct sd_boot_peer peers[3];
 	struct sd_boot *b = NULL;
 	uint64_t nonce, t0 = now();
@@ -534,9 +537,9 @@ static void sc_token(struct ctx *c)
 		setenv("SMDDP_DEBUG_FILE", logpath, 1);
 		setenv("SMDDP_DEBUG", "WARN", 1);
 		struct sd_boot_params p = params(c, 0, 3, "job-secret", 1500);
-		rc = sd_boot_init(&p, &b, peers, &nonce, err, sizeof(err));
+		rc = sd_boot_init(&p, &b, peers, &nonce, &err);
 		CHECK(c, rc == SMDDP_ETIMEDOUT, "rank 0 times out: rc %d", rc);
-		CHECK(c, contains(err, "rank(s) 1 of 3 did not connect within 1.5 s"), "err names rank 1: %s", err);
+		CHECK(c, contains(err.msg, "rank(s) 1 of 3 did not connect within 1.5 s"), "err names rank 1: %s", err.msg);
 		FILE *f = fopen(logpath, "r");
 		if (f) {
 			size_t n = fread(log, 1, sizeof(log) - 1, f);
@@ -551,18 +554,18 @@ static void sc_token(struct ctx *c)
 		return;
 	}
 	struct sd_boot_params p = params(c, c->idx, 3, c->idx == 1 ? "not-the-secret" : "job-secret", 5000);
-	rc = sd_boot_init(&p, &b, peers, &nonce, err, sizeof(err));
+	rc = sd_boot_init(&p, &b, peers, &nonce, &err);
 	if (c->idx == 1) {
 		char want[128];
 
 		/* Rank 1 finds out first: rank 0's proof does not match its token. */
 		snprintf(want, sizeof(want), "rank 0 at 127.0.0.1:%s and rank 1 have different job tokens", c->port);
 		CHECK(c, rc == SMDDP_ECONFIG, "a wrong token is ECONFIG: rc %d", rc);
-		CHECK(c, contains(err, want), "err: %s", err);
+		CHECK(c, contains(err.msg, want), "err: %s", err.msg);
 		CHECK(c, now() - t0 < SEC, "refused at once (%.2f s)", (double)(now() - t0) / 1e9);
 	} else {
 		CHECK(c, rc == SMDDP_ETIMEDOUT, "rank 2 learns that rank 0 gave up: rc %d", rc);
-		CHECK(c, contains(err, "gave up") && contains(err, "rank(s) 1 of 3"), "err: %s", err);
+		CHECK(c, contains(err.msg, "gave up") && contains(err.msg, "rank(s) 1 of 3"), "err: %s", err.msg);
 		CHECK(c, now() - t0 < 3 * SEC, "before its own deadline (%.2f s)", (double)(now() - t0) / 1e9);
 	}
 }
@@ -572,7 +575,7 @@ static void sc_strangers(struct ctx *c)
 {
 	struct sd_boot_peer peers[8];
 	struct sd_boot *b = NULL;
-	char err[512] = "";
+	struct sd_err err = {""};
 	uint8_t hdr[8];
 	uint64_t nonce, t0 = now();
 	long n;
@@ -593,25 +596,25 @@ static void sc_strangers(struct ctx *c)
 	case 3: {
 		struct sd_boot_params p = params(c, 1, 4, "job-secret", 3000);
 		snprintf(c->who, sizeof(c->who), "impostor size 4");
-		rc = sd_boot_init(&p, &b, peers, &nonce, err, sizeof(err));
-		CHECK(c, rc == SMDDP_ECONFIG && contains(err, "world size 4 differs from rank 0's 3"), "rc %d: %s",
-		      rc, err);
+		rc = sd_boot_init(&p, &b, peers, &nonce, &err);
+		CHECK(c, rc == SMDDP_ECONFIG && contains(err.msg, "world size 4 differs from rank 0's 3"), "rc %d: %s",
+		      rc, err.msg);
 		return;
 	}
 	case 4: {
 		struct sd_boot_params p = params(c, 7, 3, "job-secret", 3000);
 		p.size = 8; /* a consistent but different world */
 		snprintf(c->who, sizeof(c->who), "impostor rank 7");
-		rc = sd_boot_init(&p, &b, peers, &nonce, err, sizeof(err));
-		CHECK(c, rc == SMDDP_ECONFIG && contains(err, "refused rank 7"), "rc %d: %s", rc, err);
+		rc = sd_boot_init(&p, &b, peers, &nonce, &err);
+		CHECK(c, rc == SMDDP_ECONFIG && contains(err.msg, "refused rank 7"), "rc %d: %s", rc, err.msg);
 		return;
 	}
 	case 5: {
 		struct sd_boot_params p = params(c, 1, 3, "job-secret", 3000);
 		snprintf(c->who, sizeof(c->who), "duplicate rank 1");
 		msleep(300);
-		rc = sd_boot_init(&p, &b, peers, &nonce, err, sizeof(err));
-		CHECK(c, rc == SMDDP_ECONFIG && contains(err, "duplicate rank"), "rc %d: %s", rc, err);
+		rc = sd_boot_init(&p, &b, peers, &nonce, &err);
+		CHECK(c, rc == SMDDP_ECONFIG && contains(err.msg, "duplicate rank"), "rc %d: %s", rc, err.msg);
 		return;
 	}
 	case 6:
@@ -751,7 +754,7 @@ static void sc_tokenless(struct ctx *c)
 {
 	struct sd_boot_peer peers[2];
 	struct sd_boot *b = NULL;
-	char err[512] = "";
+	struct sd_err err = {""};
 	uint64_t nonce;
 	int allow = !strcmp(c->scen, "tokenless-allowed"), remote = strcmp(c->addr, "127.0.0.1") != 0;
 	struct sd_boot_params p = params(c, c->idx, 2, "", 3000);
@@ -759,17 +762,17 @@ static void sc_tokenless(struct ctx *c)
 
 	snprintf(c->who, sizeof(c->who), "rank %d/2", c->idx);
 	p.allow_no_token = allow && c->idx == 0;
-	rc = sd_boot_init(&p, &b, peers, &nonce, err, sizeof(err));
+	rc = sd_boot_init(&p, &b, peers, &nonce, &err);
 	if (!remote || allow) {
 		CHECK(c, rc == SMDDP_OK, "tokenless rendezvous on %s%s succeeds (rc %d: %s)", c->addr,
-		      allow ? " (allowed)" : "", rc, err);
+		      allow ? " (allowed)" : "", rc, err.msg);
 	} else if (c->idx == 1) {
-		CHECK(c, rc == SMDDP_ECONFIG && contains(err, "no job token") && contains(err, "loopback") &&
-				 contains(err, "SMDDP_JOB_TOKEN") && contains(err, "SMDDP_ALLOW_NO_TOKEN"),
-		      "tokenless rank 1 from %s refused: ECONFIG (rc %d): %s", c->addr, rc, err);
+		CHECK(c, rc == SMDDP_ECONFIG && contains(err.msg, "no job token") && contains(err.msg, "loopback") &&
+				 contains(err.msg, "SMDDP_JOB_TOKEN") && contains(err.msg, "SMDDP_ALLOW_NO_TOKEN"),
+		      "tokenless rank 1 from %s refused: ECONFIG (rc %d): %s", c->addr, rc, err.msg);
 	} else {
-		CHECK(c, rc == SMDDP_ETIMEDOUT && contains(err, "no job token"),
-		      "rank 0 times out naming the reason (rc %d): %s", rc, err);
+		CHECK(c, rc == SMDDP_ETIMEDOUT && contains(err.msg, "no job token"),
+		      "rank 0 times out naming the reason (rc %d): %s", rc, err.msg);
 	}
 	if (b)
 		sd_boot_close(b, 1);
@@ -854,7 +857,7 @@ static void sc_die_in_rendezvous(struct ctx *c)
 {
 	struct sd_boot_peer peers[3];
 	struct sd_boot *b = NULL;
-	char err[512] = "";
+	struct sd_err err = {""};
 	uint64_t nonce, t0 = now();
 	int rc;
 
@@ -877,9 +880,9 @@ static void sc_die_in_rendezvous(struct ctx *c)
 	}
 	snprintf(c->who, sizeof(c->who), "rank %d/4", c->idx);
 	struct sd_boot_params p = params(c, c->idx, 4, "job-secret", 4000);
-	rc = sd_boot_init(&p, &b, peers, &nonce, err, sizeof(err));
-	CHECK(c, rc == SMDDP_EPEER && contains(err, "rank 1 ") && contains(err, "rendezvous"),
-	      "EPEER naming rank 1 (rc %d): %s", rc, err);
+	rc = sd_boot_init(&p, &b, peers, &nonce, &err);
+	CHECK(c, rc == SMDDP_EPEER && contains(err.msg, "rank 1 ") && contains(err.msg, "rendezvous"),
+	      "EPEER naming rank 1 (rc %d): %s", rc, err.msg);
 	CHECK(c, now() - t0 < 2 * SEC, "long before the deadline (%.2f s)", (double)(now() - t0) / 1e9);
 }
 
@@ -903,15 +906,16 @@ static void sc_no_rank0(struct ctx *c)
 	struct sd_boot_peer peers[2];
 	struct sd_boot *b = NULL;
 	uint64_t nonce, t0 = now();
-	char err[512] = "", want[128];
+	struct sd_err err = {""};
+	char want[128];
 	int rc;
 
 	snprintf(c->who, sizeof(c->who), "rank 1/2");
-	rc = sd_boot_init(&p, &b, peers, &nonce, err, sizeof(err));
+	rc = sd_boot_init(&p, &b, peers, &nonce, &err);
 	snprintf(want, sizeof(want), "could not reach rank 0 at 127.0.0.1:%s within 0.5 s (last error: Connection refused)",
 		 c->port);
-	CHECK(c, rc == SMDDP_ETIMEDOUT && contains(err, want) && contains(err, "MASTER_ADDR/MASTER_PORT"),
-	      "ETIMEDOUT (rc %d): %s", rc, err);
+	CHECK(c, rc == SMDDP_ETIMEDOUT && contains(err.msg, want) && contains(err.msg, "MASTER_ADDR/MASTER_PORT"),
+	      "ETIMEDOUT (rc %d): %s", rc, err.msg);
 	double s = (double)(now() - t0) / 1e9;
 	CHECK(c, s > 0.4 && s < 1.5, "gave up at its deadline (%.2f s)", s);
 }
@@ -923,7 +927,8 @@ static void sc_port_busy(struct ctx *c)
 	struct sd_boot_peer peers[2];
 	struct sd_boot *b = NULL;
 	uint64_t nonce, t0 = now();
-	char err[512] = "", want[128];
+	struct sd_err err = {""};
+	char want[128];
 	int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0), rc;
 
 	snprintf(c->who, sizeof(c->who), "rank 0/2");
@@ -936,23 +941,23 @@ static void sc_port_busy(struct ctx *c)
 			CHECK(c, 0, "set up a listener on the port: %s", strerror(errno));
 			return;
 		}
-	rc = sd_boot_init(&p, &b, peers, &nonce, err, sizeof(err));
+	rc = sd_boot_init(&p, &b, peers, &nonce, &err);
 	snprintf(want, sizeof(want), "rank 0 cannot listen on 127.0.0.1:%s: Address already in use (is another job "
 				     "using MASTER_PORT?)",
 		 c->port);
-	CHECK(c, rc == SMDDP_ESYSTEM && contains(err, want), "port in use: ESYSTEM (rc %d): %s", rc, err);
+	CHECK(c, rc == SMDDP_ESYSTEM && contains(err.msg, want), "port in use: ESYSTEM (rc %d): %s", rc, err.msg);
 	CHECK(c, now() - t0 < SEC, "at once");
 	close(fd);
 
 	p.port = "29x";
-	rc = sd_boot_init(&p, &b, peers, &nonce, err, sizeof(err));
-	CHECK(c, rc == SMDDP_ECONFIG && contains(err, "is not a port number"), "port \"29x\": ECONFIG (rc %d): %s", rc,
-	      err);
+	rc = sd_boot_init(&p, &b, peers, &nonce, &err);
+	CHECK(c, rc == SMDDP_ECONFIG && contains(err.msg, "is not a port number"), "port \"29x\": ECONFIG (rc %d): %s", rc,
+	      err.msg);
 	p.port = c->port;
 	p.addr = "192.0.2.1"; /* TEST-NET-1: never an address of this host; nothing is sent */
-	rc = sd_boot_init(&p, &b, peers, &nonce, err, sizeof(err));
-	CHECK(c, rc == SMDDP_ECONFIG && contains(err, "Cannot assign requested address"),
-	      "rank 0 on an address that is not its own: ECONFIG (rc %d): %s", rc, err);
+	rc = sd_boot_init(&p, &b, peers, &nonce, &err);
+	CHECK(c, rc == SMDDP_ECONFIG && contains(err.msg, "Cannot assign requested address"),
+	      "rank 0 on an address that is not its own: ECONFIG (rc %d): %s", rc, err.msg);
 }
 
 /* A rank killed after the rendezvous; mode 0: others poll, 1: others are in an all-gather. */
@@ -960,7 +965,8 @@ static void killed(struct ctx *c, int victim, int in_gather)
 {
 	int rank = c->idx, size = c->nproc, who = -1, rc;
 	struct sd_boot *b = join(c, rank, size, 5000);
-	char err[512] = "", want[64];
+	struct sd_err err = {""};
+	char want[64];
 	uint64_t took;
 
 	if (!b)
@@ -974,25 +980,25 @@ static void killed(struct ctx *c, int victim, int in_gather)
 		uint8_t *all = malloc((size_t)size * BIG), *mine = calloc(1, BIG);
 		uint64_t t0 = now();
 
-		rc = sd_boot_allgather(b, mine, all, BIG, now() + 5 * SEC, err, sizeof(err));
+		rc = sd_boot_allgather(b, mine, all, BIG, now() + 5 * SEC, &err);
 		took = now() - t0;
 		free(all);
 		free(mine);
-		who = victim; /* the all-gather names it in err only */
+		who = victim; /* the all-gather names it in err.msg only */
 	} else {
-		rc = poll_for(b, 3000, &who, err, sizeof(err), &took);
+		rc = poll_for(b, 3000, &who, err.msg, sizeof(err.msg), &took);
 	}
 	snprintf(want, sizeof(want), "rank %d (pid ", victim);
-	CHECK(c, rc == SMDDP_EPEER && who == victim && contains(err, want),
+	CHECK(c, rc == SMDDP_EPEER && who == victim && contains(err.msg, want),
 	      "%s reports EPEER naming rank %d (rc %d, rank %d): %s", in_gather ? "all-gather" : "poll", victim, rc,
-	      who, err);
+	      who, err.msg);
 	CHECK(c, took < (rank == 0 || victim == 0 ? 1 : 2) * SEC, "within %d s (%.3f s)",
 	      rank == 0 || victim == 0 ? 1 : 2, (double)took / 1e9);
 	if (rank == 0)
-		CHECK(c, contains(err, "closed its connection to rank 0: it died or was killed"), "the sentence says so");
+		CHECK(c, contains(err.msg, "closed its connection to rank 0: it died or was killed"), "the sentence says so");
 	/* Sticky. */
 	int who2 = -1;
-	rc = sd_boot_poll(b, &who2, err, sizeof(err));
+	rc = sd_boot_poll(b, &who2, err.msg, sizeof(err.msg));
 	CHECK(c, rc == SMDDP_EPEER && who2 == victim, "poll again: still EPEER naming rank %d", victim);
 	sd_boot_close(b, 0);
 }
@@ -1021,7 +1027,8 @@ static void aborted(struct ctx *c, int aborter, int in_gather)
 {
 	int rank = c->idx, size = c->nproc, who = -1, rc;
 	struct sd_boot *b = join(c, rank, size, 5000);
-	char err[512] = "", why[64];
+	struct sd_err err = {""};
+	char why[64];
 	uint64_t took;
 
 	if (!b)
@@ -1033,8 +1040,8 @@ static void aborted(struct ctx *c, int aborter, int in_gather)
 
 		sd_boot_abort(b, why);
 		CHECK(c, now() - t0 < 200 * MS, "sd_boot_abort returns at once");
-		rc = sd_boot_poll(b, &who, err, sizeof(err));
-		CHECK(c, rc == SMDDP_EABORTED, "and this rank's channel is aborted (rc %d: %s)", rc, err);
+		rc = sd_boot_poll(b, &who, err.msg, sizeof(err.msg));
+		CHECK(c, rc == SMDDP_EABORTED, "and this rank's channel is aborted (rc %d: %s)", rc, err.msg);
 		sd_boot_close(b, 0);
 		return;
 	}
@@ -1042,17 +1049,17 @@ static void aborted(struct ctx *c, int aborter, int in_gather)
 		uint8_t *all = malloc((size_t)size * BIG), *mine = calloc(1, BIG);
 		uint64_t t0 = now();
 
-		rc = sd_boot_allgather(b, mine, all, BIG, now() + 5 * SEC, err, sizeof(err));
+		rc = sd_boot_allgather(b, mine, all, BIG, now() + 5 * SEC, &err);
 		took = now() - t0;
 		who = aborter;
 		free(all);
 		free(mine);
 	} else {
-		rc = poll_for(b, 3000, &who, err, sizeof(err), &took);
+		rc = poll_for(b, 3000, &who, err.msg, sizeof(err.msg), &took);
 	}
-	CHECK(c, rc == SMDDP_EABORTED && who == aborter && contains(err, why),
+	CHECK(c, rc == SMDDP_EABORTED && who == aborter && contains(err.msg, why),
 	      "%s reports EABORTED naming rank %d (rc %d, rank %d): %s", in_gather ? "all-gather" : "poll", aborter,
-	      rc, who, err);
+	      rc, who, err.msg);
 	CHECK(c, took < SEC, "within 1 s (%.3f s)", (double)took / 1e9);
 	sd_boot_close(b, 0);
 }
@@ -1077,14 +1084,15 @@ static void sc_mismatch(struct ctx *c)
 {
 	int rank = c->idx, size = c->nproc, rc;
 	struct sd_boot *b = join(c, rank, size, 5000);
-	char err[512] = "", mine[8] = {0}, all[64];
+	struct sd_err err = {""};
+	char mine[8] = {0}, all[64];
 	uint64_t t0 = now();
 
 	if (!b)
 		return;
-	rc = sd_boot_allgather(b, mine, all, rank == 1 ? 8 : 4, now() + 5 * SEC, err, sizeof(err));
-	CHECK(c, rc != SMDDP_OK && rc != SMDDP_ETIMEDOUT && contains(err, "different collectives"),
-	      "mismatched all-gather fails at once (rc %d: %s)", rc, err);
+	rc = sd_boot_allgather(b, mine, all, rank == 1 ? 8 : 4, now() + 5 * SEC, &err);
+	CHECK(c, rc != SMDDP_OK && rc != SMDDP_ETIMEDOUT && contains(err.msg, "different collectives"),
+	      "mismatched all-gather fails at once (rc %d: %s)", rc, err.msg);
 	CHECK(c, now() - t0 < 2 * SEC, "within 2 s");
 	sd_boot_close(b, 0);
 }
@@ -1094,7 +1102,8 @@ static void sc_gather_timeout(struct ctx *c)
 {
 	int rank = c->idx, size = c->nproc, rc;
 	struct sd_boot *b = join(c, rank, size, 5000);
-	char err[512] = "", mine[4] = {0}, all[12];
+	struct sd_err err = {""};
+	char mine[4] = {0}, all[12];
 
 	if (!b)
 		return;
@@ -1103,16 +1112,16 @@ static void sc_gather_timeout(struct ctx *c)
 		sd_boot_close(b, 1);
 		return;
 	}
-	rc = sd_boot_allgather(b, mine, all, 4, now() + 500 * MS, err, sizeof(err));
+	rc = sd_boot_allgather(b, mine, all, 4, now() + 500 * MS, &err);
 	if (rank == 0)
-		CHECK(c, rc == SMDDP_ETIMEDOUT && contains(err, "rank(s) 2 of 3 did not contribute"), "rc %d: %s", rc,
-		      err);
+		CHECK(c, rc == SMDDP_ETIMEDOUT && contains(err.msg, "rank(s) 2 of 3 did not contribute"), "rc %d: %s", rc,
+		      err.msg);
 	else
-		CHECK(c, rc == SMDDP_ETIMEDOUT && contains(err, "rank(s) 2 of 3 did not contribute"),
-		      "rc %d, naming the missing rank as rank 0 saw it: %s", rc, err);
-	rc = sd_boot_allgather(b, mine, all, 4, now() + 500 * MS, err, sizeof(err));
-	CHECK(c, rc != SMDDP_OK && (contains(err, "out of step") || contains(err, "gave up")),
-	      "the next all-gather refuses at once: %s", err);
+		CHECK(c, rc == SMDDP_ETIMEDOUT && contains(err.msg, "rank(s) 2 of 3 did not contribute"),
+		      "rc %d, naming the missing rank as rank 0 saw it: %s", rc, err.msg);
+	rc = sd_boot_allgather(b, mine, all, 4, now() + 500 * MS, &err);
+	CHECK(c, rc != SMDDP_OK && (contains(err.msg, "out of step") || contains(err.msg, "gave up")),
+	      "the next all-gather refuses at once: %s", err.msg);
 	msleep(300); /* rank 0 must see its own time-out, not this rank's close */
 	sd_boot_close(b, 0);
 }

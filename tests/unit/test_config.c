@@ -56,7 +56,7 @@ static void expect(const char *what, const char *path, int want_rc, const char *
 		exit(99);
 	}
 	if (pid == 0) {
-		char err[1024] = "unset";
+		struct sd_err err = {"unset"};
 		int rc;
 
 		failures = 0; /* the parent's count is not this child's */
@@ -65,14 +65,14 @@ static void expect(const char *what, const char *path, int want_rc, const char *
 			setenv("SMDDP_CONFIG", path, 1);
 		else
 			unsetenv("SMDDP_CONFIG");
-		rc = sd_params_load(err, sizeof(err));
+		rc = sd_params_load(&err);
 		CHECK(rc == want_rc, "SMDDP_CONFIG=%s: result %d (want %d)", path ? path : "(unset)",
 		      rc, want_rc);
 		if (msg != NULL)
-			CHECK(strcmp(err, msg) == 0, "message:\n       got  %s\n       want %s", err,
+			CHECK(strcmp(err.msg, msg) == 0, "message:\n       got  %s\n       want %s", err.msg,
 			      msg);
 		else
-			CHECK(err[0] == '\0', "no message (got \"%s\")", err);
+			CHECK(err.msg[0] == '\0', "no message (got \"%s\")", err.msg);
 		if (more != NULL)
 			more();
 		fflush(stdout);
@@ -156,10 +156,10 @@ static int check_defaults(void)
 
 static int check_error_sticks(void)
 {
-	char err[1024];
+	struct sd_err err;
 
-	CHECK(sd_params_load(err, sizeof(err)) == SMDDP_ECONFIG && strstr(err, "timout") != NULL,
-	      "a second load returns the same error: %s", err);
+	CHECK(sd_params_load(&err) == SMDDP_ECONFIG && strstr(err.msg, "timout") != NULL,
+	      "a second load returns the same error: %s", err.msg);
 	CHECK(sd_param_int("SMDDP_TIMEOUT") == 600, "the accessors still answer (default 600)");
 	return 0;
 }
@@ -334,14 +334,14 @@ int main(void)
 		fflush(stdout);
 		pid = fork();
 		if (pid == 0) {
-			char err[1024];
+			struct sd_err err;
 
 			failures = 0;
 			clean_env();
 			setenv("SMDDP_CONFIG", bad, 1);
 			setenv("SMDDP_TIMEOUT", "5", 1);
-			CHECK(sd_params_load(err, sizeof(err)) == SMDDP_ECONFIG,
-			      "still SMDDP_ECONFIG: %s", err);
+			CHECK(sd_params_load(&err) == SMDDP_ECONFIG,
+			      "still SMDDP_ECONFIG: %s", err.msg);
 			fflush(stdout);
 			_exit(failures ? 1 : 0);
 		}

@@ -280,10 +280,10 @@ static void test_table(void)
 
 static int case_defaults(void)
 {
-	char err[256] = "x";
-	int rc = sd_params_load(err, sizeof(err));
+	struct sd_err err = {"x"};
+	int rc = sd_params_load(&err);
 
-	CHECK(rc == SMDDP_OK && err[0] == '\0', "load with no file and no environment succeeds");
+	CHECK(rc == SMDDP_OK && err.msg[0] == '\0', "load with no file and no environment succeeds");
 	CHECK(sd_param_int("SMDDP_TIMEOUT") == 600, "timeout defaults to 600");
 	CHECK(strcmp(sd_param_source("SMDDP_TIMEOUT"), "default") == 0, "its source is default");
 	CHECK(sd_param_int("SMDDP_CHECK_COLL") == 0, "check_coll defaults to 0");
@@ -308,7 +308,8 @@ static int case_defaults(void)
 
 static int case_precedence(void)
 {
-	char path[300], err[512];
+	char path[300];
+	struct sd_err err;
 	int rc;
 
 	snprintf(path, sizeof(path), "%s/prec.json", tmpdir);
@@ -319,8 +320,8 @@ static int case_precedence(void)
 	setenv("SMDDP_SHM_CHUNK", "", 1); /* empty = unset: the file's value stands */
 	setenv("SMDDP_CHECK_COLL", "off", 1);
 	setenv("SMDDP_MASTER_ADDR", "node7", 1);
-	rc = sd_params_load(err, sizeof(err));
-	CHECK(rc == SMDDP_OK, "load with a file and environment succeeds (%s)", err);
+	rc = sd_params_load(&err);
+	CHECK(rc == SMDDP_OK, "load with a file and environment succeeds (%s)", err.msg);
 	CHECK(sd_param_int("SMDDP_TIMEOUT") == 45 &&
 		      strcmp(sd_param_source("SMDDP_TIMEOUT"), "env") == 0,
 	      "environment (45) beats file (30) beats default (600)");
@@ -340,7 +341,7 @@ static int case_precedence(void)
 	      "an env-only param reads the environment");
 	/* Once per process: a later change of the environment changes nothing. */
 	setenv("SMDDP_TIMEOUT", "99", 1);
-	rc = sd_params_load(err, sizeof(err));
+	rc = sd_params_load(&err);
 	CHECK(rc == SMDDP_OK && sd_param_int("SMDDP_TIMEOUT") == 45,
 	      "a second load returns the first result");
 	return 0;
@@ -356,15 +357,15 @@ static int case_implicit_load(void)
 
 static int expect_env_error(const char *var, const char *value, const char *msg)
 {
-	char err[512] = "";
+	struct sd_err err = {""};
 	int rc;
 
 	setenv(var, value, 1);
-	rc = sd_params_load(err, sizeof(err));
+	rc = sd_params_load(&err);
 	CHECK(rc == SMDDP_ECONFIG, "%s=\"%s\" is SMDDP_ECONFIG (got %d)", var, value, rc);
-	CHECK(strcmp(err, msg) == 0, "message: \"%s\" (want \"%s\")", err, msg);
-	rc = sd_params_load(err, sizeof(err));
-	CHECK(rc == SMDDP_ECONFIG && strcmp(err, msg) == 0,
+	CHECK(strcmp(err.msg, msg) == 0, "message: \"%s\" (want \"%s\")", err.msg, msg);
+	rc = sd_params_load(&err);
+	CHECK(rc == SMDDP_ECONFIG && strcmp(err.msg, msg) == 0,
 	      "a second load returns the same error and message");
 	return 0;
 }
@@ -431,7 +432,7 @@ static int case_env_job_id(void)
 
 static int case_env_good_values(void)
 {
-	char err[256];
+	struct sd_err err;
 
 	setenv("SMDDP_CHECK_COLL", "yes", 1);
 	setenv("SMDDP_SHM_CHUNK", "64KiB", 1);
@@ -439,7 +440,7 @@ static int case_env_good_values(void)
 	setenv("SMDATAPARALLEL_OPTIMIZE_SDP", "1", 1);
 	setenv("SMDDP_RANK", "3", 1);
 	setenv("SMDDP_JOB_ID", "job-42_a", 1);
-	CHECK(sd_params_load(err, sizeof(err)) == SMDDP_OK, "valid environment loads (%s)", err);
+	CHECK(sd_params_load(&err) == SMDDP_OK, "valid environment loads (%s)", err.msg);
 	CHECK(sd_param_int("SMDDP_CHECK_COLL") == 1, "SMDDP_CHECK_COLL=yes is 1");
 	CHECK(sd_param_int("SMDDP_SHM_CHUNK") == 65536, "SMDDP_SHM_CHUNK=64KiB is 65536");
 	CHECK(strcmp(sd_param_str("SMDDP_DEBUG"), "NONE") == 0, "SMDDP_DEBUG=none reads as NONE");
@@ -451,12 +452,12 @@ static int case_env_good_values(void)
 /* A bad SMDDP_DEBUG is logging's warning, not a configuration error. */
 static int case_env_bad_debug_is_lenient(void)
 {
-	char err[256];
+	struct sd_err err;
 
 	setenv("SMDDP_DEBUG", "LOUD", 1);
 	setenv("SMDDP_DEBUG_FILE", "/dev/null", 1);
-	CHECK(sd_params_load(err, sizeof(err)) == SMDDP_OK,
-	      "SMDDP_DEBUG=LOUD does not fail the load (%s)", err);
+	CHECK(sd_params_load(&err) == SMDDP_OK,
+	      "SMDDP_DEBUG=LOUD does not fail the load (%s)", err.msg);
 	CHECK(strcmp(sd_param_str("SMDDP_DEBUG"), "WARN") == 0, "and SMDDP_DEBUG reads as WARN");
 	return 0;
 }
@@ -599,13 +600,13 @@ static void log_bad_file(void)
 
 static void load_with_typo(void)
 {
-	char err[256];
+	struct sd_err err;
 
 	unsetenv("SMDDP_DEBUG");
 	unsetenv("SMDDP_DEBUG_FILE");
 	setenv("SMDDP_TIMOUT", "5", 1);
 	setenv("SMDDP_WHATEVER_ELSE", "1", 1);
-	sd_params_load(err, sizeof(err));
+	sd_params_load(&err);
 }
 
 static void test_log_stderr(void)
@@ -719,7 +720,8 @@ static void test_threads(void)
  * non-default parameter is logged at INFO with its source. */
 static int case_config_debug(void)
 {
-	char cfg[300], logp[300], err[512], host[256], want[600];
+	char cfg[300], logp[300], host[256], want[600];
+	struct sd_err err;
 	const char *text;
 
 	snprintf(cfg, sizeof(cfg), "%s/debug.json", tmpdir);
@@ -734,7 +736,7 @@ static int case_config_debug(void)
 	setenv("SMDDP_CONFIG", cfg, 1);
 	setenv("SMDDP_SPIN", "5", 1);
 	SD_INFO(SD_SUB_INIT, "before load: not shown");
-	CHECK(sd_params_load(err, sizeof(err)) == SMDDP_OK, "load %s (%s)", cfg, err);
+	CHECK(sd_params_load(&err) == SMDDP_OK, "load %s (%s)", cfg, err.msg);
 	CHECK(sd_log_level == SD_LOG_INFO, "\"debug\": \"info\" in the file sets the level");
 	snprintf(logp, sizeof(logp), "%s/cfglog-%d.txt", tmpdir, (int)getpid());
 	text = slurp(logp);
