@@ -23,7 +23,8 @@
 #
 # Environment: TORCH_PYTHON (default .venv-torch/bin/python of the source
 # tree, as scripts/test.sh), TSAN_TORCH_TESTS (default "collectives ddp
-# p2p"), JOBS.  Exit: 0 clean, 1 reports or a failed test, 77 no torch.
+# p2p"), TSAN_TORCH_OPTIONS (more TSan options, after ours: e.g.
+# ignore_noninstrumented_modules=0 to see torch's side too), JOBS.  Exit: 0 clean, 1 reports or a failed test, 77 no torch.
 set -u
 srcdir=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$PWD/sanitize}
@@ -93,28 +94,16 @@ fi
 # (their locks and threads still count): torch's own memory is torch's
 # business, and without its atomics TSan would misjudge it.
 opts="halt_on_error=0:second_deadlock_stack=1:ignore_noninstrumented_modules=1"
-opts="$opts:suppressions=$srcdir/tests/tsan.supp"
+opts="$opts:suppressions=$srcdir/tests/tsan.supp${TSAN_TORCH_OPTIONS:+:$TSAN_TORCH_OPTIONS}"
 rm -rf "$T/logs" "$T/canary"
 mkdir -p "$T/logs" "$T/canary"
 
-# The canary: python with the same runtime and options loads a small
-# instrumented library whose two threads write one int unlocked.  If that
-# race is not reported and counted, a clean run below would prove nothing.
-cat >"$T/canary/canary.c" <<'EOC'
-#include <pthread.h>
-static int shared;
-static void *bump(void *arg) { shared++; return arg; }
-int canary(void)
-{
-	pthread_t a, b;
-	pthread_create(&a, 0, bump, 0);
-	pthread_create(&b, 0, bump, 0);
-	pthread_join(a, 0);
-	pthread_join(b, 0);
-	return shared;
-}
-EOC
-gcc -g -O1 -shared -fPIC -fsanitize=thread -o "$T/canary/canary.so" "$T/canary/canary.c" -lpthread &&
+# The canary (tests/tsan-canary.c): python with the same runtime and
+# options loads a small instrumented library whose two threads write one
+# int unlocked.  If that race is not reported and counted, a clean run
+# below would prove nothing.
+gcc -g -O1 -shared -fPIC -fsanitize=thread -o "$T/canary/canary.so" "$srcdir/tests/tsan-canary.c" \
+	-lpthread &&
 	env LD_PRELOAD="$libtsan" TSAN_OPTIONS="$opts:log_path=$T/canary/log" "$PY" -c \
 		"import ctypes, sys; sys.exit(ctypes.CDLL(sys.argv[1]).canary() != 2)" \
 		"$T/canary/canary.so" >"$T/canary/out" 2>&1
