@@ -19,7 +19,8 @@
 # job exits 0, both ranks print TORCH-OK, and no report is left; otherwise
 # the distinct reports are listed (by TSan's SUMMARY line, "ours" when a
 # frame of either access is in lib/ or python/smddp/csrc) with the first
-# ones in full.  About 2 minutes on 2 cores, most of it building the shim.
+# ones in full.  About 4 minutes on 2 cores: 3 to build the shim, then
+# under a minute of jobs.
 #
 # Environment: TORCH_PYTHON (default .venv-torch/bin/python of the source
 # tree, as scripts/test.sh), TSAN_TORCH_TESTS (default "collectives ddp
