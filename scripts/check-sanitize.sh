@@ -14,10 +14,11 @@
 #         GPU to run: the tsan stage of tests/gpu/run-on-device.sh);
 #   tsan-torch  the PyTorch shim's worker and completer threads: the shim
 #         built with -fsanitize=thread against the tsan build, 2-rank jobs
-#         of python/tests (collectives, ddp, p2p) on CPU tensors with the
-#         TSan runtime preloaded into python (scripts/tsan-torch.sh, about
-#         4 minutes); skipped, and said so, without a torch venv
-#         (TORCH_PYTHON, else .venv-torch of the source tree);
+#         of python/tests (collectives, ddp, p2p, groups, pipeline) on CPU
+#         tensors with the TSan runtime preloaded into python
+#         (scripts/tsan-torch.sh, about 4 minutes); skipped, and said so,
+#         without a torch venv (TORCH_PYTHON, else .venv-torch of the
+#         source tree);
 #   fuzz  clang -fsanitize=fuzzer,address,undefined: every fuzz target of
 #         tests/fuzz for FUZZ_SECONDS (default 5) from its corpus
 #         (scripts/fuzz.sh); skipped (said so) without clang and libFuzzer.

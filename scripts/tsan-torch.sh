@@ -5,8 +5,9 @@
 # tsan build, made here if missing: same flags), the shim (python/smddp/csrc)
 # built with -fsanitize=thread against it into OUT/tsan-torch/site, then
 # 2-rank jobs of python/tests through smddp-run: test_collectives,
-# test_ddp and test_p2p (TSAN_TORCH_TESTS picks), on CPU tensors against
-# gloo.  Python and torch are not instrumented: the ranks run with
+# test_ddp, test_p2p, test_groups (300 groups made, used and destroyed:
+# workers started and stopped) and test_pipeline (TSAN_TORCH_TESTS
+# picks), on CPU tensors against gloo.  Python and torch are not instrumented: the ranks run with
 # libtsan.so.2 preloaded (an instrumented library cannot load it later),
 # and TSan sees the accesses of libsmddp and of the shim, with the
 # synchronisation (mutexes, condition variables, threads) of everything.
@@ -24,7 +25,7 @@
 #
 # Environment: TORCH_PYTHON (default .venv-torch/bin/python of the source
 # tree, as scripts/test.sh), TSAN_TORCH_TESTS (default "collectives ddp
-# p2p"), TSAN_TORCH_OPTIONS (more TSan options, after ours: e.g.
+# p2p groups pipeline"), TSAN_TORCH_OPTIONS (more TSan options, after ours: e.g.
 # ignore_noninstrumented_modules=0 to see torch's side too), JOBS.  Exit: 0 clean, 1 reports or a failed test, 77 no torch.
 set -u
 srcdir=$(cd "$(dirname "$0")/.." && pwd)
@@ -117,7 +118,7 @@ fi
 export PYTHONPATH=$T/site:$srcdir/python/tests PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 \
 	SMDDP_CONFIG=/dev/null SMDDP_TIMEOUT=120
 rc=0
-for t in ${TSAN_TORCH_TESTS:-collectives ddp p2p}; do
+for t in ${TSAN_TORCH_TESTS:-collectives ddp p2p groups pipeline}; do
 	t0=$(date +%s)
 	# TSAN_OPTIONS through env: smddp-run is instrumented too, and its
 	# reports go to the terminal, the ranks' to the logs.
