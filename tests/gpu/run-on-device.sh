@@ -41,7 +41,8 @@
 #                cp -L "$(gcc -print-file-name=libtsan.so.2)" .devcarry/ &&
 #                strip --strip-debug .devcarry/libtsan.so.2
 #              Run alone: B=build-tsan-cuda tests/gpu/run-on-device.sh tsan
-#              (TSAN_MPS=0: without MPS, the ranks time-sliced on one GPU)
+#              (TSAN_MPS=0: without MPS, the ranks time-sliced on one GPU;
+#              TSAN_GPU_TESTS: a part of "order overlap errors matrix")
 # (default: info tests sanitizer kernel bench).  Environment: B (build tree),
 # CARRY (carried libraries), OUT (log folder, default ./gpu-logs), GPU_TESTS
 # (the tests stage's list, default: errors order p2p dead staged matrix-n1 matrix-n2 matrix-n4 matrix-n8).
@@ -300,11 +301,12 @@ for s in $stages; do
 			continue
 		fi
 		[ "${TSAN_MPS:-1}" = 0 ] || mps_start || continue
-		for t in order overlap errors matrix; do
+		# deadlines that fit one 600 s call of the device tool in all
+		for t in ${TSAN_GPU_TESTS:-order overlap errors matrix}; do
 			args=$t
-			secs=200
-			[ "$t" = matrix ] && args="matrix --small" secs=400
-			stage "tsan-$t" "$secs" env SMDDP_CUDA_ASYNC=1 SMDDP_TIMEOUT=120 \
+			secs=100
+			[ "$t" = matrix ] && args="matrix --small" secs=220
+			stage "tsan-$t" "$secs" env SMDDP_CUDA_ASYNC=1 SMDDP_TIMEOUT=60 \
 				TSAN_OPTIONS="halt_on_error=0:exitcode=0:second_deadlock_stack=1:ignore_noninstrumented_modules=1:log_path=$OUT/tsan/$t:suppressions=$ROOT/tests/tsan.supp" \
 				setarch "$(uname -m)" -R "$RUN" -n 2 --timeout $((secs - 20)) \
 				"$GPU_CONFORMANCE_BIN" $args
