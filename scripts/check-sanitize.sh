@@ -1,7 +1,7 @@
 #!/bin/bash
 # scripts/check-sanitize.sh - the tests again under the sanitizers (make check-sanitize).
 #
-# Three stages, each in its own build under OUT (default ./sanitize, beside
+# Four stages, each in its own build under OUT (default ./sanitize, beside
 # the build that runs it):
 #   asan  gcc -fsanitize=address,undefined: the library and every tool, then
 #         the unit, integration, fault, launcher, topology and fuzz-replay tests
@@ -9,14 +9,20 @@
 #   tsan  gcc -fsanitize=thread: the tests that run threads in one process
 #         (make print-tsan-tests): two communicators used from two threads of
 #         every rank, the parameter registry and the shared topology read from
-#         many threads, the fault program's killer thread.  Left out: the CUDA
-#         proxy thread (lib/cuda/proxy.c needs CUDA to build and a GPU to run)
-#         and the PyTorch shim's worker thread (a TSan build of torch would be
-#         needed to see its side).
+#         many threads, the fault program's killer thread.  Left out here:
+#         the CUDA proxy thread (lib/cuda/proxy.c needs CUDA to build and a
+#         GPU to run: the tsan stage of tests/gpu/run-on-device.sh);
+#   tsan-torch  the PyTorch shim's worker and completer threads: the shim
+#         built with -fsanitize=thread against the tsan build, 2-rank jobs
+#         of python/tests (collectives, ddp, p2p, groups, pipeline) on CPU
+#         tensors with the TSan runtime preloaded into python
+#         (scripts/tsan-torch.sh, about 4 minutes); skipped, and said so,
+#         without a torch venv (TORCH_PYTHON, else .venv-torch of the
+#         source tree);
 #   fuzz  clang -fsanitize=fuzzer,address,undefined: every fuzz target of
 #         tests/fuzz for FUZZ_SECONDS (default 5) from its corpus
 #         (scripts/fuzz.sh); skipped (said so) without clang and libFuzzer.
-# STAGES="asan tsan fuzz" picks them.  The automake summaries of the stages
+# STAGES="asan tsan tsan-torch fuzz" picks them.  The automake summaries of the stages
 # are printed ("# PASS: N"), for .ci/run to count; the exit status is 1 when
 # any stage failed.
 #
@@ -29,7 +35,7 @@
 set -u
 srcdir=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$PWD/sanitize}
-stages=${STAGES:-asan tsan fuzz}
+stages=${STAGES:-asan tsan tsan-torch fuzz}
 jobs=${JOBS:-$(nproc)}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -137,11 +143,25 @@ for stage in $stages; do
 			check tsan $(make -C "$out/tsan" -s --no-print-directory print-tsan-tests) || rc=1
 		unset TSAN_OPTIONS THREADS_RANKS THREADS_COUNTS
 		;;
+	tsan-torch)
+		# its own summary, in automake's words, for .ci/run to count
+		"$srcdir/scripts/tsan-torch.sh" "$out" | tee "$out/tsan-torch.out"
+		st=${PIPESTATUS[0]}
+		p=$(grep -c '^tsan-torch: [a-z0-9_]*: exit 0, 2 of 2 ranks TORCH-OK, 0 report' "$out/tsan-torch.out")
+		t=$(grep -c '^tsan-torch: [a-z0-9_]*: exit ' "$out/tsan-torch.out")
+		if [ "$st" = 77 ]; then
+			printf '# TOTAL: 1\n# PASS:  0\n# SKIP:  1\n# FAIL:  0\n'
+		else
+			[ "$st" = 0 ] || rc=1
+			[ "$st" = 0 ] || [ "$t" -gt 0 ] || t=1 # failed before any test ran
+			printf '# TOTAL: %d\n# PASS:  %d\n# SKIP:  0\n# FAIL:  %d\n' "$t" "$p" $((t - p))
+		fi
+		;;
 	fuzz)
 		"$srcdir/scripts/fuzz.sh" "${FUZZ_SECONDS:-5}" "$out/fuzz" || rc=1
 		;;
 	*)
-		echo "check-sanitize: unknown stage '$stage' (asan, tsan or fuzz)"
+		echo "check-sanitize: unknown stage '$stage' (asan, tsan, tsan-torch or fuzz)"
 		rc=1
 		;;
 	esac

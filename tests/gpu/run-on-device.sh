@@ -28,6 +28,24 @@
 #              this build; $TORCH_TESTS (default: collectives ddp p2p pipeline)
 #              on CUDA tensors against gloo, 2
 #              ranks on the GPU(s); python/bench/torch_bench.py on CUDA
+#   tsan       ThreadSanitizer over the CUDA path's host side (the proxy
+#              thread of queued calls: lib/cuda/proxy.c, move.c, ipc.c,
+#              device.c): gpu-conformance order, overlap, errors and
+#              matrix --small, 2 ranks, SMDDP_CUDA_ASYNC=1 under MPS; the
+#              count of reports and the first ones (all in $OUT/tsan/).
+#              Needs B=build-tsan-cuda, made here as
+#                mkdir build-tsan-cuda && cd build-tsan-cuda &&
+#                ../configure --with-cuda CFLAGS='-g -O1 -fno-omit-frame-pointer
+#                  -fsanitize=thread' LDFLAGS=-fsanitize=thread &&
+#                make -j2 && make -j2 tests/gpu/gpu-conformance &&
+#                gcc -g -fsanitize=thread -DCANARY_MAIN -o tsan-canary ../tests/tsan-canary.c
+#              (nvcc compiles kernels.cu uninstrumented; the host C is), and
+#              gcc's TSan runtime of this machine carried beside libcjson:
+#                cp -L "$(gcc -print-file-name=libtsan.so.2)" .devcarry/ &&
+#                strip --strip-debug .devcarry/libtsan.so.2
+#              Run alone: B=build-tsan-cuda tests/gpu/run-on-device.sh tsan
+#              (TSAN_MPS=0: without MPS, the ranks time-sliced on one GPU;
+#              TSAN_GPU_TESTS: a part of "order overlap errors matrix")
 # (default: info tests sanitizer kernel bench).  Environment: B (build tree),
 # CARRY (carried libraries), OUT (log folder, default ./gpu-logs), GPU_TESTS
 # (the tests stage's list, default: errors order p2p dead staged matrix-n1 matrix-n2 matrix-n4 matrix-n8).
@@ -258,8 +276,73 @@ for s in $stages; do
 			--timeout 390 python3 "$ROOT/python/bench/torch_bench.py" all
 		grep -v "WARN" "$TMPD/torch-bench.log" | tee -a "$summary"
 		;;
+	tsan)
+		if ! nm -D "$B/lib/.libs/libsmddp.so" 2>/dev/null | grep -q " __tsan_init"; then
+			say "tsan: $B is no -fsanitize=thread build (B=build-tsan-cuda: see the header)"
+			rc=1
+			continue
+		fi
+		# the programs are instrumented and need the runtime they were
+		# built with: gcc 12's, carried (the one here may be missing or
+		# another gcc's); LD_LIBRARY_PATH finds it in $CARRY first
+		if ! ldd "$GPU_CONFORMANCE_BIN" | grep -q "libtsan.so.2 => $CARRY/"; then
+			say "tsan: no libtsan.so.2 in $CARRY (copy it there: see the header)"
+			ldd "$GPU_CONFORMANCE_BIN" | grep tsan | tee -a "$summary"
+			rc=1
+			continue
+		fi
+		# every report, not the first (halt_on_error=0), in $OUT/tsan/TEST.PID;
+		# exitcode=0: a test's status says whether it passed, the count
+		# below whether TSan found something.  ignore_noninstrumented_modules:
+		# the C library calls of the CUDA driver (libcuda, its own threads)
+		# record no accesses; the runtime (cudart) is linked into libsmddp,
+		# so its calls still do.  setarch -R: without address
+		# randomisation, as this gcc's TSan needs on kernels that randomise
+		# 32 bits of mmap addresses ("unexpected memory mapping").
+		rm -rf "$OUT/tsan"
+		mkdir -p "$OUT/tsan"
+		# the canary's race must be reported, or 0 reports below mean nothing
+		if [ ! -x "$B/tsan-canary" ]; then
+			say "tsan: no $B/tsan-canary (build it: see the header)"
+			rc=1
+			continue
+		fi
+		TSAN_OPTIONS="exitcode=0:log_path=$OUT/tsan/canary" setarch "$(uname -m)" -R \
+			"$B/tsan-canary" >"$TMPD/tsan-canary.log" 2>&1
+		if grep -qs "^WARNING: ThreadSanitizer: data race" "$OUT"/tsan/canary.*; then
+			say "tsan: the canary's race is reported"
+			rm -f "$OUT"/tsan/canary.*
+		else
+			say "tsan: the canary's race was NOT reported: TSan does not work here"
+			cat "$TMPD/tsan-canary.log" "$OUT"/tsan/canary.* 2>/dev/null | head -20 | tee -a "$summary"
+			rc=1
+			continue
+		fi
+		[ "${TSAN_MPS:-1}" = 0 ] || mps_start || continue
+		# deadlines that fit one 600 s call of the device tool in all
+		for t in ${TSAN_GPU_TESTS:-order overlap errors matrix}; do
+			args=$t
+			secs=100
+			[ "$t" = matrix ] && args="matrix --small" secs=220
+			stage "tsan-$t" "$secs" env SMDDP_CUDA_ASYNC=1 SMDDP_TIMEOUT=60 \
+				TSAN_OPTIONS="halt_on_error=0:exitcode=0:second_deadlock_stack=1:ignore_noninstrumented_modules=1:log_path=$OUT/tsan/$t:suppressions=$ROOT/tests/tsan.supp" \
+				setarch "$(uname -m)" -R "$RUN" -n 2 --timeout $((secs - 20)) \
+				"$GPU_CONFORMANCE_BIN" $args
+			grep -h "^\[.\] FAIL\|SUMMARY rank\|FATAL" "$TMPD/tsan-$t.log" | head -6 | tee -a "$summary"
+		done
+		[ "${TSAN_MPS:-1}" = 0 ] || mps_stop
+		n=$(cat "$OUT"/tsan/* 2>/dev/null | grep -c "^WARNING: ThreadSanitizer")
+		say "tsan: $n report(s) in $OUT/tsan; distinct, by where they are:"
+		cat "$OUT"/tsan/* 2>/dev/null | sed -n 's/^SUMMARY: ThreadSanitizer: //p' |
+			sed 's/+0x[0-9a-f]*//; s/ (pid=[0-9]*)//' | sort | uniq -c | sort -rn | head -20 |
+			tee -a "$summary"
+		# the first two in full
+		cat "$OUT"/tsan/* 2>/dev/null | awk '/^WARNING: ThreadSanitizer/ { n++ } n >= 1 && n <= 2' |
+			head -120 | tee -a "$summary"
+		[ "$n" = 0 ] || rc=1
+		;;
 	*)
-		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench p2p staged async mps modes footprint nccl torch)" >&2
+		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench p2p staged async mps modes footprint nccl torch tsan)" >&2
 		exit 2
 		;;
 	esac

@@ -182,7 +182,11 @@ WorkSMDDP::WorkSMDDP(
       c10::ListType::create(c10::TensorType::get()), std::move(devices));
 }
 
-WorkSMDDP::~WorkSMDDP() = default;
+WorkSMDDP::~WorkSMDDP() {
+#ifdef SMDDP_TSAN
+  __tsan_acquire(countAddress()); // see TsanUse
+#endif
+}
 
 void WorkSMDDP::markStarted() {
   {
@@ -193,6 +197,7 @@ void WorkSMDDP::markStarted() {
 }
 
 void WorkSMDDP::complete(std::exception_ptr error) {
+  WorkSMDDP::TsanUse use(this);
 #ifdef SMDDP_TORCH_CUDA
   // The future records its events on the current stream: one that has
   // waited on this work's end event and on nothing later.
@@ -220,6 +225,7 @@ void WorkSMDDP::complete(std::exception_ptr error) {
 }
 
 bool WorkSMDDP::isCompleted() {
+  WorkSMDDP::TsanUse use(this);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!completed_)
     return false;
@@ -231,16 +237,19 @@ bool WorkSMDDP::isCompleted() {
 }
 
 bool WorkSMDDP::isSuccess() const {
+  WorkSMDDP::TsanUse use(this);
   std::lock_guard<std::mutex> lock(mutex_);
   return !exception_;
 }
 
 std::exception_ptr WorkSMDDP::exception() const {
+  WorkSMDDP::TsanUse use(this);
   std::lock_guard<std::mutex> lock(mutex_);
   return exception_;
 }
 
 bool WorkSMDDP::wait(std::chrono::milliseconds timeout) {
+  WorkSMDDP::TsanUse use(this);
   std::unique_lock<std::mutex> lock(mutex_);
   if (timeout != kNoTimeout) {
     if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
@@ -283,6 +292,7 @@ bool WorkSMDDP::wait(std::chrono::milliseconds timeout) {
 }
 
 void WorkSMDDP::synchronize() {
+  WorkSMDDP::TsanUse use(this);
   std::unique_lock<std::mutex> lock(mutex_);
   bool ok = completed_ && !exception_;
   lock.unlock();
@@ -298,10 +308,12 @@ void WorkSMDDP::blockCurrentStreamOnEnd() {
 }
 
 std::vector<at::Tensor> WorkSMDDP::result() {
+  WorkSMDDP::TsanUse use(this);
   return outputs_;
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> WorkSMDDP::getFuture() {
+  WorkSMDDP::TsanUse use(this);
   return future_;
 }
 
@@ -314,6 +326,7 @@ std::chrono::milliseconds WorkSMDDP::getTimeout() const {
 }
 
 int WorkSMDDP::sourceRank() const {
+  WorkSMDDP::TsanUse use(this);
   int source = source_.load();
   TORCH_CHECK(
       source >= 0,
@@ -469,6 +482,7 @@ void WorkQueue::loop() {
 }
 
 void WorkQueue::run(const c10::intrusive_ptr<WorkSMDDP>& work) {
+  WorkSMDDP::TsanUse use(work.get());
   work->markStarted();
   for (const auto& m : work->members_)
     m->markStarted();

@@ -77,6 +77,18 @@ using CudaEvent = at::cuda::CUDAEvent;
 #endif
 #endif
 
+#if defined(__SANITIZE_THREAD__)
+#define SMDDP_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SMDDP_TSAN 1
+#endif
+#endif
+#ifdef SMDDP_TSAN
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+#endif
+
 namespace smddp_torch {
 
 // What the work items of one group share: who this rank is, the group
@@ -190,6 +202,37 @@ class WorkSMDDP : public c10d::Work {
   Body body_;
   std::vector<c10::intrusive_ptr<WorkSMDDP>> members_;
   std::atomic<int> source_{-1};
+
+  // A work's last user, whichever thread drops the last reference, frees
+  // it: the reference count's acquire-release orders every use before the
+  // destructor.  ThreadSanitizer (scripts/tsan-torch.sh) sees that count
+  // change only in instrumented code, and torch is not instrumented: when
+  // torch drops a reference (the Python object's), TSan misses that edge
+  // and reports the destructor as racing with the last use on another
+  // thread.  So, in TSan builds only, each use of a work by the shim's
+  // threads ends with a release on the count's address (TsanUse, the
+  // methods below, run() and complete()) and the destructor acquires it:
+  // what an instrumented torch would tell TSan.  Races between the uses
+  // themselves are still seen.
+  struct TsanUse {
+    explicit TsanUse(const WorkSMDDP* w) : w(w) {}
+    ~TsanUse() {
+#ifdef SMDDP_TSAN
+      __tsan_release(w->countAddress());
+#endif
+    }
+    TsanUse(const TsanUse&) = delete;
+    TsanUse& operator=(const TsanUse&) = delete;
+    const WorkSMDDP* w;
+  };
+  // The reference count of c10::intrusive_ptr_target: its first member,
+  // after the vtable pointer (what the instrumented decrements in the
+  // shim release on).
+  void* countAddress() const {
+    return const_cast<char*>(reinterpret_cast<const char*>(
+               static_cast<const c10::intrusive_ptr_target*>(this))) +
+        sizeof(void*);
+  }
   at::ThreadLocalState tls_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   // When the worker started it; under mutex_.
