@@ -42,7 +42,7 @@ done
 echo "# $(uname -n): $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +'%F %H:%M UTC'); bench args: $*"
 for rate in ${rates//,/ }; do
 	for per in ${pers//,/ }; do
-		args=(-H 2 -N "$per" -r "$repeats" -C sendrecv,alltoallv)
+		args=(-H 2 -N "$per" -r "$repeats" -C "sendrecv,alltoallv")
 		[ "$rate" = unshaped ] || args+=(--rate "$rate")
 		[ -z "$keep" ] || args+=(-o "$keep/$rate-2x$per")
 		echo "## 2 hosts x $per ranks, link $rate, from $(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1 /proc/loadavg)"
