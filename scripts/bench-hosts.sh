@@ -2,16 +2,19 @@
 # scripts/bench-hosts.sh - libsmddp against Open MPI (tcp btl) between namespace hosts on this machine.
 #
 # usage: scripts/bench-hosts.sh [-H HOSTS] [-N RANKS-PER-HOST] [--rate RATE] [--mtu MTU]
-#                               [-r REPEATS] [-C|--coll COLLECTIVE] [--env VAR=VALUE]... [-- BENCH-ARGS...]
+#                               [-r REPEATS] [-C|--coll COLL[,COLL...]] [--env VAR=VALUE]...
+#                               [-o DIR] [-- BENCH-ARGS...]
 # Makes HOSTS network namespaces on a bridge (tests/cluster/lib.sh), shapes
 # every host's link with tc tbf at RATE (e.g. 2gbit) when given, sets the MTU,
 # measures raw TCP between h1 and h2 both ways at once (scripts/tcp-rate.py,
 # the link's payload rate), then runs smddp-allreduce-bench --compare mpi through smddp-run --hosts
-# (mpirun) REPEATS times and prints the medians per size.  Root only; needs a
-# build in ./build with libfabric and Open MPI.  Everything is removed on exit.
+# (mpirun) REPEATS times and prints the medians per size, for each collective
+# in turn on the same hosts (-C sendrecv,alltoallv).  Root only; needs a
+# build in ./build with libfabric and Open MPI.  Everything is removed on exit
+# but the runs' JSON lines, which -o DIR keeps as DIR/COLL/runN.json.
 set -eu
 cd "$(dirname "$0")/.."
-hosts=2 per=1 rate="" mtu="" repeats=3 coll=allreduce envs=()
+hosts=2 per=1 rate="" mtu="" repeats=3 coll=allreduce envs=() keep=
 while [ $# -gt 0 ]; do
 	case $1 in
 	-H) hosts=$2; shift 2 ;;
@@ -21,8 +24,9 @@ while [ $# -gt 0 ]; do
 	-r) repeats=$2; shift 2 ;;
 	-C | --coll) coll=$2; shift 2 ;;
 	--env) envs+=(--env "$2"); shift 2 ;;
+	-o) keep=$2; shift 2 ;;
 	--) shift; break ;;
-	*) echo "usage: $0 [-H HOSTS] [-N PER-HOST] [--rate RATE] [--mtu MTU] [-r REPEATS] [-C|--coll COLL] [--env V=X]... [-- BENCH-ARGS...]" >&2; exit 2 ;;
+	*) echo "usage: $0 [-H HOSTS] [-N PER-HOST] [--rate RATE] [--mtu MTU] [-r REPEATS] [-C|--coll COLL,...] [--env V=X]... [-o DIR] [-- BENCH-ARGS...]" >&2; exit 2 ;;
 	esac
 done
 [ $# -gt 0 ] || set -- -b 8 -e 256M -f 4 -n 10 -w 3 -c 0
@@ -39,8 +43,6 @@ if [ -n "$mtu" ]; then
 		ip -n "$CL_ID-h$i" link set eth0 mtu "$mtu"
 	done
 fi
-out="$CL_DIR/runs"
-mkdir -p "$out"
 # The anchor: raw TCP between h1 and h2, both ways at once (median of 3).
 tcp=()
 for ((i = 1; i <= 3; i++)); do
@@ -51,12 +53,20 @@ for ((i = 1; i <= 3; i++)); do
 done
 tcp_mbs=$(printf '%s\n' "${tcp[@]}" | sort -n | sed -n 2p)
 echo "# link h1-h2: raw TCP both ways at once, $((bytes >> 20)) MiB each way: ${tcp_mbs} MB/s per direction (median of ${tcp[*]})"
-for ((i = 1; i <= repeats; i++)); do
-	on_host 1 timeout -k 5 1200 "$top_builddir/cmd/smddp-run" --hosts "$(cl_hosts "$hosts" "$per")" \
-		--network-interface eth0 --no-tag-output "${envs[@]}" \
-		--mpirun-args "$(cl_mpirun_args)" \
-		"$bench" --coll "$coll" --compare mpi --json "$@" >"$out/run$i.json"
-	echo "run $i of $repeats done" >&2
+for c in ${coll//,/ }; do
+	out="$CL_DIR/runs-$c" # bench-median.py reads every file there: one collective's
+	mkdir -p "$out"
+	for ((i = 1; i <= repeats; i++)); do
+		on_host 1 timeout -k 5 1200 "$top_builddir/cmd/smddp-run" --hosts "$(cl_hosts "$hosts" "$per")" \
+			--network-interface eth0 --no-tag-output "${envs[@]}" \
+			--mpirun-args "$(cl_mpirun_args)" \
+			"$bench" --coll "$c" --compare mpi --json "$@" >"$out/run$i.json"
+		echo "$c: run $i of $repeats done" >&2
+	done
+	python3 scripts/bench-median.py "$out" \
+		"$c, $hosts hosts x $per ranks, link ${rate:-unshaped}, MTU ${mtu:-1500}" "$tcp_mbs"
+	if [ -n "$keep" ]; then
+		mkdir -p "$keep/$c"
+		cp "$out"/*.json "$keep/$c/"
+	fi
 done
-python3 scripts/bench-median.py "$out" \
-	"$coll, $hosts hosts x $per ranks, link ${rate:-unshaped}, MTU ${mtu:-1500}" "$tcp_mbs"

@@ -23,4 +23,16 @@ done
 	fail "not two clean summaries: $(grep '^# Out' "$T/out")"
 # the MPI rows carry two ratio columns after nccl-tests' 13
 [ "$(rows "$T/out" | awk 'NF == 15' | wc -l)" -eq 32 ] || fail "ratio rows: $(cat "$T/out")"
+
+# scripts/bench-p2p-node.sh, from this build tree: 2 rank counts x 2
+# collectives x 2 runs, a median table each, the JSON kept under -o.
+rc=0
+timeout 300 "$top_srcdir/scripts/bench-p2p-node.sh" -n 1,2 -r 2 -o "$T/p2p" "$top_builddir" \
+	-- -b 8 -e 4K -f 8 -n 2 -w 1 >"$T/out" 2>"$T/err" </dev/null || rc=$?
+[ "$rc" -eq 0 ] || fail "bench-p2p-node.sh: exit status $rc: $(cat "$T/err")"
+[ "$(grep -c '^# \(sendrecv\|alltoallv\), [12] ranks on one node, median of 2 runs' "$T/out")" -eq 4 ] ||
+	fail "bench-p2p-node.sh: not 4 tables: $(cat "$T/out")"
+[ "$(grep -Ec '^ *[0-9]+( +[0-9.]+){6}$' "$T/out")" -eq 16 ] ||
+	fail "bench-p2p-node.sh: not 4 rows of 7 numbers per table: $(cat "$T/out")"
+[ "$(ls "$T"/p2p/*/run*.json | wc -l)" -eq 8 ] || fail "bench-p2p-node.sh -o: $(ls -R "$T/p2p")"
 exit 0

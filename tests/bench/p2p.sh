@@ -42,6 +42,19 @@ for path, coll in zip(sys.argv[1:], ["sendrecv", "alltoallv"]):
             assert o["ip_" + k] is None, line
 PY
 
+# scripts/bench-median.py takes them (no in-place half: one side, with
+# the spread of the single runs; an MPI row made from ours, since mpirun
+# may be absent here: tests/bench/mpi.sh runs the real thing).
+mkdir "$T/runs"
+{ cat "$T/out"; sed 's/"impl":"smddp"/"impl":"mpi"/; s/}$/,"oop_ratio":1.0,"ip_ratio":null}/' \
+	"$T/out"; } >"$T/runs/run1.json"
+out=$(python3 "$top_srcdir/scripts/bench-median.py" "$T/runs" test) ||
+	fail "bench-median.py on alltoallv: $out"
+grep -q '^ *size *smddp *mpi *ratio *min *max *busbw$' <<<"$out" || fail "bench-median.py header: $out"
+[ "$(grep -Ec '^ *[0-9]+ +[0-9.]+ +[0-9.]+ +1\.00 +1\.00 +1\.00 +[0-9.]+$' <<<"$out")" -eq 4 ] ||
+	fail "bench-median.py rows: $out"
+echo "ok: bench-median.py takes a collective without an in-place form"
+
 # A saved alltoallv run (its in-place busbw null) is a usable --baseline.
 bench 4 --coll alltoallv -b 1M -e 1M -n 1 -w 0 -c 0 --json
 [ "$rc" -eq 0 ] || fail "alltoallv 1M --json: exit status $rc: $(cat "$T/err")"
