@@ -31,6 +31,7 @@ int sd_wait(struct sd_wait *w)
 	int spins = 0, look = 0, rc = SMDDP_OK, state;
 
 	w->start = 0;
+	w->expired = 0;
 	for (;;) {
 		state = w->ready(w->arg, &rc);
 	seen:
@@ -89,8 +90,10 @@ int sd_wait(struct sd_wait *w)
 			}
 			next_health = now + w->liveness_ns;
 		}
-		if (now - w->start >= w->timeout_ns)
+		if (now - w->start >= w->timeout_ns) {
+			w->expired = 1;
 			return SMDDP_ETIMEDOUT;
+		}
 		ns = nap ? nap : UINT64_MAX;
 		if (w->liveness_ns && next_health - now < ns)
 			ns = next_health - now;

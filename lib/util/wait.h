@@ -20,8 +20,8 @@
  *
  * The loop owns the policy, so that shm, fabric and CUDA waits behave
  * alike; the callers own the words: at the deadline sd_wait() returns
- * SMDDP_ETIMEDOUT without a message, and the caller writes its own (how
- * long, from w->start, and for whom). docs/internals/wait.md. */
+ * SMDDP_ETIMEDOUT with w->expired set and no message, and the caller
+ * writes its own (how long, from w->start, and for whom). docs/internals/wait.md. */
 #ifndef SD_UTIL_WAIT_H
 #define SD_UTIL_WAIT_H
 
@@ -53,6 +53,9 @@ struct sd_wait {
 	/* out: when the wait began to sleep (sd_now_ns), 0 if it never did;
 	 * a timeout message says how long from here. */
 	uint64_t start;
+	/* out: 1 when the deadline ended the wait (a health() that returns
+	 * SMDDP_ETIMEDOUT, passing on a peer's timeout, leaves it 0). */
+	int expired;
 };
 
 /* Runs the wait: SMDDP_OK, a callback's result, SMDDP_ETIMEDOUT at the

@@ -108,7 +108,7 @@ int main(void)
 	w = waiter(&f);
 	rc = sd_wait(&w);
 	t = sd_now_ns() - f.t0;
-	CHECK(rc == SMDDP_ETIMEDOUT, "nothing comes: SMDDP_ETIMEDOUT (%d)", rc);
+	CHECK(rc == SMDDP_ETIMEDOUT && w.expired, "nothing comes: SMDDP_ETIMEDOUT, expired (%d)", rc);
 	CHECK(t >= 200000000ull && t < 2000000000ull, "after the deadline, not long after (%.0f ms)",
 	      (double)t / 1e6);
 	CHECK(f.healths >= 3 && f.healths <= 12, "health every liveness period (%d in 200 ms)",
@@ -120,7 +120,8 @@ int main(void)
 	w = waiter(&f);
 	rc = sd_wait(&w);
 	t = sd_now_ns() - f.t0;
-	CHECK(rc == SMDDP_EPEER && f.healths == 2, "health's result ends the wait (%d)", rc);
+	CHECK(rc == SMDDP_EPEER && f.healths == 2 && !w.expired,
+	      "health's result ends the wait, not expired (%d)", rc);
 	CHECK(t >= 35000000ull && t < 200000000ull, "at the second liveness tick (%.0f ms)",
 	      (double)t / 1e6);
 

@@ -366,10 +366,10 @@ static int queue_full(struct smddp_comm *c, struct sd_fab *f, uint64_t start, ui
 {
 	uint64_t now = sd_now_ns();
 	int slow = now - start > 200000ull;
-	int rc = sd_fab_progress(c, f, slow);
+	int got, rc = sd_fab_progress(c, f, slow, &got);
 
-	if (rc < 0)
-		return -rc;
+	if (rc)
+		return rc;
 	if (slow && f->news) {
 		rc = f->news(c);
 		if (rc)
@@ -652,36 +652,40 @@ int sd_fab_forget(struct sd_fab *f, int wait_ms)
 	return left;
 }
 
-/* Completions read (>= 0), or an smddp_result negated. */
-int sd_fab_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms)
+/* *got: completions read (a cancel, or a failure of an operation that a
+ * failed collective left behind, counts as one: not news). */
+int sd_fab_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms, int *got)
 {
 	struct fi_cq_err_entry ee;
 	char buf[128];
 	int stale;
 	ssize_t n;
 
+	*got = 0;
 	if (f->poisoned)
-		return -SMDDP_ENETWORK; /* the reason is already in last_error */
+		return SMDDP_ENETWORK; /* the reason is already in last_error */
 	n = reap(f, wait_ms, &ee, &stale);
 
-	if (n >= 0)
-		return (int)n;
+	if (n >= 0) {
+		*got = (int)n;
+		return SMDDP_OK;
+	}
 	if (n == -FI_EAVAIL) {
 		struct sd_freq *r = ee.op_context;
 
-		/* A cancel, or a failure of an operation a failed collective
-		 * left behind: not news. */
-		if (ee.err == FI_ECANCELED || stale)
-			return 1;
-		return -sd_comm_error(
+		if (ee.err == FI_ECANCELED || stale) {
+			*got = 1;
+			return SMDDP_OK;
+		}
+		return sd_comm_error(
 			c, SMDDP_ENETWORK, "libfabric: %s %s rank %d failed: %s (%s)",
 			r && r->is_send ? "sending to" : "receiving from", r ? "" : "a", r ? r->peer : -1,
 			fi_strerror(ee.err),
 			fi_cq_strerror(f->cq, ee.prov_errno, ee.err_data, buf, sizeof(buf)));
 	}
 	if (n == -FI_EIO)
-		return -sd_comm_error(c, SMDDP_ENETWORK, "libfabric: a transfer failed");
-	return -fab_error(c, SMDDP_ENETWORK, "reading completions", (int)n);
+		return sd_comm_error(c, SMDDP_ENETWORK, "libfabric: a transfer failed");
+	return fab_error(c, SMDDP_ENETWORK, "reading completions", (int)n);
 }
 
 int sd_fab_close(struct sd_fab *f)
