@@ -438,7 +438,7 @@ int sd_shm_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 	w.health = batch_health;
 	w.arg = &b;
 	rc = sd_wait(&w);
-	if (rc == SMDDP_ETIMEDOUT)
+	if (w.expired)
 		rc = timed_out(c, ops, n, w.start);
 	ST(c)->streaming = NULL;
 	return rc ? rc : b.first;

@@ -426,7 +426,7 @@ static int shm_barrier(struct smddp_comm *c)
 		/* Kept here and published only at abort: a store to the line
 		 * the peers poll costs every call. */
 		s->done_epoch = b.target;
-	} else if (rc == SMDDP_ETIMEDOUT) {
+	} else if (w.expired) {
 		char missing[256];
 		int nmissing = missing_ranks(c, b.target, missing, sizeof(missing));
 
