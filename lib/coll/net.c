@@ -6,9 +6,9 @@
  * and a step, so that messages of different steps never match each other's
  * receives.  The algorithms that use these transfers are in net-algo.c.
  *
- * Waits: progress is polled SMDDP_SPIN times, then the completion queue is
- * slept on 1 ms at a time; between sleeps the bootstrap is asked for dead
- * ranks and the abort-notice receive is looked at.  With no completion for
+ * Waits (the loop of lib/util/wait.c): progress is polled SMDDP_SPIN times,
+ * then the completion queue is slept on 1 ms at a time; between sleeps the
+ * bootstrap is asked for dead ranks and the abort-notice receive is looked at.  With no completion for
  * SMDDP_TIMEOUT the wait fails with SMDDP_ENETWORK naming the peer and host.
  */
 #include "config.h"

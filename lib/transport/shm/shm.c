@@ -4,9 +4,10 @@
  * barrier epoch, futex doorbell, sleeping flag, abort flag, descriptor), then
  * the data slots: for each rank two halves of `half` bytes.
  *
- * Waiting: a rank polls the words it waits on a bounded number of times
- * (SMDDP_SPIN; few when ranks outnumber cores), then sleeps on its own
- * doorbell futex.  A rank that publishes progress rings the doorbell of every
+ * Waiting (the loop of lib/util/wait.c, calling back barrier_ready,
+ * barrier_sleep and check_health here): a rank polls the words it waits on
+ * a bounded number of times (SMDDP_SPIN; few when ranks outnumber cores),
+ * then sleeps on its own doorbell futex.  A rank that publishes progress rings the doorbell of every
  * sleeper.  Sleeping and publishing follow the Dekker pattern: the sleeper
  * sets `sleeping`, fences, re-checks, then waits on the doorbell value read
  * before; the publisher stores its progress, fences, then reads `sleeping`.
