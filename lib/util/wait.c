@@ -13,27 +13,22 @@
  * deadline.  Progress (SD_WAIT_MOVED) starts the spin and the deadline
  * again: a long transfer that moves is not stuck.
  *
- * The callbacks are called through pointers: an indirect call per poll
- * costs less than the pause between polls (measured in
- * docs/internals/wait.md), and the callers that care look once inline
- * before they enter.
+ * The first polls run in line in the caller (sd_wait() in wait.h), where
+ * ready() is inlined; what follows them, here, calls through the pointers.
  */
 #include "config.h"
-
-#include <sched.h>
 
 #include "util/sd.h"
 #include "util/wait.h"
 
-int sd_wait(struct sd_wait *w)
+int sd_wait_more(struct sd_wait *w, int state, int rc, int spins)
 {
 	uint64_t now, spun = 0, next_health = 0, nap = 0, ns;
-	int spins = 0, look = 0, rc = SMDDP_OK, state;
+	int look = 0;
 
 	w->start = 0;
 	w->expired = 0;
-	for (;;) {
-		state = w->ready(w->arg, &rc);
+	for (;; state = w->ready(w->arg, &rc)) {
 	seen:
 		switch (state) {
 		case SD_WAIT_DONE:

@@ -273,9 +273,9 @@ int sd_shm_report_left(struct smddp_comm *c, int r)
 /* A barrier being waited for: what sd_wait's callbacks look at. */
 struct bwait {
 	struct smddp_comm *c;
-	struct shm_state *s;
-	uint64_t target; /* the epoch every rank must reach */
-	int r;           /* ranks below r have arrived */
+	struct shm_ctl *ctl; /* the ranks' control blocks: one load from a poll */
+	uint64_t target;     /* the epoch every rank must reach */
+	int r, n;            /* ranks below r have arrived, of n */
 };
 
 /* The ranks that have not reached target, for the flight recorder
@@ -344,31 +344,36 @@ static int check_health(struct smddp_comm *c, uint64_t target)
 	return SMDDP_OK;
 }
 
-static int barrier_ready(void *arg, int *rc)
+/* Inlined into sd_wait()'s first polls: the poll of the hot path. */
+static inline __attribute__((always_inline)) int barrier_ready(void *arg, int *rc)
 {
 	struct bwait *b = arg;
-	struct shm_state *s = b->s;
-	int n = b->c->size;
+	struct shm_ctl *ctl = b->ctl;
+	uint64_t target = b->target;
+	int r = b->r, n = b->n;
 
-	while (b->r < n &&
-	       atomic_load_explicit(&s->ctl[b->r].arrive, memory_order_acquire) >= b->target)
-		b->r++;
-	if (b->r == n) {
-		/* Everyone arrived, but a rank that gave up waiting here (or
-		 * earlier) before we came left without completing: this rank
-		 * must not report success alone. */
-		for (int q = 0; q < n; q++)
-			if (atomic_load_explicit(&s->ctl[q].aborted, memory_order_acquire) &&
-			    atomic_load_explicit(&s->ctl[q].done, memory_order_relaxed) < b->target) {
-				*rc = check_health(b->c, b->target);
-				return *rc ? SD_WAIT_FAILED : SD_WAIT_DONE;
-			}
-		return SD_WAIT_DONE;
-	}
-	/* The rank waited for left: ask why at once. */
-	if (atomic_load_explicit(&s->ctl[b->r].aborted, memory_order_relaxed))
-		return SD_WAIT_LOOK;
-	return SD_WAIT_NOT_YET;
+	/* Relaxed, with one acquire fence once all have arrived (it pairs
+	 * with every seq_cst arrival read before it): an acquire load per
+	 * poll would also make the compiler reload b's fields every poll. */
+	while (r < n && atomic_load_explicit(&ctl[r].arrive, memory_order_relaxed) >= target)
+		r++;
+	b->r = r;
+	if (r < n)
+		return SD_WAIT_NOT_YET;
+	/* Not `aborted` above: it shares a line with what the peers write
+	 * every call (addresses, descriptors), and polling it costs a miss
+	 * per poll; barrier_sleep looks. */
+	atomic_thread_fence(memory_order_acquire);
+	/* Everyone arrived, but a rank that gave up waiting here (or earlier)
+	 * before we came left without completing: this rank must not report
+	 * success alone. */
+	for (int q = 0; q < n; q++)
+		if (atomic_load_explicit(&ctl[q].aborted, memory_order_acquire) &&
+		    atomic_load_explicit(&ctl[q].done, memory_order_relaxed) < target) {
+			*rc = check_health(b->c, target);
+			return *rc ? SD_WAIT_FAILED : SD_WAIT_DONE;
+		}
+	return SD_WAIT_DONE;
 }
 
 /* Dekker with the publisher (the top of this file): sleeping is set before
@@ -376,16 +381,21 @@ static int barrier_ready(void *arg, int *rc)
 static int barrier_sleep(void *arg, uint64_t ns, int *rc)
 {
 	struct bwait *b = arg;
-	struct shm_ctl *me = &b->s->ctl[b->c->rank], *p = &b->s->ctl[b->r];
+	struct shm_ctl *me = &b->ctl[b->c->rank], *p = &b->ctl[b->r];
 	uint32_t bell = atomic_load_explicit(&me->bell, memory_order_seq_cst);
 
 	(void)rc;
 	atomic_store_explicit(&me->sleeping, 1, memory_order_seq_cst);
-	if (atomic_load_explicit(&p->arrive, memory_order_seq_cst) < b->target &&
-	    !atomic_load_explicit(&p->aborted, memory_order_relaxed))
-		sd_shm_sleep(b->c, bell, ns);
-	else
+	if (atomic_load_explicit(&p->arrive, memory_order_seq_cst) >= b->target) {
 		atomic_store_explicit(&me->sleeping, 0, memory_order_relaxed);
+		return SD_WAIT_NOT_YET;
+	}
+	if (atomic_load_explicit(&p->aborted, memory_order_relaxed)) {
+		/* The rank waited for left: ask why at once. */
+		atomic_store_explicit(&me->sleeping, 0, memory_order_relaxed);
+		return SD_WAIT_LOOK;
+	}
+	sd_shm_sleep(b->c, bell, ns);
 	return SD_WAIT_NOT_YET;
 }
 
@@ -411,7 +421,7 @@ void sd_shm_wait_init(struct smddp_comm *c, struct sd_wait *w)
 static int shm_barrier(struct smddp_comm *c)
 {
 	struct shm_state *s = ST(c);
-	struct bwait b = {.c = c, .s = s, .target = ++s->epoch};
+	struct bwait b = {.c = c, .ctl = s->ctl, .target = ++s->epoch, .n = c->size};
 	struct sd_wait w;
 	int rc;
 
