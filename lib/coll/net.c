@@ -6,9 +6,9 @@
  * and a step, so that messages of different steps never match each other's
  * receives.  The algorithms that use these transfers are in net-algo.c.
  *
- * Waits: progress is polled SMDDP_SPIN times, then the completion queue is
- * slept on 1 ms at a time; between sleeps the bootstrap is asked for dead
- * ranks and the abort-notice receive is looked at.  With no completion for
+ * Waits (the loop of lib/util/wait.c): progress is polled SMDDP_SPIN times,
+ * then the completion queue is slept on 1 ms at a time; between sleeps the
+ * bootstrap is asked for dead ranks and the abort-notice receive is looked at.  With no completion for
  * SMDDP_TIMEOUT the wait fails with SMDDP_ENETWORK naming the peer and host.
  */
 #include "config.h"
@@ -22,6 +22,7 @@
 
 #include "coll/net-int.h"
 #include "transport/transport.h"
+#include "util/wait.h"
 
 const char *const sd_net_algo_names[] = {"auto", "hier", "ring", "rd"};
 
@@ -82,9 +83,9 @@ static int explain(struct smddp_comm *c, int rc)
 
 	memcpy(keep, c->last_error, sizeof(keep));
 	while (sd_now_ns() < until) {
-		int why;
+		int why, got;
 
-		sd_fab_progress(c, c->net->fab, 1);
+		sd_fab_progress(c, c->net->fab, 1, &got);
 		memcpy(c->last_error, keep, sizeof(keep));
 		why = check_news(c);
 		if (why)
@@ -94,65 +95,115 @@ static int explain(struct smddp_comm *c, int rc)
 }
 
 
+/* A transfer being waited for: what sd_wait's callbacks look at. */
+struct nwait {
+	struct smddp_comm *c;
+	struct sd_freq *r;
+	struct pump *p;
+};
+
+static int run_pump(struct smddp_comm *c, struct pump *p)
+{
+	SD_CHECK(p->fn(c, p));
+	return SMDDP_OK;
+}
+
+/* Read completions (blocking up to wait_ms for one); p runs after every
+ * batch of them. */
+static int net_progress(struct nwait *w, int wait_ms, int *rc)
+{
+	struct smddp_comm *c = w->c;
+	int got;
+
+	if (w->r->done)
+		return SD_WAIT_DONE;
+	*rc = sd_fab_progress(c, c->net->fab, wait_ms, &got);
+	if (*rc) {
+		*rc = explain(c, *rc);
+		return SD_WAIT_FAILED;
+	}
+	if (!got)
+		return SD_WAIT_NOT_YET;
+	if (w->p) {
+		*rc = run_pump(c, w->p);
+		if (*rc)
+			return SD_WAIT_FAILED;
+	}
+	return w->r->done ? SD_WAIT_DONE : SD_WAIT_MOVED;
+}
+
+static int net_ready(void *arg, int *rc)
+{
+	return net_progress(arg, 0, rc);
+}
+
+/* Sleep on the completion queue: a completion wakes it. */
+static int net_sleep(void *arg, uint64_t ns, int *rc)
+{
+	uint64_t ms = ns / 1000000ull;
+
+	return net_progress(arg, ms < 1 ? 1 : ms > 1000 ? 1000 : (int)ms, rc);
+}
+
+static int net_health(void *arg)
+{
+	return check_news(((struct nwait *)arg)->c);
+}
+
 /* Progress until r is done (p, if any, runs after every completion). */
 int sd_net_wait_pump(struct smddp_comm *c, struct sd_freq *r, struct pump *p)
 {
 	struct sd_net *n = c->net;
-	uint64_t last = sd_now_ns(), now = last;
-	int polls = 0, got, sleep = 0;
+	struct nwait nw = {.c = c, .r = r, .p = p};
+	/* Poll SMDDP_SPIN times or NET_SPIN_NS, whichever ends first, never
+	 * yielding, then sleep on the completion queue 1 ms at a time, asking
+	 * for news before each sleep: a poll is a system call here, and
+	 * spinning cores starve the kernel's own network work.  The deadline
+	 * counts from the last completion. */
+	struct sd_wait w = {
+		.spin = c->spin,
+		.yield_mask = ~0u,
+		.spin_ns = NET_SPIN_NS,
+		.nap_ns = 1000000ull,
+		.nap_max_ns = 1000000ull,
+		.liveness_ns = 0,
+		.timeout_ns = c->timeout_ns,
+		.ready = net_ready,
+		.sleep = net_sleep,
+		.health = net_health,
+		.arg = &nw,
+	};
+	int rc = sd_wait(&w);
 
-	while (!r->done) {
-		got = sd_fab_progress(c, n->fab, sleep);
-		if (got < 0)
-			return explain(c, -got);
-		if (got > 0) {
-			polls = 0;
-			sleep = 0;
-			last = sd_now_ns();
-			if (p)
-				SD_CHECK(p->fn(c, p));
-			continue;
-		}
-		/* Poll SMDDP_SPIN times or NET_SPIN_NS, whichever ends first,
-		 * then sleep on the completion queue: a poll is a system call
-		 * here, and spinning cores starve the kernel's own network
-		 * work. */
-		if (++polls < c->spin && (polls & 15))
-			continue;
-		now = sd_now_ns();
-		if (polls >= c->spin || now - last > NET_SPIN_NS)
-			sleep = 1;
-		if (!sleep && (polls & 255))
-			continue;
-		SD_CHECK(check_news(c));
-		if (now - last > c->timeout_ns && n->p2p && r->is_send)
-			return sd_comm_error(
-				c, SMDDP_ETIMEDOUT,
-				"waited %llu s (%s) for rank %d (host %s) to receive this rank's "
-				"message: it posted no matching receive (same tag and communicator)",
-				(unsigned long long)(c->timeout_ns / 1000000000ull), c->timeout_from,
-				r->peer, sd_net_host_of(c, r->peer));
-		if (now - last > c->timeout_ns && n->p2p) {
-			char who[120] = "any rank";
+	if (w.expired && n->p2p && r->is_send)
+		return sd_comm_error(
+			c, SMDDP_ETIMEDOUT,
+			"waited %llu s (%s) for rank %d (host %s) to receive this rank's "
+			"message: it posted no matching receive (same tag and communicator)",
+			(unsigned long long)(c->timeout_ns / 1000000000ull), c->timeout_from,
+			r->peer, sd_net_host_of(c, r->peer));
+	if (w.expired && n->p2p) {
+		char who[120] = "any rank";
 
-			if (r->peer >= 0)
-				snprintf(who, sizeof(who), "rank %d (host %s)", r->peer,
-					 sd_net_host_of(c, r->peer));
-			return sd_comm_error(c, SMDDP_ETIMEDOUT,
-					     "waited %llu s (%s) for a message from %s, which did not "
-					     "send it (a send without a matching receive on one side, "
-					     "or a different tag?)",
-					     (unsigned long long)(c->timeout_ns / 1000000000ull),
-					     c->timeout_from, who);
-		}
-		if (now - last > c->timeout_ns)
-			return sd_comm_error(
-				c, SMDDP_ENETWORK,
-				"waited %llu s (%s) for rank %d on host %s over %s, "
-				"and nothing arrived: the link or that rank stalled",
-				(unsigned long long)(c->timeout_ns / 1000000000ull), c->timeout_from, r->peer,
-				r->peer >= 0 ? sd_net_host_of(c, r->peer) : "?", sd_fab_describe(n->fab));
+		if (r->peer >= 0)
+			snprintf(who, sizeof(who), "rank %d (host %s)", r->peer,
+				 sd_net_host_of(c, r->peer));
+		return sd_comm_error(c, SMDDP_ETIMEDOUT,
+				     "waited %llu s (%s) for a message from %s, which did not "
+				     "send it (a send without a matching receive on one side, "
+				     "or a different tag?)",
+				     (unsigned long long)(c->timeout_ns / 1000000000ull),
+				     c->timeout_from, who);
 	}
+	if (w.expired)
+		return sd_comm_error(
+			c, SMDDP_ENETWORK,
+			"waited %llu s (%s) for rank %d on host %s over %s, "
+			"and nothing arrived: the link or that rank stalled",
+			(unsigned long long)(c->timeout_ns / 1000000000ull), c->timeout_from, r->peer,
+			r->peer >= 0 ? sd_net_host_of(c, r->peer) : "?", sd_fab_describe(n->fab));
+	if (rc)
+		return rc;
 	if (sd_fab_truncated(r)) {
 		char who[32] = "a rank";
 
@@ -407,10 +458,10 @@ void sd_net_abort(struct smddp_comm *c)
 	memcpy(keep, c->last_error, sizeof(keep));
 	until = sd_now_ns() + 100000000ull;
 	while (posted && sd_now_ns() < until) {
-		int left = 0;
+		int left = 0, got;
 
 		/* A notice to a dead peer fails: the others may still go. */
-		if (sd_fab_progress(c, n->fab, 1) < 0 && sd_fab_poisoned(n->fab))
+		if (sd_fab_progress(c, n->fab, 1, &got) && sd_fab_poisoned(n->fab))
 			break;
 		for (int r = 0; r < c->size; r++)
 			left += r != c->rank && n->abort_sends[r].fab && !n->abort_sends[r].done;

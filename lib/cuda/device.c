@@ -3,8 +3,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +18,7 @@
 #include "cuda/kernels.h"
 #include "cuda/proxy.h"
 #include "transport/transport.h"
+#include "util/wait.h"
 
 typedef CUresult (*pfn_attrs)(unsigned int, CUpointer_attribute *, void **, CUdeviceptr);
 typedef CUresult (*pfn_range)(CUdeviceptr *, size_t *, CUdeviceptr);
@@ -168,40 +169,61 @@ int sd_cuda_check_call(struct smddp_comm *c, const struct sd_cuda_call *k, int *
 	return SMDDP_OK;
 }
 
-/* Polls query(obj) until it says yes (1), fails (<0: a CUDA error in *err)
- * or the deadline passes (0), or *stop turns nonzero (2; stop may be NULL);
- * spins first, then sleeps a little longer each time. */
-int sd_cuda_wait(cudaError_t (*query)(void *), void *obj, uint64_t deadline, const int *stop,
+/* A CUDA query being waited for: what sd_wait's callbacks look at. */
+struct cwait {
+	cudaError_t (*query)(void *);
+	void *obj;
+	cudaError_t *err;
+};
+
+static int cuda_ready(void *arg, int *rc)
+{
+	struct cwait *w = arg;
+	cudaError_t e = w->query(w->obj);
+
+	if (e == cudaSuccess)
+		return SD_WAIT_DONE;
+	if (e == cudaErrorNotReady)
+		return SD_WAIT_NOT_YET;
+	*w->err = e;
+	*rc = SMDDP_ECUDA;
+	return SD_WAIT_FAILED;
+}
+
+/* Nothing rings when the GPU is done: sleep, a little longer each time. */
+static int cuda_sleep(void *arg, uint64_t ns, int *rc)
+{
+	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull),
+			      .tv_nsec = (long)(ns % 1000000000ull)};
+
+	(void)arg;
+	(void)rc;
+	nanosleep(&ts, NULL);
+	return SD_WAIT_NOT_YET;
+}
+
+int sd_cuda_wait(cudaError_t (*query)(void *), void *obj, uint64_t timeout_ns, const int *stop,
 		 cudaError_t *err)
 {
-	uint64_t t0 = sd_now_ns();
-	long sleep_ns = 2000;
+	struct cwait cw = {.query = query, .obj = obj, .err = err};
+	/* Yield for 100 us (the GPU often finishes within that), then
+	 * sleep from 2 us up to about half a millisecond at a time: the
+	 * proxy thread must not take a core from the ranks. */
+	struct sd_wait w = {
+		.spin = INT_MAX,
+		.yield_mask = 0,
+		.spin_ns = 100000,
+		.nap_ns = 2000,
+		.nap_max_ns = 512000,
+		.timeout_ns = timeout_ns,
+		.stop = stop,
+		.ready = cuda_ready,
+		.sleep = cuda_sleep,
+		.health = NULL,
+		.arg = &cw,
+	};
 
-	for (;;) {
-		cudaError_t e = query(obj);
-
-		if (e == cudaSuccess)
-			return 1;
-		if (e != cudaErrorNotReady) {
-			*err = e;
-			return -1;
-		}
-		uint64_t now = sd_now_ns();
-
-		if (now >= deadline)
-			return 0;
-		if (stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE))
-			return 2;
-		if (now - t0 < 100000) {
-			sched_yield();
-			continue;
-		}
-		struct timespec ts = {0, sleep_ns};
-
-		nanosleep(&ts, NULL);
-		if (sleep_ns < 500000)
-			sleep_ns *= 2;
-	}
+	return sd_wait(&w);
 }
 
 cudaError_t sd_cuda_q_event(void *e)

@@ -24,9 +24,11 @@ int sd_cuda_check_call(struct smddp_comm *c, const struct sd_cuda_call *k, int *
 		       struct buf_pub b[2]);
 
 /* Polls query(obj) (sd_cuda_q_event: cudaEventQuery) until it says yes
- * (1), fails (-1, the CUDA error in *err), the deadline (sd_now_ns) passes
- * (0) or *stop turns nonzero (2; stop may be NULL). */
-int sd_cuda_wait(cudaError_t (*query)(void *), void *obj, uint64_t deadline, const int *stop,
+ * (SMDDP_OK), fails (SMDDP_ECUDA, the CUDA error in *err), timeout_ns
+ * passes (SMDDP_ETIMEDOUT) or *stop turns nonzero (SMDDP_EABORTED; stop
+ * may be NULL): the loop of lib/util/wait.c.  No message: the caller
+ * words it. */
+int sd_cuda_wait(cudaError_t (*query)(void *), void *obj, uint64_t timeout_ns, const int *stop,
 		 cudaError_t *err);
 cudaError_t sd_cuda_q_event(void *event);
 

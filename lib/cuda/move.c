@@ -5,11 +5,9 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -19,12 +17,6 @@
 #include "cuda/kernels.h"
 #include "cuda/proxy.h"
 #include "transport/transport.h"
-
-static int wait_cuda(struct sd_cuda *cu, cudaError_t (*query)(void *), void *obj, uint64_t deadline,
-		     int stoppable, cudaError_t *err)
-{
-	return sd_cuda_wait(query, obj, deadline, stoppable ? &cu->stop : NULL, err);
-}
 
 static cudaError_t q_stream(void *s)
 {
@@ -190,11 +182,11 @@ static int wait_stream(struct sd_cuda *cu)
 {
 	cudaError_t e = cudaSuccess;
 	/* Kernels always end; the deadline only guards against a GPU gone bad. */
-	int r = wait_cuda(cu, q_stream, cu->st, sd_now_ns() + cu->sh.timeout_ns, 0, &e);
+	int rc = sd_cuda_wait(q_stream, cu->st, cu->sh.timeout_ns, NULL, &e);
 
-	if (r == 1)
+	if (rc == SMDDP_OK)
 		return SMDDP_OK;
-	if (r < 0)
+	if (rc == SMDDP_ECUDA)
 		return sd_comm_error(&cu->sh, SMDDP_ECUDA, "a kernel of this call failed: %s (%s)",
 				     cudaGetErrorString(e), cudaGetErrorName(e));
 	return sd_comm_error(&cu->sh, SMDDP_ETIMEDOUT,
@@ -208,21 +200,21 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	const struct sd_transport_ops *tp = c->tp;
 	char *ps[SD_CUDA_MAX_RANKS], *pr[SD_CUDA_MAX_RANKS];
 	cudaError_t e = cudaSuccess;
-	int n = c->size, me = c->rank, after = 0, r, rc;
+	int n = c->size, me = c->rank, after = 0, rc;
 	size_t es = dtsize(o->k.dtype);
 
 	c->cur = o->desc;
 	c->last_error[0] = 0;
 	/* 1. The stream reached the call: the input is there. */
-	r = wait_cuda(cu, sd_cuda_q_event, cu->ev_in[o->slot], sd_now_ns() + c->timeout_ns, 1, &e);
-	if (r == 2)
+	rc = sd_cuda_wait(sd_cuda_q_event, cu->ev_in[o->slot], c->timeout_ns, &cu->stop, &e);
+	if (rc == SMDDP_EABORTED)
 		return sd_comm_error(c, SMDDP_EABORTED, "the communicator was destroyed or aborted "
 							"before this call ran");
-	if (r < 0)
+	if (rc == SMDDP_ECUDA)
 		return sd_comm_error(c, SMDDP_ECUDA,
 				     "the stream failed before this call: %s (%s)",
 				     cudaGetErrorString(e), cudaGetErrorName(e));
-	if (r == 0)
+	if (rc)
 		return sd_comm_error(c, SMDDP_ETIMEDOUT,
 				     "the stream did not reach this call within SMDDP_TIMEOUT: is "
 				     "the work queued before it stuck?");

@@ -587,8 +587,11 @@ void sd_cuda_comm_free(struct smddp_comm *c)
 	for (int i = 0; i < QCAP; i++) {
 		cudaError_t e = cudaSuccess;
 
+		uint64_t now = sd_now_ns();
+
 		if (cu->out_used[i] &&
-		    sd_cuda_wait(sd_cuda_q_event, cu->ev_out[i], deadline, NULL, &e) == 0)
+		    sd_cuda_wait(sd_cuda_q_event, cu->ev_out[i], deadline > now ? deadline - now : 0,
+				 NULL, &e) == SMDDP_ETIMEDOUT)
 			passed = 0;
 	}
 	for (int i = 0; i < cu->nmaps; i++)

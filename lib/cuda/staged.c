@@ -40,7 +40,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cuda_runtime.h>
 
@@ -73,32 +72,33 @@ static int cuda_fail(struct smddp_comm *c, cudaError_t e, const char *what)
 static int wait_event(struct smddp_comm *c, cudaEvent_t ev, const char *late)
 {
 	cudaError_t e = cudaSuccess;
-	int r = sd_cuda_wait(sd_cuda_q_event, ev, sd_now_ns() + c->timeout_ns, NULL, &e);
+	int rc = sd_cuda_wait(sd_cuda_q_event, ev, c->timeout_ns, NULL, &e);
 
-	if (r == 1)
+	if (rc == SMDDP_OK)
 		return SMDDP_OK;
-	if (r < 0)
+	if (rc == SMDDP_ECUDA)
 		return cuda_fail(c, e, "a copy between the GPU and host memory failed");
 	return sd_comm_error(c, SMDDP_ETIMEDOUT, "%s within SMDDP_TIMEOUT (%.0f s)", late,
 			     (double)c->timeout_ns / 1e9);
 }
 
+/* Both streams idle (or failed): cudaSuccess, else cudaErrorNotReady. */
+static cudaError_t q_idle(void *arg)
+{
+	struct sd_stage *s = arg;
+
+	if (cudaStreamQuery(s->up) == cudaErrorNotReady ||
+	    cudaStreamQuery(s->down) == cudaErrorNotReady)
+		return cudaErrorNotReady;
+	return cudaSuccess;
+}
+
 /* Both streams idle (at most 10 s): 1, else 0. */
 static int streams_idle(struct sd_stage *s)
 {
-	uint64_t deadline = sd_now_ns() + 10ull * 1000000000ull;
+	cudaError_t e = cudaSuccess;
 
-	for (;;) {
-		cudaError_t a = cudaStreamQuery(s->up), b = cudaStreamQuery(s->down);
-
-		if (a != cudaErrorNotReady && b != cudaErrorNotReady)
-			return 1;
-		if (sd_now_ns() >= deadline)
-			return 0;
-		struct timespec ts = {0, 100000};
-
-		nanosleep(&ts, NULL);
-	}
+	return sd_cuda_wait(q_idle, s, 10ull * 1000000000ull, NULL, &e) == SMDDP_OK;
 }
 
 static void stage_destroy(struct sd_stage *s)

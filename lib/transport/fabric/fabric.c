@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 
 #include "base/comm-types.h"
 #include "transport/fabric/fabric.h"
+#include "util/wait.h"
 
 #define FAB_API FI_VERSION(1, 9)
 
@@ -358,31 +360,94 @@ static int peer_ok(struct smddp_comm *c, struct sd_fab *f, int peer)
 	return SMDDP_OK;
 }
 
-/* The provider's queue is full (or the connection is still being made):
- * progress, and after a short while sleep a little on the completion queue
- * and ask whether the peers are still there.  Nonzero: give up with that. */
-static int queue_full(struct smddp_comm *c, struct sd_fab *f, uint64_t start, uint64_t deadline,
-		      int peer)
-{
-	uint64_t now = sd_now_ns();
-	int slow = now - start > 200000ull;
-	int rc = sd_fab_progress(c, f, slow);
+/* A post waiting for room in the provider's queue (or for the connection
+ * to be made): what sd_wait's callbacks look at. */
+struct qpost {
+	struct smddp_comm *c;
+	struct sd_fab *f;
+	int inject, is_send, peer;
+	uint64_t tag;
+	void *buf, *desc;
+	size_t len;
+	struct sd_freq *r;
+	struct fctx *x;
+	ssize_t ret; /* the post's answer, once not -FI_EAGAIN */
+};
 
-	if (rc < 0)
-		return -rc;
-	if (slow && f->news) {
-		rc = f->news(c);
-		if (rc)
-			return rc;
-	}
-	if (now > deadline)
+static ssize_t post_once(struct qpost *q)
+{
+	struct sd_fab *f = q->f;
+
+	if (q->inject)
+		return fi_tinject(f->ep, q->buf, q->len, f->addrs[q->peer], q->tag);
+	if (q->is_send)
+		return fi_tsend(f->ep, q->buf, q->len, q->desc, f->addrs[q->peer], q->tag,
+				&q->x->ctx);
+	return fi_trecv(f->ep, q->buf, q->len, q->desc,
+			q->peer >= 0 ? f->addrs[q->peer] : FI_ADDR_UNSPEC, q->tag, q->r->ignore,
+			&q->x->ctx);
+}
+
+/* Try the post; while the queue is full, progress (which empties it). */
+static int qpost_ready(void *arg, int *rc)
+{
+	struct qpost *q = arg;
+	int got;
+
+	q->ret = post_once(q);
+	if (q->ret != -FI_EAGAIN)
+		return SD_WAIT_DONE;
+	*rc = sd_fab_progress(q->c, q->f, 0, &got);
+	return *rc ? SD_WAIT_FAILED : SD_WAIT_NOT_YET;
+}
+
+static int qpost_sleep(void *arg, uint64_t ns, int *rc)
+{
+	struct qpost *q = arg;
+	int got;
+
+	(void)ns;
+	*rc = sd_fab_progress(q->c, q->f, 1, &got);
+	return *rc ? SD_WAIT_FAILED : SD_WAIT_NOT_YET;
+}
+
+/* Are the peers still there (check_news of lib/coll/net.c)? */
+static int qpost_health(void *arg)
+{
+	struct qpost *q = arg;
+
+	return q->f->news ? q->f->news(q->c) : SMDDP_OK;
+}
+
+/* Post, progressing while the provider's queue is full: polls for 200 us,
+ * then sleeps 1 ms at a time on the completion queue asking for news
+ * before each sleep, for at most the patience (SMDDP_TIMEOUT by default).
+ * q->ret: the post's answer. */
+static int post_wait(struct qpost *q)
+{
+	struct smddp_comm *c = q->c;
+	struct sd_fab *f = q->f;
+	struct sd_wait w = {
+		.spin = INT_MAX,
+		.yield_mask = ~0u,
+		.spin_ns = 200000ull,
+		.nap_ns = 1000000ull,
+		.nap_max_ns = 1000000ull,
+		.liveness_ns = 0,
+		.timeout_ns = f->patience_ns ? f->patience_ns : c->timeout_ns,
+		.ready = qpost_ready,
+		.sleep = qpost_sleep,
+		.health = qpost_health,
+		.arg = q,
+	};
+	int rc = sd_wait(&w);
+
+	if (w.expired)
 		return sd_comm_error(c, SMDDP_ENETWORK,
 				     "libfabric: the queue towards rank %d stayed full for %.1f s "
 				     "(%s): that rank or its link is gone",
-				     peer,
-				     (double)(f->patience_ns ? f->patience_ns : c->timeout_ns) / 1e9,
-				     f->desc);
-	return SMDDP_OK;
+				     q->peer, (double)w.timeout_ns / 1e9, f->desc);
+	return rc;
 }
 
 void sd_fab_on_wait(struct sd_fab *f, int (*news)(struct smddp_comm *c))
@@ -394,6 +459,7 @@ void sd_fab_on_wait(struct sd_fab *f, int (*news)(struct smddp_comm *c))
 static int post(struct smddp_comm *c, struct sd_fab *f, int is_send, int peer, uint64_t tag,
 		void *buf, size_t len, struct sd_freq *r)
 {
+	struct qpost q;
 	struct fctx *x;
 	void *desc;
 	ssize_t ret;
@@ -409,14 +475,14 @@ static int post(struct smddp_comm *c, struct sd_fab *f, int is_send, int peer, u
 	r->peer = peer;
 	r->is_send = is_send;
 	r->len = len;
+	q = (struct qpost){.c = c, .f = f, .is_send = is_send, .peer = peer, .tag = tag,
+			   .buf = buf, .len = len, .r = r};
 	if (is_send && len <= f->info->tx_attr->inject_size) {
 		/* Small: the provider copies it now and reports no completion
 		 * (waiting for one costs a round trip). */
-		uint64_t start = sd_now_ns();
-		uint64_t deadline = start + (f->patience_ns ? f->patience_ns : c->timeout_ns);
-
-		while ((ret = fi_tinject(f->ep, buf, len, f->addrs[peer], tag)) == -FI_EAGAIN)
-			SD_CHECK(queue_full(c, f, start, deadline, peer));
+		q.inject = 1;
+		SD_CHECK(post_wait(&q));
+		ret = q.ret;
 		if (ret)
 			goto failed;
 		r->done = 1;
@@ -435,26 +501,17 @@ static int post(struct smddp_comm *c, struct sd_fab *f, int is_send, int peer, u
 			return rc;
 		}
 	}
-	uint64_t start = sd_now_ns();
-	uint64_t deadline = start + (f->patience_ns ? f->patience_ns : c->timeout_ns);
+	q.desc = desc;
+	q.x = x;
+	{
+		int rc = post_wait(&q);
 
-	for (;;) {
-		int rc;
-
-		if (is_send)
-			ret = fi_tsend(f->ep, buf, len, desc, f->addrs[peer], tag, &x->ctx);
-		else
-			ret = fi_trecv(f->ep, buf, len, desc,
-				       peer >= 0 ? f->addrs[peer] : FI_ADDR_UNSPEC, tag, r->ignore,
-				       &x->ctx);
-		if (ret != -FI_EAGAIN)
-			break;
-		rc = queue_full(c, f, start, deadline, peer);
 		if (rc) {
 			ctx_put(f, x);
 			return rc;
 		}
 	}
+	ret = q.ret;
 	if (ret) {
 		ctx_put(f, x);
 		goto failed;
@@ -652,36 +709,40 @@ int sd_fab_forget(struct sd_fab *f, int wait_ms)
 	return left;
 }
 
-/* Completions read (>= 0), or an smddp_result negated. */
-int sd_fab_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms)
+/* *got: completions read (a cancel, or a failure of an operation that a
+ * failed collective left behind, counts as one: not news). */
+int sd_fab_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms, int *got)
 {
 	struct fi_cq_err_entry ee;
 	char buf[128];
 	int stale;
 	ssize_t n;
 
+	*got = 0;
 	if (f->poisoned)
-		return -SMDDP_ENETWORK; /* the reason is already in last_error */
+		return SMDDP_ENETWORK; /* the reason is already in last_error */
 	n = reap(f, wait_ms, &ee, &stale);
 
-	if (n >= 0)
-		return (int)n;
+	if (n >= 0) {
+		*got = (int)n;
+		return SMDDP_OK;
+	}
 	if (n == -FI_EAVAIL) {
 		struct sd_freq *r = ee.op_context;
 
-		/* A cancel, or a failure of an operation a failed collective
-		 * left behind: not news. */
-		if (ee.err == FI_ECANCELED || stale)
-			return 1;
-		return -sd_comm_error(
+		if (ee.err == FI_ECANCELED || stale) {
+			*got = 1;
+			return SMDDP_OK;
+		}
+		return sd_comm_error(
 			c, SMDDP_ENETWORK, "libfabric: %s %s rank %d failed: %s (%s)",
 			r && r->is_send ? "sending to" : "receiving from", r ? "" : "a", r ? r->peer : -1,
 			fi_strerror(ee.err),
 			fi_cq_strerror(f->cq, ee.prov_errno, ee.err_data, buf, sizeof(buf)));
 	}
 	if (n == -FI_EIO)
-		return -sd_comm_error(c, SMDDP_ENETWORK, "libfabric: a transfer failed");
-	return -fab_error(c, SMDDP_ENETWORK, "reading completions", (int)n);
+		return sd_comm_error(c, SMDDP_ENETWORK, "libfabric: a transfer failed");
+	return fab_error(c, SMDDP_ENETWORK, "reading completions", (int)n);
 }
 
 int sd_fab_close(struct sd_fab *f)

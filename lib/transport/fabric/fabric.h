@@ -81,10 +81,10 @@ int sd_fab_forget(struct sd_fab *f, int wait_ms);
 int sd_fab_poisoned(struct sd_fab *f);
 
 /* Read completions.  wait_ms > 0 may block that long for one (when the
- * provider has a wait object; else it sleeps briefly).  Returns the number
- * of completions read (>= 0), or an smddp_result NEGATED after recording the error
- * in c->last_error (a failed transfer: SMDDP_ENETWORK naming the peer). */
-int sd_fab_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms);
+ * provider has a wait object; else it sleeps briefly).  *got: the number
+ * of completions read.  An smddp_result, the error recorded in
+ * c->last_error (a failed transfer: SMDDP_ENETWORK naming the peer). */
+int sd_fab_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms, int *got);
 
 /* 1 if it had to be left open (transfers that never end): then the
  * buffers they may use must not be freed either. */

@@ -30,7 +30,6 @@
  */
 #include "config.h"
 
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -278,11 +277,10 @@ static int recv_step(struct smddp_comm *c, struct sd_p2p_op *op, int *moved)
 /* ---- the wait -------------------------------------------------------------- */
 
 /* While asleep: did a peer we need die or leave, did the bootstrap hear of
- * a failure, is the deadline gone? */
-static int health(struct smddp_comm *c, struct sd_p2p_op *ops, int n, uint64_t start)
+ * a failure?  (The deadline is sd_wait's: timed_out() words it.) */
+static int health(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 {
 	struct shm_state *s = ST(c);
-	uint64_t now = sd_now_ns();
 	char wbuf[64];
 
 	for (int i = 0; i < n; i++) {
@@ -317,8 +315,16 @@ static int health(struct smddp_comm *c, struct sd_p2p_op *ops, int n, uint64_t s
 		if (rc)
 			return sd_comm_error(c, rc, "%s", err);
 	}
-	if (now - start < c->timeout_ns)
-		return SMDDP_OK;
+	return SMDDP_OK;
+}
+
+/* Nothing moved since start, for SMDDP_TIMEOUT: name the first operation
+ * left and the side that did not do its part. */
+static int timed_out(struct smddp_comm *c, struct sd_p2p_op *ops, int n, uint64_t start)
+{
+	uint64_t now = sd_now_ns();
+	char wbuf[64];
+
 	for (int i = 0; i < n; i++) {
 		struct sd_p2p_op *op = &ops[i];
 
@@ -373,57 +379,67 @@ static int pass(struct smddp_comm *c, struct sd_p2p_op *ops, int n, int *left, i
 	return SMDDP_OK;
 }
 
+/* A batch being waited for: what sd_wait's callbacks look at. */
+struct bwait {
+	struct smddp_comm *c;
+	struct sd_p2p_op *ops;
+	int n, first;
+};
+
+/* A pass is the poll: it moves what can move. */
+static int batch_ready(void *arg, int *rc)
+{
+	struct bwait *b = arg;
+	int left, moved = 0;
+
+	*rc = pass(b->c, b->ops, b->n, &left, &moved, &b->first);
+	if (*rc)
+		return SD_WAIT_FAILED;
+	return !left ? SD_WAIT_DONE : moved ? SD_WAIT_MOVED : SD_WAIT_NOT_YET;
+}
+
+/* Dekker with the publishers (shm.c): sleeping is set before the last
+ * pass, the doorbell read before both. */
+static int batch_sleep(void *arg, uint64_t ns, int *rc)
+{
+	struct bwait *b = arg;
+	struct shm_ctl *me = &ST(b->c)->ctl[b->c->rank];
+	uint32_t bell = atomic_load_explicit(&me->bell, memory_order_seq_cst);
+	int state;
+
+	atomic_store_explicit(&me->sleeping, 1, memory_order_seq_cst);
+	state = batch_ready(arg, rc);
+	if (state != SD_WAIT_NOT_YET) {
+		atomic_store_explicit(&me->sleeping, 0, memory_order_relaxed);
+		return state;
+	}
+	sd_shm_sleep(b->c, bell, ns);
+	return SD_WAIT_NOT_YET;
+}
+
+static int batch_health(void *arg)
+{
+	struct bwait *b = arg;
+
+	return health(b->c, b->ops, b->n);
+}
+
 int sd_shm_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 {
-	struct shm_state *s = ST(c);
-	struct shm_ctl *me = &s->ctl[c->rank];
-	uint64_t start = sd_now_ns(), next_check = start + c->liveness_ns;
-	int spins = 0, first = 0, left, rc = SMDDP_OK;
+	struct bwait b = {.c = c, .ops = ops, .n = n};
+	struct sd_wait w;
+	int rc;
 
-	for (;;) {
-		int moved = 0;
-
-		rc = pass(c, ops, n, &left, &moved, &first);
-		if (rc || !left)
-			break;
-		if (moved) {
-			/* The deadline counts from the last progress: a long
-			 * batch that moves is not stuck. */
-			spins = 0;
-			start = 0;
-			continue;
-		}
-		if (spins < c->spin) {
-			if ((++spins & c->yield_mask) == 0)
-				sched_yield();
-			else
-				cpu_relax();
-			continue;
-		}
-		uint64_t now = sd_now_ns();
-
-		if (!start) {
-			start = now;
-			next_check = now + c->liveness_ns;
-		}
-		if (now >= next_check) {
-			rc = health(c, ops, n, start);
-			if (rc)
-				break;
-			next_check = now + c->liveness_ns;
-		}
-		uint32_t bell = atomic_load_explicit(&me->bell, memory_order_seq_cst);
-
-		atomic_store_explicit(&me->sleeping, 1, memory_order_seq_cst);
-		rc = pass(c, ops, n, &left, &moved, &first);
-		if (rc || !left || moved) {
-			atomic_store_explicit(&me->sleeping, 0, memory_order_relaxed);
-			if (rc || !left)
-				break;
-			continue;
-		}
-		sd_shm_sleep(c, bell, next_check > now ? next_check - now : 1000000);
-	}
-	s->streaming = NULL;
-	return rc ? rc : first;
+	/* The deadline counts from the last progress: a long batch that
+	 * moves is not stuck (SD_WAIT_MOVED). */
+	sd_shm_wait_init(c, &w);
+	w.ready = batch_ready;
+	w.sleep = batch_sleep;
+	w.health = batch_health;
+	w.arg = &b;
+	rc = sd_wait(&w);
+	if (w.expired)
+		rc = timed_out(c, ops, n, w.start);
+	ST(c)->streaming = NULL;
+	return rc ? rc : b.first;
 }

@@ -4,9 +4,10 @@
  * barrier epoch, futex doorbell, sleeping flag, abort flag, descriptor), then
  * the data slots: for each rank two halves of `half` bytes.
  *
- * Waiting: a rank polls the words it waits on a bounded number of times
- * (SMDDP_SPIN; few when ranks outnumber cores), then sleeps on its own
- * doorbell futex.  A rank that publishes progress rings the doorbell of every
+ * Waiting (the loop of lib/util/wait.c, calling back barrier_ready,
+ * barrier_sleep and check_health here): a rank polls the words it waits on
+ * a bounded number of times (SMDDP_SPIN; few when ranks outnumber cores),
+ * then sleeps on its own doorbell futex.  A rank that publishes progress rings the doorbell of every
  * sleeper.  Sleeping and publishing follow the Dekker pattern: the sleeper
  * sets `sleeping`, fences, re-checks, then waits on the doorbell value read
  * before; the publisher stores its progress, fences, then reads `sleeping`.
@@ -26,7 +27,6 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -270,26 +270,51 @@ int sd_shm_report_left(struct smddp_comm *c, int r)
 			     (int)c->pids[r], p->abort_msg);
 }
 
-/* Called while asleep: is any rank we still need dead or aborted, is the
- * deadline gone, has the bootstrap channel heard of a failure? */
-static int check_health(struct smddp_comm *c, uint64_t target, uint64_t start, uint64_t deadline)
+/* A barrier being waited for: what sd_wait's callbacks look at. */
+struct bwait {
+	struct smddp_comm *c;
+	struct shm_ctl *ctl; /* the ranks' control blocks: one load from a poll */
+	uint64_t target;     /* the epoch every rank must reach */
+	int r, n;            /* ranks below r have arrived, of n */
+};
+
+/* The ranks that have not reached target, for the flight recorder
+ * (smddp-trace names them) and for messages: "1,3" (16 at most). */
+static int missing_ranks(struct smddp_comm *c, uint64_t target, char *missing, size_t len)
 {
 	struct shm_state *s = ST(c);
-	char missing[256];
 	size_t off = 0;
 	int nmissing = 0;
-	uint64_t now = sd_now_ns();
 
-	/* Root causes first: a rank that died, then one that left and says
-	 * why (aborted, or gave up after its own failure), then what the
-	 * bootstrap heard, and our own deadline last. */
+	missing[0] = 0;
 	c->nwaited_on = 0;
 	for (int r = 0; r < c->size; r++) {
 		if (atomic_load_explicit(&s->ctl[r].arrive, memory_order_acquire) >= target)
 			continue;
-		/* Kept for the flight recorder (smddp-trace names them). */
 		if (c->nwaited_on < (int)(sizeof(c->waited_on) / sizeof(c->waited_on[0])))
 			c->waited_on[c->nwaited_on++] = SD_RANK_NAME(c, r);
+		if (nmissing < 16 && off < len - 16)
+			off += (size_t)snprintf(missing + off, len - off, "%s%d",
+						nmissing ? "," : "", SD_RANK_NAME(c, r));
+		nmissing++;
+	}
+	return nmissing;
+}
+
+/* Called while asleep: is any rank we still need dead or aborted, has the
+ * bootstrap channel heard of a failure?  (The deadline is sd_wait's.) */
+static int check_health(struct smddp_comm *c, uint64_t target)
+{
+	struct shm_state *s = ST(c);
+	char missing[256];
+
+	/* Root causes first: a rank that died, then one that left and says
+	 * why (aborted, or gave up after its own failure), then what the
+	 * bootstrap heard; sd_wait's deadline comes last. */
+	missing_ranks(c, target, missing, sizeof(missing));
+	for (int r = 0; r < c->size; r++) {
+		if (atomic_load_explicit(&s->ctl[r].arrive, memory_order_acquire) >= target)
+			continue;
 		if (atomic_load_explicit(&s->ctl[r].aborted, memory_order_acquire) == 0 &&
 		    peer_gone(c, s, r))
 			return sd_comm_error(c, SMDDP_EPEER,
@@ -297,10 +322,6 @@ static int check_health(struct smddp_comm *c, uint64_t target, uint64_t start, u
 					     "(killed, crashed or exited without "
 					     "smddp_comm_destroy) before it reached this step",
 					     SD_RANK_NAME(c, r), (int)c->pids[r]);
-		if (nmissing < 16 && off < sizeof(missing) - 16)
-			off += (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%d",
-						nmissing ? "," : "", SD_RANK_NAME(c, r));
-		nmissing++;
 	}
 	/* An explicit abort (no message) is the cause; one that gave up after
 	 * its own failure passes that failure on. */
@@ -320,75 +341,114 @@ static int check_health(struct smddp_comm *c, uint64_t target, uint64_t start, u
 		if (rc)
 			return sd_comm_error(c, rc, "%s", err);
 	}
-	if (now >= deadline)
-		return sd_comm_error(c, SMDDP_ETIMEDOUT,
-				     "waited %.0f s (%s) for rank(s) %s%s of %d, "
-				     "which did not arrive: are they stuck, or calling a "
-				     "different collective?",
-				     (double)(now - start) / 1e9, c->timeout_from, missing, nmissing > 16 ? ",..." : "",
-				     c->size);
 	return SMDDP_OK;
+}
+
+/* Inlined into sd_wait()'s first polls: the poll of the hot path. */
+static inline __attribute__((always_inline)) int barrier_ready(void *arg, int *rc)
+{
+	struct bwait *b = arg;
+	struct shm_ctl *ctl = b->ctl;
+	uint64_t target = b->target;
+	int r = b->r, n = b->n;
+
+	/* Relaxed, with one acquire fence once all have arrived (it pairs
+	 * with every seq_cst arrival read before it): an acquire load per
+	 * poll would also make the compiler reload b's fields every poll. */
+	while (r < n && atomic_load_explicit(&ctl[r].arrive, memory_order_relaxed) >= target)
+		r++;
+	b->r = r;
+	if (r < n)
+		return SD_WAIT_NOT_YET;
+	/* Not `aborted` above: it shares a line with what the peers write
+	 * every call (addresses, descriptors), and polling it costs a miss
+	 * per poll; barrier_sleep looks. */
+	atomic_thread_fence(memory_order_acquire);
+	/* Everyone arrived, but a rank that gave up waiting here (or earlier)
+	 * before we came left without completing: this rank must not report
+	 * success alone. */
+	for (int q = 0; q < n; q++)
+		if (atomic_load_explicit(&ctl[q].aborted, memory_order_acquire) &&
+		    atomic_load_explicit(&ctl[q].done, memory_order_relaxed) < target) {
+			*rc = check_health(b->c, target);
+			return *rc ? SD_WAIT_FAILED : SD_WAIT_DONE;
+		}
+	return SD_WAIT_DONE;
+}
+
+/* Dekker with the publisher (the top of this file): sleeping is set before
+ * the last look at what we wait for, the doorbell read before both. */
+static int barrier_sleep(void *arg, uint64_t ns, int *rc)
+{
+	struct bwait *b = arg;
+	struct shm_ctl *me = &b->ctl[b->c->rank], *p = &b->ctl[b->r];
+	uint32_t bell = atomic_load_explicit(&me->bell, memory_order_seq_cst);
+
+	(void)rc;
+	atomic_store_explicit(&me->sleeping, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&p->arrive, memory_order_seq_cst) >= b->target) {
+		atomic_store_explicit(&me->sleeping, 0, memory_order_relaxed);
+		return SD_WAIT_NOT_YET;
+	}
+	if (atomic_load_explicit(&p->aborted, memory_order_relaxed)) {
+		/* The rank waited for left: ask why at once. */
+		atomic_store_explicit(&me->sleeping, 0, memory_order_relaxed);
+		return SD_WAIT_LOOK;
+	}
+	sd_shm_sleep(b->c, bell, ns);
+	return SD_WAIT_NOT_YET;
+}
+
+static int barrier_health(void *arg)
+{
+	struct bwait *b = arg;
+
+	return check_health(b->c, b->target);
+}
+
+/* The wait of this communicator's shm: SMDDP_SPIN polls, then the
+ * doorbell, health every SMDDP_LIVENESS_MS, SMDDP_TIMEOUT. */
+void sd_shm_wait_init(struct smddp_comm *c, struct sd_wait *w)
+{
+	*w = (struct sd_wait){
+		.spin = c->spin,
+		.yield_mask = c->yield_mask,
+		.liveness_ns = c->liveness_ns,
+		.timeout_ns = c->timeout_ns,
+	};
 }
 
 static int shm_barrier(struct smddp_comm *c)
 {
 	struct shm_state *s = ST(c);
-	struct shm_ctl *me = &s->ctl[c->rank];
-	uint64_t target = ++s->epoch;
-	uint64_t start = 0, deadline = 0, next_check = 0;
-	int spins = 0, r = 0, rc;
+	struct bwait b = {.c = c, .ctl = s->ctl, .target = ++s->epoch, .n = c->size};
+	struct sd_wait w;
+	int rc;
 
-	atomic_store_explicit(&me->arrive, target, memory_order_seq_cst);
+	atomic_store_explicit(&s->ctl[c->rank].arrive, b.target, memory_order_seq_cst);
 	ring_sleepers(c);
-	for (;;) {
-		while (r < c->size &&
-		       atomic_load_explicit(&s->ctl[r].arrive, memory_order_acquire) >= target)
-			r++;
-		if (r == c->size) {
-			/* Everyone arrived, but a rank that gave up waiting here
-			 * (or earlier) before we came left without completing:
-			 * this rank must not report success alone. */
-			for (int q = 0; q < c->size; q++)
-				if (atomic_load_explicit(&s->ctl[q].aborted, memory_order_acquire) &&
-				    atomic_load_explicit(&s->ctl[q].done, memory_order_relaxed) <
-					    target)
-					return check_health(c, target, sd_now_ns(), UINT64_MAX);
-			/* Kept here and published only at abort: a store to
-			 * the line the peers poll costs every call. */
-			s->done_epoch = target;
-			return SMDDP_OK;
-		}
-		if (spins < c->spin) {
-			/* Now and then let a peer that shares this core run. */
-			if ((++spins & c->yield_mask) == 0)
-				sched_yield();
-			else
-				cpu_relax();
-			continue;
-		}
-		uint64_t now = sd_now_ns();
+	sd_shm_wait_init(c, &w);
+	w.ready = barrier_ready;
+	w.sleep = barrier_sleep;
+	w.health = barrier_health;
+	w.arg = &b;
+	rc = sd_wait(&w);
+	if (rc == SMDDP_OK) {
+		/* Kept here and published only at abort: a store to the line
+		 * the peers poll costs every call. */
+		s->done_epoch = b.target;
+	} else if (w.expired) {
+		char missing[256];
+		int nmissing = missing_ranks(c, b.target, missing, sizeof(missing));
 
-		if (!start) {
-			start = now;
-			deadline = now + c->timeout_ns;
-			next_check = now + c->liveness_ns;
-		}
-		if (now >= next_check ||
-		    atomic_load_explicit(&s->ctl[r].aborted, memory_order_relaxed)) {
-			rc = check_health(c, target, start, deadline);
-			if (rc)
-				return rc;
-			next_check = now + c->liveness_ns;
-		}
-		uint32_t bell = atomic_load_explicit(&me->bell, memory_order_seq_cst);
-
-		atomic_store_explicit(&me->sleeping, 1, memory_order_seq_cst);
-		if (atomic_load_explicit(&s->ctl[r].arrive, memory_order_seq_cst) < target &&
-		    !atomic_load_explicit(&s->ctl[r].aborted, memory_order_relaxed))
-			sd_shm_sleep(c, bell, next_check > now ? next_check - now : 1000000);
-		else
-			atomic_store_explicit(&me->sleeping, 0, memory_order_relaxed);
+		rc = sd_comm_error(c, SMDDP_ETIMEDOUT,
+				   "waited %.0f s (%s) for rank(s) %s%s of %d, "
+				   "which did not arrive: are they stuck, or calling a "
+				   "different collective?",
+				   (double)(sd_now_ns() - w.start) / 1e9, c->timeout_from, missing,
+				   nmissing > 16 ? ",..." : "", c->size);
 	}
+	return rc;
 }
 
 static int xfer_once(pid_t pid, void *local, uintptr_t remote, size_t len, int write, size_t *got)

@@ -8,6 +8,7 @@
 
 #include "base/comm-types.h"
 #include "transport/transport.h"
+#include "util/wait.h"
 
 #define SHM_MAGIC 0x31534d4844444d53ull /* "SMDDMSH1" */
 #define DESC_MAX 64
@@ -75,16 +76,6 @@ int sd_shm_ptracer_holders(void);
 extern const char *sd_shm_yama_scope_path; /* tests point it at a file of their own */
 
 #define ST(c) ((struct shm_state *)(c)->tp_state)
-
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
 
 /* ---- point to point -------------------------------------------------------
  * One channel per ordered pair of ranks (sender -> receiver).  The sender
@@ -160,6 +151,9 @@ int sd_shm_report_left(struct smddp_comm *c, int r);
 void sd_shm_wake(struct smddp_comm *c, int r);
 int sd_shm_peer_read(struct smddp_comm *c, int r, void *dst, uintptr_t src, size_t len);
 void sd_shm_sleep(struct smddp_comm *c, uint32_t bell, uint64_t ns);
+/* The policy of every shm wait (spin, liveness, deadline); the caller adds
+ * its callbacks. */
+void sd_shm_wait_init(struct smddp_comm *c, struct sd_wait *w);
 /* p2p.c */
 int sd_shm_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n);
 
