@@ -94,6 +94,23 @@ static int explain(struct smddp_comm *c, int rc)
 	return rc;
 }
 
+/* The flight recorder's "waited_on" (lib/core/trace.c): the rank a wait
+ * that may block is for, named as messages name it, so that a verdict
+ * across hosts can say who was behind.  Once per wait that is not over
+ * already (two stores), never per completion; a receive from any rank
+ * (p2p) names nobody. */
+static void note_peer(struct smddp_comm *c, int peer)
+{
+	c->nwaited_on = peer >= 0;
+	if (peer >= 0)
+		c->waited_on[0] = SD_RANK_NAME(c, peer);
+}
+
+static void note_wait(struct smddp_comm *c, const struct sd_freq *r)
+{
+	if (!r->done)
+		note_peer(c, r->peer);
+}
 
 /* Progress until r is done (p, if any, runs after every completion). */
 int sd_net_wait_pump(struct smddp_comm *c, struct sd_freq *r, struct pump *p)
@@ -102,6 +119,7 @@ int sd_net_wait_pump(struct smddp_comm *c, struct sd_freq *r, struct pump *p)
 	uint64_t last = sd_now_ns(), now = last;
 	int polls = 0, got, sleep = 0;
 
+	note_wait(c, r);
 	while (!r->done) {
 		got = sd_fab_progress(c, n->fab, sleep);
 		if (got < 0)
@@ -208,9 +226,12 @@ static uint64_t tag(struct smddp_comm *c, unsigned phase, uint64_t step)
 }
 
 /* A post that fails (a connection already broken) is explained like a
- * failed transfer: the root cause first, if the bootstrap knows it. */
-static int posted(struct smddp_comm *c, int rc)
+ * failed transfer: the root cause first, if the bootstrap knows it.  The
+ * peer it was for is what the call was waiting on (note_wait). */
+static int posted(struct smddp_comm *c, int peer, int rc)
 {
+	if (rc)
+		note_peer(c, peer);
 	return rc == SMDDP_ENETWORK ? explain(c, rc) : rc;
 }
 
@@ -218,14 +239,14 @@ int sd_net_send_to(struct smddp_comm *c, int peer, unsigned ph, uint64_t step, c
 		   size_t len, struct sd_freq *r)
 {
 	memset(r, 0, sizeof(*r));
-	return posted(c, sd_fab_send(c, c->net->fab, peer, tag(c, ph, step), buf, len, r));
+	return posted(c, peer, sd_fab_send(c, c->net->fab, peer, tag(c, ph, step), buf, len, r));
 }
 
 int sd_net_recv_from(struct smddp_comm *c, int peer, unsigned ph, uint64_t step, void *buf,
 		     size_t len, struct sd_freq *r)
 {
 	memset(r, 0, sizeof(*r));
-	return posted(c, sd_fab_recv(c, c->net->fab, peer, tag(c, ph, step), buf, len, r));
+	return posted(c, peer, sd_fab_recv(c, c->net->fab, peer, tag(c, ph, step), buf, len, r));
 }
 
 int sd_net_check_len(struct smddp_comm *c, struct sd_freq *r, size_t want)
@@ -285,13 +306,13 @@ static int net_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 		if (op->done)
 			continue;
 		if (op->is_send) {
-			rc = posted(c, sd_fab_send(c, c->net->fab, op->peer,
+			rc = posted(c, op->peer, sd_fab_send(c, c->net->fab, op->peer,
 						   p2p_tag(c->rank, op->key), op->buf, op->bytes,
 						   &req[i]));
 		} else {
 			if (op->peer < 0)
 				req[i].ignore = P2P_SENDER_MASK << P2P_SENDER_SHIFT;
-			rc = posted(c, sd_fab_recv(c, c->net->fab, op->peer,
+			rc = posted(c, op->peer, sd_fab_recv(c, c->net->fab, op->peer,
 						   p2p_tag(op->peer < 0 ? 0 : op->peer, op->key),
 						   op->buf, op->bytes, &req[i]));
 		}

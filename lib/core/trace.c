@@ -68,6 +68,10 @@ struct sd_trace {
 	_Atomic uint64_t head; /* calls recorded so far */
 	int open;          /* the last entry has begun and not ended */
 	struct entry *ring;
+	/* Whom the call in progress waits for (c->waited_on, set by the
+	 * transports' waits), read by a dump while it is open: a rank that
+	 * hangs is usually dumped by a signal before its wait fails. */
+	const struct smddp_comm *comm;
 };
 
 static struct sd_trace *_Atomic slots[SLOTS];
@@ -267,6 +271,7 @@ void sd_trace_open(struct smddp_comm *c, const char *id, int world_rank, int wor
 	t->world_rank = world_rank;
 	t->world_size = world_size;
 	t->slot = -1;
+	t->comm = c;
 	if (*dir)
 		snprintf(t->path, sizeof(t->path), "%s/smddp-trace.%s.%d.jsonl", dir, t->job,
 			 world_rank);
@@ -514,8 +519,23 @@ static void put_comm(struct out *o, const struct sd_trace *t, const struct now *
 	put_key(o, "entries");
 	put_u64(o, n);
 	put(o, "}\n");
-	for (uint64_t k = head - n; k < head; k++)
-		put_entry(o, t, &t->ring[k & t->mask], now);
+	for (uint64_t k = head - n; k < head; k++) {
+		const struct entry *e = &t->ring[k & t->mask];
+		struct entry cur;
+
+		/* The call in progress: whom it waits for so far (a torn read
+		 * at worst, like the entry itself). */
+		if (k + 1 == head && t->open && !e->end && !e->nwaited && t->comm->nwaited_on > 0) {
+			int nw = t->comm->nwaited_on;
+
+			cur = *e;
+			cur.nwaited = nw < WAITED_MAX ? nw : WAITED_MAX;
+			for (int i = 0; i < cur.nwaited; i++)
+				cur.waited[i] = t->comm->waited_on[i];
+			e = &cur;
+		}
+		put_entry(o, t, e, now);
+	}
 }
 
 /* "PATH.tmp.PID.SERIAL", built without stdio. */
