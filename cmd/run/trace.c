@@ -9,14 +9,26 @@
  * the signal on (unless SMDDP_TRACE_SIGNAL is set), sends SIGUSR1 to the
  * ranks that handle it just before it stops them, and once they are all
  * gone reads the dumps (cmd/common/flight.c, as smddp-trace does) and
- * prints the first finding. Only where all ranks run on this host: in the
- * other modes the dumps are spread over the hosts.
+ * prints the first finding.
+ *
+ * Across hosts the dumps are spread over them. In per-node mode (and so
+ * under Slurm, whose srun runs smddp-run per node) every node's launcher
+ * does the above for its own ranks, and once they are gone sends its
+ * dumps, trimmed to the last SEND_CALLS calls of each communicator, to
+ * node 0 over the launchers' channel (nodes.h: DUMP, DUMPS); node 0
+ * writes them beside its own and gives the one verdict. It waits for them
+ * at most --grace + GATHER_SLACK_MS past its own ranks: a node that is
+ * late or gone is a rank without a dump, which the verdict says. Through
+ * mpirun nobody here can read the other hosts: a --trace-dir (on a shared
+ * file system) is read as it is, else the ranks dump to a directory of
+ * their own host and the failure says where.
  */
 #include "config.h"
 
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,13 +56,243 @@ int trace_env(struct run *r, struct plan *p)
 	return 0;
 }
 
+/* ---- per-node mode: the dumps of the other nodes come to node 0 ---------- */
+
+#define SEND_CALLS       32          /* per communicator: the verdict needs the last few */
+#define SEND_MAX_BYTES   (1u << 20)  /* per node */
+#define SEND_LINE_MAX    1800        /* the channel's lines are at most 2 KiB */
+#define SEND_WAIT_MS     10000       /* a node gives up sending after this */
+#define RECV_MAX_BYTES   (4u << 20)  /* per node, whatever it sends */
+#define GATHER_SLACK_MS  15000       /* node 0 waits --grace + this for the others */
+
+/* One node's file in the making (node 0). */
+struct incoming {
+	bool in;                /* said DUMPS, or went away */
+	int fd;                 /* -1: none open (or skipping one) */
+	char name[128];         /* the file's name, "" when none */
+	char tmp[1200];
+	size_t bytes;
+};
+
+struct gather {
+	struct run *r;
+	char job[40];
+	int nnodes;
+	struct incoming *node;  /* [nnodes] */
+};
+
+static void file_job_id(const char *id, char *out, size_t len);
+
+/* "smddp-trace.JOB.RANK.jsonl" of this job, nothing else (a name that
+ * came over the network becomes a path here). */
+static bool dump_name_ok(const char *job, const char *name)
+{
+	size_t jl = strlen(job), i = 12 + jl + 1;
+
+	if (strncmp(name, "smddp-trace.", 12) || strncmp(name + 12, job, jl) || name[12 + jl] != '.')
+		return false;
+	if (!isdigit((unsigned char)name[i]))
+		return false;
+	while (isdigit((unsigned char)name[i]))
+		i++;
+	return strcmp(name + i, ".jsonl") == 0;
+}
+
+/* The file of that node is complete (keep it) or cut short (drop it). */
+static void incoming_close(struct gather *g, struct incoming *in, bool keep)
+{
+	if (in->fd >= 0) {
+		char path[1200];
+
+		snprintf(path, sizeof path, "%s/%s", g->r->trace_dir, in->name);
+		if (close(in->fd) != 0 || !keep || rename(in->tmp, path) != 0)
+			unlink(in->tmp);
+	}
+	in->fd = -1;
+	in->name[0] = 0;
+}
+
+static void incoming_line(void *ctx, int node, const char *line)
+{
+	struct gather *g = ctx;
+	struct incoming *in;
+	char name[128];
+
+	if (node <= 0 || node >= g->nnodes)
+		return;
+	in = &g->node[node];
+	if (in->in)
+		return;   /* after its end: nothing more counts */
+	if (!line || strncmp(line, "DUMPS ", 6) == 0) {
+		/* the end; or the node went away, and a file still open was cut */
+		incoming_close(g, in, line != NULL);
+		in->in = true;
+		return;
+	}
+	/* DUMP file=NAME msg=LINE */
+	size_t nl;
+	const char *msg;
+	if (strncmp(line, "DUMP file=", 10) || (nl = strcspn(line + 10, " ")) >= sizeof name ||
+	    strncmp(line + 10 + nl, " msg=", 5))
+		return;
+	memcpy(name, line + 10, nl);
+	name[nl] = 0;
+	msg = line + 10 + nl + 5;
+	in->bytes += strlen(msg) + 1;
+	if (in->bytes > RECV_MAX_BYTES || !dump_name_ok(g->job, name))
+		return;
+	if (strcmp(name, in->name)) {
+		struct stat st;
+		char path[1200];
+
+		incoming_close(g, in, true);
+		snprintf(in->name, sizeof in->name, "%s", name);
+		snprintf(path, sizeof path, "%s/%s", g->r->trace_dir, name);
+		/* a --trace-dir that all nodes share has it already, whole */
+		if (lstat(path, &st) == 0)
+			return;
+		snprintf(in->tmp, sizeof in->tmp, "%s.tmp.node%d", path, node);
+		unlink(in->tmp);
+		in->fd = open(in->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	}
+	if (in->fd >= 0 && (dprintf(in->fd, "%s\n", msg) < 0)) {
+		close(in->fd);
+		unlink(in->tmp);
+		in->fd = -1;
+	}
+}
+
+static bool all_in(void *ctx)
+{
+	struct gather *g = ctx;
+
+	for (int i = 1; i < g->nnodes; i++)
+		if (!g->node[i].in)
+			return false;
+	return true;
+}
+
+/* Node 0, before the ranks start: take the other nodes' dumps whenever they come. */
+static void gather_start(struct run *r)
+{
+	struct gather *g = calloc(1, sizeof *g);
+
+	if (g)
+		g->node = calloc(r->lay.nnodes, sizeof *g->node);
+	if (!g || !g->node) {
+		free(g);
+		return;   /* no verdict from the other nodes; not worth failing for */
+	}
+	g->r = r;
+	g->nnodes = r->lay.nnodes;
+	for (int i = 0; i < g->nnodes; i++)
+		g->node[i].fd = -1;
+	file_job_id(r->job_id, g->job, sizeof g->job);
+	r->trace_gather = g;
+	nodes_on_dump(r->nodes, incoming_line, g);
+}
+
+/* A call line of a dump (not the header, not a communicator's line). */
+static bool is_call_line(const char *l)
+{
+	return strncmp(l, "{\"comm\":", 8) == 0 && !strstr(l, "\"comm_rank\":");
+}
+
+/* Another node: its ranks' dump files, the last SEND_CALLS calls of each
+ * communicator, then the end. Returns the files sent. */
+static int send_dumps(struct run *r)
+{
+	int64_t until = now_ms() + SEND_WAIT_MS;
+	size_t budget = SEND_MAX_BYTES;
+	char job[40], num[16];
+	int files = 0;
+	bool ok = true;
+
+	file_job_id(r->job_id, job, sizeof job);
+	for (int i = 0; i < r->nranks && ok; i++) {
+		char name[128], path[1200];
+		struct strv lines = { 0 };
+		char *line = NULL;
+		size_t cap = 0;
+		ssize_t len;
+
+		snprintf(name, sizeof name, "smddp-trace.%s.%d.jsonl", job, r->ranks[i].rank);
+		snprintf(path, sizeof path, "%s/%s", r->trace_dir, name);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		while ((len = getline(&line, &cap, f)) > 0 && lines.n < 100000) {
+			if (line[len - 1] == '\n')
+				line[--len] = 0;
+			strv_add(&lines, len <= SEND_LINE_MAX ? line : "");
+		}
+		free(line);
+		fclose(f);
+		/* each communicator's last calls: those within SEND_CALLS of the
+		 * next communicator's line (or the end) */
+		for (size_t k = 0; k < lines.n && ok; k++) {
+			const char *l = lines.v[k];
+			size_t end = k;
+
+			if (!*l)
+				continue;
+			if (k > 0 && is_call_line(l)) {
+				while (end < lines.n && (!*lines.v[end] || is_call_line(lines.v[end])))
+					end++;
+				if (end - k > SEND_CALLS)
+					continue;
+			}
+			if (strlen(l) + 1 > budget) {
+				ok = false;
+				break;
+			}
+			budget -= strlen(l) + 1;
+			ok = nodes_send_dump(r->nodes, name, l, until) == 0;
+		}
+		strv_free(&lines);
+		files++;
+	}
+	snprintf(num, sizeof num, "%d", files);
+	if (ok)
+		nodes_send_dump(r->nodes, NULL, num, until);
+	return files;
+}
+
+/* Per-node mode, this node's ranks over: the other nodes send their dumps,
+ * node 0 waits for them (bounded) before the verdict. */
+void trace_nodes(struct run *r)
+{
+	if (!r->nodes || !r->trace_dir[0])
+		return;
+	if (r->lay.node_rank != 0) {
+		send_dumps(r);
+		return;
+	}
+	if (!r->trace_gather || r->cause == CAUSE_NONE)
+		return;
+	int64_t until = now_ms() + ms_from_s(r->opt.grace_s) + GATHER_SLACK_MS;
+	nodes_wait_dumps(r->nodes, r->sigfd, until, all_in);
+	for (int i = 1; i < r->trace_gather->nnodes; i++)
+		incoming_close(r->trace_gather, &r->trace_gather->node[i], false);
+}
+
 /* This host's ranks, about to start: a private directory unless one was
- * named, the signal, the verdict. 0, or an exit status. */
+ * named, the signal, the verdict (in per-node mode, node 0's, with the
+ * other nodes' dumps). 0, or an exit status. */
+/* NAME's value for the ranks: --env first (it wins over what smddp-run
+ * would set), else the inherited environment. */
+static const char *rank_env(const struct plan *p, const char *name)
+{
+	const char *e = envv_find(&p->env, name);
+
+	return e ? e + strlen(name) + 1 : getenv(name);
+}
+
 int trace_start(struct run *r, struct plan *p, bool pernode)
 {
-	const char *env = getenv("SMDDP_TRACE_DIR"), *sig = getenv("SMDDP_TRACE_SIGNAL");
+	const char *env = rank_env(p, "SMDDP_TRACE_DIR"), *sig = rank_env(p, "SMDDP_TRACE_SIGNAL");
 
-	if (r->mpirun || pernode)
+	if (r->mpirun)
 		return 0;
 	if (!r->trace_dir[0] && env && *env) {
 		snprintf(r->trace_dir, sizeof r->trace_dir, "%s", env);
@@ -76,7 +318,9 @@ int trace_start(struct run *r, struct plan *p, bool pernode)
 		r->trace_signal = strcmp(sig, "1") == 0 || strcasecmp(sig, "true") == 0 ||
 		                  strcasecmp(sig, "yes") == 0 || strcasecmp(sig, "on") == 0;
 	}
-	r->trace_verdict = true;
+	r->trace_verdict = !pernode || r->lay.node_rank == 0;
+	if (pernode && r->lay.node_rank == 0 && r->nodes)
+		gather_start(r);
 	return 0;
 }
 
@@ -171,4 +415,9 @@ void trace_finish(struct run *r)
 	}
 	if (r->trace_private)
 		remove_private(r);
+	if (r->trace_gather) {
+		free(r->trace_gather->node);
+		free(r->trace_gather);
+		r->trace_gather = NULL;
+	}
 }
