@@ -342,6 +342,20 @@ int rank_wrapper(int argc, char **argv)
 	if (id)
 		setenv("TORCHELASTIC_RUN_ID", id, 1);
 
+	/* The flight recorder dumps to the job's directory (--trace-dir), or
+	 * to one of this host's that smddp-run names when the job fails
+	 * (run/trace.c). Made here, where the rank runs; the maker removes it
+	 * again if the rank succeeded and nothing is in it. */
+	char tdir[1024];
+	const char *td = getenv("SMDDP_TRACE_DIR");
+	if (!td || !*td) {
+		trace_host_dir(id ? id : "", tdir, sizeof tdir);
+		setenv("SMDDP_TRACE_DIR", tdir, 1);
+	} else {
+		snprintf(tdir, sizeof tdir, "%s", td);
+	}
+	bool made_tdir = mkdir(tdir, 0700) == 0;
+
 	sigset_t mask, orig;
 	sigemptyset(&mask);
 	static const int sigs[] = { SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2,
@@ -401,6 +415,8 @@ int rank_wrapper(int argc, char **argv)
 			continue;
 		if (WIFEXITED(st)) {
 			int code = WEXITSTATUS(st);
+			if (code == 0 && made_tdir)
+				rmdir(tdir);   /* fails, as it should, once a dump is in it */
 			if (code && !stopped_by && got != sizeof err)
 				tool_warn("rank %d on host %s (pid %d) exited with status %d", rank, host,
 				          (int)pid, code);

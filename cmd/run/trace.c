@@ -42,6 +42,18 @@
 #include "run/launch.h"
 #include "run/run.h"
 
+static void file_job_id(const char *id, char *out, size_t len);
+
+/* Through mpirun without a dump directory: the one each rank's wrapper
+ * makes on its own host, "/tmp/smddp-trace.JOB". */
+void trace_host_dir(const char *job_id, char *out, size_t len)
+{
+	char job[40];
+
+	file_job_id(job_id, job, sizeof job);
+	snprintf(out, len, "/tmp/smddp-trace.%s", job[0] ? job : "job");
+}
+
 /* --trace-dir: the ranks get it wherever they run. 0, or an exit status. */
 int trace_env(struct run *r, struct plan *p)
 {
@@ -80,8 +92,6 @@ struct gather {
 	int nnodes;
 	struct incoming *node;  /* [nnodes] */
 };
-
-static void file_job_id(const char *id, char *out, size_t len);
 
 /* "smddp-trace.JOB.RANK.jsonl" of this job, nothing else (a name that
  * came over the network becomes a path here). */
@@ -292,8 +302,26 @@ int trace_start(struct run *r, struct plan *p, bool pernode)
 {
 	const char *env = rank_env(p, "SMDDP_TRACE_DIR"), *sig = rank_env(p, "SMDDP_TRACE_SIGNAL");
 
-	if (r->mpirun)
+	if (r->mpirun && strcmp(r->engine, "mpirun") == 0) {
+		/* Nobody here reads the other hosts: a directory they share is
+		 * read as it is; else each host keeps its ranks' dumps. */
+		if (!r->trace_dir[0] && env && *env)
+			snprintf(r->trace_dir, sizeof r->trace_dir, "%s", env);
+		if (r->trace_dir[0]) {
+			r->trace_verdict = true;
+		} else {
+			char dir[128];
+
+			trace_host_dir(r->job_id, dir, sizeof dir);
+			snprintf(r->trace_hint, sizeof r->trace_hint,
+			         "flight recorder: the ranks' dumps are in %s on each host: gather them "
+			         "in one directory and run smddp-trace DIR, or give --trace-dir on a "
+			         "file system all hosts share", dir);
+		}
 		return 0;
+	}
+	if (r->mpirun)
+		return 0;   /* srun: each node's smddp-run, in per-node mode */
 	if (!r->trace_dir[0] && env && *env) {
 		snprintf(r->trace_dir, sizeof r->trace_dir, "%s", env);
 	} else if (!r->trace_dir[0]) {
@@ -411,7 +439,14 @@ void trace_finish(struct run *r)
 			flight_free(j);
 		} else if (!strstr(err, "no flight recorder dumps") && !strstr(err, "no dumps of job")) {
 			tool_warn("flight recorder: %s", err);
+		} else if (r->mpirun) {
+			tool_warn("flight recorder: no dumps of this job in %s: is it on a file system "
+			          "that every host shares?", r->trace_dir);
 		}
+	}
+	if (r->cause != CAUSE_NONE && r->trace_hint[0]) {
+		tool_set_message_sink(NULL);
+		tool_warn("%s", r->trace_hint);
 	}
 	if (r->trace_private)
 		remove_private(r);

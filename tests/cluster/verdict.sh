@@ -12,7 +12,8 @@
 #    the others' waited_on), and with one --trace-dir for both hosts (a
 #    shared file system: nothing is copied over it);
 #  - --hosts (mpirun) with a shared --trace-dir: the verdict from it;
-#    without one: one line saying where the dumps are.
+#    without one: one line saying where each host keeps them (and
+#    smddp-trace on that directory gives the verdict).
 # Every job is bounded (timeout), nothing is left in the hosts, and no
 # directory of smddp-run's in TMPDIR.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
@@ -93,4 +94,45 @@ n=$(ls "$CL_DIR/shared" | grep -c '^smddp-trace\..*\.[0-3]\.jsonl$')
 [ "$n" -eq 4 ] && [ "$(ls "$CL_DIR/shared" | wc -l)" -eq 4 ] ||
 	fail "shared: expected the 4 ranks' dumps alone in $CL_DIR/shared: $(ls -l "$CL_DIR/shared")"
 nothing_left shared
+
+# ---- --hosts: mpirun runs the ranks (and gives none the signal)
+# The witnesses ignore SIGTERM: mpirun's SIGKILL must come after rank 2's
+# own timeout (4 s into call 3) for it to dump.
+MPIARGS="$(cl_mpirun_args) --mca odls_base_sigkill_timeout 6"
+JOB="vd$$"
+HOSTDIR="/tmp/smddp-trace.$JOB"
+trap 'rm -rf "$HOSTDIR"; cluster_cleanup' EXIT
+# hosts NAME OPTIONS...: smddp-run --hosts on h1, 2 x 2 ranks, fault hang 3
+hosts() {
+	local name=$1 t0
+	shift
+	t0=$(date +%s%N)
+	RC=0
+	SMDDP_JOB_ID=$JOB on_host 1 timeout -k 5 120 "$RUN" --hosts "$(cl_hosts 2 2)" \
+		--network-interface eth0 --mpirun-args "$MPIARGS" --env SMDDP_TIMEOUT=2 "$@" \
+		-- "$FAULT" hang 3 20 >"$CL_DIR/out.1" 2>&1 || RC=$?
+	DT=$((($(date +%s%N) - t0) / 1000000))
+	rm -f "$CL_DIR/out.2"
+	[ "$RC" -ne 0 ] || fail "$name: exit status 0: $(everything)"
+	[ "$DT" -lt 90000 ] || fail "$name: took $DT ms"
+}
+
+# a shared --trace-dir: read as it is, rank 3 (no signal) named by the others
+hosts mpirun-shared --trace-dir "$CL_DIR/mshared"
+one_verdict mpirun-shared "$CL_DIR/out.1" "$WANT; no dump from rank 3\$"
+nothing_left mpirun-shared
+
+# none: each host keeps its ranks' dumps in /tmp/smddp-trace.JOB; one line says so
+hosts mpirun-hostdirs
+grep -q '^smddp-run: verdict' "$CL_DIR/out.1" && fail "mpirun-hostdirs: a verdict from one host's dumps: $(everything)"
+want="^smddp-run: flight recorder: the ranks' dumps are in $HOSTDIR on each host: gather them in one directory and run smddp-trace DIR, or give --trace-dir on a file system all hosts share\$"
+[ "$(grep -c '^smddp-run: flight recorder' "$CL_DIR/out.1")" -eq 1 ] && grep -q "$want" "$CL_DIR/out.1" ||
+	fail "mpirun-hostdirs: no line saying where the dumps are: $(everything)"
+# (the hosts share this file system: all dumps are in the one directory)
+"$top_builddir/cmd/smddp-trace" "$HOSTDIR" >"$CL_DIR/trace.out" 2>&1
+grep -Eq "rank 3 never entered call 3" "$CL_DIR/trace.out" ||
+	fail "mpirun-hostdirs: smddp-trace $HOSTDIR says: $(cat "$CL_DIR/trace.out")"
+echo "ok: mpirun-hostdirs: $(grep '^smddp-run: flight recorder' "$CL_DIR/out.1")"
+rm -rf "$HOSTDIR"
+nothing_left mpirun-hostdirs
 exit 0
