@@ -342,19 +342,20 @@ int rank_wrapper(int argc, char **argv)
 	if (id)
 		setenv("TORCHELASTIC_RUN_ID", id, 1);
 
-	/* The flight recorder dumps to the job's directory (--trace-dir), or
-	 * to one of this host's that smddp-run names when the job fails
-	 * (run/trace.c). Made here, where the rank runs; the maker removes it
-	 * again if the rank succeeded and nothing is in it. */
+	/* The flight recorder dumps to the job's directory (--trace-dir,
+	 * made here if this host lacks it), or to this rank's own on this
+	 * host, which smddp-run names when the job fails (run/trace.c) and
+	 * which goes again with the rank if nothing is in it. */
 	char tdir[1024];
 	const char *td = getenv("SMDDP_TRACE_DIR");
-	if (!td || !*td) {
-		trace_host_dir(id ? id : "", tdir, sizeof tdir);
+	bool own_tdir = !td || !*td;
+	if (own_tdir) {
+		trace_host_dir(id ? id : "", rank, tdir, sizeof tdir);
 		setenv("SMDDP_TRACE_DIR", tdir, 1);
 	} else {
 		snprintf(tdir, sizeof tdir, "%s", td);
 	}
-	bool made_tdir = mkdir(tdir, 0700) == 0;
+	own_tdir = mkdir(tdir, 0700) == 0 && own_tdir;
 
 	sigset_t mask, orig;
 	sigemptyset(&mask);
@@ -415,7 +416,7 @@ int rank_wrapper(int argc, char **argv)
 			continue;
 		if (WIFEXITED(st)) {
 			int code = WEXITSTATUS(st);
-			if (code == 0 && made_tdir)
+			if (own_tdir)
 				rmdir(tdir);   /* fails, as it should, once a dump is in it */
 			if (code && !stopped_by && got != sizeof err)
 				tool_warn("rank %d on host %s (pid %d) exited with status %d", rank, host,
@@ -424,6 +425,8 @@ int rank_wrapper(int argc, char **argv)
 		}
 		if (WIFSIGNALED(st)) {
 			int s = WTERMSIG(st);
+			if (own_tdir)
+				rmdir(tdir);
 			if (!stopped_by)
 				tool_warn("rank %d on host %s (pid %d) was killed by signal %d (%s%s)", rank,
 				          host, (int)pid, s, strsignal(s), WCOREDUMP(st) ? ", core dumped" : "");
