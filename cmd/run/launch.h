@@ -184,7 +184,7 @@ int trace_env(struct run *r, struct plan *p);
 int trace_start(struct run *r, struct plan *p, bool pernode);
 void trace_signal_ranks(struct run *r);
 void trace_nodes(struct run *r);
-void trace_host_dir(const char *job_id, int rank, char *out, size_t len);
+void trace_host_dir(const char *job_id, char *out, size_t len);
 void trace_finish(struct run *r);
 
 /* ---- mpirun.c ------------------------------------------------------------- */

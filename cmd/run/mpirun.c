@@ -342,20 +342,15 @@ int rank_wrapper(int argc, char **argv)
 	if (id)
 		setenv("TORCHELASTIC_RUN_ID", id, 1);
 
-	/* The flight recorder dumps to the job's directory (--trace-dir,
-	 * made here if this host lacks it), or to this rank's own on this
-	 * host, which smddp-run names when the job fails (run/trace.c) and
-	 * which goes again with the rank if nothing is in it. */
-	char tdir[1024];
+	/* Without --trace-dir the flight recorder dumps to a directory of
+	 * this host's, which smddp-run names when the job fails (run/trace.c);
+	 * the library makes it at the first dump. */
 	const char *td = getenv("SMDDP_TRACE_DIR");
-	bool own_tdir = !td || !*td;
-	if (own_tdir) {
-		trace_host_dir(id ? id : "", rank, tdir, sizeof tdir);
+	if (!td || !*td) {
+		char tdir[128];
+		trace_host_dir(id ? id : "", tdir, sizeof tdir);
 		setenv("SMDDP_TRACE_DIR", tdir, 1);
-	} else {
-		snprintf(tdir, sizeof tdir, "%s", td);
 	}
-	own_tdir = mkdir(tdir, 0700) == 0 && own_tdir;
 
 	sigset_t mask, orig;
 	sigemptyset(&mask);
@@ -416,8 +411,6 @@ int rank_wrapper(int argc, char **argv)
 			continue;
 		if (WIFEXITED(st)) {
 			int code = WEXITSTATUS(st);
-			if (own_tdir)
-				rmdir(tdir);   /* fails, as it should, once a dump is in it */
 			if (code && !stopped_by && got != sizeof err)
 				tool_warn("rank %d on host %s (pid %d) exited with status %d", rank, host,
 				          (int)pid, code);
@@ -425,8 +418,6 @@ int rank_wrapper(int argc, char **argv)
 		}
 		if (WIFSIGNALED(st)) {
 			int s = WTERMSIG(st);
-			if (own_tdir)
-				rmdir(tdir);
 			if (!stopped_by)
 				tool_warn("rank %d on host %s (pid %d) was killed by signal %d (%s%s)", rank,
 				          host, (int)pid, s, strsignal(s), WCOREDUMP(st) ? ", core dumped" : "");

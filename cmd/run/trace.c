@@ -45,19 +45,14 @@
 static void file_job_id(const char *id, char *out, size_t len);
 
 /* Through mpirun without a dump directory: the one each rank's wrapper
- * makes on its host, "/tmp/smddp-trace.JOB.RANK" (one per rank, so that
- * the wrapper can remove it again, if empty, once its rank is over,
- * without racing another rank's dump); rank < 0: the pattern, for
- * messages. */
-void trace_host_dir(const char *job_id, int rank, char *out, size_t len)
+ * names on its host, "/tmp/smddp-trace.JOB" (the library makes it at the
+ * first dump, so that a job with nothing to say leaves none). */
+void trace_host_dir(const char *job_id, char *out, size_t len)
 {
 	char job[40];
 
 	file_job_id(job_id, job, sizeof job);
-	if (rank < 0)
-		snprintf(out, len, "/tmp/smddp-trace.%s.RANK", job[0] ? job : "job");
-	else
-		snprintf(out, len, "/tmp/smddp-trace.%s.%d", job[0] ? job : "job", rank);
+	snprintf(out, len, "/tmp/smddp-trace.%s", job[0] ? job : "job");
 }
 
 /* --trace-dir: the ranks get it wherever they run. 0, or an exit status. */
@@ -318,11 +313,11 @@ int trace_start(struct run *r, struct plan *p, bool pernode)
 		} else {
 			char dir[128];
 
-			trace_host_dir(r->job_id, -1, dir, sizeof dir);
+			trace_host_dir(r->job_id, dir, sizeof dir);
 			snprintf(r->trace_hint, sizeof r->trace_hint,
-			         "flight recorder: each rank's dump is in %s on its host: gather them "
-			         "and run smddp-trace on them, or give --trace-dir on a file system "
-			         "all hosts share", dir);
+			         "flight recorder: the ranks' dumps are in %s on each host: gather them "
+			         "and run smddp-trace on them, or give --trace-dir on a file system all "
+			         "hosts share", dir);
 		}
 		return 0;
 	}
