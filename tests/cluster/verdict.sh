@@ -11,6 +11,7 @@
 #    from h2); again with the signal off (rank 3 writes nothing: named from
 #    the others' waited_on), and with one --trace-dir for both hosts (a
 #    shared file system: nothing is copied over it);
+#  - Slurm (srun runs smddp-run per node): as per-node mode;
 #  - --hosts (mpirun) with a shared --trace-dir: the verdict from it;
 #    without one: one line saying where each host keeps them (and
 #    smddp-trace on that directory gives the verdict).
@@ -145,4 +146,17 @@ hosts_ok() {
 hosts_ok || fail "mpirun-good: exit status $?: $(everything)"
 [ ! -e "$HOSTDIR" ] || fail "mpirun-good: left $HOSTDIR"
 echo "ok: mpirun-good: no directory left"
+
+# ---- Slurm: srun (tests/slurm/fake-srun) runs smddp-run per node, and
+# node 0's gives the verdict, on srun's output; each node's dumps stay in a
+# private directory of its own until node 0 has them
+RC=0
+SLURM_JOB_ID=31 SLURM_JOB_NODELIST='10.77.0.[1-2]' SLURM_JOB_NUM_NODES=2 \
+	SMDDP_SRUN="$top_srcdir/tests/slurm/fake-srun" FAKE_SRUN_AGENT="$CL_AGENT" \
+	FAKE_SRUN_HOSTS="10.77.0.1 10.77.0.2" FAKE_SRUN_LOG="$CL_DIR/srun.log" \
+	on_host 1 timeout -k 5 120 "$RUN" --network-interface eth0 --join-timeout 60 -n 2 \
+	--grace 5 --env SMDDP_TIMEOUT=2 -- "$FAULT" hang 3 20 >"$CL_DIR/out.1" 2>&1 || RC=$?
+[ "$RC" -ne 0 ] || fail "slurm: exit status 0: $(everything)"
+one_verdict slurm "$CL_DIR/out.1" "$WANT\$"
+nothing_left slurm
 exit 0
