@@ -209,64 +209,94 @@ static bool is_call_line(const char *l)
 	return strncmp(l, "{\"comm\":", 8) == 0 && !strstr(l, "\"comm_rank\":");
 }
 
-/* Another node: its ranks' dump files, the last SEND_CALLS calls of each
- * communicator, then the end. Returns the files sent. */
-static int send_dumps(struct run *r)
+/* What a node sends: a budget in bytes and time, and the last SEND_CALLS
+ * call lines of the communicator being read (a ring: a file holds
+ * SMDDP_TRACE_ENTRIES calls per communicator, which may be many). */
+struct sender {
+	struct run *r;
+	const char *name;
+	int64_t until;
+	size_t budget;
+	bool ok;
+	char *ring[SEND_CALLS];
+	size_t nring;           /* lines pushed in this communicator */
+};
+
+static void send_one(struct sender *s, const char *line)
 {
-	int64_t until = now_ms() + SEND_WAIT_MS;
-	size_t budget = SEND_MAX_BYTES;
+	size_t len = strlen(line) + 1;
+
+	if (!s->ok || len > SEND_LINE_MAX)
+		return;   /* a line the channel cannot carry is left out */
+	if (len > s->budget) {
+		s->ok = false;
+		return;
+	}
+	s->budget -= len;
+	s->ok = nodes_send_dump(s->r->nodes, s->name, line, s->until) == 0;
+}
+
+/* The communicator's last calls, oldest first. */
+static void send_ring(struct sender *s)
+{
+	size_t n = s->nring < SEND_CALLS ? s->nring : SEND_CALLS;
+
+	for (size_t k = s->nring - n; k < s->nring; k++) {
+		if (s->ring[k % SEND_CALLS])
+			send_one(s, s->ring[k % SEND_CALLS]);
+		free(s->ring[k % SEND_CALLS]);
+		s->ring[k % SEND_CALLS] = NULL;
+	}
+	s->nring = 0;
+}
+
+/* Another node: its ranks' dump files, the last SEND_CALLS calls of each
+ * communicator, then the end. */
+static void send_dumps(struct run *r)
+{
+	struct sender s = { .r = r, .until = now_ms() + SEND_WAIT_MS, .budget = SEND_MAX_BYTES,
+	                    .ok = true };
 	char job[40], num[16];
 	int files = 0;
-	bool ok = true;
 
 	file_job_id(r->job_id, job, sizeof job);
-	for (int i = 0; i < r->nranks && ok; i++) {
-		char name[128], path[1200];
-		struct strv lines = { 0 };
-		char *line = NULL;
+	for (int i = 0; i < r->nranks && s.ok; i++) {
+		char name[128], path[1200], *line = NULL;
 		size_t cap = 0;
 		ssize_t len;
+		bool first = true;
 
 		snprintf(name, sizeof name, "smddp-trace.%s.%d.jsonl", job, r->ranks[i].rank);
 		snprintf(path, sizeof path, "%s/%s", r->trace_dir, name);
 		FILE *f = fopen(path, "re");
 		if (!f)
 			continue;
-		while ((len = getline(&line, &cap, f)) > 0 && lines.n < 100000) {
+		s.name = name;
+		while (s.ok && (len = getline(&line, &cap, f)) > 0) {
 			if (line[len - 1] == '\n')
 				line[--len] = 0;
-			strv_add(&lines, len <= SEND_LINE_MAX ? line : "");
+			if (!first && is_call_line(line)) {
+				size_t k = s.nring++ % SEND_CALLS;
+				free(s.ring[k]);
+				s.ring[k] = strdup(line);
+				if (!s.ring[k])
+					s.ok = false;
+				continue;
+			}
+			send_ring(&s);   /* the calls of the communicator before */
+			send_one(&s, line);
+			first = false;
 		}
+		send_ring(&s);
 		free(line);
 		fclose(f);
-		/* each communicator's last calls: those within SEND_CALLS of the
-		 * next communicator's line (or the end) */
-		for (size_t k = 0; k < lines.n && ok; k++) {
-			const char *l = lines.v[k];
-			size_t end = k;
-
-			if (!*l)
-				continue;
-			if (k > 0 && is_call_line(l)) {
-				while (end < lines.n && (!*lines.v[end] || is_call_line(lines.v[end])))
-					end++;
-				if (end - k > SEND_CALLS)
-					continue;
-			}
-			if (strlen(l) + 1 > budget) {
-				ok = false;
-				break;
-			}
-			budget -= strlen(l) + 1;
-			ok = nodes_send_dump(r->nodes, name, l, until) == 0;
-		}
-		strv_free(&lines);
 		files++;
 	}
+	for (size_t k = 0; k < SEND_CALLS; k++)
+		free(s.ring[k]);
+	/* the end, also after the budget ran out (node 0 keeps whole lines) */
 	snprintf(num, sizeof num, "%d", files);
-	if (ok)
-		nodes_send_dump(r->nodes, NULL, num, until);
-	return files;
+	nodes_send_dump(r->nodes, NULL, num, s.until);
 }
 
 /* Per-node mode, this node's ranks over: the other nodes send their dumps,
