@@ -778,10 +778,18 @@ static struct peer *peer_by_fd(struct nodes *n, int fd)
 	return NULL;
 }
 
+/* LINE's first word is V. (The dumps' own, so that they stay apart from
+ * the parsing of the other messages.) */
+static bool dump_verb(const char *line, const char *v)
+{
+	size_t n = strlen(v);
+	return strncmp(line, v, n) == 0 && (line[n] == ' ' || line[n] == '\0');
+}
+
 /* Node 0: a line of the dumps protocol (nodes.h) goes to its reader. */
 static bool take_dump(struct nodes *n, const struct peer *p, const char *line)
 {
-	if (n->cfg.node_rank != 0 || !(verb(line, "DUMP") || verb(line, "DUMPS")))
+	if (n->cfg.node_rank != 0 || !(dump_verb(line, "DUMP") || dump_verb(line, "DUMPS")))
 		return false;
 	if (n->dump_fn)
 		n->dump_fn(n->dump_ctx, p->node, line);
@@ -968,7 +976,7 @@ int nodes_wait_dumps(struct nodes *n, int sigfd, int64_t until_ms, bool (*all_in
 			if (!pfd[i].revents || !p)
 				continue;
 			while ((got = read_line(p, line, sizeof line, &eof)) == 1)
-				if (!take_dump(n, p, line) && verb(line, "EXIT"))
+				if (!take_dump(n, p, line) && dump_verb(line, "EXIT"))
 					p->done = true;
 			if (got < 0)
 				close_peer(p);

@@ -488,14 +488,8 @@ int sd_net_use_hier(struct smddp_comm *c)
 
 int sd_net_node_err(struct smddp_comm *c, int rc)
 {
-	struct smddp_comm *node = c->net->node;
-
-	if (rc && node->nwaited_on > 0) {
-		/* Whom the host's wait missed (already named as c names its
-		 * ranks): the flight recorder keeps c's. */
-		memcpy(c->waited_on, node->waited_on, sizeof(c->waited_on));
-		c->nwaited_on = node->nwaited_on;
-	}
+	if (rc)
+		sd_net_node_waited(c);
 	if (rc)
 		return sd_comm_error(c, rc, "inside host %s: %s", sd_net_host_of(c, c->rank),
 				     c->net->node->last_error);

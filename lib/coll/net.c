@@ -112,6 +112,17 @@ static void note_wait(struct smddp_comm *c, const struct sd_freq *r)
 		note_peer(c, r->peer);
 }
 
+void sd_net_node_waited(struct smddp_comm *c)
+{
+	struct smddp_comm *node = c->net->node;
+
+	/* already named as c names its ranks (SD_RANK_NAME) */
+	if (node && node->nwaited_on > 0) {
+		memcpy(c->waited_on, node->waited_on, sizeof(c->waited_on));
+		c->nwaited_on = node->nwaited_on;
+	}
+}
+
 /* Progress until r is done (p, if any, runs after every completion). */
 int sd_net_wait_pump(struct smddp_comm *c, struct sd_freq *r, struct pump *p)
 {
