@@ -347,7 +347,7 @@ int rank_wrapper(int argc, char **argv)
 	 * the library makes it at the first dump. */
 	const char *td = getenv("SMDDP_TRACE_DIR");
 	if (!td || !*td) {
-		char tdir[128];
+		char tdir[1024];
 		trace_host_dir(id ? id : "", tdir, sizeof tdir);
 		setenv("SMDDP_TRACE_DIR", tdir, 1);
 	}

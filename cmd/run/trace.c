@@ -45,14 +45,17 @@
 static void file_job_id(const char *id, char *out, size_t len);
 
 /* Through mpirun without a dump directory: the one each rank's wrapper
- * names on its host, "/tmp/smddp-trace.JOB" (the library makes it at the
- * first dump, so that a job with nothing to say leaves none). */
+ * names on its host, "TMPDIR/smddp-trace.JOB" (TMPDIR as the process
+ * sees it, else /tmp; the library makes it at the first dump, so that a
+ * job with nothing to say leaves none). */
 void trace_host_dir(const char *job_id, char *out, size_t len)
 {
+	const char *tmp = getenv("TMPDIR");
 	char job[40];
 
 	file_job_id(job_id, job, sizeof job);
-	snprintf(out, len, "/tmp/smddp-trace.%s", job[0] ? job : "job");
+	snprintf(out, len, "%s/smddp-trace.%s", tmp && *tmp == '/' && strlen(tmp) < 800 ? tmp : "/tmp",
+	         job[0] ? job : "job");
 }
 
 /* --trace-dir: the ranks get it wherever they run. 0, or an exit status. */
@@ -341,13 +344,13 @@ int trace_start(struct run *r, struct plan *p, bool pernode)
 		if (r->trace_dir[0]) {
 			r->trace_verdict = true;
 		} else {
-			char dir[128];
+			char dir[1024];
 
 			trace_host_dir(r->job_id, dir, sizeof dir);
 			snprintf(r->trace_hint, sizeof r->trace_hint,
-			         "flight recorder: the ranks' dumps are in %s on each host: gather them "
-			         "and run smddp-trace on them, or give --trace-dir on a file system all "
-			         "hosts share", dir);
+			         "flight recorder: the ranks' dumps are in %s on each host (or under "
+			         "its TMPDIR): gather them and run smddp-trace on them, or give "
+			         "--trace-dir on a file system all hosts share", dir);
 		}
 		return 0;
 	}

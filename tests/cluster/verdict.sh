@@ -25,8 +25,7 @@ FAULT="$top_builddir/tests/integration/fault"
 grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h" || skip "built without libfabric"
 
 cluster_up 2
-export TMPDIR="$CL_DIR/tmp"
-mkdir "$TMPDIR"
+# (TMPDIR is $CL_DIR/tmp: tests/cluster/lib.sh)
 WANT='^smddp-run: verdict: rank 3 never entered call 3 \(allreduce, 4099 x float32, sum\); ranks 0-2 waited in it'
 
 # pernode OPTIONS...: smddp-run on h2 and h1 (node 1 and 0), 2 ranks each,
@@ -101,8 +100,7 @@ nothing_left shared
 # own timeout (4 s into call 3) for it to dump.
 MPIARGS="$(cl_mpirun_args) --mca odls_base_sigkill_timeout 6"
 JOB="vd$$"
-HOSTDIR="/tmp/smddp-trace.$JOB"
-trap 'rm -rf "$HOSTDIR"; cluster_cleanup' EXIT
+HOSTDIR="$TMPDIR/smddp-trace.$JOB"   # the ranks inherit TMPDIR here
 # hosts NAME OPTIONS...: smddp-run --hosts on h1, 2 x 2 ranks, fault hang 3
 hosts() {
 	local name=$1 t0
@@ -123,10 +121,10 @@ hosts mpirun-shared --trace-dir "$CL_DIR/mshared"
 one_verdict mpirun-shared "$CL_DIR/out.1" "$WANT; no dump from rank 3\$"
 nothing_left mpirun-shared
 
-# none: each host's ranks dump to /tmp/smddp-trace.JOB there; one line says so
+# none: each host's ranks dump to TMPDIR/smddp-trace.JOB there; one line says so
 hosts mpirun-hostdirs
 grep -q '^smddp-run: verdict' "$CL_DIR/out.1" && fail "mpirun-hostdirs: a verdict from one host's dumps: $(everything)"
-want="^smddp-run: flight recorder: the ranks' dumps are in $HOSTDIR on each host: gather them and run smddp-trace on them, or give --trace-dir on a file system all hosts share\$"
+want="^smddp-run: flight recorder: the ranks' dumps are in $HOSTDIR on each host (or under its TMPDIR): gather them and run smddp-trace on them, or give --trace-dir on a file system all hosts share\$"
 [ "$(grep -c '^smddp-run: flight recorder' "$CL_DIR/out.1")" -eq 1 ] && grep -q "$want" "$CL_DIR/out.1" ||
 	fail "mpirun-hostdirs: no line saying where the dumps are: $(everything)"
 # (the hosts share this file system: the dumps of both are in the one directory)
