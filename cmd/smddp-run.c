@@ -360,6 +360,7 @@ int main(int argc, char **argv)
 	}
 
 	event_loop(r);
+	trace_nodes(r);
 	if (r->nodes) {
 		nodes_done(r->nodes, exit_status(r));
 		nodes_free(r->nodes);

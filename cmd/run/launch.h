@@ -131,6 +131,8 @@ struct run {
 	bool trace_private;     /* made by smddp-run: removed at the end */
 	bool trace_signal;      /* ranks dump on SIGUSR1: sent when the job is stopped */
 	bool trace_verdict;     /* every rank is here: read the dumps if the job fails */
+	struct gather *trace_gather;  /* per-node mode, node 0: the other nodes' dumps */
+	char trace_hint[1100];  /* through mpirun: where the dumps are, said on failure */
 };
 
 /* ---- options.c ------------------------------------------------------------ */
@@ -181,6 +183,8 @@ void exit_like(const struct run *r);
 int trace_env(struct run *r, struct plan *p);
 int trace_start(struct run *r, struct plan *p, bool pernode);
 void trace_signal_ranks(struct run *r);
+void trace_nodes(struct run *r);
+void trace_host_dir(const char *job_id, char *out, size_t len);
 void trace_finish(struct run *r);
 
 /* ---- mpirun.c ------------------------------------------------------------- */

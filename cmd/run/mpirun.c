@@ -342,6 +342,16 @@ int rank_wrapper(int argc, char **argv)
 	if (id)
 		setenv("TORCHELASTIC_RUN_ID", id, 1);
 
+	/* Without --trace-dir the flight recorder dumps to a directory of
+	 * this host's, which smddp-run names when the job fails (run/trace.c);
+	 * the library makes it at the first dump. */
+	const char *td = getenv("SMDDP_TRACE_DIR");
+	if (!td || !*td) {
+		char tdir[1024];
+		trace_host_dir(id ? id : "", tdir, sizeof tdir);
+		setenv("SMDDP_TRACE_DIR", tdir, 1);
+	}
+
 	sigset_t mask, orig;
 	sigemptyset(&mask);
 	static const int sigs[] = { SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2,

@@ -120,6 +120,8 @@ struct nodes {
 	char token[NODES_TOKEN_MAX];
 	int64_t warn_since;     /* the current window of refusal warnings */
 	int warned, unshown;    /* in it: told, and not told */
+	nodes_dump_fn dump_fn;  /* node 0: where DUMP and DUMPS lines go */
+	void *dump_ctx;
 };
 
 static int64_t now_ms(void)
@@ -1033,6 +1035,24 @@ static struct peer *peer_by_fd(struct nodes *n, int fd)
 	return NULL;
 }
 
+/* LINE's first word is V. (The dumps' own, so that they stay apart from
+ * the parsing of the other messages.) */
+static bool dump_verb(const char *line, const char *v)
+{
+	size_t n = strlen(v);
+	return strncmp(line, v, n) == 0 && (line[n] == ' ' || line[n] == '\0');
+}
+
+/* Node 0: a line of the dumps protocol (nodes.h) goes to its reader. */
+static bool take_dump(struct nodes *n, const struct peer *p, const char *line)
+{
+	if (n->cfg.node_rank != 0 || !(dump_verb(line, "DUMP") || dump_verb(line, "DUMPS")))
+		return false;
+	if (n->dump_fn)
+		n->dump_fn(n->dump_ctx, p->node, line);
+	return true;
+}
+
 /* Node 0: every node but SKIP stops. */
 static void broadcast_stop(struct nodes *n, const struct peer *skip, int status, const char *why)
 {
@@ -1059,6 +1079,8 @@ bool nodes_io(struct nodes *n, const struct pollfd *pfd, size_t count, int *stat
 		int got;
 		while ((got = read_line(p, line, sizeof line, &eof)) == 1) {
 			struct nodes_msg m;
+			if (take_dump(n, p, line))
+				continue;
 			if (nodes_parse_line(line, &m))
 				continue;   /* not ours: the peers proved themselves, so a bug */
 			int st = m.have & NODES_F_STATUS ? (int)m.status : 1;
@@ -1152,4 +1174,71 @@ void nodes_free(struct nodes *n)
 		close_peer(&n->peers[i]);
 	free(n->peers);
 	free(n);
+}
+
+/* ---- the flight recorders' dumps (nodes.h) ----------------------------- */
+
+void nodes_on_dump(struct nodes *n, nodes_dump_fn fn, void *ctx)
+{
+	n->dump_fn = fn;
+	n->dump_ctx = ctx;
+}
+
+int nodes_send_dump(struct nodes *n, const char *name, const char *line, int64_t until_ms)
+{
+	if (n->cfg.node_rank == 0 || n->npeers == 0 || n->peers[0].fd < 0 || now_ms() >= until_ms)
+		return -1;
+	/* send_line waits up to a second per full socket buffer: node 0
+	 * reads these as they come, also while its own ranks still run. */
+	if (!name)
+		return send_line(n->peers[0].fd, "DUMPS files=%s", line);
+	return send_line(n->peers[0].fd, "DUMP file=%s msg=%s", name, line);
+}
+
+int nodes_wait_dumps(struct nodes *n, int sigfd, int64_t until_ms, bool (*all_in)(void *ctx))
+{
+	struct pollfd *pfd;
+	size_t max = n->npeers + 1;
+	int sig = 0;
+
+	if (n->cfg.node_rank != 0 || !n->dump_fn || !(pfd = calloc(max, sizeof *pfd)))
+		return 0;
+	for (;;) {
+		size_t k = 0;
+
+		/* a node gone says nothing more (told again each round: the
+		 * reader takes it once) */
+		for (size_t i = 0; i < n->npeers; i++)
+			if (n->peers[i].fd < 0 && n->peers[i].node > 0)
+				n->dump_fn(n->dump_ctx, n->peers[i].node, NULL);
+		if (all_in(n->dump_ctx) || now_ms() >= until_ms || sig) {
+			free(pfd);
+			return sig;
+		}
+		pfd[k++] = (struct pollfd){ .fd = sigfd, .events = POLLIN };
+		k += nodes_pollfds(n, pfd + k, max - k);
+		int ready = poll(pfd, k, ms_left(until_ms, 1000));
+		if (ready < 0 && errno != EINTR) {
+			free(pfd);
+			return 0;
+		}
+		if (ready <= 0)
+			continue;
+		if (pfd[0].revents)
+			sig = stop_signal(sigfd);
+		for (size_t i = 1; i < k; i++) {
+			struct peer *p = peer_by_fd(n, pfd[i].fd);
+			char line[LINE_MAX_LEN];
+			bool eof = false;
+			int got;
+
+			if (!pfd[i].revents || !p)
+				continue;
+			while ((got = read_line(p, line, sizeof line, &eof)) == 1)
+				if (!take_dump(n, p, line) && dump_verb(line, "EXIT"))
+					p->done = true;
+			if (got < 0)
+				close_peer(p);
+		}
+	}
 }

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "run/nodes-line.h"   /* NODES_ID_MAX, NODES_TOKEN_MAX */
 
@@ -57,5 +58,26 @@ void nodes_done(struct nodes *n, int status);
 bool nodes_waiting(const struct nodes *n);
 
 void nodes_free(struct nodes *n);
+
+/* ---- the flight recorders' dumps, gathered on node 0 (run/trace.c) ----
+ *
+ *   node I -> 0   DUMP file=NAME msg=LINE   (one line of its dump file NAME)
+ *                 DUMPS files=K             (no more: sent before EXIT)
+ *
+ * Node 0 hands each such line to FN with the sender's node number, whether
+ * it is read while the ranks run or in nodes_wait_dumps(); LINE NULL: that
+ * node went away. */
+typedef void (*nodes_dump_fn)(void *ctx, int node, const char *line);
+void nodes_on_dump(struct nodes *n, nodes_dump_fn fn, void *ctx);
+
+/* Another node: one line of dump file NAME, or the end (NAME NULL, LINE
+ * the count). 0, or -1 when node 0 is gone or does not take it within
+ * UNTIL_MS (monotonic, as now_ms). */
+int nodes_send_dump(struct nodes *n, const char *name, const char *line, int64_t until_ms);
+
+/* Node 0, its ranks over: reads the other nodes until ALL_IN(CTX) says
+ * everything came, UNTIL_MS passes, or a stopping signal arrives on SIGFD
+ * (returned then, else 0). */
+int nodes_wait_dumps(struct nodes *n, int sigfd, int64_t until_ms, bool (*all_in)(void *ctx));
 
 #endif /* SMDDP_RUN_NODES_H */

@@ -56,6 +56,8 @@ static void usage(void)
 "                          (SMDDP_TRACE_DIR; default: a private directory, removed\n"
 "                          at the end); when the job fails, smddp-run reads them\n"
 "                          and prints a verdict: which rank was behind, in which call\n"
+"                          (per-node mode and Slurm: node 0, from every node's dumps;\n"
+"                          through mpirun: give a DIR that all hosts share)\n"
 "      --dry-run           print the environment and command instead of running\n"
 "\n"
 "Across hosts, one smddp-run per node (torchrun's per-node mode, no ssh):\n"

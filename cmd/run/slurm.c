@@ -326,6 +326,12 @@ void slurm_argv(const struct options *o, const struct plan *p, int tag, struct s
 		strv_add(av, "--rdzv-id");
 		strv_add(av, o->job_id);
 	}
+	/* each node's smddp-run gives its ranks the dump directory, and node
+	 * 0's gathers the verdict (run/trace.c) */
+	if (o->trace_dir) {
+		strv_add(av, "--trace-dir");
+		strv_add(av, o->trace_dir);
+	}
 	strv_add(av, "--");
 	for (char **a = o->argv; *a; a++)
 		strv_add(av, *a);

@@ -89,6 +89,9 @@ struct grp sd_net_rail(struct smddp_comm *c);
 int sd_net_use_hier(struct smddp_comm *c);
 /* An error of the node communicator, as c's. */
 int sd_net_node_err(struct smddp_comm *c, int rc);
+/* The flight recorder's waited_on of a failure inside the host: the node
+ * communicator's becomes c's (net.c). */
+void sd_net_node_waited(struct smddp_comm *c);
 
 /* ---- net.c: the ops of the transport table (net-table.c) ---- */
 int sd_net_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n);

@@ -94,6 +94,34 @@ static int explain(struct smddp_comm *c, int rc)
 	return rc;
 }
 
+/* The flight recorder's "waited_on" (lib/core/trace.c): the rank a wait
+ * that may block is for, named as messages name it, so that a verdict
+ * across hosts can say who was behind.  Once per wait that is not over
+ * already (two stores), never per completion; a receive from any rank
+ * (p2p) names nobody. */
+static void note_peer(struct smddp_comm *c, int peer)
+{
+	c->nwaited_on = peer >= 0;
+	if (peer >= 0)
+		c->waited_on[0] = SD_RANK_NAME(c, peer);
+}
+
+static void note_wait(struct smddp_comm *c, const struct sd_freq *r)
+{
+	if (!r->done)
+		note_peer(c, r->peer);
+}
+
+void sd_net_node_waited(struct smddp_comm *c)
+{
+	struct smddp_comm *node = c->net->node;
+
+	/* already named as c names its ranks (SD_RANK_NAME) */
+	if (node && node->nwaited_on > 0) {
+		memcpy(c->waited_on, node->waited_on, sizeof(c->waited_on));
+		c->nwaited_on = node->nwaited_on;
+	}
+}
 
 /* A transfer being waited for: what sd_wait's callbacks look at. */
 struct nwait {
@@ -173,7 +201,10 @@ int sd_net_wait_pump(struct smddp_comm *c, struct sd_freq *r, struct pump *p)
 		.health = net_health,
 		.arg = &nw,
 	};
-	int rc = sd_wait(&w);
+	int rc;
+
+	note_wait(c, r);
+	rc = sd_wait(&w);
 
 	if (w.expired && n->p2p && r->is_send)
 		return sd_comm_error(
@@ -258,9 +289,12 @@ static uint64_t tag(struct smddp_comm *c, unsigned phase, uint64_t step)
 }
 
 /* A post that fails (a connection already broken) is explained like a
- * failed transfer: the root cause first, if the bootstrap knows it. */
-static int posted(struct smddp_comm *c, int rc)
+ * failed transfer: the root cause first, if the bootstrap knows it.  The
+ * peer it was for is what the call was waiting on (note_wait). */
+static int posted(struct smddp_comm *c, int peer, int rc)
 {
+	if (rc)
+		note_peer(c, peer);
 	return rc == SMDDP_ENETWORK ? explain(c, rc) : rc;
 }
 
@@ -268,14 +302,14 @@ int sd_net_send_to(struct smddp_comm *c, int peer, unsigned ph, uint64_t step, c
 		   size_t len, struct sd_freq *r)
 {
 	memset(r, 0, sizeof(*r));
-	return posted(c, sd_fab_send(c, c->net->fab, peer, tag(c, ph, step), buf, len, r));
+	return posted(c, peer, sd_fab_send(c, c->net->fab, peer, tag(c, ph, step), buf, len, r));
 }
 
 int sd_net_recv_from(struct smddp_comm *c, int peer, unsigned ph, uint64_t step, void *buf,
 		     size_t len, struct sd_freq *r)
 {
 	memset(r, 0, sizeof(*r));
-	return posted(c, sd_fab_recv(c, c->net->fab, peer, tag(c, ph, step), buf, len, r));
+	return posted(c, peer, sd_fab_recv(c, c->net->fab, peer, tag(c, ph, step), buf, len, r));
 }
 
 int sd_net_check_len(struct smddp_comm *c, struct sd_freq *r, size_t want)
@@ -317,6 +351,8 @@ int sd_net_use_hier(struct smddp_comm *c)
 
 int sd_net_node_err(struct smddp_comm *c, int rc)
 {
+	if (rc)
+		sd_net_node_waited(c);
 	if (rc)
 		return sd_comm_error(c, rc, "inside host %s: %s", sd_net_host_of(c, c->rank),
 				     c->net->node->last_error);
@@ -370,13 +406,13 @@ int sd_net_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 		if (op->done)
 			continue;
 		if (op->is_send) {
-			rc = posted(c, sd_fab_send(c, c->net->fab, op->peer,
+			rc = posted(c, op->peer, sd_fab_send(c, c->net->fab, op->peer,
 						   p2p_tag(c->rank, op->key), op->buf, op->bytes,
 						   &req[i]));
 		} else {
 			if (op->peer < 0)
 				req[i].ignore = P2P_SENDER_MASK << P2P_SENDER_SHIFT;
-			rc = posted(c, sd_fab_recv(c, c->net->fab, op->peer,
+			rc = posted(c, op->peer, sd_fab_recv(c, c->net->fab, op->peer,
 						   p2p_tag(op->peer < 0 ? 0 : op->peer, op->key),
 						   op->buf, op->bytes, &req[i]));
 		}

@@ -12,7 +12,8 @@
  * smddp_comm_dump() and, with SMDDP_TRACE_SIGNAL=1, on SIGUSR1: one file
  * per process and job, smddp-trace.<job>.<world rank>.jsonl, holding every
  * communicator of the process.  The writer is async-signal-safe (open,
- * write, rename and close on a stack buffer; no stdio, no malloc, no lock),
+ * write, rename and close on a stack buffer, and mkdir for a directory
+ * that does not exist yet; no stdio, no malloc, no lock),
  * because a rank stuck outside the library (the usual culprit of a hang)
  * can only be asked through a signal.  A file is written under a temporary
  * name and renamed, so that a reader never sees half of one and two dumps
@@ -35,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -68,6 +70,10 @@ struct sd_trace {
 	_Atomic uint64_t head; /* calls recorded so far */
 	int open;          /* the last entry has begun and not ended */
 	struct entry *ring;
+	/* Whom the call in progress waits for (c->waited_on, set by the
+	 * transports' waits), read by a dump while it is open: a rank that
+	 * hangs is usually dumped by a signal before its wait fails. */
+	const struct smddp_comm *comm;
 };
 
 static struct sd_trace *_Atomic slots[SLOTS];
@@ -267,6 +273,7 @@ void sd_trace_open(struct smddp_comm *c, const char *id, int world_rank, int wor
 	t->world_rank = world_rank;
 	t->world_size = world_size;
 	t->slot = -1;
+	t->comm = c;
 	if (*dir)
 		snprintf(t->path, sizeof(t->path), "%s/smddp-trace.%s.%d.jsonl", dir, t->job,
 			 world_rank);
@@ -514,8 +521,23 @@ static void put_comm(struct out *o, const struct sd_trace *t, const struct now *
 	put_key(o, "entries");
 	put_u64(o, n);
 	put(o, "}\n");
-	for (uint64_t k = head - n; k < head; k++)
-		put_entry(o, t, &t->ring[k & t->mask], now);
+	for (uint64_t k = head - n; k < head; k++) {
+		const struct entry *e = &t->ring[k & t->mask];
+		struct entry cur;
+
+		/* The call in progress: whom it waits for so far (a torn read
+		 * at worst, like the entry itself). */
+		if (k + 1 == head && t->open && !e->end && !e->nwaited && t->comm->nwaited_on > 0) {
+			int nw = t->comm->nwaited_on;
+
+			cur = *e;
+			cur.nwaited = nw < WAITED_MAX ? nw : WAITED_MAX;
+			for (int i = 0; i < cur.nwaited; i++)
+				cur.waited[i] = t->comm->waited_on[i];
+			e = &cur;
+		}
+		put_entry(o, t, e, now);
+	}
 }
 
 /* "PATH.tmp.PID.SERIAL", built without stdio. */
@@ -536,6 +558,25 @@ static int tmp_name(char *buf, size_t len, const char *path)
 	return 0;
 }
 
+/* SMDDP_TRACE_DIR, when it does not exist yet: made at the first dump
+ * (its last component, 0700), so that a launcher can name one per host
+ * without leaving an empty one behind every job that had nothing to say
+ * (smddp-run through mpirun).  0, or -1 with errno. */
+static int make_dir(const char *path)
+{
+	char dir[1024];
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+
+	if (!n || n >= sizeof(dir)) {
+		errno = ENOENT;
+		return -1;
+	}
+	memcpy(dir, path, n);
+	dir[n] = 0;
+	return mkdir(dir, 0700) == 0 || errno == EEXIST ? 0 : -1;
+}
+
 /* One file: the recorders of slots[first..] whose path is that of first. */
 static int write_file(const struct sd_trace *first, int from, const char *why)
 {
@@ -550,6 +591,8 @@ static int write_file(const struct sd_trace *first, int from, const char *why)
 	}
 	unlink(tmp); /* a leftover of a process that had this pid */
 	o.fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (o.fd < 0 && errno == ENOENT && make_dir(first->path) == 0)
+		o.fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (o.fd < 0)
 		return -1;
 	put(&o, "{\"smddp_trace\":1");

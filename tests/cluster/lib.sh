@@ -63,6 +63,9 @@ done
 command -v mpirun >/dev/null 2>&1 || skip "mpirun is not installed (Debian: openmpi-bin)"
 
 CL_DIR=$(mktemp -d "${TMPDIR:-/tmp}/smddp-cluster.XXXXXX") || exit 99
+# what smddp-run and its ranks keep in TMPDIR (the flight recorders' dumps
+# through mpirun, the private directory of a launcher killed) goes with it
+mkdir "$CL_DIR/tmp" && export TMPDIR="$CL_DIR/tmp"
 
 # cl_ns NAME: creates a namespace, recorded for cleanup before it exists
 cl_ns() {

@@ -31,6 +31,16 @@ done
 ls "$D" | grep -q tmp && fail "dump: temporary files left: $(ls "$D")"
 pass "dump: smddp_comm_dump wrote a header and 3 calls per rank"
 
+# SMDDP_TRACE_DIR that does not exist yet: the first dump makes it (0700)
+D=$TDIR/made
+SMDDP_TRACE_DIR=$D run_job made 60 2 "$FAULT" dump
+[ "$status" -eq 0 ] || fail "made: smddp-run exited $status"
+if [ "$(stat -c %a "$D" 2>/dev/null)" = 700 ] && [ "$(ls "$D" | grep -c '\.jsonl$')" -eq 2 ]; then
+	pass "made: the dump made $D (0700) and wrote both ranks there"
+else
+	fail "made: $(ls -ld "$D" "$D"/* 2>&1)"
+fi
+
 # a timeout: the witnesses write the failed call and whom they waited for
 D=$TDIR/hang
 mkdir "$D"

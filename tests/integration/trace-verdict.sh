@@ -56,6 +56,24 @@ SMDDP_TRACE_SIGNAL=0 run_job nosignal 60 3 "$FAULT" hang 1 30
 verdict nosignal '^smddp-run: verdict: rank 1 never entered call 3 \(allreduce, 4099 x float32, sum\); ranks 0,2 waited in it; no dump from rank 1$'
 no_private_dir nosignal
 
+# Across hosts (2 fake hosts of 2 ranks: libfabric between them, shared
+# memory inside), no signal: rank 3 writes nothing, and the verdict can name
+# it only because the network waits of ranks 0 and 1 (the rail) and rank 2's
+# wait inside its host record whom they waited on (waited_on).
+if grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h"; then
+	LAUNCH_OPTS="--grace 5 --trace-dir $TDIR/hosts"
+	SMDDP_TRACE_SIGNAL=0 run_job hosts 60 4 --env CONFORMANCE_PER_HOST=2 \
+		/bin/sh "$top_srcdir/tests/net/fakehost.sh" "$FAULT" hang 3 30
+	verdict hosts '^smddp-run: verdict: rank 3 never entered call 3 \(allreduce, 4099 x float32, sum\); ranks 0-2 waited in it; no dump from rank 3$'
+	for r in 0 1 2; do
+		grep -q '"seq":3,.*"waited_on":\[[23]\]' "$TDIR"/hosts/smddp-trace.*.$r.jsonl ||
+			fail "hosts: rank $r's dump names nobody it waited on in call 3: $(cat "$TDIR"/hosts/*.$r.jsonl)"
+	done
+	no_private_dir hosts
+else
+	echo "skip: hosts: built without libfabric"
+fi
+
 # No library timeout, smddp-run's --timeout instead: every rank writes its
 # recorder on SIGUSR1, ranks 0 and 2 from inside the allreduce they wait in
 export SMDDP_TIMEOUT=120

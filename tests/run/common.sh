@@ -13,6 +13,8 @@ RUN="$top_builddir/cmd/smddp-run"
 unset SLURM_JOB_ID
 PROG="$top_builddir/tests/run/rankprog"
 T=$(mktemp -d "${TMPDIR:-/tmp}/smddp-run-test.XXXXXX") || exit 99
+# the private dump directory of a launcher that a test kills stays in T
+mkdir "$T/tmpdir" && export TMPDIR="$T/tmpdir"
 BG_PIDS=""
 
 # descendants PID: the processes below PID, children first

@@ -310,4 +310,29 @@ grep -qx '# waits (at most 5 s) for nodes 1..1 on launcher port 9000, then hands
 out=$("$RUN" --standalone -n 2 --dry-run prog) || fail "--standalone: $out"
 grep -qx 'export MASTER_ADDR=127.0.0.1' <<<"$out" || fail "--standalone: $out"
 echo "ok: usage errors and torchrun's spellings"
+
+# ---- the verdict: rank 3 (node 1) skips call 3; node 1's launcher sends its
+# ranks' dumps to node 0, whose one verdict names rank 3 and ranks 0-2 (rank
+# 2's dump came from node 1); each launcher's private directory goes
+FAULT="$top_builddir/tests/integration/fault"
+if [ -x "$FAULT" ]; then
+	mkdir "$T/tmp"
+	PORT=$(free_ports)
+	TMPDIR="$T/tmp" start_bg node 1 2 --grace 5 --env SMDDP_TIMEOUT=2 -- "$FAULT" hang 3 30 \
+		>"$T/out1" 2>&1
+	b1=$BG
+	rc=0
+	TMPDIR="$T/tmp" node 0 2 --grace 5 --env SMDDP_TIMEOUT=2 -- "$FAULT" hang 3 30 \
+		>"$T/out0" 2>&1 || rc=$?
+	wait_bg "$b1" 40
+	[ "$rc" -ne 0 ] && [ "$RC" -ne 0 ] || fail "verdict: exit status $rc and $RC: $(cat "$T"/out*)"
+	v=$(grep '^smddp-run: verdict: ' "$T/out0")
+	[ "$v" = "smddp-run: verdict: rank 3 never entered call 3 (allreduce, 4099 x float32, sum); ranks 0-2 waited in it" ] ||
+		fail "verdict: node 0 says '$v': $(cat "$T"/out*)"
+	! grep -q verdict "$T/out1" || fail "verdict: node 1 gave one too: $(cat "$T/out1")"
+	[ -z "$(ls -A "$T/tmp")" ] || fail "verdict: left in TMPDIR: $(ls -A "$T/tmp")"
+	echo "ok: $v"
+else
+	echo "skip: the verdict: $FAULT is not built"
+fi
 exit 0
