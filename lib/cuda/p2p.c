@@ -140,10 +140,10 @@ static int wait_stream(struct smddp_comm *c, cudaStream_t st, cudaEvent_t ev, co
 
 	if (e != cudaSuccess)
 		return fail(c, e, "cannot record an event on the stream");
-	r = sd_cuda_wait(sd_cuda_q_event, ev, sd_now_ns() + c->timeout_ns, NULL, &e);
-	if (r == 1)
+	r = sd_cuda_wait(sd_cuda_q_event, ev, c->timeout_ns, NULL, &e);
+	if (r == SMDDP_OK)
 		return SMDDP_OK;
-	if (r < 0)
+	if (r == SMDDP_ECUDA)
 		return fail(c, e, late);
 	return sd_comm_error(c, SMDDP_ETIMEDOUT,
 			     "waited %.0f s (%s) for the stream: %s did not finish (work queued "

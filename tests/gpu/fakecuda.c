@@ -457,11 +457,10 @@ int sd_cuda_collect(struct smddp_comm *c, int drain)
 	return 0;
 }
 
-int sd_cuda_async_error(struct smddp_comm *c, char *msg, size_t len)
+int sd_cuda_async_error(struct smddp_comm *c, struct sd_err *err)
 {
 	(void)c;
-	(void)msg;
-	(void)len;
+	(void)err;
 	return 0;
 }
 
