@@ -538,6 +538,10 @@ static int queued_mode(void)
 	struct stat st;
 	int ndev = 0;
 
+	/* Between hosts device calls are staged and return when done, in
+	 * every mode (smddp(3), lib/cuda/staged.c). */
+	if (smddp_comm_local_size(comm) != smddp_comm_size(comm))
+		return 0;
 	if (av && *av && strcmp(av, "auto"))
 		return !strcmp(av, "1") || !strcmp(av, "true") || !strcmp(av, "yes") ||
 		       !strcmp(av, "on");
