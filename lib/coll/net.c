@@ -362,9 +362,21 @@ int sd_net_node_err(struct smddp_comm *c, int rc)
 /* ---- point to point ----------------------------------------------------- */
 
 /* A message's tag carries its sender, so that a receive from anyone can
- * learn who sent it (and ignore those bits to match). */
+ * learn who sent it (and ignore those bits to match), and two bits that
+ * say which part of a message in pieces it is.  25 bits of sender are 33
+ * million ranks. */
 #define P2P_SENDER_SHIFT 35
-#define P2P_SENDER_MASK 0x7ffffffull
+#define P2P_SENDER_MASK 0x1ffffffull
+#define P2P_HEAD (1ull << 60) /* 8 bytes: the size of a message in pieces */
+#define P2P_PIECE (1ull << 61) /* one piece of it, in order after its head */
+#define P2P_TAKEN (P2P_HEAD | P2P_PIECE) /* receiver to sender: all taken */
+
+/* Messages above this go as a head and pieces of at most this size, all
+ * posted at once.  libfabric's tcp;ofi_rxm sends up to 64 KiB eagerly;
+ * anything larger takes a rendezvous that, with both directions busy,
+ * waits behind the data going the other way, so that an exchange ran at
+ * half the link's rate (docs/PERFORMANCE.md, "between hosts"). */
+#define P2P_PIECE_MAX (64u * 1024)
 
 static uint64_t p2p_tag(int sender, uint64_t key)
 {
@@ -372,21 +384,213 @@ static uint64_t p2p_tag(int sender, uint64_t key)
 	       ((uint64_t)sender & P2P_SENDER_MASK) << P2P_SENDER_SHIFT | (key & SD_P2P_KEY_MASK);
 }
 
-static int p2p_done(struct smddp_comm *c, struct sd_p2p_op *op, struct sd_freq *r)
+/* One operation of a batch on the wire.  A message of up to P2P_PIECE_MAX
+ * is one send (first) as before.  A larger one is a head (first) that
+ * carries its size, then its pieces.  The receiver posts the pieces only
+ * once the head has come: then it knows the sender (for a receive from
+ * anyone) and how many pieces follow, whatever its own size, so that it
+ * takes exactly the sender's pieces (into scratch when the sizes differ)
+ * and the next message of that sender and tag keeps its own.  The pieces
+ * of one sender and key are matched in order, and heads are read in the
+ * order of the operations, so each message's pieces go to its receive.
+ * Pieces are eager, sent without waiting for a receive: the receiver
+ * answers "taken" once it has them all, and the sender waits for that, so
+ * that a send still ends only when its receive has taken it (as a
+ * rendezvous did, and as smddp_send promises). */
+struct p2p_wire {
+	struct sd_freq first;
+	struct sd_freq taken; /* in pieces: the receiver's answer to the sender */
+	struct sd_freq *pc;
+	size_t npc;
+	uint64_t sent;    /* receive: the sender's size, once known */
+	int posted;       /* receive: pieces posted (or none needed) */
+	int tiny;         /* receive: the first lands in op->aux (under 8 bytes) */
+};
+
+struct p2p_batch {
+	struct pump pump; /* first: the wait loop hands it back */
+	struct sd_p2p_op *ops;
+	struct p2p_wire *w;
+	int n;
+	char *scratch;    /* the pieces of a message of the wrong size */
+};
+
+static size_t npieces(uint64_t bytes)
 {
-	int rc = sd_net_wait(c, r);
+	return (size_t)((bytes + P2P_PIECE_MAX - 1) / P2P_PIECE_MAX);
+}
+
+static int post_send(struct smddp_comm *c, struct sd_p2p_op *op, struct p2p_wire *w)
+{
+	uint64_t t = p2p_tag(c->rank, op->key);
+
+	if (op->bytes <= P2P_PIECE_MAX)
+		return posted(c, op->peer, sd_fab_send(c, c->net->fab, op->peer, t, op->buf, op->bytes,
+					     &w->first));
+	w->npc = npieces(op->bytes);
+	w->pc = calloc(w->npc, sizeof(*w->pc));
+	if (!w->pc)
+		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	op->aux = op->bytes; /* the head; it outlives the post if not injected */
+	w->taken.ignore = 0;
+	SD_CHECK(posted(c, op->peer, sd_fab_recv(c, c->net->fab, op->peer,
+				       p2p_tag(op->peer, op->key) | P2P_TAKEN, &op->off,
+				       sizeof(op->off), &w->taken)));
+	/* It stands for the send: waited on, and worded on a timeout, as one. */
+	w->taken.is_send = 1;
+	SD_CHECK(posted(c, op->peer, sd_fab_send(c, c->net->fab, op->peer, t | P2P_HEAD, &op->aux,
+				       sizeof(op->aux), &w->first)));
+	for (size_t k = 0; k < w->npc; k++) {
+		size_t off = k * P2P_PIECE_MAX, len = op->bytes - off;
+
+		SD_CHECK(posted(c, op->peer, sd_fab_send(c, c->net->fab, op->peer, t | P2P_PIECE,
+					       (char *)op->buf + off,
+					       len < P2P_PIECE_MAX ? len : P2P_PIECE_MAX, &w->pc[k])));
+	}
+	return SMDDP_OK;
+}
+
+static int post_recv(struct smddp_comm *c, struct sd_p2p_op *op, struct p2p_wire *w)
+{
+	void *buf = op->buf;
+	size_t len = op->bytes;
+
+	/* Heads must fit wherever a first part lands, or a too-long message
+	 * could not be drained: under 8 bytes, the first part lands in aux. */
+	if (len < sizeof(op->aux)) {
+		w->tiny = 1;
+		buf = &op->aux;
+		len = sizeof(op->aux);
+	}
+	w->first.ignore = P2P_HEAD;
+	if (op->peer < 0)
+		w->first.ignore |= P2P_SENDER_MASK << P2P_SENDER_SHIFT;
+	return posted(c, op->peer, sd_fab_recv(c, c->net->fab, op->peer,
+				     p2p_tag(op->peer < 0 ? 0 : op->peer, op->key), buf, len,
+				     &w->first));
+}
+
+/* A receive whose head has come: post its pieces from that sender. */
+static int post_pieces(struct smddp_comm *c, struct p2p_batch *b, int i)
+{
+	struct sd_p2p_op *op = &b->ops[i];
+	struct p2p_wire *w = &b->w[i];
+	int from = (int)((w->first.tag >> P2P_SENDER_SHIFT) & P2P_SENDER_MASK);
+	int fit;
+
+	w->posted = 1;
+	memcpy(&w->sent, w->tiny ? (void *)&op->aux : op->buf, sizeof(w->sent));
+	fit = w->sent == op->bytes;
+	w->npc = npieces(w->sent);
+	if (!w->npc)
+		return SMDDP_OK;
+	if (!fit && !b->scratch && !(b->scratch = malloc(P2P_PIECE_MAX)))
+		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	w->pc = calloc(w->npc, sizeof(*w->pc));
+	if (!w->pc)
+		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	for (size_t k = 0; k < w->npc; k++) {
+		size_t off = k * P2P_PIECE_MAX, len = w->sent - off;
+
+		/* A message of the wrong size is only drained, so that
+		 * its sender finishes: the receive fails anyway. */
+		SD_CHECK(posted(c, from, sd_fab_recv(c, c->net->fab, from,
+					       p2p_tag(from, op->key) | P2P_PIECE,
+					       fit ? (char *)op->buf + off : b->scratch,
+					       len < P2P_PIECE_MAX ? len : P2P_PIECE_MAX, &w->pc[k])));
+	}
+	return SMDDP_OK;
+}
+
+/* Whether an earlier receive of the batch with the same key may take a
+ * message of from that is older than op i's: its pieces go first, or it
+ * would take op i's.  (Completions come in the order messages matched,
+ * so this only guards against a provider that reports them otherwise.) */
+static int older_pending(struct p2p_batch *b, int i, int from)
+{
+	for (int j = 0; j < i; j++) {
+		struct p2p_wire *w = &b->w[j];
+		int s;
+
+		if (b->ops[j].is_send || !w->first.fab || w->posted || b->ops[j].key != b->ops[i].key)
+			continue;
+		s = w->first.done ? (int)((w->first.tag >> P2P_SENDER_SHIFT) & P2P_SENDER_MASK)
+				  : b->ops[j].peer;
+		if (s < 0 || s == from)
+			return 1;
+	}
+	return 0;
+}
+
+/* After every completion: post the pieces of the receives whose head has
+ * come, in the order of the operations. */
+static int p2p_pump(struct smddp_comm *c, struct pump *p)
+{
+	struct p2p_batch *b = (struct p2p_batch *)p;
+
+	for (int i = 0; i < b->n; i++) {
+		struct p2p_wire *w = &b->w[i];
+
+		if (b->ops[i].is_send || w->posted || !w->first.fab || !w->first.done ||
+		    w->first.err)
+			continue;
+		if (!(w->first.tag & P2P_HEAD)) {
+			w->posted = 1;
+			continue;
+		}
+		if (older_pending(b, i,
+				  (int)((w->first.tag >> P2P_SENDER_SHIFT) & P2P_SENDER_MASK)))
+			continue;
+		SD_CHECK(post_pieces(c, b, i));
+	}
+	return SMDDP_OK;
+}
+
+static int p2p_done(struct smddp_comm *c, struct p2p_batch *b, int i)
+{
+	struct sd_p2p_op *op = &b->ops[i];
+	struct p2p_wire *w = &b->w[i];
+	int rc = sd_net_wait_pump(c, &w->first, &b->pump);
+	uint64_t got;
 
 	op->done = 1;
+	if (rc == SMDDP_EMISMATCH && w->tiny) {
+		/* Truncated: the wait counted the 8 bytes of op->aux. */
+		char who[32] = "a rank";
+
+		if (op->peer >= 0)
+			snprintf(who, sizeof(who), "rank %d", op->peer);
+		return sd_comm_error(c, SMDDP_EMISMATCH,
+				     "%s sent more than the %zu bytes this rank's receive takes: "
+				     "the count or dtype differs",
+				     who, op->bytes);
+	}
 	if (rc)
 		return rc;
-	if (!op->is_send) {
-		op->source = (int)((r->tag >> P2P_SENDER_SHIFT) & P2P_SENDER_MASK);
-		if (r->len != op->bytes)
-			return sd_comm_error(c, SMDDP_EMISMATCH,
-					     "rank %d sent %zu bytes, but this rank's receive takes "
-					     "%zu: the count or dtype differs",
-					     op->source, r->len, op->bytes);
+	/* Every earlier operation is done by now: nothing holds these back. */
+	if (!op->is_send && (w->first.tag & P2P_HEAD) && !w->posted)
+		SD_CHECK(post_pieces(c, b, i));
+	for (size_t k = 0; k < w->npc; k++)
+		SD_CHECK(sd_net_wait_pump(c, &w->pc[k], &b->pump));
+	if (op->is_send)
+		return SMDDP_OK; /* "taken" comes after this rank's receives */
+	op->source = (int)((w->first.tag >> P2P_SENDER_SHIFT) & P2P_SENDER_MASK);
+	if (w->first.tag & P2P_HEAD) {
+		/* Taken, or drained for a mismatch: off the sender's hands. */
+		op->off = 0;
+		SD_CHECK(posted(c, op->source, sd_fab_send(c, c->net->fab, op->source,
+					       p2p_tag(c->rank, op->key) | P2P_TAKEN, &op->off,
+					       sizeof(op->off), &w->taken)));
+		SD_CHECK(sd_net_wait_pump(c, &w->taken, &b->pump));
 	}
+	got = w->first.tag & P2P_HEAD ? w->sent : w->first.len;
+	if (got != op->bytes)
+		return sd_comm_error(c, SMDDP_EMISMATCH,
+				     "rank %d sent %zu bytes, but this rank's receive takes "
+				     "%zu: the count or dtype differs",
+				     op->source, (size_t)got, op->bytes);
+	if (w->tiny && got)
+		memcpy(op->buf, &op->aux, got);
 	return SMDDP_OK;
 }
 
@@ -394,41 +598,43 @@ static int p2p_done(struct smddp_comm *c, struct sd_p2p_op *op, struct sd_freq *
  * all meanwhile.  A size mismatch fails its own operation only. */
 int sd_net_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 {
-	struct sd_freq *req = calloc((size_t)n, sizeof(*req));
+	struct p2p_batch b = {{p2p_pump}, ops, calloc((size_t)n, sizeof(*b.w)), n, NULL};
 	int rc = SMDDP_OK, first = SMDDP_OK;
 
-	if (!req)
+	if (!b.w)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	c->net->p2p = 1;
-	for (int i = 0; i < n && !rc; i++) {
-		struct sd_p2p_op *op = &ops[i];
-
-		if (op->done)
-			continue;
-		if (op->is_send) {
-			rc = posted(c, op->peer, sd_fab_send(c, c->net->fab, op->peer,
-						   p2p_tag(c->rank, op->key), op->buf, op->bytes,
-						   &req[i]));
-		} else {
-			if (op->peer < 0)
-				req[i].ignore = P2P_SENDER_MASK << P2P_SENDER_SHIFT;
-			rc = posted(c, op->peer, sd_fab_recv(c, c->net->fab, op->peer,
-						   p2p_tag(op->peer < 0 ? 0 : op->peer, op->key),
-						   op->buf, op->bytes, &req[i]));
+	/* Receives first: a piece that finds its receive posted is not
+	 * copied through the provider's unexpected-message buffers. */
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < n && !rc; i++) {
+			if (ops[i].done || ops[i].is_send != pass)
+				continue;
+			rc = pass ? post_send(c, &ops[i], &b.w[i])
+				  : post_recv(c, &ops[i], &b.w[i]);
+			/* Heads that came while posting: their pieces now. */
+			if (!rc)
+				rc = p2p_pump(c, &b.pump);
 		}
-	}
 	for (int i = 0; i < n && !rc; i++) {
-		if (!req[i].fab)
+		if (!b.w[i].first.fab)
 			continue;
-		rc = p2p_done(c, &ops[i], &req[i]);
+		rc = p2p_done(c, &b, i);
 		if (rc == SMDDP_EMISMATCH) {
 			first = first ? first : rc;
 			rc = SMDDP_OK;
 		}
 	}
+	/* Last, as a peer may answer only once it has done its own first. */
+	for (int i = 0; i < n && !rc; i++)
+		if (b.w[i].taken.fab && ops[i].is_send)
+			rc = sd_net_wait_pump(c, &b.w[i].taken, &b.pump);
 	c->net->p2p = 0;
 	rc = sd_net_settle(c, rc);
-	free(req);
+	for (int i = 0; i < n; i++)
+		free(b.w[i].pc);
+	free(b.w);
+	sd_net_release(c, b.scratch);
 	return rc ? rc : first;
 }
 

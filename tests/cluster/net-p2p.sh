@@ -4,7 +4,7 @@
 # The cases of tests/integration/p2p (every dtype and count, groups that
 # would deadlock one call at a time, any source, sends to self, uneven
 # alltoallv, gather and scatter from every root, a size mismatch) on 2 and 3
-# hosts x 1 and 2 ranks per host, over libfabric's tcp provider on the veths
+# hosts x 1 and 2 ranks per host, and its messages in pieces (p2p pieces), over libfabric's tcp provider on the veths
 # of tests/cluster/lib.sh; then a receiver killed while a rank on another
 # host sends to it, which must be named.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
@@ -50,6 +50,9 @@ p2p 2 1 --counts 0,7,1001,70001
 p2p 2 2 --counts 0,7,1001,70001
 p2p 3 1 --counts 0,7,1001
 p2p 3 2 --counts 0,7,1001
+# around libfabric's 64 KiB eager limit, where messages go in pieces
+p2p 2 1 pieces
+p2p 3 2 pieces
 
 # rank 1 (on h2) dies while rank 0 (on h1) sends it 1 MiB: rank 0 names it
 out="$CL_DIR/kill.out"

@@ -19,7 +19,12 @@
  *            with SMDDP_ETIMEDOUT naming the other (SMDDP_TIMEOUT short)
  *   kill     rank 1 dies while rank 0 sends to it: rank 0 fails with
  *            SMDDP_EPEER naming rank 1
- * Usage: p2p [matrix|timeout|kill] [--counts a,b,c]
+ *   pieces   messages of 64 KiB - 1, 64 KiB, 64 KiB + 1 and 3 MiB (where
+ *            the fabric cuts messages into pieces), sizes that differ
+ *            both ways across that limit (SMDDP_EMISMATCH, then the same
+ *            tag still works), and receives from any source of several
+ *            messages per sender, in order
+ * Usage: p2p [matrix|timeout|kill|pieces] [--counts a,b,c]
  * Exit: 0 passed, 1 a check failed, 2 usage.
  */
 #include <signal.h>
@@ -447,6 +452,150 @@ static int matrix(const size_t *counts, int ncounts)
 	return failed ? 1 : 0;
 }
 
+/* ---- messages around the fabric's piece size ------------------------------ */
+
+#define KIB64 65536
+
+/* A group exchange of n bytes between ranks 0 and 1 with tag t, checked. */
+static void piece_exchange(size_t n, int t)
+{
+	int other = 1 - me, src = -1;
+	unsigned char *s = guarded(n), *r = guarded(n);
+	char what[64];
+
+	snprintf(what, sizeof(what), "pieces: exchange of %zu bytes", n);
+	fill(s, n, me, other, t);
+	if (ok(smddp_group_start(), what) &&
+	    ok(smddp_send(s, n, SMDDP_UINT8, other, t, comm, NULL), what) &&
+	    ok(smddp_recv(r, n, SMDDP_UINT8, other, t, &src, comm, NULL), what) &&
+	    ok(smddp_group_end(), what)) {
+		expect(what, r, n, other, me, t);
+		if (src != other)
+			bad(what, "source %d, expected %d", src, other);
+	}
+	release(s);
+	release(r);
+}
+
+/* Rank 0 sends sent bytes, rank 1 receives want with tag t: SMDDP_EMISMATCH
+ * on the receiver naming rank 0 and both sizes where it knows them; the
+ * sender must not hang; then a message of the right size with the same
+ * tag arrives whole (no piece of the wrong one is left to take its place). */
+static void piece_mismatch(size_t sent, size_t want, int t)
+{
+	unsigned char *s = guarded(sent), *r = guarded(want);
+	size_t next = 3 * KIB64 + 5;
+	char what[80];
+	int rc;
+
+	snprintf(what, sizeof(what), "pieces: %zu bytes sent, %zu received", sent, want);
+	if (me == 0) {
+		fill(s, sent, 0, 1, t);
+		rc = smddp_send(s, sent, SMDDP_UINT8, 1, t, comm, NULL);
+		if (rc != SMDDP_OK && rc != SMDDP_EMISMATCH)
+			bad(what, "sender: %s (%s)", smddp_strerror(rc), smddp_last_error(comm));
+	} else {
+		rc = smddp_recv(r, want, SMDDP_UINT8, 0, t, NULL, comm, NULL);
+		if (rc != SMDDP_EMISMATCH || !strstr(smddp_last_error(comm), "rank 0") ||
+		    !strstr(smddp_last_error(comm), "count or dtype differs"))
+			bad(what, "receiver: %s (%s), expected SMDDP_EMISMATCH naming rank 0",
+			    smddp_strerror(rc), smddp_last_error(comm));
+		else
+			cases++;
+		guards(what, r, want);
+	}
+	release(s);
+	release(r);
+	s = guarded(next);
+	if (me == 0) {
+		fill(s, next, 0, 1, t + 1);
+		ok(smddp_send(s, next, SMDDP_UINT8, 1, t, comm, NULL), what);
+	} else if (ok(smddp_recv(s, next, SMDDP_UINT8, 0, t, NULL, comm, NULL), what)) {
+		expect(what, s, next, 0, 1, t + 1);
+	}
+	release(s);
+}
+
+/* Rank 0 receives from anyone, in one group, two messages of n bytes from
+ * each other rank with tag t (and, from rank 1, two more: one to a
+ * receive from anyone, then one to a receive from rank 1, with tag t + 1):
+ * each sender's messages arrive whole and in the order sent. */
+static void piece_any(size_t n, int t)
+{
+	int k = 2 * (np - 1) + 2, seen[64] = {0}, src[128];
+	unsigned char *b[128];
+
+	for (int i = 0; i < k; i++)
+		b[i] = guarded(n);
+	if (me == 0) {
+		if (!ok(smddp_group_start(), "pieces: any source"))
+			goto out;
+		for (int i = 0; i < k - 2; i++)
+			ok(smddp_recv(b[i], n, SMDDP_UINT8, SMDDP_ANY_SOURCE, t, &src[i], comm, NULL),
+			   "pieces: any source: recv");
+		ok(smddp_recv(b[k - 2], n, SMDDP_UINT8, SMDDP_ANY_SOURCE, t + 1, &src[k - 2], comm,
+			      NULL),
+		   "pieces: any source: recv");
+		ok(smddp_recv(b[k - 1], n, SMDDP_UINT8, 1, t + 1, &src[k - 1], comm, NULL),
+		   "pieces: any source: recv");
+		if (!ok(smddp_group_end(), "pieces: any source: group_end"))
+			goto out;
+		for (int i = 0; i < k - 2; i++) {
+			if (src[i] < 1 || src[i] >= np) {
+				bad("pieces: any source", "source %d", src[i]);
+				continue;
+			}
+			/* message m of sender s is filled as tag t + 2 + m */
+			expect("pieces: any source", b[i], n, src[i], 0, t + 2 + seen[src[i]]++);
+		}
+		if (src[k - 2] != 1 || src[k - 1] != 1)
+			bad("pieces: any source", "sources %d, %d of tag %d, expected 1, 1",
+			    src[k - 2], src[k - 1], t + 1);
+		expect("pieces: any source then rank 1, first", b[k - 2], n, 1, 0, t + 4);
+		expect("pieces: any source then rank 1, second", b[k - 1], n, 1, 0, t + 5);
+	} else {
+		if (!ok(smddp_group_start(), "pieces: any source"))
+			goto out;
+		for (int m = 0; m < 2; m++) {
+			fill(b[m], n, me, 0, t + 2 + m);
+			ok(smddp_send(b[m], n, SMDDP_UINT8, 0, t, comm, NULL), "pieces: send");
+		}
+		for (int m = 0; me == 1 && m < 2; m++) {
+			fill(b[2 + m], n, me, 0, t + 4 + m);
+			ok(smddp_send(b[2 + m], n, SMDDP_UINT8, 0, t + 1, comm, NULL), "pieces: send");
+		}
+		ok(smddp_group_end(), "pieces: any source: group_end");
+	}
+out:
+	for (int i = 0; i < k; i++)
+		release(b[i]);
+}
+
+/* Messages just under, at and over 64 KiB and of several MiB (libfabric's
+ * eager limit, where the fabric cuts messages into pieces), sizes that
+ * differ both ways across it, and receives from any source. */
+static int pieces_mode(void)
+{
+	static const size_t sizes[] = {KIB64 - 1, KIB64, KIB64 + 1, 3 * 1048576 + 17};
+	static const size_t wrong[][2] = {
+		{KIB64 + 1, KIB64}, {KIB64, KIB64 + 1}, {KIB64 - 1, KIB64 + 1},
+		{3 * 1048576 + 17, 3 * 1048576 + 16}, {3 * 1048576 + 16, 3 * 1048576 + 17},
+		{1048576, 5}, {5, 1048576}, {1048576, 100}, {100, 2 * KIB64},
+	};
+
+	if (np < 2)
+		return 2;
+	for (size_t i = 0; me <= 1 && i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		piece_exchange(sizes[i], 50 + (int)i);
+	for (size_t i = 0; me <= 1 && i < sizeof(wrong) / sizeof(wrong[0]); i++)
+		piece_mismatch(wrong[i][0], wrong[i][1], 60 + 2 * (int)i);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		piece_any(sizes[i], 100 + 10 * (int)i);
+	ok(smddp_barrier(comm), "final barrier");
+	printf("SUMMARY rank %d of %d: %d passed, %d failed\n", me, np, cases - failed, failed);
+	return failed ? 1 : 0;
+}
+
 /* ---- faults ---------------------------------------------------------------- */
 
 static int timeout_mode(void)
@@ -511,7 +660,7 @@ int main(int argc, char **argv)
 		} else if (argv[i][0] != '-') {
 			mode = argv[i];
 		} else {
-			fprintf(stderr, "usage: p2p [matrix|timeout|kill] [--counts a,b,c]\n");
+			fprintf(stderr, "usage: p2p [matrix|timeout|kill|pieces] [--counts a,b,c]\n");
 			return 2;
 		}
 	}
@@ -530,7 +679,7 @@ int main(int argc, char **argv)
 	}
 	/* smddp-run stops the others when a rank fails (SIGTERM, then SIGKILL
 	 * after --grace): the fault modes report first. */
-	if (strcmp(mode, "matrix"))
+	if (strcmp(mode, "matrix") && strcmp(mode, "pieces"))
 		signal(SIGTERM, SIG_IGN);
 	if (!strcmp(mode, "matrix"))
 		rc = matrix(counts, ncounts);
@@ -538,9 +687,11 @@ int main(int argc, char **argv)
 		rc = timeout_mode();
 	else if (!strcmp(mode, "kill"))
 		rc = kill_mode();
+	else if (!strcmp(mode, "pieces"))
+		rc = pieces_mode();
 	else
 		rc = 2;
-	if (!strcmp(mode, "matrix"))
+	if (!strcmp(mode, "matrix") || !strcmp(mode, "pieces"))
 		smddp_comm_destroy(comm);
 	else
 		smddp_comm_abort(comm);
