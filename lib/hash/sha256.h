@@ -3,8 +3,8 @@
  * lib/hash/ is, like lib/text/, libc only and includes nothing else of
  * lib/: it is compiled into libsmddp (the ranks' rendezvous, in
  * lib/bootstrap/) and into the tools' cmd/common/libtoolcommon.a
- * (smddp-run's per-node launchers, cmd/run/nodes.c), so that both prove
- * a job token with the same, tested code and smddp-run still does not
+ * (smddp-run's per-node launchers, cmd/run/nodes-join.c), so that both
+ * prove a job token with the same, tested code and smddp-run still does not
  * link the library.  The names keep the library's sd_ prefix: the
  * library hides them (-fvisibility=hidden), so the two copies never meet.
  */

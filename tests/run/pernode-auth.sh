@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/run/pernode-auth.sh - the admission of per-node mode's launchers
-# (cmd/run/nodes.c, protocol v2): the job token is proved, never sent; a
+# (cmd/run/nodes-join.c, protocol v2): the job token is proved, never sent; a
 # node 0 that cannot prove it is refused; a joiner that never answers the
 # challenge is named after --join-timeout; launchers of protocol v1 get a
 # clear error; refused strangers do not flood stderr. The other end is
