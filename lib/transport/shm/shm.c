@@ -101,7 +101,7 @@ static int map_segment(struct smddp_comm *c, struct shm_state *s, int fd, size_t
 	return SMDDP_OK;
 }
 
-static int shm_create(struct smddp_comm *c, char *name, size_t namelen)
+int sd_shm_create(struct smddp_comm *c, char *name, size_t namelen)
 {
 	struct shm_state *s;
 	uint64_t rnd = 0;
@@ -148,7 +148,7 @@ static int shm_create(struct smddp_comm *c, char *name, size_t namelen)
 	return SMDDP_OK;
 }
 
-static int shm_attach(struct smddp_comm *c, const char *name, int leader)
+int sd_shm_attach(struct smddp_comm *c, const char *name, int leader)
 {
 	struct shm_state *s = ST(c);
 	struct stat st;
@@ -192,7 +192,7 @@ static int shm_attach(struct smddp_comm *c, const char *name, int leader)
 	return open_pidfds(c, s);
 }
 
-static void shm_unlink_seg(struct smddp_comm *c)
+void sd_shm_unlink_seg(struct smddp_comm *c)
 {
 	struct shm_state *s = ST(c);
 
@@ -418,7 +418,7 @@ void sd_shm_wait_init(struct smddp_comm *c, struct sd_wait *w)
 	};
 }
 
-static int shm_barrier(struct smddp_comm *c)
+int sd_shm_barrier(struct smddp_comm *c)
 {
 	struct shm_state *s = ST(c);
 	struct bwait b = {.c = c, .ctl = s->ctl, .target = ++s->epoch, .n = c->size};
@@ -512,12 +512,12 @@ int sd_shm_peer_read(struct smddp_comm *c, int r, void *dst, uintptr_t src, size
 	return peer_xfer(c, r, dst, src, len, 0);
 }
 
-static int shm_peer_write(struct smddp_comm *c, int r, uintptr_t dst, const void *src, size_t len)
+int sd_shm_peer_write(struct smddp_comm *c, int r, uintptr_t dst, const void *src, size_t len)
 {
 	return peer_xfer(c, r, (void *)src, dst, len, 1);
 }
 
-static void shm_put_addrs(struct smddp_comm *c, const void *a, const void *b)
+void sd_shm_put_addrs(struct smddp_comm *c, const void *a, const void *b)
 {
 	struct shm_ctl *me = &ST(c)->ctl[c->rank];
 
@@ -525,7 +525,7 @@ static void shm_put_addrs(struct smddp_comm *c, const void *a, const void *b)
 	me->addr[1] = (uintptr_t)b;
 }
 
-static void shm_get_addrs(struct smddp_comm *c, int r, uintptr_t *a, uintptr_t *b)
+void sd_shm_get_addrs(struct smddp_comm *c, int r, uintptr_t *a, uintptr_t *b)
 {
 	struct shm_ctl *p = &ST(c)->ctl[r];
 
@@ -537,7 +537,7 @@ static void shm_get_addrs(struct smddp_comm *c, int r, uintptr_t *a, uintptr_t *
  * allows it to the same user unless Yama's ptrace_scope, a seccomp filter
  * (containers) or a capability rule says no.  Try it on a known word, tell
  * the others, and use it only if all could. */
-static int shm_finish(struct smddp_comm *c)
+int sd_shm_finish(struct smddp_comm *c)
 {
 	struct shm_state *s = ST(c);
 	int ok = 1, rc;
@@ -548,7 +548,7 @@ static int shm_finish(struct smddp_comm *c)
 		/* Yama (scope 1) checks the reader against the target's
 		 * ptracer when it reads: everybody sets it, then everybody
 		 * reads. */
-		SD_CHECK(shm_barrier(c));
+		SD_CHECK(sd_shm_barrier(c));
 		for (int r = 0; r < c->size && ok; r++) {
 			uint64_t v = 0;
 			size_t got = 0;
@@ -572,9 +572,9 @@ static int shm_finish(struct smddp_comm *c)
 		ok = c->size > 1 ? 0 : 1;
 	}
 	s->ctl[c->rank].cma_ok = ok;
-	rc = shm_barrier(c);
+	rc = sd_shm_barrier(c);
 	if (rc)
-		return rc; /* shm_detach gives the ptracer back */
+		return rc; /* sd_shm_detach gives the ptracer back */
 	for (int r = 0; r < c->size; r++)
 		if (!s->ctl[r].cma_ok)
 			ok = 0;
@@ -592,34 +592,34 @@ static int shm_finish(struct smddp_comm *c)
 	return SMDDP_OK;
 }
 
-static size_t shm_half_bytes(struct smddp_comm *c)
+size_t sd_shm_half_bytes(struct smddp_comm *c)
 {
 	return ST(c)->half;
 }
 
-static void *shm_slot(struct smddp_comm *c, int r, int h)
+void *sd_shm_slot(struct smddp_comm *c, int r, int h)
 {
 	struct shm_state *s = ST(c);
 
 	return s->data + ((size_t)r * 2 + (size_t)h) * s->half;
 }
 
-static void *shm_tiny(struct smddp_comm *c, int r, int h)
+void *sd_shm_tiny(struct smddp_comm *c, int r, int h)
 {
 	return ST(c)->ctl[r].tiny[h];
 }
 
-static void shm_put_desc(struct smddp_comm *c, const void *desc, size_t len)
+void sd_shm_put_desc(struct smddp_comm *c, const void *desc, size_t len)
 {
 	memcpy(ST(c)->ctl[c->rank].desc, desc, len < DESC_MAX ? len : DESC_MAX);
 }
 
-static void shm_get_desc(struct smddp_comm *c, int r, void *desc, size_t len)
+void sd_shm_get_desc(struct smddp_comm *c, int r, void *desc, size_t len)
 {
 	memcpy(desc, ST(c)->ctl[r].desc, len < DESC_MAX ? len : DESC_MAX);
 }
 
-static void shm_abort(struct smddp_comm *c)
+void sd_shm_abort(struct smddp_comm *c)
 {
 	struct shm_state *s = ST(c);
 
@@ -638,13 +638,13 @@ static void shm_abort(struct smddp_comm *c)
 	}
 }
 
-static void shm_detach(struct smddp_comm *c)
+void sd_shm_detach(struct smddp_comm *c)
 {
 	struct shm_state *s = ST(c);
 
 	if (!s)
 		return;
-	shm_unlink_seg(c);
+	sd_shm_unlink_seg(c);
 	if (s->ptracer)
 		sd_shm_ptracer_release();
 	if (s->pidfd) {
@@ -659,25 +659,3 @@ static void shm_detach(struct smddp_comm *c)
 	free(s);
 	c->tp_state = NULL;
 }
-
-const struct sd_transport_ops sd_transport_shm = {
-	.size = sizeof(struct sd_transport_ops),
-	.name = "shm",
-	.attach = shm_attach,
-	.create = shm_create,
-	.unlink = shm_unlink_seg,
-	.barrier = shm_barrier,
-	.half_bytes = shm_half_bytes,
-	.slot = shm_slot,
-	.tiny = shm_tiny,
-	.put_desc = shm_put_desc,
-	.get_desc = shm_get_desc,
-	.finish = shm_finish,
-	.put_addrs = shm_put_addrs,
-	.get_addrs = shm_get_addrs,
-	.peer_read = sd_shm_peer_read,
-	.peer_write = shm_peer_write,
-	.p2p = sd_shm_p2p,
-	.abort = shm_abort,
-	.detach = shm_detach,
-};

@@ -154,6 +154,22 @@ void sd_shm_sleep(struct smddp_comm *c, uint32_t bell, uint64_t ns);
 /* The policy of every shm wait (spin, liveness, deadline); the caller adds
  * its callbacks. */
 void sd_shm_wait_init(struct smddp_comm *c, struct sd_wait *w);
+/* shm.c: the transport's ops, put in a table by shm-table.c */
+int sd_shm_create(struct smddp_comm *c, char *name, size_t namelen);
+int sd_shm_attach(struct smddp_comm *c, const char *name, int leader);
+void sd_shm_unlink_seg(struct smddp_comm *c);
+int sd_shm_barrier(struct smddp_comm *c);
+size_t sd_shm_half_bytes(struct smddp_comm *c);
+void *sd_shm_slot(struct smddp_comm *c, int r, int h);
+void *sd_shm_tiny(struct smddp_comm *c, int r, int h);
+void sd_shm_put_desc(struct smddp_comm *c, const void *desc, size_t len);
+void sd_shm_get_desc(struct smddp_comm *c, int r, void *desc, size_t len);
+int sd_shm_finish(struct smddp_comm *c);
+void sd_shm_put_addrs(struct smddp_comm *c, const void *a, const void *b);
+void sd_shm_get_addrs(struct smddp_comm *c, int r, uintptr_t *a, uintptr_t *b);
+int sd_shm_peer_write(struct smddp_comm *c, int r, uintptr_t dst, const void *src, size_t len);
+void sd_shm_abort(struct smddp_comm *c);
+void sd_shm_detach(struct smddp_comm *c);
 /* p2p.c */
 int sd_shm_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n);
 
