@@ -68,40 +68,6 @@ static inline void sd_cpu_relax(void)
 	__builtin_ia32_pause();
 #elif defined(__aarch64__)
 	__asm__ __volatile__("yield");
-/* The loop past its first polls (wait.c): state is what ready() said
- * last, rc its result, spins how many polls were spun. */
-int sd_wait_more(struct sd_wait *w, int state, int rc, int spins);
-
-/* Runs the wait: SMDDP_OK, a callback's result, SMDDP_ETIMEDOUT at the
- * deadline (w->expired set), SMDDP_EABORTED when *stop turned nonzero.
- *
- * The first polls run here, in the caller: its ready() is a known function
- * there and is inlined, where a call through the pointer per poll costs
- * about 1 us in 17 on a barrier between two ranks that share a core
- * (256 polls between yields; docs/internals/wait.md).  A wait with a stop
- * word or a time limit on its spin goes to sd_wait_more() at once. */
-static inline __attribute__((always_inline)) int sd_wait(struct sd_wait *w)
-{
-	int (*ready)(void *, int *) = w->ready;
-	void *arg = w->arg;
-	unsigned mask = w->yield_mask;
-	int spin = w->stop || w->spin_ns ? 0 : w->spin;
-	int spins = 0, rc = SMDDP_OK, state;
-
-	while ((state = ready(arg, &rc)) == SD_WAIT_NOT_YET && spins < spin) {
-		if ((++spins & mask) == 0)
-			sched_yield();
-		else
-			sd_cpu_relax();
-	}
-	if (state == SD_WAIT_DONE) {
-		w->start = 0;
-		w->expired = 0;
-		return SMDDP_OK;
-	}
-	return sd_wait_more(w, state, rc, spins);
-}
-
 #endif
 }
 
