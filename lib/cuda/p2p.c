@@ -244,6 +244,21 @@ static int reachable(const struct sd_cuda *cu, const unsigned char *uuid)
 
 /* Receive o from rank q: the sender's buffer mapped here into *p, or 0
  * (the receiver asks for the data staged). */
+/* A send that goes staged: its data into host memory, on the stream. */
+static int stage_send(struct smddp_comm *c, struct dop *o, cudaStream_t st)
+{
+	struct sd_p2p_op *op = o->op;
+	cudaError_t e;
+
+	o->hbytes = op->bytes;
+	if (!(o->host = malloc(op->bytes)))
+		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory for %zu bytes", op->bytes);
+	e = cudaMemcpyAsync(o->host, o->src, op->bytes, cudaMemcpyDeviceToHost, st);
+	if (e != cudaSuccess)
+		return fail(c, e, "copying a send buffer to the host");
+	return SMDDP_OK;
+}
+
 static int can_map(struct sd_cuda *cu, struct dop *o, int q, char **p)
 {
 	if (!cu || o->dev != cu->dev) {
@@ -462,13 +477,7 @@ static int copy_sends(struct smddp_comm *c, struct sd_cuda *cu, struct dop *x, i
 		}
 		if (o->d.mode != M_STAGED)
 			continue;
-		o->hbytes = op->bytes;
-		if (!(o->host = malloc(op->bytes)))
-			return sd_comm_error(c, SMDDP_ENOMEM, "out of memory for %zu bytes",
-					     op->bytes);
-		e = cudaMemcpyAsync(o->host, o->src, op->bytes, cudaMemcpyDeviceToHost, st);
-		if (e != cudaSuccess)
-			return fail(c, e, "copying a send buffer to the host");
+		SD_CHECK(stage_send(c, o, st));
 	}
 	for (int i = 0; i < n; i++) {
 		struct sd_p2p_op *r = x[i].op, *s;
@@ -557,7 +566,6 @@ static int answered(struct smddp_comm *c, struct dop *o, cudaStream_t st, int *a
 {
 	struct sd_p2p_op *op = o->op;
 	char wbuf[64];
-	cudaError_t e;
 
 	if (o->r.magic != REPLY_MAGIC)
 		return sd_comm_error(c, SMDDP_EINTERNAL, "rank %d answered %s with garbage",
@@ -574,13 +582,7 @@ static int answered(struct smddp_comm *c, struct dop *o, cudaStream_t st, int *a
 	case R_DATA:
 		/* Without its data the receiver times out: better than
 		 * sending it garbage. */
-		o->hbytes = op->bytes;
-		if (!(o->host = malloc(op->bytes)))
-			return sd_comm_error(c, SMDDP_ENOMEM, "out of memory for %zu bytes",
-					     op->bytes);
-		e = cudaMemcpyAsync(o->host, o->src, op->bytes, cudaMemcpyDeviceToHost, st);
-		if (e != cudaSuccess)
-			return fail(c, e, "copying a send buffer to the host");
+		SD_CHECK(stage_send(c, o, st));
 		o->r3 = 2;
 		*again = 1;
 		return SMDDP_OK;
