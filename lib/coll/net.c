@@ -178,6 +178,19 @@ static int net_health(void *arg)
 	return check_news(((struct nwait *)arg)->c);
 }
 
+/* A message longer than the receive of len bytes (peer -1: from anyone). */
+static int too_long(struct smddp_comm *c, int peer, size_t len)
+{
+	char who[32] = "a rank";
+
+	if (peer >= 0)
+		snprintf(who, sizeof(who), "rank %d", peer);
+	return sd_comm_error(c, SMDDP_EMISMATCH,
+			     "%s sent more than the %zu bytes this rank's receive takes: "
+			     "the count or dtype differs",
+			     who, len);
+}
+
 /* Progress until r is done (p, if any, runs after every completion). */
 int sd_net_wait_pump(struct smddp_comm *c, struct sd_freq *r, struct pump *p)
 {
@@ -235,16 +248,8 @@ int sd_net_wait_pump(struct smddp_comm *c, struct sd_freq *r, struct pump *p)
 			r->peer >= 0 ? sd_net_host_of(c, r->peer) : "?", sd_fab_describe(n->fab));
 	if (rc)
 		return rc;
-	if (sd_fab_truncated(r)) {
-		char who[32] = "a rank";
-
-		if (r->peer >= 0)
-			snprintf(who, sizeof(who), "rank %d", r->peer);
-		return sd_comm_error(c, SMDDP_EMISMATCH,
-				     "%s sent more than the %zu bytes this rank's receive takes: "
-				     "the count or dtype differs",
-				     who, r->len);
-	}
+	if (sd_fab_truncated(r))
+		return too_long(c, r->peer, r->len);
 	if (r->err)
 		return explain(c, sd_comm_error(c, SMDDP_ENETWORK,
 						"a transfer %s rank %d (host %s) failed",
@@ -554,17 +559,9 @@ static int p2p_done(struct smddp_comm *c, struct p2p_batch *b, int i)
 	uint64_t got;
 
 	op->done = 1;
-	if (rc == SMDDP_EMISMATCH && w->tiny) {
+	if (rc == SMDDP_EMISMATCH && w->tiny)
 		/* Truncated: the wait counted the 8 bytes of op->aux. */
-		char who[32] = "a rank";
-
-		if (op->peer >= 0)
-			snprintf(who, sizeof(who), "rank %d", op->peer);
-		return sd_comm_error(c, SMDDP_EMISMATCH,
-				     "%s sent more than the %zu bytes this rank's receive takes: "
-				     "the count or dtype differs",
-				     who, op->bytes);
-	}
+		return too_long(c, op->peer, op->bytes);
 	if (rc)
 		return rc;
 	/* Every earlier operation is done by now: nothing holds these back. */
