@@ -53,8 +53,14 @@ def fds():
     return len(os.listdir("/proc/self/fd"))
 
 
+# Only this job's segments (/dev/shm/smddp-JOBID-*): the other tests of a
+# parallel make check make and remove theirs meanwhile.
+JOB = os.environ.get("SMDDP_JOB_ID")
+
+
 def shm():
-    return sorted(f for f in os.listdir("/dev/shm") if f.startswith("smddp-"))
+    pre = f"smddp-{JOB}-" if JOB else "smddp-"
+    return sorted(f for f in os.listdir("/dev/shm") if f.startswith(pre))
 
 
 dist.barrier()
@@ -76,10 +82,14 @@ for i in range(300):
 # to it, not at destroy_process_group: drop ours.
 del a, b
 gc.collect()
-check(slowest < 5, f"a destroy took {slowest:.1f} s (must be local and immediate)")
+# A destroy that waited for its peers would wait for the other order's
+# destroy until SMDDP_TIMEOUT (120 s); the bound is far below that and far
+# above any scheduling delay of a loaded machine.
+check(slowest < 30, f"a destroy took {slowest:.1f} s (must be local, not wait for peers)")
 # torch 2.4 keeps the last destroyed group or so alive a while: what must
-# not happen is growth with the cycles.
-check(fds() <= fd20 + 2 and fds() <= fd0 + 2 * N + 2,
+# not happen is growth with the cycles (a leak of one descriptor a cycle
+# would be 280 more), so a few descriptors of slack are no loss.
+check(fds() <= fd20 + 8 and fds() <= fd0 + 2 * N + 8,
       f"file descriptors: {fd0} before the cycles, {fd20} after 20, {fds()} after 300")
 dist.barrier()
 left = shm()
