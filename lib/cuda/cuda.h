@@ -24,6 +24,11 @@ struct sd_cuda_call {
 	void *stream;
 };
 
+/* Does inject, the value of CUDA_INJECTION64_PATH (NULL when unset), load
+ * NVIDIA compute-sanitizer?  (sanitizer.c, in every build: the rule is
+ * unit-tested without CUDA.)  SMDDP_CUDA_ASYNC=auto is then blocking. */
+int sd_cuda_sanitizer(const char *inject);
+
 #ifdef HAVE_CUDA
 /* Host thread, comm entered (sd_api_enter's checks done, count > 0):
  * checks the device buffers (device, size, kind of allocation) and queues

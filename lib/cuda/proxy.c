@@ -15,8 +15,10 @@
  *
  * SMDDP_CUDA_ASYNC=auto (the default) queues and returns unless other ranks
  * share this GPU without MPS (see decide()); the first call, which shows
- * where the ranks are, is done blocking.  Every kernel is loaded before a
- * stream is first made to wait (kernels.h: lazy loading would deadlock).
+ * where the ranks are, is done blocking.  Under compute-sanitizer auto is
+ * blocking from the start (sanitizer.c: the queued mode hangs there).
+ * Every kernel is loaded before a stream is first made to wait
+ * (kernels.h: lazy loading would deadlock).
  *
  * Why the host meets the peers and not the kernels: several ranks may share
  * one GPU (tests, small jobs), and without MPS the kernels of different
@@ -146,19 +148,42 @@ static int decide(struct smddp_comm *c, struct sd_cuda *cu)
 	return SMDDP_OK;
 }
 
+/* Under compute-sanitizer a queued call's kernel never runs while the
+ * user's stream waits on the word, so the stream hangs (gpu-measurements.md,
+ * "Open problems of the queued mode"): auto is blocking there, decided
+ * before the first call; an explicit SMDDP_CUDA_ASYNC=1 is obeyed, with a
+ * warning.  Said once per communicator, when its device state is made. */
+static void say_sanitizer(const struct sd_cuda *cu, const char *inject)
+{
+	if (cu->mode == 1)
+		SD_WARN(SD_SUB_COLL,
+			"device collectives on GPU %d: SMDDP_CUDA_ASYNC=1 under compute-sanitizer "
+			"(CUDA_INJECTION64_PATH=%s): queued calls hang there, their kernels never "
+			"run; unset it (auto) or set 0 to sanitize",
+			cu->dev, inject);
+	else
+		SD_INFO(SD_SUB_COLL,
+			"device collectives on GPU %d: compute-sanitizer is loaded "
+			"(CUDA_INJECTION64_PATH=%s): calls return when done, as queued calls would "
+			"hang under it (SMDDP_CUDA_ASYNC=1 queues them anyway)",
+			cu->dev, inject);
+}
+
 static int state_init(struct smddp_comm *c, int dev)
 {
 	struct sd_cuda *cu;
 	pthread_condattr_t ca;
 	cudaError_t e;
-	int old = -1, rc = SMDDP_OK, attr = 0;
+	const char *inject = getenv("CUDA_INJECTION64_PATH");
+	int old = -1, rc = SMDDP_OK, attr = 0, sanitized;
 
 	cu = calloc(1, sizeof(*cu));
 	if (!cu)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	cu->dev = dev;
 	cu->mode = async_param();
-	cu->decided = cu->mode >= 0;
+	sanitized = cu->mode != 0 && sd_cuda_sanitizer(inject);
+	cu->decided = cu->mode >= 0 || sanitized; /* auto: blocking under the sanitizer */
 	cu->async = cu->mode == 1;
 	cu->shared = -1;
 	cudaGetDevice(&old);
@@ -226,7 +251,9 @@ static int state_init(struct smddp_comm *c, int dev)
 	}
 	if (old >= 0 && old != dev)
 		cudaSetDevice(old);
-	if (cu->decided)
+	if (sanitized)
+		say_sanitizer(cu, inject);
+	else if (cu->decided)
 		SD_INFO(SD_SUB_COLL, "device collectives on GPU %d: %s (SMDDP_CUDA_ASYNC=%d)", dev,
 			cu->async ? "calls return once queued" : "calls return when done",
 			cu->mode);
