@@ -115,3 +115,18 @@ wait_bg() {
 now_ms() {
 	echo $(($(date +%s%N) / 1000000))
 }
+
+# free_ports: a port pair (PORT for the ranks, PORT+1 for per-node mode's
+# launchers) that nothing listens on now
+free_ports() {
+	local p i
+	for ((i = 0; i < 50; i++)); do
+		p=$((20000 + (RANDOM % 20000) * 2))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null &&
+		   ! (exec 3<>"/dev/tcp/127.0.0.1/$((p + 1))") 2>/dev/null; then
+			echo "$p"
+			return 0
+		fi
+	done
+	fail "no free port pair"
+}

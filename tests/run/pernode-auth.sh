@@ -10,19 +10,6 @@ command -v python3 >/dev/null || skip "no python3 for the scripted launcher"
 FAKE="$top_srcdir/tests/run/fakelauncher.py"
 TOKEN=s3cr3t-t0ken-of-this-job
 
-free_ports() {
-	local p i
-	for ((i = 0; i < 50; i++)); do
-		p=$((20000 + (RANDOM % 20000) * 2))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null &&
-		   ! (exec 3<>"/dev/tcp/127.0.0.1/$((p + 1))") 2>/dev/null; then
-			echo "$p"
-			return 0
-		fi
-	done
-	fail "no free port pair"
-}
-
 # node I N [OPTIONS...] -- PROGRAM...: the launcher of node I of N, 2 ranks
 node() {
 	local i=$1 nn=$2

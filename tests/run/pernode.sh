@@ -7,20 +7,6 @@
 # (Across real hosts: tests/cluster/pernode.sh.)
 . "$top_srcdir/tests/run/common.sh"
 
-# a port pair (PORT for the ranks, PORT+1 for the launchers) nobody uses now
-free_ports() {
-	local p i
-	for ((i = 0; i < 50; i++)); do
-		p=$((20000 + (RANDOM % 20000) * 2))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null &&
-		   ! (exec 3<>"/dev/tcp/127.0.0.1/$((p + 1))") 2>/dev/null; then
-			echo "$p"
-			return 0
-		fi
-	done
-	fail "no free port pair"
-}
-
 # launcher_of PID: the smddp-run below PID (a subshell, then timeout(1))
 launcher_of() {
 	local c d
