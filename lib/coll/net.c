@@ -356,12 +356,11 @@ int sd_net_use_hier(struct smddp_comm *c)
 
 int sd_net_node_err(struct smddp_comm *c, int rc)
 {
-	if (rc)
-		sd_net_node_waited(c);
-	if (rc)
-		return sd_comm_error(c, rc, "inside host %s: %s", sd_net_host_of(c, c->rank),
-				     c->net->node->last_error);
-	return SMDDP_OK;
+	if (!rc)
+		return SMDDP_OK;
+	sd_net_node_waited(c);
+	return sd_comm_error(c, rc, "inside host %s: %s", sd_net_host_of(c, c->rank),
+			     c->net->node->last_error);
 }
 
 /* ---- point to point ----------------------------------------------------- */
