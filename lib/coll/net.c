@@ -356,12 +356,11 @@ int sd_net_use_hier(struct smddp_comm *c)
 
 int sd_net_node_err(struct smddp_comm *c, int rc)
 {
-	if (rc)
-		sd_net_node_waited(c);
-	if (rc)
-		return sd_comm_error(c, rc, "inside host %s: %s", sd_net_host_of(c, c->rank),
-				     c->net->node->last_error);
-	return SMDDP_OK;
+	if (!rc)
+		return SMDDP_OK;
+	sd_net_node_waited(c);
+	return sd_comm_error(c, rc, "inside host %s: %s", sd_net_host_of(c, c->rank),
+			     c->net->node->last_error);
 }
 
 /* ---- point to point ----------------------------------------------------- */
@@ -409,7 +408,7 @@ struct p2p_wire {
 	size_t npc;
 	uint64_t sent;    /* receive: the sender's size, once known */
 	int posted;       /* receive: pieces posted (or none needed) */
-	int tiny;         /* receive: the first lands in op->aux (under 8 bytes) */
+	char *bounce;     /* receive under P2P_PIECE_MAX: where the first lands */
 };
 
 struct p2p_batch {
@@ -418,6 +417,7 @@ struct p2p_batch {
 	struct p2p_wire *w;
 	int n;
 	char *scratch;    /* the pieces of a message of the wrong size */
+	char *bounces;    /* P2P_PIECE_MAX for each bounce */
 };
 
 static size_t npieces(uint64_t bytes)
@@ -457,16 +457,9 @@ static int post_send(struct smddp_comm *c, struct sd_p2p_op *op, struct p2p_wire
 
 static int post_recv(struct smddp_comm *c, struct sd_p2p_op *op, struct p2p_wire *w)
 {
-	void *buf = op->buf;
-	size_t len = op->bytes;
+	void *buf = w->bounce ? w->bounce : op->buf;
+	size_t len = w->bounce ? P2P_PIECE_MAX : op->bytes;
 
-	/* Heads must fit wherever a first part lands, or a too-long message
-	 * could not be drained: under 8 bytes, the first part lands in aux. */
-	if (len < sizeof(op->aux)) {
-		w->tiny = 1;
-		buf = &op->aux;
-		len = sizeof(op->aux);
-	}
 	w->first.ignore = P2P_HEAD;
 	if (op->peer < 0)
 		w->first.ignore |= P2P_SENDER_MASK << P2P_SENDER_SHIFT;
@@ -484,7 +477,7 @@ static int post_pieces(struct smddp_comm *c, struct p2p_batch *b, int i)
 	int fit;
 
 	w->posted = 1;
-	memcpy(&w->sent, w->tiny ? (void *)&op->aux : op->buf, sizeof(w->sent));
+	memcpy(&w->sent, w->bounce ? w->bounce : op->buf, sizeof(w->sent));
 	fit = w->sent == op->bytes;
 	w->npc = npieces(w->sent);
 	if (!w->npc)
@@ -559,9 +552,6 @@ static int p2p_done(struct smddp_comm *c, struct p2p_batch *b, int i)
 	uint64_t got;
 
 	op->done = 1;
-	if (rc == SMDDP_EMISMATCH && w->tiny)
-		/* Truncated: the wait counted the 8 bytes of op->aux. */
-		return too_long(c, op->peer, op->bytes);
 	if (rc)
 		return rc;
 	/* Every earlier operation is done by now: nothing holds these back. */
@@ -586,8 +576,35 @@ static int p2p_done(struct smddp_comm *c, struct p2p_batch *b, int i)
 				     "rank %d sent %zu bytes, but this rank's receive takes "
 				     "%zu: the count or dtype differs",
 				     op->source, (size_t)got, op->bytes);
-	if (w->tiny && got)
-		memcpy(op->buf, &op->aux, got);
+	if (w->bounce && got)
+		memcpy(op->buf, w->bounce, got);
+	return SMDDP_OK;
+}
+
+/* A receive's first part may be a head (8 bytes) or a whole message of up
+ * to P2P_PIECE_MAX: a smaller receive takes it into a bounce of that size,
+ * and p2p_done checks the size before copying it out.  Posted directly,
+ * a longer message would be truncated, which tcp;ofi_rxm of libfabric
+ * 1.17 reports without the sender's size and, when the receive was posted
+ * first (its data goes straight into the buffer), by dropping the
+ * connection: the pair's next message would fail. */
+static int give_bounces(struct smddp_comm *c, struct p2p_batch *b)
+{
+	size_t k = 0;
+
+	for (int i = 0; i < b->n; i++)
+		k += !b->ops[i].is_send && !b->ops[i].done && b->ops[i].bytes < P2P_PIECE_MAX;
+	if (!k)
+		return SMDDP_OK;
+	b->bounces = malloc(k * P2P_PIECE_MAX);
+	if (!b->bounces)
+		return sd_comm_error(c, SMDDP_ENOMEM,
+				     "out of memory for %zu receive buffers of %u bytes", k,
+				     P2P_PIECE_MAX);
+	k = 0;
+	for (int i = 0; i < b->n; i++)
+		if (!b->ops[i].is_send && !b->ops[i].done && b->ops[i].bytes < P2P_PIECE_MAX)
+			b->w[i].bounce = b->bounces + k++ * P2P_PIECE_MAX;
 	return SMDDP_OK;
 }
 
@@ -595,11 +612,16 @@ static int p2p_done(struct smddp_comm *c, struct p2p_batch *b, int i)
  * all meanwhile.  A size mismatch fails its own operation only. */
 int sd_net_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 {
-	struct p2p_batch b = {{p2p_pump}, ops, calloc((size_t)n, sizeof(*b.w)), n, NULL};
+	struct p2p_batch b = {{p2p_pump}, ops, calloc((size_t)n, sizeof(*b.w)), n, NULL, NULL};
 	int rc = SMDDP_OK, first = SMDDP_OK;
 
 	if (!b.w)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	rc = give_bounces(c, &b);
+	if (rc) {
+		free(b.w);
+		return rc;
+	}
 	c->net->p2p = 1;
 	/* Receives first: a piece that finds its receive posted is not
 	 * copied through the provider's unexpected-message buffers. */
@@ -632,6 +654,7 @@ int sd_net_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 		free(b.w[i].pc);
 	free(b.w);
 	sd_net_release(c, b.scratch);
+	sd_net_release(c, b.bounces);
 	return rc ? rc : first;
 }
 

@@ -4,7 +4,8 @@
 # The cases of tests/integration/p2p (every dtype and count, groups that
 # would deadlock one call at a time, any source, sends to self, uneven
 # alltoallv, gather and scatter from every root, a size mismatch) on 2 and 3
-# hosts x 1 and 2 ranks per host, and its messages in pieces (p2p pieces), over libfabric's tcp provider on the veths
+# hosts x 1 and 2 ranks per host, and its messages in pieces and sizes that
+# differ (p2p pieces: up to 64 KiB too), over libfabric's tcp provider on the veths
 # of tests/cluster/lib.sh; then a receiver killed while a rank on another
 # host sends to it, which must be named.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is

@@ -21,9 +21,10 @@
  *            SMDDP_EPEER naming rank 1
  *   pieces   messages of 64 KiB - 1, 64 KiB, 64 KiB + 1 and 3 MiB (where
  *            the fabric cuts messages into pieces), sizes that differ
- *            both ways across that limit (SMDDP_EMISMATCH, then the same
- *            tag still works), and receives from any source of several
- *            messages per sender, in order
+ *            both ways, across that limit and below it, to a receive from
+ *            the sender or from anyone (SMDDP_EMISMATCH naming both sizes,
+ *            then the same tag still works), and receives from any source
+ *            of several messages per sender, in order
  * Usage: p2p [matrix|timeout|kill|pieces] [--counts a,b,c]
  * Exit: 0 passed, 1 a check failed, 2 usage.
  */
@@ -477,43 +478,57 @@ static void piece_exchange(size_t n, int t)
 	release(r);
 }
 
-/* Rank 0 sends sent bytes, rank 1 receives want with tag t: SMDDP_EMISMATCH
- * on the receiver naming rank 0 and both sizes where it knows them; the
- * sender must not hang; then a message of the right size with the same
- * tag arrives whole (no piece of the wrong one is left to take its place). */
-static void piece_mismatch(size_t sent, size_t want, int t)
+/* Rank 0 sends sent bytes, rank 1 receives want with tag t (from rank 0,
+ * or from anyone), rank late first waiting a little (the receive posted
+ * before or after the message came: two paths in a provider):
+ * SMDDP_EMISMATCH on the receiver naming rank 0 and both sizes; the sender
+ * must not hang; then messages of the right size with the same tag, one
+ * in pieces and one not, arrive whole (nothing of the wrong one is left to
+ * take their place). */
+static void piece_mismatch(size_t sent, size_t want, int any, int late, int t)
 {
+	static const size_t next[] = {3 * KIB64 + 5, 1000};
 	unsigned char *s = guarded(sent), *r = guarded(want);
-	size_t next = 3 * KIB64 + 5;
-	char what[80];
+	char what[120], says[2][48];
 	int rc;
 
-	snprintf(what, sizeof(what), "pieces: %zu bytes sent, %zu received", sent, want);
+	snprintf(what, sizeof(what), "pieces: %zu bytes sent, %zu received%s, %s late", sent,
+		 want, any ? " from any source" : "", late ? "receiver" : "sender");
+	snprintf(says[0], sizeof(says[0]), "sent %zu bytes", sent);
+	snprintf(says[1], sizeof(says[1]), "takes %zu:", want);
+	if (me == late)
+		usleep(20000);
 	if (me == 0) {
 		fill(s, sent, 0, 1, t);
 		rc = smddp_send(s, sent, SMDDP_UINT8, 1, t, comm, NULL);
 		if (rc != SMDDP_OK && rc != SMDDP_EMISMATCH)
 			bad(what, "sender: %s (%s)", smddp_strerror(rc), smddp_last_error(comm));
 	} else {
-		rc = smddp_recv(r, want, SMDDP_UINT8, 0, t, NULL, comm, NULL);
+		rc = smddp_recv(r, want, SMDDP_UINT8, any ? SMDDP_ANY_SOURCE : 0, t, NULL, comm,
+				NULL);
 		if (rc != SMDDP_EMISMATCH || !strstr(smddp_last_error(comm), "rank 0") ||
+		    !strstr(smddp_last_error(comm), says[0]) ||
+		    !strstr(smddp_last_error(comm), says[1]) ||
 		    !strstr(smddp_last_error(comm), "count or dtype differs"))
-			bad(what, "receiver: %s (%s), expected SMDDP_EMISMATCH naming rank 0",
-			    smddp_strerror(rc), smddp_last_error(comm));
+			bad(what, "receiver: %s (%s), expected SMDDP_EMISMATCH naming rank 0, "
+				  "\"%s\" and \"%s\"",
+			    smddp_strerror(rc), smddp_last_error(comm), says[0], says[1]);
 		else
 			cases++;
 		guards(what, r, want);
 	}
 	release(s);
 	release(r);
-	s = guarded(next);
-	if (me == 0) {
-		fill(s, next, 0, 1, t + 1);
-		ok(smddp_send(s, next, SMDDP_UINT8, 1, t, comm, NULL), what);
-	} else if (ok(smddp_recv(s, next, SMDDP_UINT8, 0, t, NULL, comm, NULL), what)) {
-		expect(what, s, next, 0, 1, t + 1);
+	for (size_t k = 0; k < sizeof(next) / sizeof(next[0]); k++) {
+		s = guarded(next[k]);
+		if (me == 0) {
+			fill(s, next[k], 0, 1, t + 1 + (int)k);
+			ok(smddp_send(s, next[k], SMDDP_UINT8, 1, t, comm, NULL), what);
+		} else if (ok(smddp_recv(s, next[k], SMDDP_UINT8, 0, t, NULL, comm, NULL), what)) {
+			expect(what, s, next[k], 0, 1, t + 1 + (int)k);
+		}
+		release(s);
 	}
-	release(s);
 }
 
 /* Rank 0 receives from anyone, in one group, two messages of n bytes from
@@ -577,18 +592,25 @@ out:
 static int pieces_mode(void)
 {
 	static const size_t sizes[] = {KIB64 - 1, KIB64, KIB64 + 1, 3 * 1048576 + 17};
-	static const size_t wrong[][2] = {
-		{KIB64 + 1, KIB64}, {KIB64, KIB64 + 1}, {KIB64 - 1, KIB64 + 1},
-		{3 * 1048576 + 17, 3 * 1048576 + 16}, {3 * 1048576 + 16, 3 * 1048576 + 17},
-		{1048576, 5}, {5, 1048576}, {1048576, 100}, {100, 2 * KIB64},
+	/* sent, received, from any source; up to 64 KiB a message is one
+	 * send, which between hosts may meet a smaller receive */
+	static const size_t wrong[][3] = {
+		{KIB64 + 1, KIB64, 0}, {KIB64, KIB64 + 1, 0}, {KIB64 - 1, KIB64 + 1, 0},
+		{3 * 1048576 + 17, 3 * 1048576 + 16, 0}, {3 * 1048576 + 16, 3 * 1048576 + 17, 0},
+		{1048576, 5, 0}, {5, 1048576, 0}, {1048576, 100, 0}, {100, 2 * KIB64, 0},
+		{100, 64, 0}, {40960, 20480, 0}, {KIB64, KIB64 - 1, 0}, {10, 5, 0},
+		{20480, 40960, 0}, {100, 64, 1}, {40960, 20480, 1}, {10, 5, 1},
+		{1048576, 100, 1},
 	};
 
 	if (np < 2)
 		return 2;
 	for (size_t i = 0; me <= 1 && i < sizeof(sizes) / sizeof(sizes[0]); i++)
 		piece_exchange(sizes[i], 50 + (int)i);
-	for (size_t i = 0; me <= 1 && i < sizeof(wrong) / sizeof(wrong[0]); i++)
-		piece_mismatch(wrong[i][0], wrong[i][1], 60 + 2 * (int)i);
+	for (int late = 0; late < 2; late++)
+		for (size_t i = 0; me <= 1 && i < sizeof(wrong) / sizeof(wrong[0]); i++)
+			piece_mismatch(wrong[i][0], wrong[i][1], (int)wrong[i][2], late,
+				       60 + 2 * (int)i);
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
 		piece_any(sizes[i], 100 + 10 * (int)i);
 	ok(smddp_barrier(comm), "final barrier");

@@ -6,7 +6,7 @@
 # matter).  Between "hosts" (tests/net/fakehost.sh: libfabric
 # over loopback) on 2 x 2 and 3 x 1 ranks where the build has libfabric.
 # "p2p pieces" (messages around 64 KiB and of 3 MiB, sizes that differ
-# across it, any source) both inside a node and between "hosts".
+# across it and below it, any source) both inside a node and between "hosts".
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 . "$top_srcdir/tests/integration/testlib.sh"
 P2P=$top_builddir/tests/integration/p2p
