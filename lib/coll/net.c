@@ -417,7 +417,6 @@ struct p2p_batch {
 	struct p2p_wire *w;
 	int n;
 	char *scratch;    /* the pieces of a message of the wrong size */
-	char *bounces;    /* P2P_PIECE_MAX for each bounce */
 };
 
 static size_t npieces(uint64_t bytes)
@@ -590,21 +589,31 @@ static int p2p_done(struct smddp_comm *c, struct p2p_batch *b, int i)
  * connection: the pair's next message would fail. */
 static int give_bounces(struct smddp_comm *c, struct p2p_batch *b)
 {
+	struct sd_net *n = c->net;
 	size_t k = 0;
 
 	for (int i = 0; i < b->n; i++)
 		k += !b->ops[i].is_send && !b->ops[i].done && b->ops[i].bytes < P2P_PIECE_MAX;
 	if (!k)
 		return SMDDP_OK;
-	b->bounces = malloc(k * P2P_PIECE_MAX);
-	if (!b->bounces)
-		return sd_comm_error(c, SMDDP_ENOMEM,
-				     "out of memory for %zu receive buffers of %u bytes", k,
-				     P2P_PIECE_MAX);
+	/* Kept on the communicator and only grown: a fresh block per batch
+	 * cost an mmap, page faults and an munmap per call once it passed
+	 * malloc's mmap threshold (two receives). */
+	if (k > n->nbounces) {
+		char *p = malloc(k * P2P_PIECE_MAX);
+
+		if (!p)
+			return sd_comm_error(c, SMDDP_ENOMEM,
+					     "out of memory for %zu receive buffers of %u bytes", k,
+					     P2P_PIECE_MAX);
+		sd_net_release(c, n->bounces);
+		n->bounces = p;
+		n->nbounces = k;
+	}
 	k = 0;
 	for (int i = 0; i < b->n; i++)
 		if (!b->ops[i].is_send && !b->ops[i].done && b->ops[i].bytes < P2P_PIECE_MAX)
-			b->w[i].bounce = b->bounces + k++ * P2P_PIECE_MAX;
+			b->w[i].bounce = n->bounces + k++ * P2P_PIECE_MAX;
 	return SMDDP_OK;
 }
 
@@ -612,7 +621,7 @@ static int give_bounces(struct smddp_comm *c, struct p2p_batch *b)
  * all meanwhile.  A size mismatch fails its own operation only. */
 int sd_net_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 {
-	struct p2p_batch b = {{p2p_pump}, ops, calloc((size_t)n, sizeof(*b.w)), n, NULL, NULL};
+	struct p2p_batch b = {{p2p_pump}, ops, calloc((size_t)n, sizeof(*b.w)), n, NULL};
 	int rc = SMDDP_OK, first = SMDDP_OK;
 
 	if (!b.w)
@@ -654,7 +663,6 @@ int sd_net_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 		free(b.w[i].pc);
 	free(b.w);
 	sd_net_release(c, b.scratch);
-	sd_net_release(c, b.bounces);
 	return rc ? rc : first;
 }
 
@@ -969,6 +977,7 @@ void sd_net_free(struct smddp_comm *c, int clean)
 	if (!left_open) { /* else the provider may still use them (and n's notices) */
 		free(n->descs);
 		free(n->slots);
+		free(n->bounces);
 		free(n);
 	}
 	c->net = NULL;
