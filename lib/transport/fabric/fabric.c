@@ -734,10 +734,13 @@ int sd_fab_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms, int *go
 			*got = 1;
 			return SMDDP_OK;
 		}
+		char who[32] = "a rank";
+
+		if (r && r->peer >= 0)
+			snprintf(who, sizeof(who), "rank %d", r->peer);
 		return sd_comm_error(
-			c, SMDDP_ENETWORK, "libfabric: %s %s rank %d failed: %s (%s)",
-			r && r->is_send ? "sending to" : "receiving from", r ? "" : "a", r ? r->peer : -1,
-			fi_strerror(ee.err),
+			c, SMDDP_ENETWORK, "libfabric: %s %s failed: %s (%s)",
+			r && r->is_send ? "sending to" : "receiving from", who, fi_strerror(ee.err),
 			fi_cq_strerror(f->cq, ee.prov_errno, ee.err_data, buf, sizeof(buf)));
 	}
 	if (n == -FI_EIO)
