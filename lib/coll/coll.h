@@ -35,12 +35,14 @@ int sd_coll_alltoall(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t 
  * pairs (a rank to itself) are copied here. */
 int sd_coll_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n);
 /* The messages of one call, as a batch (es: element size; key: its key).
- * *out is malloc()ed, *n its length; SMDDP_ENOMEM. */
+ * *out is few when the batch fits its room of `room` ops, else malloc()ed;
+ * *n its length; SMDDP_ENOMEM. */
 int sd_coll_alltoallv_ops(struct smddp_comm *c, const void *sbuf, const size_t *scounts,
 			  const size_t *sdispls, void *rbuf, const size_t *rcounts,
-			  const size_t *rdispls, size_t es, uint64_t key, struct sd_p2p_op **out,
-			  int *n);
+			  const size_t *rdispls, size_t es, uint64_t key, struct sd_p2p_op *few,
+			  int room, struct sd_p2p_op **out, int *n);
 int sd_coll_rooted_ops(struct smddp_comm *c, int gather, const void *sbuf, void *rbuf,
-		       size_t bytes, int root, uint64_t key, struct sd_p2p_op **out, int *n);
+		       size_t bytes, int root, uint64_t key, struct sd_p2p_op *few, int room,
+		       struct sd_p2p_op **out, int *n);
 
 #endif

@@ -132,13 +132,20 @@ static void op_set(struct sd_p2p_op *op, int is_send, int peer, uint64_t key, co
 	op->bytes = bytes;
 }
 
+/* Room for want ops: the caller's few (a malloc per call showed in small
+ * alltoallv's time), else the heap. */
+static struct sd_p2p_op *ops_room(size_t want, struct sd_p2p_op *few, int room)
+{
+	return want <= (size_t)room ? few : calloc(want, sizeof(*few));
+}
+
 int sd_coll_alltoallv_ops(struct smddp_comm *c, const void *sbuf, const size_t *scounts,
 			  const size_t *sdispls, void *rbuf, const size_t *rcounts,
-			  const size_t *rdispls, size_t es, uint64_t key, struct sd_p2p_op **out,
-			  int *n)
+			  const size_t *rdispls, size_t es, uint64_t key, struct sd_p2p_op *few,
+			  int room, struct sd_p2p_op **out, int *n)
 {
 	int p = c->size, me = c->rank, k = 0;
-	struct sd_p2p_op *ops = calloc(2 * (size_t)p, sizeof(*ops));
+	struct sd_p2p_op *ops = ops_room(2 * (size_t)p, few, room);
 
 	if (!ops)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
@@ -157,10 +164,11 @@ int sd_coll_alltoallv_ops(struct smddp_comm *c, const void *sbuf, const size_t *
 }
 
 int sd_coll_rooted_ops(struct smddp_comm *c, int gather, const void *sbuf, void *rbuf,
-		       size_t bytes, int root, uint64_t key, struct sd_p2p_op **out, int *n)
+		       size_t bytes, int root, uint64_t key, struct sd_p2p_op *few, int room,
+		       struct sd_p2p_op **out, int *n)
 {
 	int p = c->size, me = c->rank, k = 0;
-	struct sd_p2p_op *ops = calloc(me == root ? 2 * (size_t)p : 1, sizeof(*ops));
+	struct sd_p2p_op *ops = ops_room(me == root ? 2 * (size_t)p : 1, few, room);
 
 	if (!ops)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");

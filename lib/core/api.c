@@ -86,6 +86,11 @@ int sd_api_device_ptr(const void *p)
 	return is_device_ptr(p);
 }
 
+int sd_api_cuda_loaded(void)
+{
+	return cuda_probe() != NULL;
+}
+
 static int check_ptr(struct smddp_comm *c, const void *p, const char *what, size_t count)
 {
 	if (!p && count)

@@ -33,5 +33,8 @@ int sd_api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op
 int sd_api_leave(struct smddp_comm *c, int rc);
 /* 1 if p is CUDA device memory (the driver is loaded and says so). */
 int sd_api_device_ptr(const void *p);
+/* 1 once the process has loaded the CUDA driver: before that, every
+ * pointer is host memory (one probe for a batch, not one per buffer). */
+int sd_api_cuda_loaded(void);
 
 #endif

@@ -24,13 +24,13 @@
 static int memory_of(struct smddp_comm *c, const struct sd_p2p_op *ops, int n, void *stream,
 		     const char *call, int *dev)
 {
-	int ndev = 0, nhost = 0;
+	int ndev = 0, nhost = 0, driver = sd_api_cuda_loaded();
 
 	*dev = 0;
 	for (int i = 0; i < n; i++) {
 		if (!ops[i].bytes)
 			continue;
-		if (sd_api_device_ptr(ops[i].buf))
+		if (driver && sd_api_device_ptr(ops[i].buf))
 			ndev++;
 		else
 			nhost++;
@@ -111,74 +111,79 @@ struct grp_op {
 	void *stream;
 };
 
-static __thread int grp_depth;
-static __thread struct grp_op *grp_ops;
-static __thread int grp_n, grp_cap;
+/* One thread-local struct: in a shared library each thread-local costs a
+ * __tls_get_addr call per function that touches it. */
+static __thread struct {
+	int depth;
+	struct grp_op *ops;
+	int n, cap;
+} grp;
 
 SD_EXPORT int smddp_group_start(void)
 {
-	if (grp_depth >= 1 << 20)
+	if (grp.depth >= 1 << 20)
 		return sd_err_set(sd_init_err(), SMDDP_EINVAL,
 				  "smddp_group_start: groups nested too deep (a missing "
 				  "smddp_group_end?)");
-	grp_depth++;
+	grp.depth++;
 	return SMDDP_OK;
 }
 
 static int grp_add(struct smddp_comm *c, const struct sd_p2p_op *op, int *source, void *stream)
 {
-	if (grp_n == grp_cap) {
-		int cap = grp_cap ? 2 * grp_cap : 16;
-		struct grp_op *g = realloc(grp_ops, (size_t)cap * sizeof(*g));
+	if (grp.n == grp.cap) {
+		int cap = grp.cap ? 2 * grp.cap : 16;
+		struct grp_op *g = realloc(grp.ops, (size_t)cap * sizeof(*g));
 
 		if (!g)
 			return sd_comm_error(c, SMDDP_ENOMEM, "out of memory for a group of %d calls",
-					     grp_n + 1);
-		grp_ops = g;
-		grp_cap = cap;
+					     grp.n + 1);
+		grp.ops = g;
+		grp.cap = cap;
 	}
-	grp_ops[grp_n].comm = c;
-	grp_ops[grp_n].op = *op;
-	grp_ops[grp_n].source = source;
-	grp_ops[grp_n].stream = stream;
-	grp_n++;
+	grp.ops[grp.n].comm = c;
+	grp.ops[grp.n].op = *op;
+	grp.ops[grp.n].source = source;
+	grp.ops[grp.n].stream = stream;
+	grp.n++;
 	return SMDDP_OK;
 }
 
 /* The recorded calls of one communicator, in the order they were made. */
 static int grp_run_comm(struct smddp_comm *c, int first)
 {
-	struct sd_p2p_op *ops;
-	void *stream = grp_ops[first].stream;
+	struct sd_p2p_op few[8], *ops = few; /* a malloc per group showed in sendrecv's time */
+	void *stream = grp.ops[first].stream;
 	int n = 0, rc;
 
-	for (int i = first; i < grp_n; i++)
-		n += grp_ops[i].comm == c;
-	ops = calloc((size_t)n, sizeof(*ops));
-	if (!ops)
+	for (int i = first; i < grp.n; i++)
+		n += grp.ops[i].comm == c;
+	if (n > (int)(sizeof(few) / sizeof(few[0])) && !(ops = calloc((size_t)n, sizeof(*ops))))
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	n = 0;
-	for (int i = first; i < grp_n; i++)
-		if (grp_ops[i].comm == c) {
-			if (grp_ops[i].stream != stream) {
-				free(ops);
+	for (int i = first; i < grp.n; i++)
+		if (grp.ops[i].comm == c) {
+			if (grp.ops[i].stream != stream) {
+				if (ops != few)
+					free(ops);
 				return sd_comm_error(c, SMDDP_EINVAL,
 						     "a group's calls on one communicator must "
 						     "use one stream");
 			}
-			ops[n++] = grp_ops[i].op;
+			ops[n++] = grp.ops[i].op;
 		}
 	rc = enter_p2p(c, SD_COLL_GROUP, (size_t)n, 0, 0, 0);
 	if (!rc)
 		rc = run(c, ops, n, stream, "smddp_group_end");
 	n = 0;
-	for (int i = first; i < grp_n; i++)
-		if (grp_ops[i].comm == c) {
-			if (grp_ops[i].source && !ops[n].is_send && ops[n].done)
-				*grp_ops[i].source = ops[n].source;
+	for (int i = first; i < grp.n; i++)
+		if (grp.ops[i].comm == c) {
+			if (grp.ops[i].source && !ops[n].is_send && ops[n].done)
+				*grp.ops[i].source = ops[n].source;
 			n++;
 		}
-	free(ops);
+	if (ops != few)
+		free(ops);
 	return sd_api_leave(c, rc);
 }
 
@@ -186,30 +191,30 @@ SD_EXPORT int smddp_group_end(void)
 {
 	int rc = SMDDP_OK;
 
-	if (grp_depth == 0)
+	if (grp.depth == 0)
 		return sd_err_set(sd_init_err(), SMDDP_EINVAL,
 				  "smddp_group_end without smddp_group_start");
-	if (--grp_depth > 0)
+	if (--grp.depth > 0)
 		return SMDDP_OK;
 	/* One batch per communicator, in the order each first appears; a
 	 * broken communicator stops the rest (their peers would wait). */
-	for (int i = 0; i < grp_n && (!rc || rc == SMDDP_EMISMATCH); i++) {
+	for (int i = 0; i < grp.n && (!rc || rc == SMDDP_EMISMATCH); i++) {
 		int seen = 0, r;
 
 		for (int j = 0; j < i && !seen; j++)
-			seen = grp_ops[j].comm == grp_ops[i].comm;
+			seen = grp.ops[j].comm == grp.ops[i].comm;
 		if (seen)
 			continue;
-		r = grp_run_comm(grp_ops[i].comm, i);
+		r = grp_run_comm(grp.ops[i].comm, i);
 		rc = rc ? rc : r;
 		if (r && r != SMDDP_EMISMATCH)
 			rc = r;
 	}
-	grp_n = 0;
-	if (grp_cap > 1024) {
-		free(grp_ops);
-		grp_ops = NULL;
-		grp_cap = 0;
+	grp.n = 0;
+	if (grp.cap > 1024) {
+		free(grp.ops);
+		grp.ops = NULL;
+		grp.cap = 0;
 	}
 	return rc;
 }
@@ -255,10 +260,14 @@ static int p2p_call(int is_send, void *buf, size_t count, enum smddp_dtype dtype
 	op.key = (uint64_t)tag;
 	op.buf = buf;
 	op.bytes = count * smddp_dtype_size(dtype);
-	if (grp_depth > 0) {
+	if (grp.depth > 0) {
 		int dev;
 
-		rc = memory_of(comm, &op, 1, stream, call, &dev);
+		/* Host or device memory is decided for the whole group at its
+		 * end; only a stream can make one call wrong on its own (host
+		 * memory with a stream), so the driver is asked here only then:
+		 * the probe showed in small sendrecv's time. */
+		rc = stream ? memory_of(comm, &op, 1, stream, call, &dev) : SMDDP_OK;
 		return rc ? rc : grp_add(comm, &op, source, stream);
 	}
 	rc = enter_p2p(comm, is_send ? SD_COLL_SEND : SD_COLL_RECV, count, dtype, peer, tag);
@@ -293,12 +302,17 @@ static uint64_t call_key(struct smddp_comm *c)
 	return SD_P2P_KEY_COLL | (c->wire & 0xffffffffull);
 }
 
-static int run_ops(struct smddp_comm *c, int rc, struct sd_p2p_op *ops, int n, void *stream,
-		   const char *call)
+/* Ops of a call kept on the stack: up to 4 ranks for alltoallv (p2p.sh
+ * runs 8 ranks, so the heap path is tested too). */
+#define FEW 8
+
+static int run_ops(struct smddp_comm *c, int rc, struct sd_p2p_op *ops, struct sd_p2p_op *few,
+		   int n, void *stream, const char *call)
 {
 	if (!rc)
 		rc = run(c, ops, n, stream, call);
-	free(ops);
+	if (ops != few)
+		free(ops);
 	return sd_api_leave(c, rc);
 }
 
@@ -306,7 +320,7 @@ SD_EXPORT int smddp_alltoallv(const void *sendbuf, const size_t *sendcounts, con
 			      void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
 			      enum smddp_dtype dtype, struct smddp_comm *comm, void *stream)
 {
-	struct sd_p2p_op *ops = NULL;
+	struct sd_p2p_op few[FEW], *ops = NULL;
 	size_t es = smddp_dtype_size(dtype);
 	int n = 0, rc;
 
@@ -334,14 +348,14 @@ SD_EXPORT int smddp_alltoallv(const void *sendbuf, const size_t *sendcounts, con
 								q));
 	}
 	rc = sd_coll_alltoallv_ops(comm, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls,
-				   es, call_key(comm), &ops, &n);
-	return run_ops(comm, rc, ops, n, stream, "smddp_alltoallv");
+				   es, call_key(comm), few, FEW, &ops, &n);
+	return run_ops(comm, rc, ops, few, n, stream, "smddp_alltoallv");
 }
 
 static int rooted(int gather, const void *sendbuf, void *recvbuf, size_t count,
 		  enum smddp_dtype dtype, int root, struct smddp_comm *comm, void *stream)
 {
-	struct sd_p2p_op *ops = NULL;
+	struct sd_p2p_op few[FEW], *ops = NULL;
 	int n = 0, rc;
 
 	rc = sd_api_enter(comm, gather ? SD_COLL_GATHER : SD_COLL_SCATTER, count, dtype, 0, root,
@@ -355,8 +369,8 @@ static int rooted(int gather, const void *sendbuf, void *recvbuf, size_t count,
 		return sd_api_leave(comm, sd_comm_error(comm, SMDDP_EINVAL,
 							"recvbuf is NULL with count %zu", count));
 	rc = sd_coll_rooted_ops(comm, gather, sendbuf, recvbuf, count * smddp_dtype_size(dtype),
-				root, call_key(comm), &ops, &n);
-	return run_ops(comm, rc, ops, n, stream, gather ? "smddp_gather" : "smddp_scatter");
+				root, call_key(comm), few, FEW, &ops, &n);
+	return run_ops(comm, rc, ops, few, n, stream, gather ? "smddp_gather" : "smddp_scatter");
 }
 
 SD_EXPORT int smddp_gather(const void *sendbuf, void *recvbuf, size_t count,
