@@ -28,6 +28,9 @@
 #              this build; $TORCH_TESTS (default: collectives ddp p2p pipeline)
 #              on CUDA tensors against gloo, 2
 #              ranks on the GPU(s); python/bench/torch_bench.py on CUDA
+#   torch-errors  the backend's error paths (tests/gpu/torch_errors.py) on CPU
+#              and CUDA tensors, 2 ranks: raised, or a crash (then its stack,
+#              from cuda-gdb; gcc and torch's C++ ABI are in the summary)
 #   tsan       ThreadSanitizer over the CUDA path's host side (the proxy
 #              thread of queued calls: lib/cuda/proxy.c, move.c, ipc.c,
 #              device.c): gpu-conformance order, overlap, errors and
@@ -277,6 +280,30 @@ for s in $stages; do
 			--timeout 390 python3 "$ROOT/python/bench/torch_bench.py" all
 		grep -v "WARN" "$TMPD/torch-bench.log" | tee -a "$summary"
 		;;
+	torch-errors)
+		# Whether the backend's error paths raise or crash (issue 18: a
+		# SIGSEGV while a message was formatted, on this machine's build
+		# of the shim only); a crash is rerun under cuda-gdb for its stack.
+		cp -r "$ROOT/python" "$TMPD/pysrc"
+		stage torch-build 500 env SMDDP_BUILD_DIR="$B" SMDDP_SOURCE_DIR="$ROOT" \
+			SMDDP_TORCH_CUDA=1 MAX_JOBS=8 python3 -m pip install -v --no-build-isolation \
+			--no-deps --no-index --target "$TMPD/site" "$TMPD/pysrc" || continue
+		say "$(g++ --version | head -1); $(python3 -c 'import torch; print("torch", torch.__version__, "cxx11 abi", torch._C._GLIBCXX_USE_CXX11_ABI)' 2>&1)"
+		grep -o "D_GLIBCXX_USE_CXX11_ABI=[01]" "$TMPD/torch-build.log" | sort | uniq -c | tee -a "$summary"
+		export PYTHONPATH=$TMPD/site PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+		for c in "splits cpu" "root cpu" "size cpu" "splits cuda" "size cuda"; do
+			set -- $c
+			stage "err-$1-$2" 60 "$RUN" -n 2 --timeout 50 python3 \
+				"$ROOT/tests/gpu/torch_errors.py" "$1" "$2"
+			st=$?
+			grep -h "ERRORS-\|signal\|Segmentation" "$TMPD/err-$1-$2.log" | head -4 | tee -a "$summary"
+			[ "$st" -eq 0 ] && continue
+			stage "gdb-$1-$2" 200 "$RUN" -n 2 --timeout 190 cuda-gdb -q -batch \
+				-ex "set pagination off" -ex run -ex bt -ex "info sharedlibrary" \
+				--args python3 "$ROOT/tests/gpu/torch_errors.py" "$1" "$2"
+			grep -h -A30 "received signal" "$TMPD/gdb-$1-$2.log" | head -60 | tee -a "$summary"
+		done
+		;;
 	tsan)
 		if ! nm -D "$B/lib/.libs/libsmddp.so" 2>/dev/null | grep -q " __tsan_init"; then
 			say "tsan: $B is no -fsanitize=thread build (B=build-tsan-cuda: see the header)"
@@ -343,7 +370,7 @@ for s in $stages; do
 		[ "$n" = 0 ] || rc=1
 		;;
 	*)
-		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench p2p staged async mps modes footprint nccl torch tsan)" >&2
+		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench p2p staged async mps modes footprint nccl torch torch-errors tsan)" >&2
 		exit 2
 		;;
 	esac
