@@ -356,26 +356,31 @@ static int timed_out(struct smddp_comm *c, struct sd_p2p_op *ops, int n, uint64_
 }
 
 /* One pass over the batch: *left unfinished, *moved if anything moved.
- * A mismatch fails its own operation only (kept in *first). */
+ * A mismatch fails its own operation only (kept in *first).  Sends step
+ * first: a receive may copy for a long while (a single-copy read of
+ * megabytes), and a peer waiting for this rank's message meanwhile would
+ * copy only after it, where it could have copied at the same time (an
+ * alltoallv lists the receive from a peer before the send to it). */
 static int pass(struct smddp_comm *c, struct sd_p2p_op *ops, int n, int *left, int *moved,
 		int *first)
 {
 	*left = 0;
 	ST(c)->pass++;
-	for (int i = 0; i < n; i++) {
-		int rc;
+	for (int sends = 1; sends >= 0; sends--)
+		for (int i = 0; i < n; i++) {
+			int rc;
 
-		if (ops[i].done)
-			continue;
-		rc = ops[i].is_send ? send_step(c, &ops[i], moved) : recv_step(c, &ops[i], moved);
-		if (rc == SMDDP_EMISMATCH) {
-			if (!*first)
-				*first = rc;
-		} else if (rc) {
-			return rc;
+			if (ops[i].done || ops[i].is_send != sends)
+				continue;
+			rc = sends ? send_step(c, &ops[i], moved) : recv_step(c, &ops[i], moved);
+			if (rc == SMDDP_EMISMATCH) {
+				if (!*first)
+					*first = rc;
+			} else if (rc) {
+				return rc;
+			}
+			*left += !ops[i].done;
 		}
-		*left += !ops[i].done;
-	}
 	return SMDDP_OK;
 }
 
