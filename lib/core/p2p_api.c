@@ -15,10 +15,28 @@
 #include <string.h>
 
 #include "coll/coll.h"
+#include "coll/net.h"
 #include "core/comm.h"
 #include "cuda/cuda.h"
 
 /* ---- one batch ------------------------------------------------------------ */
+
+/* Where a call's batch lives: on the caller's stack when it is small and
+ * the ranks share one host (a malloc per call showed in small sendrecv's
+ * time), else on the heap.  Between hosts the fabric writes into the ops
+ * (a piece's "taken" word lands in op->off) and, when a failure left
+ * transfers it could not cancel, may do so after the call: those ops are
+ * then never freed, as the fabric's own buffers are not. */
+static int ops_on_stack(const struct smddp_comm *c, int n, int room)
+{
+	return n <= room && !c->net;
+}
+
+static void ops_free(struct smddp_comm *c, struct sd_p2p_op *ops, const struct sd_p2p_op *few)
+{
+	if (ops != few && !sd_net_poisoned(c))
+		free(ops);
+}
 
 /* *dev: whether the buffers of ops are device memory; or an error. */
 static int memory_of(struct smddp_comm *c, const struct sd_p2p_op *ops, int n, void *stream,
@@ -152,20 +170,20 @@ static int grp_add(struct smddp_comm *c, const struct sd_p2p_op *op, int *source
 /* The recorded calls of one communicator, in the order they were made. */
 static int grp_run_comm(struct smddp_comm *c, int first)
 {
-	struct sd_p2p_op few[8], *ops = few; /* a malloc per group showed in sendrecv's time */
+	struct sd_p2p_op few[8], *ops = few;
 	void *stream = grp.ops[first].stream;
 	int n = 0, rc;
 
 	for (int i = first; i < grp.n; i++)
 		n += grp.ops[i].comm == c;
-	if (n > (int)(sizeof(few) / sizeof(few[0])) && !(ops = calloc((size_t)n, sizeof(*ops))))
+	if (!ops_on_stack(c, n, (int)(sizeof(few) / sizeof(few[0]))) &&
+	    !(ops = calloc((size_t)n, sizeof(*ops))))
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	n = 0;
 	for (int i = first; i < grp.n; i++)
 		if (grp.ops[i].comm == c) {
 			if (grp.ops[i].stream != stream) {
-				if (ops != few)
-					free(ops);
+				ops_free(c, ops, few);
 				return sd_comm_error(c, SMDDP_EINVAL,
 						     "a group's calls on one communicator must "
 						     "use one stream");
@@ -182,8 +200,7 @@ static int grp_run_comm(struct smddp_comm *c, int first)
 				*grp.ops[i].source = ops[n].source;
 			n++;
 		}
-	if (ops != few)
-		free(ops);
+	ops_free(c, ops, few);
 	return sd_api_leave(c, rc);
 }
 
@@ -276,8 +293,19 @@ static int p2p_call(int is_send, void *buf, size_t count, enum smddp_dtype dtype
 				   "%s to this rank itself needs the matching %s in the same group "
 				   "(smddp_group_start/end)",
 				   call, is_send ? "receive" : "send");
-	if (!rc)
-		rc = run(comm, &op, 1, stream, call);
+	if (!rc) {
+		struct sd_p2p_op *one = &op;
+
+		/* Between hosts on the heap, as every batch (ops_on_stack). */
+		if (!ops_on_stack(comm, 1, 1) && !(one = malloc(sizeof(*one))))
+			rc = sd_comm_error(comm, SMDDP_ENOMEM, "out of memory");
+		if (!rc) {
+			*one = op;
+			rc = run(comm, one, 1, stream, call);
+			op.source = one->source;
+			ops_free(comm, one, &op);
+		}
+	}
 	if (!rc && source)
 		*source = op.source;
 	return sd_api_leave(comm, rc);
@@ -306,13 +334,17 @@ static uint64_t call_key(struct smddp_comm *c)
  * runs 8 ranks, so the heap path is tested too). */
 #define FEW 8
 
+static int room_of(const struct smddp_comm *c)
+{
+	return ops_on_stack(c, FEW, FEW) ? FEW : 0;
+}
+
 static int run_ops(struct smddp_comm *c, int rc, struct sd_p2p_op *ops, struct sd_p2p_op *few,
 		   int n, void *stream, const char *call)
 {
 	if (!rc)
 		rc = run(c, ops, n, stream, call);
-	if (ops != few)
-		free(ops);
+	ops_free(c, ops, few);
 	return sd_api_leave(c, rc);
 }
 
@@ -348,7 +380,7 @@ SD_EXPORT int smddp_alltoallv(const void *sendbuf, const size_t *sendcounts, con
 								q));
 	}
 	rc = sd_coll_alltoallv_ops(comm, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls,
-				   es, call_key(comm), few, FEW, &ops, &n);
+				   es, call_key(comm), few, room_of(comm), &ops, &n);
 	return run_ops(comm, rc, ops, few, n, stream, "smddp_alltoallv");
 }
 
@@ -369,7 +401,7 @@ static int rooted(int gather, const void *sendbuf, void *recvbuf, size_t count,
 		return sd_api_leave(comm, sd_comm_error(comm, SMDDP_EINVAL,
 							"recvbuf is NULL with count %zu", count));
 	rc = sd_coll_rooted_ops(comm, gather, sendbuf, recvbuf, count * smddp_dtype_size(dtype),
-				root, call_key(comm), few, FEW, &ops, &n);
+				root, call_key(comm), few, room_of(comm), &ops, &n);
 	return run_ops(comm, rc, ops, few, n, stream, gather ? "smddp_gather" : "smddp_scatter");
 }
 
