@@ -571,10 +571,7 @@ static int p2p_done(struct smddp_comm *c, struct p2p_batch *b, int i)
 	}
 	got = w->first.tag & P2P_HEAD ? w->sent : w->first.len;
 	if (got != op->bytes)
-		return sd_comm_error(c, SMDDP_EMISMATCH,
-				     "rank %d sent %zu bytes, but this rank's receive takes "
-				     "%zu: the count or dtype differs",
-				     op->source, (size_t)got, op->bytes);
+		return sd_p2p_size_differs(c, op->source, (size_t)got, op);
 	if (w->bounce && got)
 		memcpy(op->buf, w->bounce, got);
 	return SMDDP_OK;

@@ -110,15 +110,6 @@ static int fail(struct smddp_comm *c, cudaError_t e, const char *what)
 			     cudaGetErrorName(e));
 }
 
-static const char *what(const struct sd_p2p_op *op, char *buf, size_t len)
-{
-	if (op->key & SD_P2P_KEY_COLL)
-		snprintf(buf, len, "this call's message");
-	else
-		snprintf(buf, len, "the message with tag %llu", (unsigned long long)op->key);
-	return buf;
-}
-
 /* Each reason for staging inside a node is said once per process, at INFO:
  * it holds for the job, and a message per call would drown the log. */
 static int said[5];
@@ -510,7 +501,7 @@ static int take(struct smddp_comm *c, struct sd_cuda *cu, struct dop *o, int q,
 		return sd_comm_error(c, SMDDP_EMISMATCH,
 				     "rank %d sent %s from host memory, but this rank receives it "
 				     "on device memory: both sides must use the same kind",
-				     SD_RANK_NAME(c, q), what(op, wbuf, sizeof(wbuf)));
+				     SD_RANK_NAME(c, q), sd_p2p_what(op, wbuf, sizeof(wbuf)));
 	o->r.magic = REPLY_MAGIC;
 	o->r2 = 1;
 	if (o->d.mode == M_STAGED) {
@@ -525,20 +516,12 @@ static int take(struct smddp_comm *c, struct sd_cuda *cu, struct dop *o, int q,
 					     o->hbytes);
 		if (!o->ok) {
 			o->r.status = R_MISMATCH;
-			return sd_comm_error(c, SMDDP_EMISMATCH,
-					     "rank %d sent %zu bytes (%s), but this rank's receive "
-					     "takes %zu: the count or dtype differs",
-					     SD_RANK_NAME(c, q), (size_t)o->d.bytes,
-					     what(op, wbuf, sizeof(wbuf)), op->bytes);
+			return sd_p2p_size_differs(c, q, (size_t)o->d.bytes, op);
 		}
 		return SMDDP_OK;
 	} else if (o->d.bytes != op->bytes) {
 		o->r.status = R_MISMATCH;
-		return sd_comm_error(c, SMDDP_EMISMATCH,
-				     "rank %d sent %zu bytes (%s), but this rank's receive takes "
-				     "%zu: the count or dtype differs",
-				     SD_RANK_NAME(c, q), (size_t)o->d.bytes,
-				     what(op, wbuf, sizeof(wbuf)), op->bytes);
+		return sd_p2p_size_differs(c, q, (size_t)o->d.bytes, op);
 	} else if (!op->bytes) {
 		o->r.status = R_DONE;
 	} else if (!can_map(cu, o, q, &p)) {
@@ -569,7 +552,7 @@ static int answered(struct smddp_comm *c, struct dop *o, cudaStream_t st, int *a
 
 	if (o->r.magic != REPLY_MAGIC)
 		return sd_comm_error(c, SMDDP_EINTERNAL, "rank %d answered %s with garbage",
-				     SD_RANK_NAME(c, op->peer), what(op, wbuf, sizeof(wbuf)));
+				     SD_RANK_NAME(c, op->peer), sd_p2p_what(op, wbuf, sizeof(wbuf)));
 	switch (o->r.status) {
 	case R_DONE:
 		return SMDDP_OK;
@@ -577,7 +560,7 @@ static int answered(struct smddp_comm *c, struct dop *o, cudaStream_t st, int *a
 		return sd_comm_error(c, SMDDP_EMISMATCH,
 				     "rank %d refused %s (%zu bytes) from this rank: its receive "
 				     "has another size",
-				     SD_RANK_NAME(c, op->peer), what(op, wbuf, sizeof(wbuf)),
+				     SD_RANK_NAME(c, op->peer), sd_p2p_what(op, wbuf, sizeof(wbuf)),
 				     op->bytes);
 	case R_DATA:
 		/* Without its data the receiver times out: better than
@@ -590,7 +573,7 @@ static int answered(struct smddp_comm *c, struct dop *o, cudaStream_t st, int *a
 		return sd_comm_error(c, SMDDP_EPEER,
 				     "rank %d could not take %s (%zu bytes) from this rank: a CUDA "
 				     "error there (its own error says which)",
-				     SD_RANK_NAME(c, op->peer), what(op, wbuf, sizeof(wbuf)),
+				     SD_RANK_NAME(c, op->peer), sd_p2p_what(op, wbuf, sizeof(wbuf)),
 				     op->bytes);
 	}
 }

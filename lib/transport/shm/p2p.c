@@ -40,15 +40,6 @@
 /* op->state */
 enum { S_NEW = 0, S_POSTED, R_MATCHED, R_STAGED };
 
-static const char *what(const struct sd_p2p_op *op, char *buf, size_t len)
-{
-	if (op->key & SD_P2P_KEY_COLL)
-		snprintf(buf, len, "this call's message");
-	else
-		snprintf(buf, len, "the message with tag %llu", (unsigned long long)op->key);
-	return buf;
-}
-
 static size_t halves_of(size_t bytes, size_t half)
 {
 	return (bytes + half - 1) / half;
@@ -105,7 +96,7 @@ static int send_step(struct smddp_comm *c, struct sd_p2p_op *op, int *moved)
 			return sd_comm_error(c, SMDDP_EMISMATCH,
 					     "rank %d refused %s (%zu bytes) from this rank: its "
 					     "receive has another size",
-					     SD_RANK_NAME(c, op->peer), what(op, wbuf, sizeof(wbuf)),
+					     SD_RANK_NAME(c, op->peer), sd_p2p_what(op, wbuf, sizeof(wbuf)),
 					     op->bytes);
 		return SMDDP_OK;
 	}
@@ -183,7 +174,6 @@ static int recv_take(struct smddp_comm *c, struct sd_p2p_op *op, int q, uint64_t
 	struct shm_state *s = ST(c);
 	struct p2p_chan *ch = sd_shm_chan(s, c->size, q, c->rank);
 	struct p2p_desc *d = &ch->d[seq % P2P_NDESC];
-	char wbuf[64];
 
 	*moved = 1;
 	op->source = q;
@@ -193,10 +183,7 @@ static int recv_take(struct smddp_comm *c, struct sd_p2p_op *op, int q, uint64_t
 
 		finish(c, ch, q, seq, P2P_FIN_BAD);
 		op->done = 1;
-		return sd_comm_error(c, SMDDP_EMISMATCH,
-				     "rank %d sent %zu bytes (%s), but this rank's receive "
-				     "takes %zu: the count or dtype differs",
-				     SD_RANK_NAME(c, q), sent, what(op, wbuf, sizeof(wbuf)), op->bytes);
+		return sd_p2p_size_differs(c, q, sent, op);
 	}
 	if (op->bytes <= s->eager) {
 		memcpy(op->buf, sd_shm_eager(s, c->size, q, c->rank, (unsigned)(seq % P2P_NDESC)),
@@ -304,7 +291,7 @@ static int health(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 					"or exited) before it %s %s",
 					SD_RANK_NAME(c, q), (int)c->pids[q],
 					ops[i].is_send ? "received" : "sent",
-					what(&ops[i], wbuf, sizeof(wbuf)));
+					sd_p2p_what(&ops[i], wbuf, sizeof(wbuf)));
 		}
 	}
 	if (c->boot) {
@@ -337,19 +324,19 @@ static int timed_out(struct smddp_comm *c, struct sd_p2p_op *ops, int n, uint64_
 					     "receive (same tag and communicator)",
 					     (double)(now - start) / 1e9, c->timeout_from,
 					     SD_RANK_NAME(c, op->peer), (int)c->pids[op->peer],
-					     what(op, wbuf, sizeof(wbuf)), op->bytes);
+					     sd_p2p_what(op, wbuf, sizeof(wbuf)), op->bytes);
 		if (op->peer < 0)
 			return sd_comm_error(c, SMDDP_ETIMEDOUT,
 					     "waited %.0f s (%s) for %s from any rank, and none "
 					     "sent it",
 					     (double)(now - start) / 1e9, c->timeout_from,
-					     what(op, wbuf, sizeof(wbuf)));
+					     sd_p2p_what(op, wbuf, sizeof(wbuf)));
 		return sd_comm_error(c, SMDDP_ETIMEDOUT,
 				     "waited %.0f s (%s) for %s from rank %d (pid %d), which did "
 				     "not send it (a send without a matching receive on one side, or "
 				     "a different tag?)",
 				     (double)(now - start) / 1e9, c->timeout_from,
-				     what(op, wbuf, sizeof(wbuf)), SD_RANK_NAME(c, op->peer),
+				     sd_p2p_what(op, wbuf, sizeof(wbuf)), SD_RANK_NAME(c, op->peer),
 				     (int)c->pids[op->peer]);
 	}
 	return SMDDP_OK;
