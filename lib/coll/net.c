@@ -178,19 +178,6 @@ static int net_health(void *arg)
 	return check_news(((struct nwait *)arg)->c);
 }
 
-/* A message longer than the receive of len bytes (peer -1: from anyone). */
-static int too_long(struct smddp_comm *c, int peer, size_t len)
-{
-	char who[32] = "a rank";
-
-	if (peer >= 0)
-		snprintf(who, sizeof(who), "rank %d", peer);
-	return sd_comm_error(c, SMDDP_EMISMATCH,
-			     "%s sent more than the %zu bytes this rank's receive takes: "
-			     "the count or dtype differs",
-			     who, len);
-}
-
 /* Progress until r is done (p, if any, runs after every completion). */
 int sd_net_wait_pump(struct smddp_comm *c, struct sd_freq *r, struct pump *p)
 {
@@ -248,8 +235,6 @@ int sd_net_wait_pump(struct smddp_comm *c, struct sd_freq *r, struct pump *p)
 			r->peer >= 0 ? sd_net_host_of(c, r->peer) : "?", sd_fab_describe(n->fab));
 	if (rc)
 		return rc;
-	if (sd_fab_truncated(r))
-		return too_long(c, r->peer, r->len);
 	if (r->err)
 		return explain(c, sd_comm_error(c, SMDDP_ENETWORK,
 						"a transfer %s rank %d (host %s) failed",

@@ -642,11 +642,6 @@ int sd_fab_notify(struct sd_fab *f, int peer, uint64_t tag, const void *buf, siz
 	return 0;
 }
 
-int sd_fab_truncated(const struct sd_freq *r)
-{
-	return r->done && !r->is_send && r->err == FI_ETRUNC;
-}
-
 int sd_fab_poisoned(struct sd_fab *f)
 {
 	return f && f->poisoned;

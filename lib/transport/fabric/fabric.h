@@ -63,8 +63,6 @@ void sd_fab_patience(struct sd_fab *f, uint64_t ns);
 /* What a post asks, while it waits for room in the provider's queue,
  * whether the peers are still there (nonzero: fail with that result). */
 void sd_fab_on_wait(struct sd_fab *f, int (*news)(struct smddp_comm *c));
-/* A receive that failed because the message was longer than its buffer. */
-int sd_fab_truncated(const struct sd_freq *r);
 /* Cancel a posted receive (at close, for the abort-notice receive). */
 void sd_fab_cancel(struct sd_fab *f, struct sd_freq *r);
 /* After a failed collective: detach every posted operation (but those with
