@@ -149,6 +149,25 @@ cl_wait_reach() {
 	return 1
 }
 
+# cl_host_pids: the processes in the hosts' namespaces (h1..h$CL_H)
+cl_host_pids() {
+	local i
+	for ((i = 1; i <= CL_H; i++)); do
+		ip netns pids "$CL_ID-h$i" 2>/dev/null
+	done
+}
+
+# cl_wait_empty TENTHS: whether the hosts are empty of processes within
+# TENTHS tenths of a second
+cl_wait_empty() {
+	local i
+	for ((i = 0; i < $1; i++)); do
+		[ -z "$(cl_host_pids)" ] && return 0
+		sleep 0.1
+	done
+	[ -z "$(cl_host_pids)" ]
+}
+
 # (in the background, waited for: a signal to the test is handled at once)
 on_host() {
 	local n=$1 pid rc=0

@@ -139,15 +139,10 @@ judge() {
 
 # nothing_left: no process in the hosts within 15 s, no segment of the job
 nothing_left() {
-	local i n
-	for ((i = 0; i < 150; i++)); do
-		n=$( (ip netns pids "$CL_ID-h1"; ip netns pids "$CL_ID-h2") | wc -l)
-		[ "$n" -eq 0 ] && break
-		sleep 0.1
-	done
-	if [ "$n" -ne 0 ]; then
-		bad "$NAME: processes left in the hosts: $( (ip netns pids "$CL_ID-h1"; ip netns pids "$CL_ID-h2") | xargs -r ps -o pid=,args= -p)"
-		for i in $( (ip netns pids "$CL_ID-h1"; ip netns pids "$CL_ID-h2")); do
+	local i
+	if ! cl_wait_empty 150; then
+		bad "$NAME: processes left in the hosts: $(cl_host_pids | xargs -r ps -o pid=,args= -p)"
+		for i in $(cl_host_pids); do
 			kill -KILL "$i" 2>/dev/null
 		done
 	fi

@@ -55,13 +55,7 @@ everything() {
 
 # nothing_left: every host's namespace is empty within 10 s
 nothing_left() {
-	local i n
-	for ((i = 0; i < 100; i++)); do
-		n=$( (ip netns pids "$CL_ID-h1"; ip netns pids "$CL_ID-h2"; ip netns pids "$CL_ID-h3") | wc -l)
-		[ "$n" -eq 0 ] && return 0
-		sleep 0.1
-	done
-	fail "processes left in the hosts: $( (ip netns pids "$CL_ID-h1"; ip netns pids "$CL_ID-h2"; ip netns pids "$CL_ID-h3") | tr '\n' ' ')"
+	cl_wait_empty 100 || fail "processes left in the hosts: $(cl_host_pids | tr '\n' ' ')"
 }
 
 hosts_of() {

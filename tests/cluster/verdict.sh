@@ -64,13 +64,7 @@ one_verdict() {
 }
 
 nothing_left() {
-	local i n
-	for ((i = 0; i < 100; i++)); do
-		n=$( (ip netns pids "$CL_ID-h1"; ip netns pids "$CL_ID-h2") | wc -l)
-		[ "$n" -eq 0 ] && break
-		sleep 0.1
-	done
-	[ "$n" -eq 0 ] || fail "$1: processes left in the hosts"
+	cl_wait_empty 100 || fail "$1: processes left in the hosts"
 	[ -z "$(ls -A "$TMPDIR")" ] || fail "$1: left in TMPDIR: $(ls -A "$TMPDIR")"
 }
 
