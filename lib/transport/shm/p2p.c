@@ -47,6 +47,23 @@ static size_t halves_of(size_t bytes, size_t half)
 
 /* ---- sender ---------------------------------------------------------------- */
 
+/* Is the slot of message seq free (the message NDESC before it finished)?
+ * The receiver's fin line is read once for the slots of the next NDESC
+ * messages, not once per send: every read pulls the line from the
+ * receiver, and its next fin store must pull it back. */
+static int slots_free(struct p2p_chan *ch, struct p2p_local *l, uint64_t seq)
+{
+	uint64_t m = seq;
+
+	for (; m < seq + P2P_NDESC; m++)
+		if (m >= P2P_NDESC &&
+		    (atomic_load_explicit(&ch->fin[m % P2P_NDESC], memory_order_acquire) &
+		     ~P2P_FIN_BAD) != m - P2P_NDESC + 1)
+			break;
+	l->free_to = m;
+	return m > seq;
+}
+
 static int send_step(struct smddp_comm *c, struct sd_p2p_op *op, int *moved)
 {
 	struct shm_state *s = ST(c);
@@ -56,27 +73,27 @@ static int send_step(struct smddp_comm *c, struct sd_p2p_op *op, int *moved)
 
 	if (op->state == S_NEW) {
 		uint64_t seq = l->next;
-		unsigned i = (unsigned)(seq % P2P_NDESC);
-		struct p2p_desc *d = &ch->d[i];
+		struct p2p_desc *d = &ch->d[seq % P2P_NDESC];
 
 		/* The slot's previous message must be finished; and a later
 		 * send to the same peer must not overtake one held so. */
 		if (l->held == s->pass)
 			return SMDDP_OK;
-		if (seq >= P2P_NDESC &&
-		    (atomic_load_explicit(&ch->fin[i], memory_order_acquire) & ~P2P_FIN_BAD) !=
-			    seq - P2P_NDESC + 1) {
+		if (seq >= l->free_to && !slots_free(ch, l, seq)) {
 			l->held = s->pass;
 			return SMDDP_OK;
 		}
 		d->key = op->key;
 		d->bytes = op->bytes;
 		d->addr = (uintptr_t)op->buf;
-		if (op->bytes <= s->eager)
-			memcpy(sd_shm_eager(s, c->size, c->rank, op->peer, i), op->buf, op->bytes);
+		if (op->bytes <= P2P_TINY)
+			memcpy(d->tiny, op->buf, op->bytes);
+		else if (op->bytes <= s->eager)
+			memcpy(sd_shm_eager(s, c->size, c->rank, op->peer, (unsigned)(seq % P2P_NDESC)),
+			       op->buf, op->bytes);
 		op->seq = seq;
 		l->next = seq + 1;
-		atomic_store_explicit(&ch->posted, seq + 1, memory_order_seq_cst);
+		atomic_store_explicit(&d->seq, seq + 1, memory_order_seq_cst);
 		sd_shm_wake(c, op->peer);
 		*moved = 1;
 		op->state = S_POSTED;
@@ -148,7 +165,13 @@ static int64_t match(struct smddp_comm *c, struct sd_p2p_op *op, int q)
 	uint64_t posted;
 
 	if (l->seen_pass != s->pass) {
-		l->seen = atomic_load_explicit(&ch->posted, memory_order_acquire);
+		/* At most NDESC past base: a slot is reused once its
+		 * message finished, so a message NDESC past an unmatched one
+		 * cannot be posted. */
+		while (l->seen < l->base + P2P_NDESC &&
+		       atomic_load_explicit(&ch->d[l->seen % P2P_NDESC].seq, memory_order_acquire) ==
+			       l->seen + 1)
+			l->seen++;
 		l->seen_pass = s->pass;
 	}
 	posted = l->seen;
@@ -185,7 +208,9 @@ static int recv_take(struct smddp_comm *c, struct sd_p2p_op *op, int q, uint64_t
 		op->done = 1;
 		return sd_p2p_size_differs(c, q, sent, op);
 	}
-	if (op->bytes <= s->eager) {
+	if (op->bytes <= P2P_TINY) {
+		memcpy(op->buf, d->tiny, op->bytes);
+	} else if (op->bytes <= s->eager) {
 		memcpy(op->buf, sd_shm_eager(s, c->size, q, c->rank, (unsigned)(seq % P2P_NDESC)),
 		       op->bytes);
 	} else if (c->single_copy) {

@@ -79,16 +79,21 @@ extern const char *sd_shm_yama_scope_path; /* tests point it at a file of their 
 
 /* ---- point to point -------------------------------------------------------
  * One channel per ordered pair of ranks (sender -> receiver).  The sender
- * posts descriptors in a ring of P2P_NDESC: a message of up to `eager`
- * bytes is copied into the descriptor's eager slot (the send is done),
- * others carry the sender's address.  The receiver matches a posted
- * descriptor to one of its receives (same key, in order of posting),
- * takes the data (from the eager slot; with single copy straight from the
- * sender's buffer; else the sender copies it through its own slot halves
- * once the receiver claims it, a half at a time) and marks it finished.
- * A descriptor slot is reused only once the message in it is finished. */
+ * posts descriptors in a ring of P2P_NDESC, each published by its own seq
+ * word: a message of up to P2P_TINY bytes travels inside its descriptor,
+ * one of up to `eager` bytes in the descriptor's eager slot (either way
+ * the send is done), others carry the sender's address.  The receiver
+ * matches a posted descriptor to one of its receives (same key, in order
+ * of posting), takes the data (from the descriptor or eager slot; with
+ * single copy straight from the sender's buffer; else the sender copies
+ * it through its own slot halves once the receiver claims it, a half at a
+ * time) and marks it finished.  A descriptor slot is reused only once the
+ * message in it is finished.  A small message costs the receiver one
+ * cache line of the sender's (seq, header and data together), where a
+ * separate posted counter, header and slot cost three in turn. */
 #define P2P_NDESC 8
 #define P2P_FIN_BAD (1ull << 63) /* fin: refused, the sizes differ */
+#define P2P_TINY 32
 
 /* Eager bytes per descriptor: 4 KiB (where Open MPI's shared-memory eager
  * limit is), less as ranks grow so that the n^2 channels' slots stay
@@ -102,18 +107,19 @@ static inline size_t sd_shm_eager_bytes(int nranks)
 	return e;
 }
 
+/* One cache line. */
 struct p2p_desc {
+	_Atomic uint64_t seq; /* seq + 1 of the message it holds, written last */
 	uint64_t key;
 	uint64_t bytes;
-	uintptr_t addr;  /* in the sender's address space */
-	uint64_t pad;
-};
+	uintptr_t addr; /* in the sender's address space */
+	unsigned char tiny[P2P_TINY];
+} __attribute__((aligned(64)));
 
 struct p2p_chan {
 	/* the sender's line */
-	_Atomic uint64_t posted;  /* descriptors posted so far */
 	_Atomic uint64_t filled;  /* staged halves written, over all messages */
-	char pad0[112];
+	char pad0[120];
 	/* the receiver's */
 	_Atomic uint64_t claim;   /* seq + 1 of the message it takes staged, 0: none */
 	_Atomic uint64_t drained; /* staged halves copied out, over all messages */
@@ -125,11 +131,12 @@ struct p2p_chan {
 /* This rank's side of its channels with rank q. */
 struct p2p_local {
 	uint64_t next;   /* to q: the next descriptor to post */
+	uint64_t free_to; /* to q: descriptors below are known free (fin read once for several) */
 	uint64_t base;   /* from q: every message below is matched */
 	uint64_t taken;  /* from q: bit i: message base + i is matched */
 	int claimed;     /* from q: a staged message is being taken */
 	uint64_t held;   /* to q: the pass in which a send found its slot busy */
-	uint64_t seen, seen_pass; /* from q: posted as read in that pass */
+	uint64_t seen, seen_pass; /* from q: messages below seen are posted, as found in that pass */
 };
 
 static inline struct p2p_chan *sd_shm_chan(struct shm_state *s, int nranks, int from, int to)
