@@ -8,8 +8,9 @@
  * peer (from any peer, in turn, for SMDDP_ANY_SOURCE) and takes it in one
  * of three ways, decided by the receiver from the message's size:
  *   - up to `eager` bytes (4 KiB with up to 16 ranks, shm.h): from the
- *     descriptor's eager slot (the send finished when posted: one
- *     hand-off, as Open MPI's eager messages);
+ *     descriptor itself (up to P2P_TINY bytes) or its eager slot (the
+ *     send finished when posted: one hand-off, as Open MPI's eager
+ *     messages);
  *   - single copy on (SMDDP_SINGLE_COPY): read from the sender's buffer
  *     (process_vm_readv): two hand-offs between the ranks, where staging
  *     takes four, and one copy; SMDDP_SINGLE_COPY_MIN, which weighs
