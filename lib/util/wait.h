@@ -91,7 +91,16 @@ static inline __attribute__((always_inline)) int sd_wait(struct sd_wait *w)
 	int spin = w->stop || w->spin_ns ? 0 : w->spin;
 	int spins = 0, rc = SMDDP_OK, state;
 
-	while ((state = ready(arg, &rc)) == SD_WAIT_NOT_YET && spins < spin) {
+	for (;;) {
+		state = ready(arg, &rc);
+		/* Progress starts the spin again, here as in sd_wait_more():
+		 * a batch that posted its sends goes on polling in line. */
+		if (state == SD_WAIT_MOVED && spin) {
+			spins = 0;
+			continue;
+		}
+		if (state != SD_WAIT_NOT_YET || spins >= spin)
+			break;
 		if ((++spins & mask) == 0)
 			sched_yield();
 		else

@@ -145,6 +145,23 @@ int main(void)
 	CHECK(rc == SMDDP_ETIMEDOUT && t >= 500000000ull,
 	      "progress restarts the deadline (%.0f ms)", (double)t / 1e6);
 
+	/* The same without a stop word, where sd_wait() spins in line and
+	 * must restart its spin on progress itself. */
+	f = (struct fake){.move_every = 10, .done_after = 500, .move_until = 1000000000ull};
+	w = waiter(&f);
+	w.stop = NULL;
+	rc = sd_wait(&w);
+	CHECK(rc == SMDDP_OK && f.polls == 500 && f.sleeps == 0,
+	      "in line: progress restarts the spin, no sleep (%d polls, %d sleeps)", f.polls,
+	      f.sleeps);
+	f = (struct fake){.move_every = 10, .move_until = 300000000ull};
+	w = waiter(&f);
+	w.stop = NULL;
+	rc = sd_wait(&w);
+	t = sd_now_ns() - f.t0;
+	CHECK(rc == SMDDP_ETIMEDOUT && w.expired && t >= 500000000ull,
+	      "in line: progress restarts the deadline (%.0f ms)", (double)t / 1e6);
+
 	f = (struct fake){.stop = 1};
 	w = waiter(&f);
 	rc = sd_wait(&w);
