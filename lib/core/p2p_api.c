@@ -129,75 +129,85 @@ struct grp_op {
 	void *stream;
 };
 
-/* One thread-local struct: in a shared library each thread-local costs a
- * __tls_get_addr call per function that touches it. */
-static __thread struct {
+/* One thread-local struct, its address taken once per entry point and
+ * handed down.  In a shared library a thread-local's address is a call of
+ * __tls_get_addr, and gcc calls it again at each use rather than keep the
+ * address in a register; the result of an ordinary call it keeps. */
+struct grp {
 	int depth;
 	struct grp_op *ops;
 	int n, cap;
-} grp;
+};
+static __thread struct grp grp_tls;
+
+static __attribute__((noinline)) struct grp *grp_get(void)
+{
+	return &grp_tls;
+}
 
 SD_EXPORT int smddp_group_start(void)
 {
-	if (grp.depth >= 1 << 20)
+	struct grp *g = grp_get();
+
+	if (g->depth >= 1 << 20)
 		return sd_err_set(sd_init_err(), SMDDP_EINVAL,
 				  "smddp_group_start: groups nested too deep (a missing "
 				  "smddp_group_end?)");
-	grp.depth++;
+	g->depth++;
 	return SMDDP_OK;
 }
 
-static int grp_add(struct smddp_comm *c, const struct sd_p2p_op *op, int *source, void *stream)
+static int grp_add(struct grp *gr, struct smddp_comm *c, const struct sd_p2p_op *op, int *source, void *stream)
 {
-	if (grp.n == grp.cap) {
-		int cap = grp.cap ? 2 * grp.cap : 16;
-		struct grp_op *g = realloc(grp.ops, (size_t)cap * sizeof(*g));
+	if (gr->n == gr->cap) {
+		int cap = gr->cap ? 2 * gr->cap : 16;
+		struct grp_op *g = realloc(gr->ops, (size_t)cap * sizeof(*g));
 
 		if (!g)
 			return sd_comm_error(c, SMDDP_ENOMEM, "out of memory for a group of %d calls",
-					     grp.n + 1);
-		grp.ops = g;
-		grp.cap = cap;
+					     gr->n + 1);
+		gr->ops = g;
+		gr->cap = cap;
 	}
-	grp.ops[grp.n].comm = c;
-	grp.ops[grp.n].op = *op;
-	grp.ops[grp.n].source = source;
-	grp.ops[grp.n].stream = stream;
-	grp.n++;
+	gr->ops[gr->n].comm = c;
+	gr->ops[gr->n].op = *op;
+	gr->ops[gr->n].source = source;
+	gr->ops[gr->n].stream = stream;
+	gr->n++;
 	return SMDDP_OK;
 }
 
 /* The recorded calls of one communicator, in the order they were made. */
-static int grp_run_comm(struct smddp_comm *c, int first)
+static int grp_run_comm(struct grp *gr, struct smddp_comm *c, int first)
 {
 	struct sd_p2p_op few[8], *ops = few;
-	void *stream = grp.ops[first].stream;
+	void *stream = gr->ops[first].stream;
 	int n = 0, rc;
 
-	for (int i = first; i < grp.n; i++)
-		n += grp.ops[i].comm == c;
+	for (int i = first; i < gr->n; i++)
+		n += gr->ops[i].comm == c;
 	if (!ops_on_stack(c, n, (int)(sizeof(few) / sizeof(few[0]))) &&
 	    !(ops = calloc((size_t)n, sizeof(*ops))))
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	n = 0;
-	for (int i = first; i < grp.n; i++)
-		if (grp.ops[i].comm == c) {
-			if (grp.ops[i].stream != stream) {
+	for (int i = first; i < gr->n; i++)
+		if (gr->ops[i].comm == c) {
+			if (gr->ops[i].stream != stream) {
 				ops_free(c, ops, few);
 				return sd_comm_error(c, SMDDP_EINVAL,
 						     "a group's calls on one communicator must "
 						     "use one stream");
 			}
-			ops[n++] = grp.ops[i].op;
+			ops[n++] = gr->ops[i].op;
 		}
 	rc = enter_p2p(c, SD_COLL_GROUP, (size_t)n, 0, 0, 0);
 	if (!rc)
 		rc = run(c, ops, n, stream, "smddp_group_end");
 	n = 0;
-	for (int i = first; i < grp.n; i++)
-		if (grp.ops[i].comm == c) {
-			if (grp.ops[i].source && !ops[n].is_send && ops[n].done)
-				*grp.ops[i].source = ops[n].source;
+	for (int i = first; i < gr->n; i++)
+		if (gr->ops[i].comm == c) {
+			if (gr->ops[i].source && !ops[n].is_send && ops[n].done)
+				*gr->ops[i].source = ops[n].source;
 			n++;
 		}
 	ops_free(c, ops, few);
@@ -206,32 +216,33 @@ static int grp_run_comm(struct smddp_comm *c, int first)
 
 SD_EXPORT int smddp_group_end(void)
 {
+	struct grp *gr = grp_get();
 	int rc = SMDDP_OK;
 
-	if (grp.depth == 0)
+	if (gr->depth == 0)
 		return sd_err_set(sd_init_err(), SMDDP_EINVAL,
 				  "smddp_group_end without smddp_group_start");
-	if (--grp.depth > 0)
+	if (--gr->depth > 0)
 		return SMDDP_OK;
 	/* One batch per communicator, in the order each first appears; a
 	 * broken communicator stops the rest (their peers would wait). */
-	for (int i = 0; i < grp.n && (!rc || rc == SMDDP_EMISMATCH); i++) {
+	for (int i = 0; i < gr->n && (!rc || rc == SMDDP_EMISMATCH); i++) {
 		int seen = 0, r;
 
 		for (int j = 0; j < i && !seen; j++)
-			seen = grp.ops[j].comm == grp.ops[i].comm;
+			seen = gr->ops[j].comm == gr->ops[i].comm;
 		if (seen)
 			continue;
-		r = grp_run_comm(grp.ops[i].comm, i);
+		r = grp_run_comm(gr, gr->ops[i].comm, i);
 		rc = rc ? rc : r;
 		if (r && r != SMDDP_EMISMATCH)
 			rc = r;
 	}
-	grp.n = 0;
-	if (grp.cap > 1024) {
-		free(grp.ops);
-		grp.ops = NULL;
-		grp.cap = 0;
+	gr->n = 0;
+	if (gr->cap > 1024) {
+		free(gr->ops);
+		gr->ops = NULL;
+		gr->cap = 0;
 	}
 	return rc;
 }
@@ -262,6 +273,7 @@ static int p2p_call(int is_send, void *buf, size_t count, enum smddp_dtype dtype
 		    int tag, int *source, struct smddp_comm *comm, void *stream)
 {
 	const char *call = is_send ? "smddp_send" : "smddp_recv";
+	struct grp *g = grp_get();
 	struct sd_p2p_op op;
 	int rc;
 
@@ -277,7 +289,7 @@ static int p2p_call(int is_send, void *buf, size_t count, enum smddp_dtype dtype
 	op.key = (uint64_t)tag;
 	op.buf = buf;
 	op.bytes = count * smddp_dtype_size(dtype);
-	if (grp.depth > 0) {
+	if (g->depth > 0) {
 		int dev;
 
 		/* Host or device memory is decided for the whole group at its
@@ -285,7 +297,7 @@ static int p2p_call(int is_send, void *buf, size_t count, enum smddp_dtype dtype
 		 * memory with a stream), so the driver is asked here only then:
 		 * the probe showed in small sendrecv's time. */
 		rc = stream ? memory_of(comm, &op, 1, stream, call, &dev) : SMDDP_OK;
-		return rc ? rc : grp_add(comm, &op, source, stream);
+		return rc ? rc : grp_add(g, comm, &op, source, stream);
 	}
 	rc = enter_p2p(comm, is_send ? SD_COLL_SEND : SD_COLL_RECV, count, dtype, peer, tag);
 	if (!rc && peer == comm->rank)
