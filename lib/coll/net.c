@@ -569,13 +569,18 @@ static int p2p_done(struct smddp_comm *c, struct p2p_batch *b, int i)
  * 1.17 reports without the sender's size and, when the receive was posted
  * first (its data goes straight into the buffer), by dropping the
  * connection: the pair's next message would fail. */
+static int wants_bounce(const struct sd_p2p_op *op)
+{
+	return !op->is_send && !op->done && op->bytes < P2P_PIECE_MAX;
+}
+
 static int give_bounces(struct smddp_comm *c, struct p2p_batch *b)
 {
 	struct sd_net *n = c->net;
 	size_t k = 0;
 
 	for (int i = 0; i < b->n; i++)
-		k += !b->ops[i].is_send && !b->ops[i].done && b->ops[i].bytes < P2P_PIECE_MAX;
+		k += wants_bounce(&b->ops[i]);
 	if (!k)
 		return SMDDP_OK;
 	/* Kept on the communicator and only grown: a fresh block per batch
@@ -594,7 +599,7 @@ static int give_bounces(struct smddp_comm *c, struct p2p_batch *b)
 	}
 	k = 0;
 	for (int i = 0; i < b->n; i++)
-		if (!b->ops[i].is_send && !b->ops[i].done && b->ops[i].bytes < P2P_PIECE_MAX)
+		if (wants_bounce(&b->ops[i]))
 			b->w[i].bounce = n->bounces + k++ * P2P_PIECE_MAX;
 	return SMDDP_OK;
 }
