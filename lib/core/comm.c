@@ -160,14 +160,16 @@ static int read_tunables(struct smddp_comm *c)
 	c->single_copy = (int)sd_param_int("SMDDP_SINGLE_COPY");
 	c->single_copy_min = (size_t)sd_param_int("SMDDP_SINGLE_COPY_MIN");
 	c->single_copy_ptracer = (int)sd_param_int("SMDDP_SINGLE_COPY_PTRACER");
-	/* With a core per rank, poll (yielding now and then to whatever else
-	 * runs there); with more ranks than cores, every poll yields, so that
-	 * the rank being waited for gets the core, and a short while later
+	/* With a core per rank, poll (yielding every 16 polls to whatever else
+	 * runs there: two ranks that the scheduler left on one core, where a
+	 * pause can cost a hypervisor's exit, hand the core over in microseconds
+	 * rather than tens); with more ranks than cores, every poll yields, so
+	 * that the rank being waited for gets the core, and a short while later
 	 * sleep on the futex. */
 	if (spin < 0)
 		spin = c->size <= ncpu ? 20000 : YIELD_SPIN;
 	c->spin = (int)spin;
-	c->yield_mask = c->size <= ncpu ? 255 : 0;
+	c->yield_mask = c->size <= ncpu ? 15 : 0;
 	return SMDDP_OK;
 }
 

@@ -81,8 +81,9 @@ int sd_wait_more(struct sd_wait *w, int state, int rc, int spins);
  * The first polls run here, in the caller: its ready() is a known function
  * there and is inlined, where a call through the pointer per poll costs
  * about 1 us in 17 on a barrier between two ranks that share a core
- * (256 polls between yields; docs/internals/wait.md).  A wait with a stop
- * word or a time limit on its spin goes to sd_wait_more() at once. */
+ * (measured with 256 polls between yields; docs/internals/wait.md).  A
+ * wait with a stop word or a time limit on its spin goes to
+ * sd_wait_more() at once. */
 static inline __attribute__((always_inline)) int sd_wait(struct sd_wait *w)
 {
 	int (*ready)(void *, int *) = w->ready;
