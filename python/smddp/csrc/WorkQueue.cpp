@@ -143,6 +143,7 @@ std::string GroupState::rootCause() const {
 void RunContext::check(int rc, const char* call) {
   if (rc == SMDDP_OK)
     return;
+  result = rc;
   // The library's sentence names this rank, the step and the peer.
   std::string detail = smddp_last_error(comm);
   std::string msg = detail.empty()
@@ -620,6 +621,16 @@ void WorkQueue::run(const c10::intrusive_ptr<WorkSMDDP>& work) {
       smddp_comm_abort(comm_);
       comm_ = nullptr;
     }
+    if (ctx.result == SMDDP_EMISMATCH && comm_ && !state_->failed() && !unverified_.empty()) {
+      // libsmddp returns a mismatch its proxy met in queued GPU work at
+      // the next call, once, and forgets it: it may be the listed works'
+      // and not this call's, which cannot be told apart.
+      std::string detail = smddp_last_error(comm_);
+      failDeviceWork(
+          (detail.empty() ? "" : detail + " ") + "(" + smddp_strerror(ctx.result) +
+              ", returned by " + work->name_ + " (operation " + std::to_string(work->seq_) + "))",
+          say);
+    }
     // The listed works too, if the group failed.
     checkDeviceLocked(say);
   }
@@ -661,12 +672,7 @@ void WorkQueue::checkDeviceLocked(std::string& say) {
     failUnverified();
     return;
   }
-  auto what = [this] {
-    const WorkSMDDP& first = *unverified_.front();
-    return std::string(first.name_) + " (operation " + std::to_string(first.seq_) + ")" +
-        (unverified_.size() > 1 ? " or later work" : "");
-  };
-  std::string sentence; // why the listed works failed, if they did
+  std::string cudaError; // why the end events cannot be trusted
   // The end events first: a call the event follows released the stream,
   // and the library records a failure before it does.
   size_t done = 0;
@@ -681,11 +687,10 @@ void WorkQueue::checkDeviceLocked(std::string& say) {
   } catch (...) {
     // A CUDA error (a sticky one breaks the context): nothing queued can
     // be trusted, and this may run on the worker, which must not throw.
-    sentence = what() + ": CUDA cannot tell whether it ended: " +
-        messageOf(std::current_exception());
+    cudaError = "CUDA cannot tell whether it ended: " + messageOf(std::current_exception());
   }
 #endif
-  if (sentence.empty()) {
+  if (cudaError.empty()) {
     int async = SMDDP_OK;
     if (smddp_comm_get_async_error(comm_, &async) != SMDDP_OK)
       async = SMDDP_EINTERNAL; // only for a NULL argument: cannot happen
@@ -700,11 +705,20 @@ void WorkQueue::checkDeviceLocked(std::string& say) {
     // Which call failed is in the library's sentence; the shim knows
     // which of its works were outstanding.
     std::string detail = smddp_last_error(comm_);
-    sentence = what() + ": " +
-        (detail.empty() ? std::string(smddp_strerror(async))
-                        : detail + " (" + smddp_strerror(async) + ")");
+    failDeviceWork(
+        detail.empty() ? std::string(smddp_strerror(async))
+                       : detail + " (" + smddp_strerror(async) + ")",
+        say);
+    return;
   }
-  std::string line = "smddp: " + state_->who() + ": work queued on the GPU failed: " + sentence;
+  failDeviceWork(cudaError, say);
+}
+
+void WorkQueue::failDeviceWork(const std::string& why, std::string& say) {
+  const WorkSMDDP& first = *unverified_.front();
+  std::string line = "smddp: " + state_->who() + ": work queued on the GPU failed: " +
+      first.name_ + " (operation " + std::to_string(first.seq_) + ")" +
+      (unverified_.size() > 1 ? " or later work" : "") + ": " + why;
   state_->fail(line);
   if (!deviceErrorSaid_) {
     deviceErrorSaid_ = true;

@@ -158,6 +158,8 @@ class RunContext {
   // Set by check() when it throws for an error that left the communicator
   // usable.
   bool recoverable = false;
+  // The library's result check() threw for, SMDDP_OK if none.
+  int result = SMDDP_OK;
 };
 
 class WorkQueue;
@@ -325,6 +327,9 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   // The check itself, with commMutex_ held; say: the line for stderr, if
   // it found the first async error.
   void checkDeviceLocked(std::string& say);
+  // An async error, rc and the library's sentence for it: the group fails
+  // with it, then the listed works (commMutex_ held, unverified_ not empty).
+  void failDeviceWork(const std::string& why, std::string& say);
   static void sayDeviceError(const std::string& line);
   // Fails every unverified work with the group's root cause (commMutex_
   // held).
