@@ -30,7 +30,9 @@
 #              ranks on the GPU(s); python/bench/torch_bench.py on CUDA
 #   torch-errors  the backend's error paths (tests/gpu/torch_errors.py) on CPU
 #              and CUDA tensors, 2 ranks: raised, or a crash (then its stack,
-#              from cuda-gdb; gcc and torch's C++ ABI are in the summary)
+#              from cuda-gdb; gcc and torch's C++ ABI are in the summary);
+#              then its dead case: with SMDDP_CUDA_ASYNC=1 a rank dies after
+#              queueing, and the other learns of it without a call (issue 14)
 #   tsan       ThreadSanitizer over the CUDA path's host side (the proxy
 #              thread of queued calls: lib/cuda/proxy.c, move.c, ipc.c,
 #              device.c): gpu-conformance order, overlap, errors and
@@ -303,6 +305,18 @@ for s in $stages; do
 				--args python3 "$ROOT/tests/gpu/torch_errors.py" "$1" "$2"
 			grep -h -A30 "received signal" "$TMPD/gdb-$1-$2.log" | head -60 | tee -a "$summary"
 		done
+		# Issue 14: an all_reduce queued on the GPU fails after its call
+		# returned (rank 1 dies): rank 0 must see it by itself, within 2 s
+		# + SMDDP_LIVENESS_MS, well before SMDDP_TIMEOUT, and say it once.
+		stage err-dead-cuda 90 env SMDDP_CUDA_ASYNC=1 SMDDP_TIMEOUT=30 "$RUN" -n 2 \
+			--timeout 80 python3 "$ROOT/tests/gpu/torch_errors.py" dead cuda
+		grep -h "ERRORS-\|work queued on the GPU failed\|signal\|Segmentation" \
+			"$TMPD/err-dead-cuda.log" | head -6 | tee -a "$summary"
+		if ! grep -q "^\(\[0\] \)\?smddp: rank 0 of 2: work queued on the GPU failed: " \
+			"$TMPD/err-dead-cuda.log"; then
+			say "err-dead-cuda: rank 0 did not say 'smddp: rank 0 of 2: work queued on the GPU failed: ...' on stderr"
+			rc=1
+		fi
 		;;
 	tsan)
 		if ! nm -D "$B/lib/.libs/libsmddp.so" 2>/dev/null | grep -q " __tsan_init"; then

@@ -5,6 +5,7 @@
 #include "WorkQueue.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <system_error>
 #include <unordered_map>
 
@@ -142,6 +143,7 @@ std::string GroupState::rootCause() const {
 void RunContext::check(int rc, const char* call) {
   if (rc == SMDDP_OK)
     return;
+  result = rc;
   // The library's sentence names this rank, the step and the peer.
   std::string detail = smddp_last_error(comm);
   std::string msg = detail.empty()
@@ -196,8 +198,45 @@ void WorkSMDDP::markStarted() {
   cv_.notify_all();
 }
 
+void WorkSMDDP::markVerified() {
+  WorkSMDDP::TsanUse use(this);
+  std::lock_guard<std::mutex> lock(mutex_);
+  verified_ = true;
+}
+
+void WorkSMDDP::failDevice(std::exception_ptr error) {
+  WorkSMDDP::TsanUse use(this);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (exception_ || deviceError_)
+      return;
+    deviceError_ = std::move(error);
+  }
+  cv_.notify_all();
+}
+
+void WorkSMDDP::checkDeviceIfDone() {
+#ifdef SMDDP_TORCH_CUDA
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // The end event is recorded before the work completes.
+    if (!completed_ || exception_ || deviceError_ || verified_ || !endEvent_)
+      return;
+  }
+  if (!endEvent_->query())
+    return;
+  if (auto queue = owner_.lock())
+    queue->checkDevice(false);
+#endif
+}
+
 void WorkSMDDP::complete(std::exception_ptr error) {
   WorkSMDDP::TsanUse use(this);
+  if (!error) {
+    // The device check may have failed it while its completion was queued.
+    std::lock_guard<std::mutex> lock(mutex_);
+    error = deviceError_;
+  }
 #ifdef SMDDP_TORCH_CUDA
   // The future records its events on the current stream: one that has
   // waited on this work's end event and on nothing later.
@@ -226,12 +265,14 @@ void WorkSMDDP::complete(std::exception_ptr error) {
 
 bool WorkSMDDP::isCompleted() {
   WorkSMDDP::TsanUse use(this);
+  checkDeviceIfDone();
   std::lock_guard<std::mutex> lock(mutex_);
   if (!completed_)
     return false;
 #ifdef SMDDP_TORCH_CUDA
-  if (!exception_ && endEvent_)
-    return endEvent_->query();
+  // Done on the GPU is not yet done: the communicator may have failed it.
+  if (!exception_ && !deviceError_ && endEvent_)
+    return verified_;
 #endif
   return true;
 }
@@ -239,13 +280,13 @@ bool WorkSMDDP::isCompleted() {
 bool WorkSMDDP::isSuccess() const {
   WorkSMDDP::TsanUse use(this);
   std::lock_guard<std::mutex> lock(mutex_);
-  return !exception_;
+  return !exception_ && !deviceError_;
 }
 
 std::exception_ptr WorkSMDDP::exception() const {
   WorkSMDDP::TsanUse use(this);
   std::lock_guard<std::mutex> lock(mutex_);
-  return exception_;
+  return exception_ ? exception_ : deviceError_;
 }
 
 bool WorkSMDDP::wait(std::chrono::milliseconds timeout) {
@@ -283,7 +324,13 @@ bool WorkSMDDP::wait(std::chrono::milliseconds timeout) {
       throwBackendError(msg);
     }
   }
-  std::exception_ptr error = exception_;
+  lock.unlock();
+  // A work the GPU is done with is checked now, so that its failure is
+  // raised here; one the GPU is still on fails later (exception(), the
+  // next call).
+  checkDeviceIfDone();
+  lock.lock();
+  std::exception_ptr error = exception_ ? exception_ : deviceError_;
   lock.unlock();
   if (error)
     std::rethrow_exception(error);
@@ -293,8 +340,9 @@ bool WorkSMDDP::wait(std::chrono::milliseconds timeout) {
 
 void WorkSMDDP::synchronize() {
   WorkSMDDP::TsanUse use(this);
+  checkDeviceIfDone();
   std::unique_lock<std::mutex> lock(mutex_);
-  bool ok = completed_ && !exception_;
+  bool ok = completed_ && !exception_ && !deviceError_;
   lock.unlock();
   if (ok)
     blockCurrentStreamOnEnd();
@@ -412,6 +460,7 @@ void WorkQueue::prepare(
     DeviceStreams streams = streamsFor(device);
     work->stream_ = streams.run;
     work->doneStream_ = streams.done;
+    work->owner_ = weak_from_this();
     work->startEvent_ = std::make_unique<CudaEvent>();
     work->endEvent_ = std::make_unique<CudaEvent>();
     work->startEvent_->record(c10::cuda::getCurrentCUDAStream(device));
@@ -461,7 +510,20 @@ void WorkQueue::loop() {
       std::unique_lock<std::mutex> lock(mutex_);
       busy_ = false;
       idleCv_.notify_all();
-      workCv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+      while (queue_.empty() && !stopping_) {
+        if (!watching_.load(std::memory_order_relaxed)) {
+          workCv_.wait(lock);
+          continue;
+        }
+        // CUDA work may still fail on the GPU, and nobody may call us
+        // again to learn of it: look every kDevicePoll.
+        workCv_.wait_for(lock, kDevicePoll);
+        if (!queue_.empty() || stopping_)
+          break;
+        lock.unlock();
+        checkDevice(true);
+        lock.lock();
+      }
       if (queue_.empty())
         break;
       work = std::move(queue_.front());
@@ -476,6 +538,7 @@ void WorkQueue::loop() {
     detached = detached_;
   }
   if (detached) {
+    finishDeviceChecks(std::chrono::steady_clock::now() + state_->timeout);
     freeComm();
     stopCompleters(std::chrono::steady_clock::now() + state_->timeout);
   }
@@ -486,6 +549,8 @@ void WorkQueue::run(const c10::intrusive_ptr<WorkSMDDP>& work) {
   work->markStarted();
   for (const auto& m : work->members_)
     m->markStarted();
+  // A failure of queued CUDA work is named as such, not as this call's.
+  checkDevice(true);
   if (state_->failed() || !comm_) {
     work->body_ = nullptr;
     std::exception_ptr error = backendError(
@@ -515,8 +580,10 @@ void WorkQueue::run(const c10::intrusive_ptr<WorkSMDDP>& work) {
     stream = work->stream_->stream();
   }
 #endif
+  std::unique_lock<std::mutex> commLock(commMutex_);
   RunContext ctx(comm_, stream, *state_, work.get());
   std::exception_ptr error;
+  std::string say;
   try {
     {
       // The caller's thread-local state (profiler, dispatch keys), without
@@ -534,6 +601,12 @@ void WorkQueue::run(const c10::intrusive_ptr<WorkSMDDP>& work) {
         m->endEvent_->record(*work->stream_);
         m->endEvent_->block(*m->doneStream_);
       }
+      // Listed before they complete: a completed CUDA work is either
+      // listed, checked or failed.
+      for (const auto& m : work->members_)
+        unverified_.push_back(m);
+      unverified_.push_back(work);
+      watching_.store(true, std::memory_order_relaxed);
     }
 #endif
   } catch (...) {
@@ -548,12 +621,146 @@ void WorkQueue::run(const c10::intrusive_ptr<WorkSMDDP>& work) {
       smddp_comm_abort(comm_);
       comm_ = nullptr;
     }
+    if (ctx.result == SMDDP_EMISMATCH && comm_ && !state_->failed() && !unverified_.empty()) {
+      // libsmddp returns a mismatch its proxy met in queued GPU work at
+      // the next call, once, and forgets it: it may be the listed works'
+      // and not this call's, which cannot be told apart.
+      std::string detail = smddp_last_error(comm_);
+      failDeviceWork(
+          (detail.empty() ? "" : detail + " ") + "(" + smddp_strerror(ctx.result) +
+              ", returned by " + work->name_ + " (operation " + std::to_string(work->seq_) + "))",
+          say);
+    }
+    // The listed works too, if the group failed.
+    checkDeviceLocked(say);
   }
+  commLock.unlock();
+  sayDeviceError(say);
   work->body_ = nullptr; // frees the staging buffers now
   for (const auto& m : work->members_)
     post(m, error);
   work->members_.clear();
   post(work, error);
+}
+
+// ---- WorkQueue: the device check -----------------------------------------------------
+
+void WorkQueue::checkDevice(bool wait) {
+  std::string say;
+  {
+    std::unique_lock<std::mutex> lock(commMutex_, std::defer_lock);
+    if (wait)
+      lock.lock();
+    else if (!lock.try_lock())
+      return;
+    checkDeviceLocked(say);
+  }
+  sayDeviceError(say);
+}
+
+void WorkQueue::sayDeviceError(const std::string& line) {
+  // Maybe nobody calls again to be told: said once, as NCCL's watchdog
+  // does, and not under commMutex_ (stderr may be a pipe that blocks).
+  if (!line.empty())
+    std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+void WorkQueue::checkDeviceLocked(std::string& say) {
+  if (unverified_.empty())
+    return;
+  if (state_->failed() || !comm_) {
+    failUnverified();
+    return;
+  }
+  std::string cudaError; // why the end events cannot be trusted
+  // The end events first: a call the event follows released the stream,
+  // and the library records a failure before it does.
+  size_t done = 0;
+#ifdef SMDDP_TORCH_CUDA
+  try {
+    while (done < unverified_.size()) {
+      WorkSMDDP::TsanUse use(unverified_[done].get());
+      if (!unverified_[done]->endEvent_->query())
+        break;
+      ++done;
+    }
+  } catch (...) {
+    // A CUDA error (a sticky one breaks the context): nothing queued can
+    // be trusted, and this may run on the worker, which must not throw.
+    cudaError = "CUDA cannot tell whether it ended: " + messageOf(std::current_exception());
+  }
+#endif
+  if (cudaError.empty()) {
+    int async = SMDDP_OK;
+    if (smddp_comm_get_async_error(comm_, &async) != SMDDP_OK)
+      async = SMDDP_EINTERNAL; // only for a NULL argument: cannot happen
+    if (async == SMDDP_OK) {
+      for (; done > 0; --done) {
+        unverified_.front()->markVerified();
+        unverified_.pop_front();
+      }
+      watching_.store(!unverified_.empty(), std::memory_order_relaxed);
+      return;
+    }
+    // Which call failed is in the library's sentence; the shim knows
+    // which of its works were outstanding.
+    std::string detail = smddp_last_error(comm_);
+    failDeviceWork(
+        detail.empty() ? std::string(smddp_strerror(async))
+                       : detail + " (" + smddp_strerror(async) + ")",
+        say);
+    return;
+  }
+  failDeviceWork(cudaError, say);
+}
+
+void WorkQueue::failDeviceWork(const std::string& why, std::string& say) {
+  const WorkSMDDP& first = *unverified_.front();
+  std::string line = "smddp: " + state_->who() + ": work queued on the GPU failed: " +
+      first.name_ + " (operation " + std::to_string(first.seq_) + ")" +
+      (unverified_.size() > 1 ? " or later work" : "") + ": " + why;
+  state_->fail(line);
+  if (!deviceErrorSaid_) {
+    deviceErrorSaid_ = true;
+    say = line;
+  }
+  failUnverified();
+}
+
+void WorkQueue::failUnverified() {
+  std::deque<c10::intrusive_ptr<WorkSMDDP>> works = std::move(unverified_);
+  unverified_.clear();
+  watching_.store(false, std::memory_order_relaxed);
+  for (const auto& w : works)
+    w->failDevice(backendError(
+        "smddp: " + std::string(w->name_) + " (operation " + std::to_string(w->seq_) + ") on " +
+        state_->who() + ": its output is undefined: the process group failed while it was " +
+        "queued on the GPU; the root cause: " + state_->rootCause()));
+}
+
+void WorkQueue::finishDeviceChecks(std::chrono::steady_clock::time_point deadline) {
+  auto pause = std::chrono::milliseconds(1);
+  for (;;) {
+    std::string say;
+    bool left;
+    {
+      std::lock_guard<std::mutex> lock(commMutex_);
+      checkDeviceLocked(say);
+      if (!unverified_.empty() && std::chrono::steady_clock::now() >= deadline) {
+        state_->fail(
+            "smddp: the process group was shut down on " + state_->who() +
+            " with work queued on the GPU not done after the group timeout of " +
+            std::to_string(state_->timeout.count()) + " ms");
+        failUnverified();
+      }
+      left = !unverified_.empty();
+    }
+    sayDeviceError(say);
+    if (!left)
+      return;
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::milliseconds>(pause * 2, kDevicePoll);
+  }
 }
 
 // ---- WorkQueue: completers ---------------------------------------------------------
@@ -670,11 +877,15 @@ void WorkQueue::stop(bool abort) {
   workCv_.notify_all();
   if (thread_.joinable())
     thread_.join();
+  // Before the communicator goes: a failure of the last GPU work is still
+  // told (stderr, the works), and the peers learn of it (abort).
+  finishDeviceChecks(deadline);
   freeComm();
   stopCompleters(std::max(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(1)));
 }
 
 void WorkQueue::freeComm() {
+  std::unique_lock<std::mutex> commLock(commMutex_);
   if (comm_) {
     // smddp_comm_release tells the peers this rank leaves normally; after a
     // failure it aborts (and so does an explicit abort).  Either frees comm
@@ -685,6 +896,7 @@ void WorkQueue::freeComm() {
       smddp_comm_release(comm_);
     comm_ = nullptr;
   }
+  commLock.unlock();
 #ifdef SMDDP_TORCH_CUDA
   std::lock_guard<std::mutex> lock(streamMutex_);
   for (const auto& s : streams_) {

@@ -30,6 +30,25 @@
 // group that only ever waits on end events, so the events it records stand
 // for this work's end and not for later work on the side stream.
 //
+// With SMDDP_CUDA_ASYNC a device call returns once queued, and a failure of
+// the collective (a dead peer...) is only recorded on the communicator, for
+// smddp_comm_get_async_error() and the next call: the work was completed
+// with success by then.  So a CUDA work is done only once its end event is
+// done and the communicator then had no async error (the library records a
+// failure before it releases the stream, so the error of any call the event
+// follows is seen by then).  The works not checked yet are listed
+// (unverified_); a check queries their end events, then the communicator,
+// holding commMutex_ as the worker does around its library calls (one
+// thread at a time per communicator: the query writes its last error).  It
+// runs on the worker before each item and every kDevicePoll (100 ms) while
+// it is idle with works listed, in isCompleted() and wait() when it would
+// tell them something (never waiting: skipped while the worker is in a
+// library call, which then returns the error itself), and at stop().  An async
+// error fails the group with the library's sentence, fails every listed
+// work (we cannot tell which of them the failure spoiled, as with NCCL) and
+// is said once on stderr.  A check only sets flags: no user code runs on
+// it.  Host work is never listed, so CPU groups never poll.
+//
 // A script that ends without destroy_process_group() leaves the threads
 // running into interpreter shutdown, where a thread that frees the last
 // reference to a Python-owned tensor dies in PyEval_AcquireThread and takes
@@ -139,6 +158,8 @@ class RunContext {
   // Set by check() when it throws for an error that left the communicator
   // usable.
   bool recoverable = false;
+  // The library's result check() threw for, SMDDP_OK if none.
+  int result = SMDDP_OK;
 };
 
 class WorkQueue;
@@ -187,6 +208,13 @@ class WorkSMDDP : public c10d::Work {
   friend class WorkQueue;
 
   void markStarted();
+  // The device check's verdicts (CUDA work): its device part ended with the
+  // communicator healthy, or error is why it may not have.
+  void markVerified();
+  void failDevice(std::exception_ptr error);
+  // Asks the owning queue for a device check when this work's end event is
+  // done and it is not checked yet.
+  void checkDeviceIfDone();
   // On a completer thread: completes the future (running its callbacks),
   // then the work.
   void complete(std::exception_ptr error);
@@ -237,6 +265,13 @@ class WorkSMDDP : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   // When the worker started it; under mutex_.
   std::optional<std::chrono::steady_clock::time_point> started_;
+  // CUDA work: passed the device check; under mutex_.
+  bool verified_ = false;
+  // The failure the device check found after the work completed, which
+  // exception() reports (finish() would overwrite exception_); under mutex_.
+  std::exception_ptr deviceError_;
+  // The queue of a CUDA work (set by prepare()), for its device checks.
+  std::weak_ptr<WorkQueue> owner_;
 #ifdef SMDDP_TORCH_CUDA
   std::unique_ptr<CudaEvent> startEvent_;
   std::unique_ptr<CudaEvent> endEvent_;
@@ -280,8 +315,28 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   // finalize (taking the GIL then ends the thread and aborts the process).
   static void stopAllAtExit();
 
+  // The device check (see the top of this file), from any thread.  wait
+  // false: skipped when another thread uses the communicator.
+  void checkDevice(bool wait);
+
+  // How often the idle worker checks while CUDA work is unverified.
+  static constexpr std::chrono::milliseconds kDevicePoll{100};
+
  private:
   void loop();
+  // The check itself, with commMutex_ held; say: the line for stderr, if
+  // it found the first async error.
+  void checkDeviceLocked(std::string& say);
+  // An async error, rc and the library's sentence for it: the group fails
+  // with it, then the listed works (commMutex_ held, unverified_ not empty).
+  void failDeviceWork(const std::string& why, std::string& say);
+  static void sayDeviceError(const std::string& line);
+  // Fails every unverified work with the group's root cause (commMutex_
+  // held).
+  void failUnverified();
+  // After the worker: waits, until deadline, for the unverified works'
+  // device part, checking, then fails what is left.
+  void finishDeviceChecks(std::chrono::steady_clock::time_point deadline);
   void run(const c10::intrusive_ptr<WorkSMDDP>& work);
   // Hands work's completion to a completer thread (starting one if every
   // completer is busy).
@@ -299,7 +354,17 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
 #endif
 
   std::shared_ptr<GroupState> state_;
-  smddp_comm* comm_; // only the worker uses it while the worker runs
+  // Whoever calls the library on it holds commMutex_ (the worker around a
+  // body, a device check): one thread at a time, as libsmddp requires.
+  // Written under it too; the worker, its only writer while it runs, reads
+  // it without.
+  smddp_comm* comm_;
+  std::mutex commMutex_;
+  // CUDA works run and not checked yet, in issue order; under commMutex_.
+  std::deque<c10::intrusive_ptr<WorkSMDDP>> unverified_;
+  // !unverified_.empty(), for the worker's wait without commMutex_.
+  std::atomic<bool> watching_{false};
+  bool deviceErrorSaid_ = false; // under commMutex_
 
   std::mutex mutex_;
   std::condition_variable workCv_; // worker: work queued or stopping
