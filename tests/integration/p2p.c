@@ -224,6 +224,40 @@ static void tags(size_t count, enum smddp_dtype dt)
 		release(b[i]);
 }
 
+/* More messages from rank 0 to rank 1 in one group than a channel has
+ * descriptor slots (8 inside a node): rank 1 receives them in reverse
+ * order, so the sender waits for slots while the receiver matches by tag,
+ * and every third message is tiny (it travels inside its descriptor). */
+#define BURST 20
+static void burst(size_t count, enum smddp_dtype dt)
+{
+	unsigned char *b[BURST];
+	size_t c[BURST];
+
+	if (np < 2 || me > 1)
+		return;
+	for (int i = 0; i < BURST; i++) {
+		c[i] = i % 3 ? count : 1;
+		b[i] = guarded(c[i] * smddp_dtype_size(dt));
+		if (me == 0)
+			fill(b[i], c[i] * smddp_dtype_size(dt), 0, 1, 100 + i);
+	}
+	ok(smddp_group_start(), "burst: group_start");
+	for (int i = 0; i < BURST; i++) {
+		int k = BURST - 1 - i;
+
+		if (me == 0)
+			ok(smddp_send(b[i], c[i], dt, 1, 100 + i, comm, NULL), "burst: send");
+		else
+			ok(smddp_recv(b[k], c[k], dt, 0, 100 + k, NULL, comm, NULL), "burst: recv");
+	}
+	if (ok(smddp_group_end(), "burst: group_end") && me == 1)
+		for (int i = 0; i < BURST; i++)
+			expect("burst", b[i], c[i] * smddp_dtype_size(dt), 0, 1, 100 + i);
+	for (int i = 0; i < BURST; i++)
+		release(b[i]);
+}
+
 /* Every rank but 0 sends to rank 0, which receives from anyone. */
 static void any_source(size_t count, enum smddp_dtype dt)
 {
@@ -441,6 +475,7 @@ static int matrix(const size_t *counts, int ncounts)
 				ring_inplace(counts[i], dts[d]);
 			pairs(counts[i], dts[d]);
 			tags(counts[i], dts[d]);
+			burst(counts[i], dts[d]);
 			any_source(counts[i], dts[d]);
 			everyone(counts[i], dts[d]);
 			alltoallv(counts[i], dts[d]);

@@ -105,12 +105,15 @@ static int send_step(struct smddp_comm *c, struct sd_p2p_op *op, int *moved)
 	}
 	uint64_t fin = atomic_load_explicit(&ch->fin[op->seq % P2P_NDESC], memory_order_acquire);
 
-	if ((fin & ~P2P_FIN_BAD) == op->seq + 1) {
+	/* At or past: a later send of this batch may have seen the word
+	 * before this op did, reused the slot, and had its own message
+	 * finished over it (a slot's words only grow). */
+	if ((fin & ~P2P_FIN_BAD) >= op->seq + 1) {
 		if (s->streaming == op)
 			s->streaming = NULL;
 		op->done = 1;
 		*moved = 1;
-		if (fin & P2P_FIN_BAD)
+		if ((fin & P2P_FIN_BAD) && (fin & ~P2P_FIN_BAD) == op->seq + 1)
 			return sd_comm_error(c, SMDDP_EMISMATCH,
 					     "rank %d refused %s (%zu bytes) from this rank: its "
 					     "receive has another size",
@@ -199,9 +202,15 @@ static int recv_take(struct smddp_comm *c, struct sd_p2p_op *op, int q, uint64_t
 	struct p2p_chan *ch = sd_shm_chan(s, c->size, q, c->rank);
 	struct p2p_desc *d = &ch->d[seq % P2P_NDESC];
 
-	*moved = 1;
 	op->source = q;
 	op->seq = seq;
+	/* Staged: one claim per channel at a time; this one waits (and did
+	 * not move: a receive that only waits must let the loop sleep and
+	 * reach its deadline). */
+	if (d->bytes == op->bytes && op->bytes > s->eager && !c->single_copy &&
+	    s->p2p[q].claimed)
+		return SMDDP_OK;
+	*moved = 1;
 	if (d->bytes != op->bytes) {
 		size_t sent = d->bytes;
 
@@ -220,9 +229,6 @@ static int recv_take(struct smddp_comm *c, struct sd_p2p_op *op, int q, uint64_t
 		if (rc)
 			return rc;
 	} else {
-		/* Staged: one claim per channel at a time. */
-		if (s->p2p[q].claimed)
-			return SMDDP_OK; /* state stays matched: taken later */
 		s->p2p[q].claimed = 1;
 		op->state = R_STAGED;
 		op->off = 0;
@@ -257,6 +263,7 @@ static int recv_step(struct smddp_comm *c, struct sd_p2p_op *op, int *moved)
 		op->state = R_MATCHED;
 		op->source = q;
 		op->seq = (uint64_t)seq;
+		*moved = 1;
 	}
 	if (op->state == R_MATCHED)
 		return recv_take(c, op, op->source, op->seq, moved);
