@@ -82,7 +82,6 @@ struct smddp_comm {
 	char jobid[64];
 	char last_error[1024];
 	void *cuda;  /* lib/cuda state, NULL until a device call */
-	void *cuda_stage; /* lib/cuda/staged.c: device calls across hosts */
 	uint64_t wire;     /* fabric tags' sequence: one per call, one more per
 			    * chunk of a device call staged across hosts */
 	uint64_t p2p_calls; /* sends, receives and groups so far (for messages:

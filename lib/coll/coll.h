@@ -27,6 +27,9 @@ int sd_coll_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t co
 		   enum smddp_dtype dt, enum smddp_op op, int root);
 int sd_coll_alltoall(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 		     enum smddp_dtype dt);
+/* SMDDP_CHECK_COLL: c->cur against every rank's (through the transport's
+ * descriptors and two barriers); SMDDP_EMISMATCH naming them, not sticky. */
+int sd_coll_compare(struct smddp_comm *c);
 
 /* ---- point to point (lib/coll/p2p.c) --------------------------------------
  * A batch of struct sd_p2p_op (transport.h: what the transport's p2p runs). */

@@ -9,6 +9,9 @@
  */
 #include "config.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #include "coll/coll.h"
 #include "coll/net.h"
 #include "coll/node.h"
@@ -59,4 +62,37 @@ int sd_coll_broadcast(struct smddp_comm *c, void *buf, size_t count, enum smddp_
 {
 	SPANNING(sd_net_broadcast(c, buf, count, dt, root));
 	return sd_coll_node_broadcast(c, buf, count, dt, root);
+}
+
+int sd_coll_compare(struct smddp_comm *c)
+{
+	struct sd_coll_desc d;
+	char mine[160], theirs[160], msg[700];
+	size_t off = 0;
+	int bad = 0;
+
+	c->tp->put_desc(c, &c->cur, sizeof(c->cur));
+	SD_CHECK(c->tp->barrier(c));
+	sd_coll_describe(&c->cur, mine, sizeof(mine));
+	msg[0] = 0;
+	for (int r = 0; r < c->size; r++) {
+		c->tp->get_desc(c, r, &d, sizeof(d));
+		if (!memcmp(&d, &c->cur, sizeof(d)))
+			continue;
+		sd_coll_describe(&d, theirs, sizeof(theirs));
+		if (bad < 4 && off < sizeof(msg))
+			off += (size_t)snprintf(msg + off, sizeof(msg) - off, "%srank %d called %s",
+						bad ? "; " : "", r, theirs);
+		bad++;
+	}
+	/* The second barrier keeps a rank from overwriting its descriptor
+	 * with the next call's while a slower one still reads it. */
+	SD_CHECK(c->tp->barrier(c));
+	if (bad)
+		/* Not sticky: every rank saw the same descriptors and stopped
+		 * before moving data, so the communicator stays usable. */
+		return sd_comm_error(c, SMDDP_EMISMATCH,
+				     "ranks disagree (SMDDP_CHECK_COLL): this rank called %s, but %s%s",
+				     mine, msg, bad > 4 ? "; ..." : "");
+	return SMDDP_OK;
 }

@@ -180,39 +180,6 @@ static int classify(const struct smddp_comm *c, const struct sd_cuda_call *k, ch
 #endif
 }
 
-static int compare_descs(struct smddp_comm *c)
-{
-	struct sd_coll_desc d;
-	char mine[160], theirs[160], msg[700];
-	size_t off = 0;
-	int bad = 0;
-
-	c->tp->put_desc(c, &c->cur, sizeof(c->cur));
-	SD_CHECK(c->tp->barrier(c));
-	sd_coll_describe(&c->cur, mine, sizeof(mine));
-	msg[0] = 0;
-	for (int r = 0; r < c->size; r++) {
-		c->tp->get_desc(c, r, &d, sizeof(d));
-		if (!memcmp(&d, &c->cur, sizeof(d)))
-			continue;
-		sd_coll_describe(&d, theirs, sizeof(theirs));
-		if (bad < 4 && off < sizeof(msg))
-			off += (size_t)snprintf(msg + off, sizeof(msg) - off, "%srank %d called %s",
-						bad ? "; " : "", r, theirs);
-		bad++;
-	}
-	/* The second barrier keeps a rank from overwriting its descriptor
-	 * with the next call's while a slower one still reads it. */
-	SD_CHECK(c->tp->barrier(c));
-	if (bad)
-		/* Not sticky: every rank saw the same descriptors and stopped
-		 * before moving data, so the communicator stays usable. */
-		return sd_comm_error(c, SMDDP_EMISMATCH,
-				     "ranks disagree (SMDDP_CHECK_COLL): this rank called %s, but %s%s",
-				     mine, msg, bad > 4 ? "; ..." : "");
-	return SMDDP_OK;
-}
-
 /* The checks of every entry; compare: SMDDP_CHECK_COLL may compare the call
  * across ranks (host path only: the device path compares on its proxy). */
 static int api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op, int root,
@@ -244,7 +211,7 @@ static int api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, in
 	c->nwaited_on = 0;
 	sd_trace_begin(c);
 	if (compare && c->check_coll && !(count == 0 && coll <= SD_COLL_ALLTOALL))
-		return compare_descs(c);
+		return sd_coll_compare(c);
 	return SMDDP_OK;
 }
 
@@ -337,11 +304,9 @@ static int device_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
 {
 	int rc = sd_cuda_collect(comm, 0);
 
-	/* Between hosts the host algorithms do the work: SMDDP_CHECK_COLL
-	 * compares the call as on host memory. */
+	/* SMDDP_CHECK_COLL compares on whichever thread runs the call. */
 	if (!rc)
-		rc = api_enter(comm, k->coll, k->count, k->dtype, k->op, k->root, MEM_DEVICE,
-			       comm->net != NULL);
+		rc = api_enter(comm, k->coll, k->count, k->dtype, k->op, k->root, MEM_DEVICE, 0);
 	if (rc)
 		return sd_api_leave(comm, rc);
 	if (k->count == 0)
@@ -353,8 +318,6 @@ static int device_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
 						    check_ptr(comm, k->recvbuf, "recvbuf", k->count)))
 		return sd_api_leave(comm, SMDDP_EINVAL);
 #ifdef HAVE_CUDA
-	if (comm->net)
-		return sd_api_leave(comm, sd_cuda_staged(comm, k));
 	return sd_api_leave(comm, sd_cuda_enqueue(comm, k));
 #else
 	return sd_api_leave(comm, sd_comm_error(comm, SMDDP_EINTERNAL, "device call in a build "

@@ -33,14 +33,11 @@ int sd_cuda_sanitizer(const char *inject);
 /* Host thread, comm entered (sd_api_enter's checks done, count > 0):
  * checks the device buffers (device, size, kind of allocation) and queues
  * the call on the communicator's proxy, stream-ordered: returns as soon as
- * the stream is told to wait for it.  SMDDP_EINVAL (bad buffer) and
- * SMDDP_EUNSUPPORTED (ranks on several hosts) queue nothing. */
+ * the stream is told to wait for it (or, in the blocking mode, once done).
+ * On one node the ranks' buffers are mapped by CUDA IPC (proxy.c, move.c);
+ * on several hosts the call is staged through pinned host memory and the
+ * host algorithms (staged.c).  SMDDP_EINVAL (bad buffer) queues nothing. */
 int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *call);
-/* Host thread, comm entered, count > 0, comm spanning hosts (c->net):
- * the call staged through pinned host memory and the host algorithms
- * between hosts (staged.c); returns when it is done, the stream ordered
- * after it. */
-int sd_cuda_staged(struct smddp_comm *c, const struct sd_cuda_call *call);
 /* Host thread, comm drained (sd_cuda_collect(c, 1)): a batch of sends and
  * receives whose buffers are device memory, by CUDA IPC between the ranks
  * of a host and through host copies between hosts, ordered on stream

@@ -23,11 +23,13 @@
 typedef CUresult (*pfn_attrs)(unsigned int, CUpointer_attribute *, void **, CUdeviceptr);
 typedef CUresult (*pfn_range)(CUdeviceptr *, size_t *, CUdeviceptr);
 typedef CUresult (*pfn_wait32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+typedef CUresult (*pfn_write32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
 static struct {
 	pfn_attrs attrs;
 	pfn_range range;
 	pfn_wait32 wait32;
+	pfn_write32 write32;
 	int rc;
 	char err[160];
 } drv;
@@ -50,17 +52,23 @@ static void drv_load(void)
 	drv.attrs = (pfn_attrs)entry("cuPointerGetAttributes");
 	drv.range = (pfn_range)entry("cuMemGetAddressRange");
 	drv.wait32 = (pfn_wait32)entry("cuStreamWaitValue32");
-	if (!drv.attrs || !drv.range || !drv.wait32) {
+	drv.write32 = (pfn_write32)entry("cuStreamWriteValue32");
+	if (!drv.attrs || !drv.range || !drv.wait32 || !drv.write32) {
 		drv.rc = SMDDP_ECUDA;
 		snprintf(drv.err, sizeof(drv.err),
-			 "the CUDA driver lacks cuPointerGetAttributes, cuMemGetAddressRange or "
-			 "cuStreamWaitValue32 (driver older than CUDA 12?)");
+			 "the CUDA driver lacks cuPointerGetAttributes, cuMemGetAddressRange, "
+			 "cuStreamWaitValue32 or cuStreamWriteValue32 (driver older than CUDA 12?)");
 	}
 }
 
 int sd_cuda_wait32(cudaStream_t st, CUdeviceptr addr, uint32_t value)
 {
 	return (int)drv.wait32((CUstream)st, addr, value, CU_STREAM_WAIT_VALUE_GEQ);
+}
+
+int sd_cuda_write32(cudaStream_t st, CUdeviceptr addr, uint32_t value)
+{
+	return (int)drv.write32((CUstream)st, addr, value, CU_STREAM_WRITE_VALUE_DEFAULT);
 }
 
 /* Checks that p is device memory of device dev (or sets dev when it is -1)

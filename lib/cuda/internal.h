@@ -1,4 +1,4 @@
-/* internal.h - what the files of lib/cuda/ share: the buffer checks and the wait (device.c), the staged path (staged.c). */
+/* internal.h - what the files of lib/cuda/ share: the buffer checks and the wait (device.c). */
 #ifndef SD_CUDA_INTERNAL_H
 #define SD_CUDA_INTERNAL_H
 
@@ -31,8 +31,5 @@ int sd_cuda_check_call(struct smddp_comm *c, const struct sd_cuda_call *k, int *
 int sd_cuda_wait(cudaError_t (*query)(void *), void *obj, uint64_t timeout_ns, const int *stop,
 		 cudaError_t *err);
 cudaError_t sd_cuda_q_event(void *event);
-
-/* comm_free(): the staging buffers, streams and events (staged.c). */
-void sd_cuda_stage_free(struct smddp_comm *c);
 
 #endif

@@ -73,6 +73,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include "coll/net.h"
 #include "cuda/cuda.h"
 #include "cuda/internal.h"
 #include "cuda/kernels.h"
@@ -183,8 +184,11 @@ static int state_init(struct smddp_comm *c, int dev)
 	cu->dev = dev;
 	cu->mode = async_param();
 	sanitized = cu->mode != 0 && sd_cuda_sanitizer(inject);
-	cu->decided = cu->mode >= 0 || sanitized; /* auto: blocking under the sanitizer */
-	cu->async = cu->mode == 1;
+	/* auto: blocking under the sanitizer.  Between hosts no kernel waits
+	 * on a peer and the GPU only copies (staged.c), so auto queues and
+	 * returns there at once, whoever shares the GPU. */
+	cu->decided = cu->mode >= 0 || sanitized || c->net;
+	cu->async = cu->mode == 1 || (cu->mode < 0 && !sanitized && c->net);
 	cu->shared = -1;
 	cudaGetDevice(&old);
 	if ((e = cudaSetDevice(dev)) != cudaSuccess) {
@@ -215,19 +219,24 @@ static int state_init(struct smddp_comm *c, int dev)
 			goto fail;
 		}
 	}
-	if ((e = cudaHostAlloc((void **)&cu->word, 64, cudaHostAllocMapped | cudaHostAllocPortable)) !=
+	/* Two words on lines of their own: the release word (the host writes
+	 * it) and the up word (staged.c: the GPU writes it). */
+	if ((e = cudaHostAlloc((void **)&cu->word, 128, cudaHostAllocMapped | cudaHostAllocPortable)) !=
 	    cudaSuccess) {
 		cu->word = NULL;
 		rc = cuda_error(c, e, "cannot allocate pinned host memory for the release word");
 		goto fail;
 	}
 	*cu->word = 0;
+	cu->upw = (volatile uint32_t *)((volatile char *)cu->word + 64);
+	*cu->upw = 0;
 	void *dp = NULL;
 	if ((e = cudaHostGetDevicePointer(&dp, (void *)cu->word, 0)) != cudaSuccess) {
 		rc = cuda_error(c, e, "cannot map the release word into the GPU");
 		goto fail;
 	}
 	cu->word_dev = (CUdeviceptr)(uintptr_t)dp;
+	cu->up_dev = cu->word_dev + 64;
 	cu->maxmaps = c->size * MAP_PER_PEER;
 	cu->maps = calloc((size_t)cu->maxmaps, sizeof(*cu->maps));
 	if (!cu->maps) {
@@ -254,9 +263,10 @@ static int state_init(struct smddp_comm *c, int dev)
 	if (sanitized)
 		say_sanitizer(cu, inject);
 	else if (cu->decided)
-		SD_INFO(SD_SUB_COLL, "device collectives on GPU %d: %s (SMDDP_CUDA_ASYNC=%d)", dev,
+		SD_INFO(SD_SUB_COLL, "device collectives %son GPU %d: %s (SMDDP_CUDA_ASYNC=%s)",
+			c->net ? "between hosts " : "", dev,
 			cu->async ? "calls return once queued" : "calls return when done",
-			cu->mode);
+			cu->mode < 0 ? "auto" : cu->mode ? "1" : "0");
 	return SMDDP_OK;
 fail:
 	if (cu->word)
@@ -360,25 +370,115 @@ int sd_cuda_async_error(struct smddp_comm *c, struct sd_err *err)
 
 /* ---- queueing (host thread) --------------------------------------------------- */
 
+/* A bad buffer between hosts: the peers are already in the call (their
+ * buffers were fine) and would wait for this rank until SMDDP_TIMEOUT, so
+ * the communicator breaks and they are told now, with the reason, once
+ * the calls queued before have run (the proxy uses the transport). */
+static int refuse_between_hosts(struct smddp_comm *c, int rc)
+{
+	char why[sizeof(c->last_error)];
+
+	snprintf(why, sizeof(why), "%s", c->last_error);
+	if (c->cuda && drain((struct smddp_comm *)c, c->cuda) == SMDDP_OK)
+		snprintf(c->last_error, sizeof(c->last_error), "%s", why);
+	c->failed = rc;
+	c->tp->abort(c);
+	return rc;
+}
+
+/* The in-place alltoall on one node: rank r's block q is overwritten by
+ * rank q while rank r still has to send it, so the proxy first copies the
+ * input into the communicator's scratch buffer, published in *sbp. */
+static int alltoall_scratch(struct smddp_comm *c, struct sd_cuda *cu, size_t sb, int dev,
+			    void **scratch, struct buf_pub *sbp)
+{
+	int old = -1;
+	cudaError_t e;
+
+	if (cu->scratch_len < sb) {
+		SD_CHECK(drain(c, cu));
+		cudaGetDevice(&old);
+		cudaSetDevice(dev);
+		if (cu->scratch)
+			cudaFree(cu->scratch);
+		cu->scratch = NULL;
+		cu->scratch_len = 0;
+		e = cudaMalloc(&cu->scratch, sb);
+		if (old >= 0 && old != dev)
+			cudaSetDevice(old);
+		if (e != cudaSuccess) {
+			cu->scratch = NULL;
+			return cuda_error(c, e, "cannot allocate GPU memory for an in-place alltoall");
+		}
+		cu->scratch_len = sb;
+	}
+	*scratch = cu->scratch;
+	return sd_cuda_buffer_info(c, cu->scratch, sb, "the in-place alltoall's copy", &dev, sbp);
+}
+
+/* Blocking mode between hosts: the stream has copied the results down
+ * (the end event of o), within SMDDP_TIMEOUT. */
+static int wait_out(struct smddp_comm *c, struct sd_cuda *cu, const struct op *o)
+{
+	cudaError_t e = cudaSuccess;
+	int rc = sd_cuda_wait(sd_cuda_q_event, cu->ev_out[o->slot], c->timeout_ns, NULL, &e);
+
+	if (rc == SMDDP_ECUDA)
+		return cuda_error(c, e, "a copy between host memory and the GPU failed");
+	if (rc)
+		return sd_comm_error(c, SMDDP_ETIMEDOUT,
+				     "the copies of the result to the GPU did not finish within "
+				     "SMDDP_TIMEOUT");
+	return SMDDP_OK;
+}
+
+/* Queues call o on its stream (the stream's side of it): on one node the
+ * input event and, when queued, the wait for o->seq; between hosts the
+ * staged copies (staged.c).  Sets o->last. */
+static int queue_on_stream(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
+{
+	cudaStream_t st = (cudaStream_t)o->k.stream;
+	cudaError_t e;
+
+	if (o->staged)
+		return sd_cuda_staged_queue(c, cu, o);
+	o->last = o->seq;
+	if ((e = cudaEventRecord(cu->ev_in[o->slot], st)) != cudaSuccess)
+		return cuda_error(c, e, "cannot record an event on the stream (is it a stream of "
+					"this GPU?)");
+	if (!cu->async)
+		return SMDDP_OK;
+	CUresult r = (CUresult)sd_cuda_wait32(st, cu->word_dev, o->seq);
+
+	if (r != CUDA_SUCCESS)
+		/* The event is recorded but nothing waits: the proxy is not
+		 * told, so the stream runs on untouched. */
+		return sd_comm_error(c, SMDDP_ECUDA,
+				     "cannot make the stream wait (cuStreamWaitValue32: CUDA error %d)",
+				     (int)r);
+	if (cudaEventRecord(cu->ev_out[o->slot], st) == cudaSuccess)
+		cu->out_used[o->slot] = 1;
+	return SMDDP_OK;
+}
+
 int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 {
 	struct sd_cuda *cu = c->cuda;
-	struct buf_pub b[2];
+	struct buf_pub b[2], sbp;
 	size_t sb, rb, es = dtsize(k->dtype);
-	int dev = cu ? cu->dev : -1, old = -1, rc;
+	int dev = cu ? cu->dev : -1, old = -1, staged = c->net != NULL, rc;
 	cudaStream_t st = (cudaStream_t)k->stream;
+	void *scratch = NULL;
 	cudaError_t e;
 
-	if (c->local_size != c->size || c->net)
-		return sd_comm_error(c, SMDDP_EINTERNAL,
-				     "a communicator across hosts reached the device path of one "
-				     "node");
-	if (c->size > SD_CUDA_MAX_RANKS)
+	if (!staged && c->size > SD_CUDA_MAX_RANKS)
 		return sd_comm_error(c, SMDDP_EUNSUPPORTED,
 				     "device collectives take at most %d ranks on one node, this "
 				     "communicator has %d",
 				     SD_CUDA_MAX_RANKS, c->size);
-	SD_CHECK(sd_cuda_check_call(c, k, &dev, b));
+	rc = sd_cuda_check_call(c, k, &dev, b);
+	if (rc)
+		return staged ? refuse_between_hosts(c, rc) : rc;
 	sd_cuda_extents(k, c->size, c->rank, &sb, &rb);
 	if (c->size == 1) {
 		/* Nothing to meet: a copy on the user's stream does it. */
@@ -402,87 +502,34 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 		cu = c->cuda;
 	}
 	sd_cuda_flush_stale(cu);
-	void *scratch = NULL;
-	struct buf_pub sbp;
-
 	memset(&sbp, 0, sizeof(sbp));
-	if (k->coll == SD_COLL_ALLTOALL && b[0].base == b[1].base &&
-	    b[0].off < b[1].off + rb && b[1].off < b[0].off + sb) {
-		/* In place: rank r's block q is overwritten by rank q while rank r
-		 * still has to send it; the proxy first copies the input here. */
-		if (cu->scratch_len < sb) {
-			SD_CHECK(drain(c, cu));
-			cudaGetDevice(&old);
-			cudaSetDevice(dev);
-			if (cu->scratch)
-				cudaFree(cu->scratch);
-			cu->scratch = NULL;
-			cu->scratch_len = 0;
-			e = cudaMalloc(&cu->scratch, sb);
-			if (old >= 0 && old != dev)
-				cudaSetDevice(old);
-			if (e != cudaSuccess) {
-				cu->scratch = NULL;
-				return cuda_error(c, e, "cannot allocate GPU memory for an in-place "
-							"alltoall");
-			}
-			cu->scratch_len = sb;
-		}
-		scratch = cu->scratch;
-		SD_CHECK(sd_cuda_buffer_info(c, scratch, sb, "the in-place alltoall's copy", &dev, &sbp));
-	}
+	if (!staged && k->coll == SD_COLL_ALLTOALL && b[0].base == b[1].base &&
+	    b[0].off < b[1].off + rb && b[1].off < b[0].off + sb)
+		SD_CHECK(alltoall_scratch(c, cu, sb, dev, &scratch, &sbp));
 
-	if (!cu->async) {
-		/* This thread runs the call, and returns when the collective is
-		 * done, with its own error; work queued on the stream before
-		 * the call comes first (the input event), work queued after it
-		 * follows.  Under SMDDP_CUDA_ASYNC=auto the first call is done
-		 * so, and shows whether other ranks share this GPU. */
-		struct op *o = &cu->ring[0];
+	int slot = 0;
 
-		memset(o, 0, sizeof(*o));
-		o->seq = ++cu->enq;
-		o->desc = c->cur;
-		o->k = *k;
-		o->b[0] = b[0];
-		o->b[1] = b[1];
-		o->scratch = scratch;
-		o->sb = sbp;
-		o->slot = 0;
-		cudaGetDevice(&old);
-		cudaSetDevice(dev);
-		e = cudaEventRecord(cu->ev_in[0], st);
-		if (e == cudaSuccess)
-			run_call(c, cu, o);
-		if (old >= 0 && old != dev)
-			cudaSetDevice(old);
-		if (e != cudaSuccess)
-			return cuda_error(c, e, "cannot record an event on the stream (is it a "
-						"stream of this GPU?)");
-		rc = sd_cuda_collect(c, 0);
-		if (!rc && !cu->decided && cu->shared >= 0)
-			rc = decide(c, cu);
-		return rc;
-	}
-	pthread_mutex_lock(&cu->mu);
-	if (cu->tail - cu->head >= QCAP) {
-		struct timespec ts;
-
-		ts_after(&ts, c->timeout_ns);
-		while (cu->tail - cu->head >= QCAP && !cu->failed)
-			if (pthread_cond_timedwait(&cu->cv_done, &cu->mu, &ts) == ETIMEDOUT)
-				break;
+	if (cu->async) {
+		pthread_mutex_lock(&cu->mu);
 		if (cu->tail - cu->head >= QCAP) {
-			pthread_mutex_unlock(&cu->mu);
-			return sd_comm_error(c, SMDDP_ETIMEDOUT,
-					     "%d calls are queued on the GPU and none finished within "
-					     "SMDDP_TIMEOUT",
-					     QCAP);
+			struct timespec ts;
+
+			ts_after(&ts, c->timeout_ns);
+			while (cu->tail - cu->head >= QCAP && !cu->failed)
+				if (pthread_cond_timedwait(&cu->cv_done, &cu->mu, &ts) == ETIMEDOUT)
+					break;
+			if (cu->tail - cu->head >= QCAP) {
+				pthread_mutex_unlock(&cu->mu);
+				return sd_comm_error(c, SMDDP_ETIMEDOUT,
+						     "%d calls are queued on the GPU and none "
+						     "finished within SMDDP_TIMEOUT",
+						     QCAP);
+			}
 		}
+		slot = (int)(cu->tail % QCAP);
+		pthread_mutex_unlock(&cu->mu);
 	}
-	int slot = (int)(cu->tail % QCAP);
 	struct op *o = &cu->ring[slot];
-	pthread_mutex_unlock(&cu->mu);
 
 	memset(o, 0, sizeof(*o));
 	o->seq = cu->enq + 1;
@@ -493,57 +540,62 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 	o->scratch = scratch;
 	o->sb = sbp;
 	o->slot = slot;
+	o->staged = staged;
 	cudaGetDevice(&old);
 	cudaSetDevice(dev);
-	rc = SMDDP_OK;
-	if ((e = cudaEventRecord(cu->ev_in[slot], st)) != cudaSuccess) {
-		rc = cuda_error(c, e, "cannot record an event on the stream (is it a stream of "
-				      "this GPU?)");
-	} else {
-		CUresult r = (CUresult)sd_cuda_wait32(st, cu->word_dev, o->seq);
-
-		if (r != CUDA_SUCCESS) {
-			/* The event is recorded but nothing waits: the proxy
-			 * is not told, so the stream runs on untouched. */
-			rc = sd_comm_error(c, SMDDP_ECUDA,
-					   "cannot make the stream wait (cuStreamWaitValue32: CUDA "
-					   "error %d)",
-					   (int)r);
-		} else if ((e = cudaEventRecord(cu->ev_out[slot], st)) == cudaSuccess) {
-			cu->out_used[slot] = 1;
-		}
-	}
+	rc = queue_on_stream(c, cu, o);
 	if (old >= 0 && old != dev)
 		cudaSetDevice(old);
-	if (rc)
+	if (rc && !o->broken)
 		return rc;
-	cu->enq = o->seq;
+	cu->enq = o->last;
+	if (!cu->async) {
+		/* This thread runs the call, and returns when the collective is
+		 * done, with its own error; work queued on the stream before
+		 * the call comes first, work queued after it follows.  Under
+		 * SMDDP_CUDA_ASYNC=auto the first call on one node is done so,
+		 * and shows whether other ranks share this GPU. */
+		cudaGetDevice(&old);
+		cudaSetDevice(dev);
+		int done = SMDDP_OK;
+
+		if (!o->broken && run_call(c, cu, o) == SMDDP_OK && staged)
+			done = wait_out(c, cu, o);
+		sd_cuda_release(cu, o->last);
+		if (old >= 0 && old != dev)
+			cudaSetDevice(old);
+		if (rc)
+			return rc;
+		rc = sd_cuda_collect(c, 0);
+		if (!rc)
+			rc = done;
+		if (!rc && !cu->decided && cu->shared >= 0)
+			rc = decide(c, cu);
+		return rc;
+	}
 	pthread_mutex_lock(&cu->mu);
 	cu->tail++;
 	pthread_cond_signal(&cu->cv);
 	pthread_mutex_unlock(&cu->mu);
-	return SMDDP_OK;
+	return rc;
 }
 
 /* ---- the proxy ------------------------------------------------------------------ */
 
-static void release(struct sd_cuda *cu, uint32_t seq)
-{
-	/* The GPU reads the word over the bus: a plain store, ordered after
-	 * everything the proxy did (its kernels completed before). */
-	__atomic_store_n((uint32_t *)cu->word, seq, __ATOMIC_SEQ_CST);
-}
-
-/* One call through sd_cuda_run_op, and its failure recorded for sd_cuda_collect().
- * c->step belongs to whoever runs calls while they run (the host thread
- * drains the queue before its own collectives). */
+/* One call through sd_cuda_run_op (one node) or sd_cuda_staged_run
+ * (between hosts), and its failure recorded for sd_cuda_collect().  What
+ * the host algorithms change in the communicator (c->step, the scratch
+ * buffer of single copies) belongs to whoever runs calls while they run:
+ * the host thread drains the queue before its own collectives. */
 static int run_call(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 {
 	int one_off = 0, rc;
 
 	cu->sh.step = c->step;
-	rc = sd_cuda_run_op(cu, o, &one_off);
+	cu->sh.scratch = c->scratch;
+	rc = o->staged ? sd_cuda_staged_run(cu, o, &one_off) : sd_cuda_run_op(cu, o, &one_off);
 	c->step = cu->sh.step;
+	c->scratch = cu->sh.scratch;
 	if (rc) {
 		pthread_mutex_lock(&cu->mu);
 		snprintf(cu->errmsg, sizeof(cu->errmsg), "%s", cu->sh.last_error);
@@ -574,12 +626,12 @@ static void *proxy_main(void *arg)
 		if (cu->head == cu->tail)
 			break;
 		struct op *o = &cu->ring[cu->head % QCAP];
-		int skip = cu->failed || cu->stop;
+		int skip = cu->failed || cu->stop || o->broken;
 		pthread_mutex_unlock(&cu->mu);
 
 		if (!skip)
 			run_call(c, cu, o);
-		release(cu, o->seq);
+		sd_cuda_release(cu, o->last);
 		pthread_mutex_lock(&cu->mu);
 		cu->head++;
 		pthread_cond_broadcast(&cu->cv_done);
@@ -593,8 +645,6 @@ void sd_cuda_comm_free(struct smddp_comm *c)
 	struct sd_cuda *cu = c ? c->cuda : NULL;
 	int old = -1, passed = 1;
 
-	if (c)
-		sd_cuda_stage_free(c);
 	if (!cu)
 		return;
 	if (cu->thr_started) {
@@ -607,7 +657,7 @@ void sd_cuda_comm_free(struct smddp_comm *c)
 	/* Every queued call is released; let the streams pass their waits
 	 * before the word goes (bounded: a stream stuck in the user's own
 	 * work keeps the word, which is then leaked rather than freed). */
-	release(cu, cu->enq);
+	sd_cuda_release(cu, cu->enq);
 	cudaGetDevice(&old);
 	cudaSetDevice(cu->dev);
 	uint64_t deadline = sd_now_ns() + 10ull * 1000000000ull;
@@ -627,6 +677,12 @@ void sd_cuda_comm_free(struct smddp_comm *c)
 	sd_cuda_flush_stale(cu);
 	if (cu->scratch)
 		cudaFree(cu->scratch);
+	if (!passed && cu->stage)
+		/* A stream may still copy out of the slots. */
+		SD_WARN(SD_SUB_COLL, "a stream still copies from this communicator's staging "
+				     "memory after 10 s: it is left allocated");
+	else
+		sd_cuda_stage_free(cu, sd_net_poisoned(c));
 	for (int i = 0; i < QCAP; i++) {
 		cudaEventDestroy(cu->ev_in[i]);
 		cudaEventDestroy(cu->ev_out[i]);

@@ -23,6 +23,8 @@
 #define MAP_PER_PEER 32   /* mappings of a peer's allocations kept */
 #define PUB_MAGIC 0x43444d53u
 
+struct sd_stage;
+
 /* What each rank puts in its slot for one call. */
 struct pub {
 	uint32_t magic, seq;
@@ -36,7 +38,11 @@ struct pub {
 };
 
 struct op {
-	uint32_t seq; /* the value of the release word that lets the stream go */
+	uint32_t seq;  /* the value of the release word that lets the stream go */
+	uint32_t last; /* ... its last one (staged.c: one per chunk; else seq) */
+	uint64_t wire; /* staged.c: the call's first number on the wire */
+	int staged;    /* between hosts (staged.c), else on one node (move.c) */
+	int broken;    /* its queueing failed halfway: release it unrun */
 	struct sd_coll_desc desc;
 	struct sd_cuda_call k;
 	struct buf_pub b[2]; /* base, off, id, size; h filled by the proxy */
@@ -62,9 +68,12 @@ struct sd_cuda {
 	cudaEvent_t ev_in[QCAP];  /* recorded on the user's stream at the call */
 	cudaEvent_t ev_out[QCAP]; /* ... after its wait: the stream passed it */
 	unsigned char out_used[QCAP];
-	volatile uint32_t *word;  /* pinned, mapped: the last released call */
+	volatile uint32_t *word;  /* pinned, mapped: the last released ticket */
 	CUdeviceptr word_dev;
-	uint32_t enq;             /* calls queued so far */
+	volatile uint32_t *upw;   /* staged.c: the last ticket copied up (the stream writes it) */
+	CUdeviceptr up_dev;
+	uint32_t enq;             /* tickets taken so far (a call takes one, or one per chunk) */
+	struct sd_stage *stage;   /* staged.c: pinned slots */
 
 	pthread_t thr;
 	int thr_started;
@@ -101,6 +110,14 @@ static inline int cuda_error(struct smddp_comm *c, cudaError_t e, const char *wh
 			     cudaGetErrorName(e));
 }
 
+/* Lets the streams waiting for tickets up to seq go.  The GPU reads the
+ * word over the bus: a plain store, ordered after everything the host side
+ * did (its kernels completed before, its host memory written). */
+static inline void sd_cuda_release(struct sd_cuda *cu, uint32_t seq)
+{
+	__atomic_store_n((uint32_t *)cu->word, seq, __ATOMIC_SEQ_CST);
+}
+
 static inline size_t dtsize(int dt)
 {
 	return smddp_dtype_size((enum smddp_dtype)dt);
@@ -122,6 +139,9 @@ int sd_cuda_buffer_info(struct smddp_comm *c, const void *p, size_t bytes, const
 			int *dev, struct buf_pub *b);
 /* cuStreamWaitValue32 (GEQ) through the runtime's entry point; a CUresult. */
 int sd_cuda_wait32(cudaStream_t st, CUdeviceptr addr, uint32_t value);
+/* cuStreamWriteValue32 (after the stream's earlier work, its writes
+ * visible first); a CUresult. */
+int sd_cuda_write32(cudaStream_t st, CUdeviceptr addr, uint32_t value);
 
 /* ---- ipc.c ---- */
 
@@ -132,6 +152,19 @@ int sd_cuda_peer_ptr(struct sd_cuda *cu, int q, const struct buf_pub *b, char **
 /* Host thread: close the mappings retired while calls were queued. */
 void sd_cuda_flush_stale(struct sd_cuda *cu);
 void sd_cuda_ipc_close(void *ptr);
+
+/* ---- staged.c (between hosts) ---- */
+
+/* Host thread, call checked, o->seq its first ticket: queues the call's
+ * copies, waits and ticket writes on its stream; sets o->last and o->wire
+ * (taking the call's numbers on the wire from c->wire).  On failure
+ * o->broken says whether tickets were taken all the same. */
+int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o);
+/* The thread that runs calls: the call's host collectives, chunk by chunk,
+ * releasing each chunk's ticket; *one_off as sd_cuda_run_op's. */
+int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off);
+/* The slots (poisoned: the fabric may still write into them: kept). */
+void sd_cuda_stage_free(struct sd_cuda *cu, int poisoned);
 
 /* ---- move.c ---- */
 

@@ -2,8 +2,8 @@
 # different hosts (SMDDP_HOSTID, tests/net/fakehost.sh), so that every call is staged
 # through pinned host memory and moved by libfabric's tcp provider on loopback.
 # The matrix on 2 hosts x 1 rank (flat) and 2 hosts x 2 ranks (hierarchical) with a
-# large count cut in several chunks; stream ordering; a bad buffer on one rank; a
-# rank killed mid-job.
+# large count cut in several chunks, queued (auto) and blocking (SMDDP_CUDA_ASYNC=0);
+# stream ordering in both modes; a bad buffer on one rank; a rank killed mid-job.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$top_srcdir/tests/gpu/lib.sh"
 grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h" || {
@@ -25,6 +25,11 @@ run_gpu staged-3x1 200 3 matrix --small
 expect_summary staged-3x1 3
 run_gpu staged-order 120 2 order
 expect_summary staged-order 2
+# the blocking mode: the calling thread runs the host part
+SMDDP_CUDA_ASYNC=0 run_gpu staged-block-2x1 200 2 matrix --small
+expect_summary staged-block-2x1 2
+SMDDP_CUDA_ASYNC=0 run_gpu staged-block-order 120 2 order
+expect_summary staged-block-order 2
 
 # a rank passes a short buffer: it gets SMDDP_EINVAL, the others (already in
 # the call) an error naming it in seconds, not after SMDDP_TIMEOUT
