@@ -18,6 +18,9 @@
 #   staged     device memory between "hosts" on loopback against host memory
 #              through the same path, and pinned copy bandwidth (3 runs each)
 #   async      the stream-ordering test with SMDDP_CUDA_ASYNC=1, phases traced
+#   connections  the queued mode with CUDA_DEVICE_MAX_CONNECTIONS 1 and 32, on one
+#              node and staged between "hosts", without and under MPS (the
+#              suspect of the queued-mode hangs, docs/internals/gpu-measurements.md)
 #   modes      the allreduce bench, blocking without MPS, queued and blocking
 #              under MPS, alternated 3 times (JSON lines in modes.tgz)
 #   footprint  the allreduce bench at 2-8 ranks up to 2 GiB, and the copy
@@ -233,6 +236,34 @@ for s in $stages; do
 			sanitize mps-sanitizer
 		fi
 		mps_stop
+		;;
+	connections)
+		# the queued-mode hang's suspect (gpu-measurements.md, "One
+		# explanation for both"): the proxy's kernel queued behind the
+		# held user stream in a shared hardware queue.  One queue per
+		# process should hang at once, also without MPS; 32 should help
+		# under MPS; the staged path (everything on the user's stream)
+		# should pass in every case.
+		for mc in 1 32; do
+			stage "conn$mc-order" 60 env CUDA_DEVICE_MAX_CONNECTIONS=$mc SMDDP_CUDA_ASYNC=1 \
+				SMDDP_TIMEOUT=10 "$RUN" -n 2 --timeout 50 "$GPU_CONFORMANCE_BIN" order
+			stage "conn$mc-staged-order" 60 env CUDA_DEVICE_MAX_CONNECTIONS=$mc \
+				SMDDP_CUDA_ASYNC=1 SMDDP_TIMEOUT=10 CONFORMANCE_PER_HOST=1 \
+				SMDDP_FABRIC_PROVIDER=tcp "$RUN" -n 2 --timeout 50 /bin/sh \
+				"$ROOT/tests/net/fakehost.sh" "$GPU_CONFORMANCE_BIN" order
+		done
+		mps_start || continue
+		for mc in 1 32; do
+			stage "mps-conn$mc-errors" 120 env CUDA_DEVICE_MAX_CONNECTIONS=$mc \
+				SMDDP_CUDA_ASYNC=1 SMDDP_TIMEOUT=10 "$RUN" -n 2 --timeout 110 \
+				"$GPU_CONFORMANCE_BIN" errors
+			stage "mps-conn$mc-staged-order" 60 env CUDA_DEVICE_MAX_CONNECTIONS=$mc \
+				SMDDP_CUDA_ASYNC=1 SMDDP_TIMEOUT=10 CONFORMANCE_PER_HOST=1 \
+				SMDDP_FABRIC_PROVIDER=tcp "$RUN" -n 2 --timeout 50 /bin/sh \
+				"$ROOT/tests/net/fakehost.sh" "$GPU_CONFORMANCE_BIN" order
+		done
+		mps_stop
+		grep -h "SUMMARY\|FAIL" "$TMPD"/*conn*.log | head -20 | tee -a "$summary"
 		;;
 	modes)
 		# allreduce in the three set-ups, alternated, 3 times: blocking
