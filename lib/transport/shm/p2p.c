@@ -70,7 +70,6 @@ static int send_step(struct smddp_comm *c, struct sd_p2p_op *op, int *moved)
 	struct shm_state *s = ST(c);
 	struct p2p_chan *ch = sd_shm_chan(s, c->size, c->rank, op->peer);
 	struct p2p_local *l = &s->p2p[op->peer];
-	char wbuf[64];
 
 	if (op->state == S_NEW) {
 		uint64_t seq = l->next;
@@ -114,11 +113,7 @@ static int send_step(struct smddp_comm *c, struct sd_p2p_op *op, int *moved)
 		op->done = 1;
 		*moved = 1;
 		if ((fin & P2P_FIN_BAD) && (fin & ~P2P_FIN_BAD) == op->seq + 1)
-			return sd_comm_error(c, SMDDP_EMISMATCH,
-					     "rank %d refused %s (%zu bytes) from this rank: its "
-					     "receive has another size",
-					     SD_RANK_NAME(c, op->peer), sd_p2p_what(op, wbuf, sizeof(wbuf)),
-					     op->bytes);
+			return sd_p2p_refused(c, op);
 		return SMDDP_OK;
 	}
 	/* Staged: the receiver claimed this message; copy it through our
