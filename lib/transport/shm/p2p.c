@@ -196,14 +196,14 @@ static int recv_take(struct smddp_comm *c, struct sd_p2p_op *op, int q, uint64_t
 	struct shm_state *s = ST(c);
 	struct p2p_chan *ch = sd_shm_chan(s, c->size, q, c->rank);
 	struct p2p_desc *d = &ch->d[seq % P2P_NDESC];
+	int staged = op->bytes > s->eager && !c->single_copy;
 
 	op->source = q;
 	op->seq = seq;
 	/* Staged: one claim per channel at a time; this one waits (and did
 	 * not move: a receive that only waits must let the loop sleep and
 	 * reach its deadline). */
-	if (d->bytes == op->bytes && op->bytes > s->eager && !c->single_copy &&
-	    s->p2p[q].claimed)
+	if (d->bytes == op->bytes && staged && s->p2p[q].claimed)
 		return SMDDP_OK;
 	*moved = 1;
 	if (d->bytes != op->bytes) {
@@ -218,12 +218,7 @@ static int recv_take(struct smddp_comm *c, struct sd_p2p_op *op, int q, uint64_t
 	} else if (op->bytes <= s->eager) {
 		memcpy(op->buf, sd_shm_eager(s, c->size, q, c->rank, (unsigned)(seq % P2P_NDESC)),
 		       op->bytes);
-	} else if (c->single_copy) {
-		int rc = sd_shm_peer_read(c, q, op->buf, d->addr, op->bytes);
-
-		if (rc)
-			return rc;
-	} else {
+	} else if (staged) {
 		s->p2p[q].claimed = 1;
 		op->state = R_STAGED;
 		op->off = 0;
@@ -231,6 +226,11 @@ static int recv_take(struct smddp_comm *c, struct sd_p2p_op *op, int q, uint64_t
 		atomic_store_explicit(&ch->claim, seq + 1, memory_order_seq_cst);
 		sd_shm_wake(c, q);
 		return SMDDP_OK;
+	} else {
+		int rc = sd_shm_peer_read(c, q, op->buf, d->addr, op->bytes);
+
+		if (rc)
+			return rc;
 	}
 	finish(c, ch, q, seq, 0);
 	op->done = 1;
