@@ -157,7 +157,8 @@ SD_EXPORT int smddp_group_start(void)
 	return SMDDP_OK;
 }
 
-static int grp_add(struct grp *gr, struct smddp_comm *c, const struct sd_p2p_op *op, int *source, void *stream)
+static int grp_add(struct grp *gr, struct smddp_comm *c, const struct sd_p2p_op *op, int *source,
+		   void *stream)
 {
 	if (gr->n == gr->cap) {
 		int cap = gr->cap ? 2 * gr->cap : 16;
