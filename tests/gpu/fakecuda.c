@@ -457,11 +457,16 @@ int sd_cuda_collect(struct smddp_comm *c, int drain)
 	return 0;
 }
 
+/* Set by a test (asyncerr-fake.c): the error queued work met, else 0. */
+int fakecuda_async_rc;
+char fakecuda_async_msg[256];
+
 int sd_cuda_async_error(struct smddp_comm *c, struct sd_err *err)
 {
 	(void)c;
-	(void)err;
-	return 0;
+	if (fakecuda_async_rc)
+		sd_err_set(err, fakecuda_async_rc, "%s", fakecuda_async_msg);
+	return fakecuda_async_rc;
 }
 
 int sd_cuda_state(struct smddp_comm *c, int dev, struct sd_cuda **out)

@@ -20,7 +20,8 @@
  * allgather's input and reduce_scatter's output, per peer for alltoall.
  *
  * Thread safety: one thread at a time per communicator; distinct
- * communicators may be used from distinct threads.
+ * communicators may be used from distinct threads.  The exception is
+ * smddp_comm_get_async_error(), which any thread may call at any time.
  */
 #ifndef SMDDP_SMDDP_H
 #define SMDDP_SMDDP_H
@@ -90,12 +91,18 @@ int smddp_comm_destroy(struct smddp_comm *comm);
 /* Local: never blocks; peers waiting on this rank fail with SMDDP_EABORTED.
  * Frees comm, like smddp_comm_destroy: do not use it afterwards. */
 int smddp_comm_abort(struct smddp_comm *comm);
-/* Local, never blocks, callable at any time (NCCL's ncclCommGetAsyncError):
+/* Local, never blocks, callable at any time from any thread, even while
+ * another thread is inside a call on comm (NCCL's ncclCommGetAsyncError):
  * *async_error is the failure of work queued on comm that no call has
  * returned yet, or that broke the communicator (a dead peer, a timeout, a
  * mismatch met by a device call that had returned already), else
- * SMDDP_OK; its sentence is then in smddp_last_error(comm).  Returns
- * SMDDP_EINVAL when comm or async_error is NULL, else SMDDP_OK. */
+ * SMDDP_OK.  It never writes comm: the sentence of a failure of queued
+ * work is kept for the calling thread, and smddp_last_error(comm) on this
+ * thread gives it until this thread's next call on comm (any function
+ * that takes comm, smddp_comm_get_async_error included); other threads
+ * still see the sentence of comm's last failed call.  A communicator
+ * broken by a call on the host gives that call's sentence, as before.
+ * Returns SMDDP_EINVAL when comm or async_error is NULL, else SMDDP_OK. */
 int smddp_comm_get_async_error(struct smddp_comm *comm, int *async_error);
 /* ---- explicit initialisation (man 3 smddp: INITIALISATION) ----------------
  * For programs that know their rank and size and have their own way to pass
@@ -218,7 +225,9 @@ int smddp_comm_dump(struct smddp_comm *comm);
 /* "Invalid argument" and so on; never NULL. */
 const char *smddp_strerror(int result);
 /* The detail of the last failure on comm (or of the last smddp_init failure
- * of this thread when comm is NULL); "" when there was none. */
+ * of this thread when comm is NULL); "" when there was none.  On a thread
+ * whose smddp_comm_get_async_error(comm) last reported a failure of queued
+ * work, and that has made no call on comm since, that failure's sentence. */
 const char *smddp_last_error(const struct smddp_comm *comm);
 /* "0.1.0" */
 const char *smddp_version(void);
