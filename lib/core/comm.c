@@ -737,15 +737,27 @@ SD_EXPORT int smddp_comm_destroy(struct smddp_comm *comm)
 
 SD_EXPORT int smddp_comm_release(struct smddp_comm *comm)
 {
+	int rc;
+
 	if (!comm)
 		return SMDDP_EINVAL;
+	/* Broken already: the call that broke it returned the failure. */
 	if (comm->failed)
 		return smddp_comm_abort(comm);
 	/* Every call of this rank has returned, so no peer still needs this
 	 * rank's memory or messages: the clean close (BYE) tells them not to
 	 * take the closing connections as a death. */
-	if (sd_cuda_collect(comm, 1) || comm->failed)
-		return smddp_comm_abort(comm);
+	rc = sd_cuda_collect(comm, 1);
+	if (!rc)
+		rc = comm->failed;
+	if (rc) {
+		/* Queued work failed and no call returned it: this is the
+		 * last chance, and comm is gone after it, so its sentence goes
+		 * where smddp_last_error(NULL) finds it. */
+		sd_err_set(sd_init_err(), rc, "%s", comm->last_error);
+		smddp_comm_abort(comm);
+		return rc;
+	}
 	comm_free(comm, 1);
 	return SMDDP_OK;
 }

@@ -1,21 +1,24 @@
-/* asyncerr-fake.c - smddp_comm_get_async_error() polled beside another thread's calls, no GPU.
+/* asyncerr-fake.c - failed queued device work, polled and met by a release, without a GPU.
  *
  * Linked with tests/gpu/fakecuda.c, whose sd_cuda_async_error() reports
  * what fakecuda_async_rc and fakecuda_async_msg say, as if queued device
- * work had met it.  One rank: the poller must never write the
+ * work had met it, and whose drain (sd_cuda_collect) meets
+ * fakecuda_drain_rc.  One rank: the poller must never write the
  * communicator's last error, which belongs to the thread inside a call,
- * and smddp_last_error(comm) must give each thread its own sentence.
- * Prints "SUMMARY rank 0 of 1: P passed, F failed".
+ * and smddp_last_error(comm) must give each thread its own sentence;
+ * smddp_comm_release() must return what its drain met, and still free
+ * everything.  Prints "SUMMARY rank 0 of 1: P passed, F failed".
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <smddp/smddp.h>
 
-extern int fakecuda_async_rc;
+extern int fakecuda_async_rc, fakecuda_drain_rc;
 extern char fakecuda_async_msg[256];
 
 #define ROUNDS 20000
@@ -56,6 +59,47 @@ static void poll_once(const char *what)
 	check(rc == SMDDP_OK && e == SMDDP_EPEER &&
 		      !strcmp(smddp_last_error(comm), fakecuda_async_msg),
 	      what, smddp_last_error(comm));
+}
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* A communicator whose queued work failed unseen: release returns it. */
+static void release_after_failure(void)
+{
+	struct smddp_comm *sub = NULL;
+	int fd0 = count_fds(), rc;
+
+	if (smddp_comm_split(comm, 0, 0, &sub)) {
+		check(0, "smddp_comm_split", smddp_last_error(comm));
+		return;
+	}
+	fakecuda_drain_rc = SMDDP_EPEER;
+	rc = smddp_comm_release(sub);
+	fakecuda_drain_rc = 0;
+	check(rc == SMDDP_EPEER, "smddp_comm_release returns what its drain met",
+	      smddp_strerror(rc));
+	check(!strcmp(smddp_last_error(NULL), fakecuda_async_msg),
+	      "with its sentence in smddp_last_error(NULL)", smddp_last_error(NULL));
+	check(count_fds() == fd0, "and frees the communicator (no descriptor left open)",
+	      smddp_last_error(NULL));
+	if (smddp_comm_split(comm, 0, 0, &sub)) {
+		check(0, "smddp_comm_split", smddp_last_error(comm));
+		return;
+	}
+	rc = smddp_comm_release(sub);
+	check(rc == SMDDP_OK && count_fds() == fd0, "a clean release returns SMDDP_OK",
+	      smddp_strerror(rc));
 }
 
 static void *poll_one(void *arg)
@@ -111,6 +155,7 @@ int main(void)
 	check(strstr(smddp_last_error(comm), "unknown dtype 97") != NULL,
 	      "then smddp_last_error gives the last failed call's sentence",
 	      smddp_last_error(comm));
+	release_after_failure();
 	if (smddp_comm_destroy(comm))
 		check(0, "smddp_comm_destroy", smddp_last_error(NULL));
 	printf("SUMMARY rank 0 of 1: %d passed, %d failed\n", passed, failed);

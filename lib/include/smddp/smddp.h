@@ -138,8 +138,12 @@ int smddp_comm_init_rank(struct smddp_comm **comm, int nranks, const struct smdd
 /* Local: frees comm at once, without waiting for the other ranks, who take
  * this rank's leaving as normal (not as a death, unlike smddp_comm_abort).
  * For callers that tear communicators down in no agreed order; call it
- * only once this rank's calls on comm have all returned.  A failed comm is
- * aborted instead. */
+ * only once this rank's calls on comm have all returned.  It first waits
+ * for the device work queued on comm: if that met a failure that no call
+ * has returned yet, comm is aborted and freed all the same, and the
+ * failure is returned, its sentence in smddp_last_error(NULL).  A comm
+ * that an earlier call broke is aborted, and SMDDP_OK returned (that call
+ * returned the failure).  SMDDP_EINVAL: comm is NULL. */
 int smddp_comm_release(struct smddp_comm *comm);
 
 int smddp_comm_rank(const struct smddp_comm *comm);
@@ -224,8 +228,10 @@ int smddp_comm_dump(struct smddp_comm *comm);
 
 /* "Invalid argument" and so on; never NULL. */
 const char *smddp_strerror(int result);
-/* The detail of the last failure on comm (or of the last smddp_init failure
- * of this thread when comm is NULL); "" when there was none.  On a thread
+/* The detail of the last failure on comm (or, when comm is NULL, of this
+ * thread's last failure that no communicator holds: of smddp_init or
+ * smddp_comm_init_rank, of a call given no comm, of smddp_comm_release,
+ * whose comm is gone); "" when there was none.  On a thread
  * whose smddp_comm_get_async_error(comm) last reported a failure of queued
  * work, and that has made no call on comm since, that failure's sentence. */
 const char *smddp_last_error(const struct smddp_comm *comm);
