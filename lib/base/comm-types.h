@@ -81,6 +81,7 @@ struct smddp_comm {
 	void *scratch;             /* single copy: blocks read from peers */
 	char jobid[64];
 	char last_error[1024];
+	uint64_t serial;   /* names it for this process's lifetime (0: an inner one) */
 	void *cuda;  /* lib/cuda state, NULL until a device call */
 	uint64_t wire;     /* fabric tags' sequence: one per call, one more per
 			    * chunk of a device call staged across hosts */

@@ -225,10 +225,38 @@ int sd_api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op
 	if (!c)
 		return sd_err_set(sd_init_err(), SMDDP_EINVAL, "%s: communicator is NULL",
 				  sd_coll_name(coll));
+	sd_api_async_forget(c);
 	rc = sd_cuda_collect(c, 1);
 	if (rc)
 		return rc;
 	return api_enter(c, coll, count, dtype, op, root, MEM_HOST, 1);
+}
+
+/* The sentence of the async error that smddp_comm_get_async_error() last
+ * reported on this thread, and whose communicator (its serial; 0: none).
+ * Storage of its own: the poller may run while another thread is inside a
+ * call on the communicator, which owns comm->last_error. */
+static __thread struct {
+	uint64_t serial;
+	struct sd_err err;
+} async_said;
+
+static uint64_t serials;
+
+uint64_t sd_api_serial(void)
+{
+	return __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+}
+
+const char *sd_api_async_said(const struct smddp_comm *c)
+{
+	return c->serial && async_said.serial == c->serial ? async_said.err.msg : NULL;
+}
+
+void sd_api_async_forget(const struct smddp_comm *c)
+{
+	if (async_said.serial == c->serial)
+		async_said.serial = 0;
 }
 
 /* A failure that leaves ranks at different places in the protocol breaks
@@ -335,6 +363,7 @@ static int collective(struct smddp_comm *comm, int coll, const void *sendbuf, vo
 	if (!comm)
 		return sd_err_set(sd_init_err(), SMDDP_EINVAL, "%s: communicator is NULL",
 				  sd_coll_name(coll));
+	sd_api_async_forget(comm);
 	/* root is checked by the entry; classify only needs it in range. */
 	if (root < 0 || root >= comm->size)
 		k.root = 0;
@@ -395,20 +424,22 @@ SD_EXPORT int smddp_alltoall(const void *sendbuf, void *recvbuf, size_t count,
 	return collective(comm, SD_COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, 0, 0, stream);
 }
 
+/* Never writes comm: another thread may be inside a call on it. */
 SD_EXPORT int smddp_comm_get_async_error(struct smddp_comm *comm, int *async_error)
 {
-	struct sd_err err;
 	int rc;
 
 	if (!comm || !async_error)
 		return sd_err_set(sd_init_err(), SMDDP_EINVAL,
 				  "smddp_comm_get_async_error: %s is NULL",
 				  comm ? "async_error" : "comm");
-	rc = sd_cuda_async_error(comm, &err);
-	if (rc)
-		snprintf(comm->last_error, sizeof(comm->last_error), "%s", err.msg);
-	else
+	rc = sd_cuda_async_error(comm, &async_said.err);
+	if (rc) {
+		async_said.serial = comm->serial;
+	} else {
+		sd_api_async_forget(comm);
 		rc = comm->failed;
+	}
 	*async_error = rc;
 	return SMDDP_OK;
 }

@@ -458,6 +458,7 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 		return sd_err_set(sd_init_err(), SMDDP_ENOMEM, "smddp_init: out of memory");
 	}
 	c->is_world = 1;
+	c->serial = sd_api_serial();
 	c->tp = &sd_transport_shm;
 	c->cur.coll = SD_COLL_INIT;
 	c->rank = -1;
@@ -612,6 +613,8 @@ SD_EXPORT int smddp_comm_split(struct smddp_comm *comm, int color, int key, stru
 	struct smddp_comm *c = NULL;
 	int *members = NULL, n = 0, rc;
 
+	if (comm)
+		sd_api_async_forget(comm);
 	if (!out)
 		return comm ? sd_comm_error(comm, SMDDP_EINVAL, "smddp_comm_split: out is NULL")
 			    : SMDDP_EINVAL;
@@ -653,6 +656,7 @@ SD_EXPORT int smddp_comm_split(struct smddp_comm *comm, int color, int key, stru
 		}
 	}
 	if (c) {
+		c->serial = sd_api_serial();
 		c->tp = comm->tp;
 		c->size = n;
 		for (int i = 0; i < n; i++) {
@@ -733,15 +737,27 @@ SD_EXPORT int smddp_comm_destroy(struct smddp_comm *comm)
 
 SD_EXPORT int smddp_comm_release(struct smddp_comm *comm)
 {
+	int rc;
+
 	if (!comm)
 		return SMDDP_EINVAL;
+	/* Broken already: the call that broke it returned the failure. */
 	if (comm->failed)
 		return smddp_comm_abort(comm);
 	/* Every call of this rank has returned, so no peer still needs this
 	 * rank's memory or messages: the clean close (BYE) tells them not to
 	 * take the closing connections as a death. */
-	if (sd_cuda_collect(comm, 1) || comm->failed)
-		return smddp_comm_abort(comm);
+	rc = sd_cuda_collect(comm, 1);
+	if (!rc)
+		rc = comm->failed;
+	if (rc) {
+		/* Queued work failed and no call returned it: this is the
+		 * last chance, and comm is gone after it, so its sentence goes
+		 * where smddp_last_error(NULL) finds it. */
+		sd_err_set(sd_init_err(), rc, "%s", comm->last_error);
+		smddp_comm_abort(comm);
+		return rc;
+	}
 	comm_free(comm, 1);
 	return SMDDP_OK;
 }
@@ -790,5 +806,10 @@ SD_EXPORT int smddp_comm_local_size(const struct smddp_comm *comm)
 
 SD_EXPORT const char *smddp_last_error(const struct smddp_comm *comm)
 {
-	return comm ? comm->last_error : sd_init_err()->msg;
+	const char *said;
+
+	if (!comm)
+		return sd_init_err()->msg;
+	said = sd_api_async_said(comm);
+	return said ? said : comm->last_error;
 }

@@ -31,6 +31,14 @@ int sd_api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op
 /* Exit of every call: a failure that leaves ranks at different places in
  * the protocol marks c failed and tells the peers; returns rc. */
 int sd_api_leave(struct smddp_comm *c, int rc);
+/* The sentence of the async error smddp_comm_get_async_error() last
+ * reported for c on this thread, else NULL: what smddp_last_error(c) gives
+ * on this thread until its next call on c, whose entry forgets it (every
+ * public function that may write c->last_error calls forget first). */
+const char *sd_api_async_said(const struct smddp_comm *c);
+void sd_api_async_forget(const struct smddp_comm *c);
+/* A new communicator's serial: never 0, never reused. */
+uint64_t sd_api_serial(void);
 /* 1 if p is CUDA device memory (the driver is loaded and says so). */
 int sd_api_device_ptr(const void *p);
 /* 1 once the process has loaded the CUDA driver: before that, every

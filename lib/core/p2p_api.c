@@ -157,7 +157,8 @@ SD_EXPORT int smddp_group_start(void)
 	return SMDDP_OK;
 }
 
-static int grp_add(struct grp *gr, struct smddp_comm *c, const struct sd_p2p_op *op, int *source, void *stream)
+static int grp_add(struct grp *gr, struct smddp_comm *c, const struct sd_p2p_op *op, int *source,
+		   void *stream)
 {
 	if (gr->n == gr->cap) {
 		int cap = gr->cap ? 2 * gr->cap : 16;
@@ -184,6 +185,7 @@ static int grp_run_comm(struct grp *gr, struct smddp_comm *c, int first)
 	void *stream = gr->ops[first].stream;
 	int n = 0, rc;
 
+	sd_api_async_forget(c);
 	for (int i = first; i < gr->n; i++)
 		n += gr->ops[i].comm == c;
 	if (!ops_on_stack(c, n, (int)(sizeof(few) / sizeof(few[0]))) &&
@@ -279,6 +281,7 @@ static int p2p_call(int is_send, void *buf, size_t count, enum smddp_dtype dtype
 
 	if (!comm)
 		return sd_err_set(sd_init_err(), SMDDP_EINVAL, "%s: communicator is NULL", call);
+	sd_api_async_forget(comm);
 	memset(&comm->cur, 0, sizeof(comm->cur));
 	rc = check_p2p(comm, call, buf, count, dtype, peer, tag, !is_send);
 	if (rc)

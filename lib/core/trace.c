@@ -679,6 +679,7 @@ SD_EXPORT int smddp_comm_dump(struct smddp_comm *comm)
 
 	if (!comm)
 		return SMDDP_EINVAL;
+	sd_api_async_forget(comm);
 	t = comm->trace;
 	if (!t)
 		return sd_comm_error(comm, SMDDP_ECONFIG,

@@ -557,11 +557,7 @@ static int answered(struct smddp_comm *c, struct dop *o, cudaStream_t st, int *a
 	case R_DONE:
 		return SMDDP_OK;
 	case R_MISMATCH:
-		return sd_comm_error(c, SMDDP_EMISMATCH,
-				     "rank %d refused %s (%zu bytes) from this rank: its receive "
-				     "has another size",
-				     SD_RANK_NAME(c, op->peer), sd_p2p_what(op, wbuf, sizeof(wbuf)),
-				     op->bytes);
+		return sd_p2p_refused(c, op);
 	case R_DATA:
 		/* Without its data the receiver times out: better than
 		 * sending it garbage. */

@@ -25,3 +25,14 @@ int sd_p2p_size_differs(struct smddp_comm *c, int from, size_t sent, const struc
 			     SD_RANK_NAME(c, from), sent, sd_p2p_what(op, wbuf, sizeof(wbuf)),
 			     op->bytes);
 }
+
+int sd_p2p_refused(struct smddp_comm *c, const struct sd_p2p_op *op)
+{
+	char wbuf[64];
+
+	return sd_comm_error(c, SMDDP_EMISMATCH,
+			     "rank %d refused %s (%zu bytes) from this rank: its receive has "
+			     "another size",
+			     SD_RANK_NAME(c, op->peer), sd_p2p_what(op, wbuf, sizeof(wbuf)),
+			     op->bytes);
+}

@@ -54,6 +54,9 @@ const char *sd_p2p_what(const struct sd_p2p_op *op, char *buf, size_t len);
 /* SMDDP_EMISMATCH for a message of sent bytes from rank from, which op
  * (a receive of another size) cannot take: one sentence for every transport. */
 int sd_p2p_size_differs(struct smddp_comm *c, int from, size_t sent, const struct sd_p2p_op *op);
+/* SMDDP_EMISMATCH for the send op, which its receiver refused (its receive
+ * has another size): the sender's side of the same mismatch. */
+int sd_p2p_refused(struct smddp_comm *c, const struct sd_p2p_op *op);
 
 struct sd_transport_ops {
 	size_t size; /* sizeof(struct sd_transport_ops), for future growth */

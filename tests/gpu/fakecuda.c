@@ -450,18 +450,27 @@ int sd_cuda_staged(struct smddp_comm *c, const struct sd_cuda_call *k)
 	return sd_cuda_enqueue(c, k);
 }
 
+/* Set by a test (asyncerr-fake.c): the error queued work met, else 0,
+ * as sd_cuda_async_error reports it; and the one that a drain meets, as
+ * sd_cuda_collect(c, 1) returns a sticky one. */
+int fakecuda_async_rc, fakecuda_drain_rc;
+char fakecuda_async_msg[256];
+
 int sd_cuda_collect(struct smddp_comm *c, int drain)
 {
-	(void)c;
-	(void)drain;
-	return 0;
+	if (!drain || !fakecuda_drain_rc)
+		return 0;
+	c->failed = fakecuda_drain_rc;
+	snprintf(c->last_error, sizeof(c->last_error), "%s", fakecuda_async_msg);
+	return fakecuda_drain_rc;
 }
 
 int sd_cuda_async_error(struct smddp_comm *c, struct sd_err *err)
 {
 	(void)c;
-	(void)err;
-	return 0;
+	if (fakecuda_async_rc)
+		sd_err_set(err, fakecuda_async_rc, "%s", fakecuda_async_msg);
+	return fakecuda_async_rc;
 }
 
 int sd_cuda_state(struct smddp_comm *c, int dev, struct sd_cuda **out)

@@ -20,7 +20,8 @@
  * allgather's input and reduce_scatter's output, per peer for alltoall.
  *
  * Thread safety: one thread at a time per communicator; distinct
- * communicators may be used from distinct threads.
+ * communicators may be used from distinct threads.  The exception is
+ * smddp_comm_get_async_error(), which any thread may call at any time.
  */
 #ifndef SMDDP_SMDDP_H
 #define SMDDP_SMDDP_H
@@ -90,12 +91,18 @@ int smddp_comm_destroy(struct smddp_comm *comm);
 /* Local: never blocks; peers waiting on this rank fail with SMDDP_EABORTED.
  * Frees comm, like smddp_comm_destroy: do not use it afterwards. */
 int smddp_comm_abort(struct smddp_comm *comm);
-/* Local, never blocks, callable at any time (NCCL's ncclCommGetAsyncError):
+/* Local, never blocks, callable at any time from any thread, even while
+ * another thread is inside a call on comm (NCCL's ncclCommGetAsyncError):
  * *async_error is the failure of work queued on comm that no call has
  * returned yet, or that broke the communicator (a dead peer, a timeout, a
  * mismatch met by a device call that had returned already), else
- * SMDDP_OK; its sentence is then in smddp_last_error(comm).  Returns
- * SMDDP_EINVAL when comm or async_error is NULL, else SMDDP_OK. */
+ * SMDDP_OK.  It never writes comm: the sentence of a failure of queued
+ * work is kept for the calling thread, and smddp_last_error(comm) on this
+ * thread gives it until this thread's next call on comm (any function
+ * that takes comm, smddp_comm_get_async_error included); other threads
+ * still see the sentence of comm's last failed call.  A communicator
+ * broken by a call on the host gives that call's sentence, as before.
+ * Returns SMDDP_EINVAL when comm or async_error is NULL, else SMDDP_OK. */
 int smddp_comm_get_async_error(struct smddp_comm *comm, int *async_error);
 /* ---- explicit initialisation (man 3 smddp: INITIALISATION) ----------------
  * For programs that know their rank and size and have their own way to pass
@@ -131,8 +138,12 @@ int smddp_comm_init_rank(struct smddp_comm **comm, int nranks, const struct smdd
 /* Local: frees comm at once, without waiting for the other ranks, who take
  * this rank's leaving as normal (not as a death, unlike smddp_comm_abort).
  * For callers that tear communicators down in no agreed order; call it
- * only once this rank's calls on comm have all returned.  A failed comm is
- * aborted instead. */
+ * only once this rank's calls on comm have all returned.  It first waits
+ * for the device work queued on comm: if that met a failure that no call
+ * has returned yet, comm is aborted and freed all the same, and the
+ * failure is returned, its sentence in smddp_last_error(NULL).  A comm
+ * that an earlier call broke is aborted, and SMDDP_OK returned (that call
+ * returned the failure).  SMDDP_EINVAL: comm is NULL. */
 int smddp_comm_release(struct smddp_comm *comm);
 
 int smddp_comm_rank(const struct smddp_comm *comm);
@@ -217,8 +228,12 @@ int smddp_comm_dump(struct smddp_comm *comm);
 
 /* "Invalid argument" and so on; never NULL. */
 const char *smddp_strerror(int result);
-/* The detail of the last failure on comm (or of the last smddp_init failure
- * of this thread when comm is NULL); "" when there was none. */
+/* The detail of the last failure on comm (or, when comm is NULL, of this
+ * thread's last failure that no communicator holds: of smddp_init or
+ * smddp_comm_init_rank, of a call given no comm, of smddp_comm_release,
+ * whose comm is gone); "" when there was none.  On a thread
+ * whose smddp_comm_get_async_error(comm) last reported a failure of queued
+ * work, and that has made no call on comm since, that failure's sentence. */
 const char *smddp_last_error(const struct smddp_comm *comm);
 /* "0.1.0" */
 const char *smddp_version(void);

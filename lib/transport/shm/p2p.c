@@ -70,7 +70,6 @@ static int send_step(struct smddp_comm *c, struct sd_p2p_op *op, int *moved)
 	struct shm_state *s = ST(c);
 	struct p2p_chan *ch = sd_shm_chan(s, c->size, c->rank, op->peer);
 	struct p2p_local *l = &s->p2p[op->peer];
-	char wbuf[64];
 
 	if (op->state == S_NEW) {
 		uint64_t seq = l->next;
@@ -114,11 +113,7 @@ static int send_step(struct smddp_comm *c, struct sd_p2p_op *op, int *moved)
 		op->done = 1;
 		*moved = 1;
 		if ((fin & P2P_FIN_BAD) && (fin & ~P2P_FIN_BAD) == op->seq + 1)
-			return sd_comm_error(c, SMDDP_EMISMATCH,
-					     "rank %d refused %s (%zu bytes) from this rank: its "
-					     "receive has another size",
-					     SD_RANK_NAME(c, op->peer), sd_p2p_what(op, wbuf, sizeof(wbuf)),
-					     op->bytes);
+			return sd_p2p_refused(c, op);
 		return SMDDP_OK;
 	}
 	/* Staged: the receiver claimed this message; copy it through our
@@ -201,14 +196,14 @@ static int recv_take(struct smddp_comm *c, struct sd_p2p_op *op, int q, uint64_t
 	struct shm_state *s = ST(c);
 	struct p2p_chan *ch = sd_shm_chan(s, c->size, q, c->rank);
 	struct p2p_desc *d = &ch->d[seq % P2P_NDESC];
+	int staged = op->bytes > s->eager && !c->single_copy;
 
 	op->source = q;
 	op->seq = seq;
 	/* Staged: one claim per channel at a time; this one waits (and did
 	 * not move: a receive that only waits must let the loop sleep and
 	 * reach its deadline). */
-	if (d->bytes == op->bytes && op->bytes > s->eager && !c->single_copy &&
-	    s->p2p[q].claimed)
+	if (d->bytes == op->bytes && staged && s->p2p[q].claimed)
 		return SMDDP_OK;
 	*moved = 1;
 	if (d->bytes != op->bytes) {
@@ -223,12 +218,7 @@ static int recv_take(struct smddp_comm *c, struct sd_p2p_op *op, int q, uint64_t
 	} else if (op->bytes <= s->eager) {
 		memcpy(op->buf, sd_shm_eager(s, c->size, q, c->rank, (unsigned)(seq % P2P_NDESC)),
 		       op->bytes);
-	} else if (c->single_copy) {
-		int rc = sd_shm_peer_read(c, q, op->buf, d->addr, op->bytes);
-
-		if (rc)
-			return rc;
-	} else {
+	} else if (staged) {
 		s->p2p[q].claimed = 1;
 		op->state = R_STAGED;
 		op->off = 0;
@@ -236,6 +226,11 @@ static int recv_take(struct smddp_comm *c, struct sd_p2p_op *op, int q, uint64_t
 		atomic_store_explicit(&ch->claim, seq + 1, memory_order_seq_cst);
 		sd_shm_wake(c, q);
 		return SMDDP_OK;
+	} else {
+		int rc = sd_shm_peer_read(c, q, op->buf, d->addr, op->bytes);
+
+		if (rc)
+			return rc;
 	}
 	finish(c, ch, q, seq, 0);
 	op->done = 1;

@@ -885,18 +885,26 @@ void WorkQueue::stop(bool abort) {
 }
 
 void WorkQueue::freeComm() {
+  std::string say;
   std::unique_lock<std::mutex> commLock(commMutex_);
   if (comm_) {
     // smddp_comm_release tells the peers this rank leaves normally; after a
-    // failure it aborts (and so does an explicit abort).  Either frees comm
-    // and cannot fail in a way a caller could act on.
-    if (aborting_ || state_->failed())
+    // failure it aborts (and so does an explicit abort).  Either frees comm.
+    // A failure of queued GPU work that the last checks missed is returned
+    // by the release: nobody is left to be told but stderr.
+    if (aborting_ || state_->failed()) {
       smddp_comm_abort(comm_);
-    else
-      smddp_comm_release(comm_);
+    } else {
+      int rc = smddp_comm_release(comm_);
+      if (rc != SMDDP_OK)
+        say = "smddp: " + state_->who() + ": work queued on the GPU failed, found when " +
+            "releasing the communicator: " + smddp_last_error(nullptr) + " (" +
+            smddp_strerror(rc) + ")";
+    }
     comm_ = nullptr;
   }
   commLock.unlock();
+  sayDeviceError(say);
 #ifdef SMDDP_TORCH_CUDA
   std::lock_guard<std::mutex> lock(streamMutex_);
   for (const auto& s : streams_) {

@@ -38,8 +38,9 @@
 // failure before it releases the stream, so the error of any call the event
 // follows is seen by then).  The works not checked yet are listed
 // (unverified_); a check queries their end events, then the communicator,
-// holding commMutex_ as the worker does around its library calls (one
-// thread at a time per communicator: the query writes its last error).  It
+// holding commMutex_ as the worker does around its library calls (the list
+// is the worker's too; the library keeps the query's sentence for the
+// querying thread, but a broken communicator's is its last error).  It
 // runs on the worker before each item and every kDevicePoll (100 ms) while
 // it is idle with works listed, in isCompleted() and wait() when it would
 // tell them something (never waiting: skipped while the worker is in a
