@@ -1,24 +1,52 @@
-/* fakecuda.c - a CUDA runtime and driver made of host memory, to run the device p2p protocol on a machine without a GPU.
+/* fakecuda.c - a CUDA runtime and driver made of host memory, to run the device path of libsmddp on a machine without a GPU.
  *
  * Linked with gpu-conformance.c and the library's internals into
- * tests/gpu/p2p-fake (tests/gpu/p2p-fake.sh): lib/cuda/p2p.c, ipc.c and
- * device.c run as they are; this file stands in for the CUDA runtime,
- * the driver entry points they fetch, libcuda.so.1 as lib/core/api.c
- * probes it (dlopen is wrapped: -Wl,--wrap), and the parts of the device
- * path that p2p does not use (proxy.c, move.c, staged.c and the kernels:
- * the collectives on device memory fail with SMDDP_EUNSUPPORTED here).
+ * tests/gpu/p2p-fake (p2p-fake.sh, proxy-fake.sh, staged-fake.sh): all of
+ * lib/cuda/ runs as it is (p2p.c, proxy.c, move.c, staged.c, ipc.c,
+ * device.c) except the kernels; this file stands in for the CUDA runtime,
+ * the driver entry points the library fetches, libcuda.so.1 as
+ * lib/core/api.c probes it (dlopen is wrapped: -Wl,--wrap), and
+ * lib/cuda/kernels.cu.  The real runtime (libcudart_static, on the link
+ * line through libsmddp_core.la) is one object: a CUDA function missing
+ * here pulls it in and the link fails on duplicates, never silently.
  *
  * "Device memory" is a file in /dev/shm ($FAKECUDA_FILE, removed by
  * the script) that every rank maps at one fixed address, each allocating
- * in its own part of it: a CUDA IPC handle is then just an address, valid
- * in every rank, and a receiver reads its peers' buffers as it would
- * through a real mapping.  Every copy is done at once (streams are
- * always idle), so this checks the protocol (rounds, matching, sizes,
- * in-place copies, staging), not stream ordering or concurrency.
+ * FAKE_PER_RANK bytes at most in its own part of it, never reused: a CUDA
+ * IPC handle is then just an address, valid in every rank, and a receiver
+ * reads its peers' buffers as it would through a real mapping.
+ *
+ * Streams are asynchronous and ordered, as a GPU's: each is a FIFO run by
+ * a worker thread of its own (see "streams and events" below): copies,
+ * 2-D copies, memsets, event records and waits, cuStreamWaitValue32 (GEQ)
+ * and cuStreamWriteValue32, host functions and the kernels.  A call that
+ * reads a buffer before its stream got there, or a stream that runs past
+ * a call it should wait for, gives wrong data here.  What is emulated:
+ * queries (cudaErrorNotReady while work is pending), the synchronize
+ * calls, CUDA's rule that a copy with pageable host memory returns when
+ * done (pinned means cudaMallocHost, cudaHostAlloc, cudaHostRegister),
+ * synchronous cudaMemcpy/cudaMemset after the legacy stream's and the
+ * blocking streams' work, cudaFree and cudaFreeHost waiting for the
+ * device (10 s at most: then cudaFreeHost leaks), cudaStreamDestroy
+ * returning at once and its stream finishing its work.  Not emulated:
+ * the legacy stream's implicit ordering with blocking streams (the
+ * library's and the tests' streams are non-blocking), stream priorities,
+ * several devices, errors of the device itself, timing (cudaEventElapsedTime
+ * is wall time of the worker).
+ *
+ * The kernels (lib/cuda/kernels.h) are host work queued on the stream:
+ * sd_cuda_kernel_reduce through sd_reduce() (the arithmetic kernels.cu
+ * shares with the host path: every dtype and op), copy_pairs as copies,
+ * kernels_load a no-op.  So the collectives of one node run in both modes
+ * of SMDDP_CUDA_ASYNC (the queued one through the release word and
+ * cuStreamWaitValue32), but nothing of the kernels' own code (block
+ * sizes, vector loads, rounding in registers) is checked: that needs a GPU.
  *
  * FAKECUDA_NOPEER=1: every rank has a GPU of its own that no other rank
  * sees, so receivers cannot map their peers' buffers and ask for the data
- * staged (round 3 of lib/cuda/p2p.c).
+ * staged (round 3 of lib/cuda/p2p.c).  FAKECUDA_JITTER_US=N (< 1000000):
+ * every stream item starts after a random 0..N us, to shake out work that
+ * only happened to be done before the host looked.
  */
 #include "config.h"
 
@@ -200,7 +228,7 @@ static cudaError_t host_alloc(void **p, size_t size)
  * time of the call, as CUDA does, so an event recorded again later does
  * not move a wait already queued. */
 
-enum wkind { W_COPY, W_COPY2D, W_SET, W_RECORD, W_WAITEV, W_WAIT32, W_CALL };
+enum wkind { W_COPY, W_COPY2D, W_SET, W_RECORD, W_WAITEV, W_WAIT32, W_WRITE32, W_CALL };
 
 struct fevent {
 	uint64_t recorded, reached; /* generations */
@@ -218,7 +246,7 @@ struct work {
 	int v;
 	struct fevent *ev;
 	uint64_t gen;
-	const volatile uint32_t *addr;
+	volatile uint32_t *addr;
 	uint32_t value;
 	void (*fn)(void *);
 	void *arg;
@@ -298,15 +326,21 @@ static void run_item(struct work *w)
 		while ((int32_t)(__atomic_load_n(w->addr, __ATOMIC_ACQUIRE) - w->value) < 0)
 			nanosleep(&nap, NULL);
 		break;
+	case W_WRITE32:
+		__atomic_store_n(w->addr, w->value, __ATOMIC_RELEASE);
+		break;
 	case W_CALL:
 		w->fn(w->arg);
 		break;
 	}
 }
 
+/* FAKECUDA_JITTER_US (see the top): a random delay before each item. */
 static void *worker(void *arg)
 {
 	struct fstream *s = arg;
+	int jitter = env_int("FAKECUDA_JITTER_US", 0) % 1000000;
+	unsigned int seed = (unsigned int)(uintptr_t)s ^ (unsigned int)getpid();
 
 	pthread_mutex_lock(&mu);
 	for (;;) {
@@ -317,6 +351,11 @@ static void *worker(void *arg)
 		struct work *w = s->head;
 
 		pthread_mutex_unlock(&mu);
+		if (jitter > 0) {
+			struct timespec ts = {0, (long)(rand_r(&seed) % (unsigned int)jitter) * 1000L};
+
+			nanosleep(&ts, NULL);
+		}
 		run_item(w);
 		pthread_mutex_lock(&mu);
 		if (w->ev)
@@ -460,6 +499,24 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned int flags)
 	return cudaSuccess;
 }
 
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *st, unsigned int flags, int prio)
+{
+	(void)prio;
+	return cudaStreamCreateWithFlags(st, flags);
+}
+
+cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest)
+{
+	*least = *greatest = 0;
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetFlags(cudaStream_t st, unsigned int *flags)
+{
+	*flags = sof(st)->flags;
+	return cudaSuccess;
+}
+
 cudaError_t cudaStreamCreate(cudaStream_t *st)
 {
 	return cudaStreamCreateWithFlags(st, cudaStreamDefault);
@@ -562,6 +619,12 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st)
 	return put(st, w);
 }
 
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t st, unsigned int flags)
+{
+	(void)flags;
+	return cudaEventRecord(e, st);
+}
+
 cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned int flags)
 {
 	struct fevent *ev = (struct fevent *)e;
@@ -635,9 +698,59 @@ static CUresult fake_wait32(CUstream st, CUdeviceptr addr, cuuint32_t v, unsigne
 		return CUDA_ERROR_NOT_SUPPORTED;
 	if (!(w = item(W_WAIT32)))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	w->addr = (const volatile uint32_t *)(uintptr_t)addr;
+	w->addr = (volatile uint32_t *)(uintptr_t)addr;
 	w->value = v;
 	return put((cudaStream_t)st, w) == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult fake_write32(CUstream st, CUdeviceptr addr, cuuint32_t v, unsigned int flags)
+{
+	struct work *w = item(W_WRITE32);
+
+	(void)flags;
+	if (!w)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	w->addr = (volatile uint32_t *)(uintptr_t)addr;
+	w->value = v;
+	return put((cudaStream_t)st, w) == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* cudaStreamAddCallback's older shape of a host function. */
+struct cb {
+	cudaStreamCallback_t fn;
+	cudaStream_t st;
+	void *data;
+};
+
+static void run_cb(void *arg)
+{
+	struct cb *cb = arg;
+
+	cb->fn(cb->st, cudaSuccess, cb->data);
+	free(cb);
+}
+
+cudaError_t cudaStreamAddCallback(cudaStream_t st, cudaStreamCallback_t fn, void *data,
+				  unsigned int flags)
+{
+	struct cb *cb = malloc(sizeof(*cb));
+	struct work *w = item(W_CALL);
+	cudaError_t e;
+
+	(void)flags;
+	if (!cb || !w) {
+		free(cb);
+		free(w);
+		return cudaErrorMemoryAllocation;
+	}
+	cb->fn = fn;
+	cb->st = st;
+	cb->data = data;
+	w->fn = run_cb;
+	w->arg = cb;
+	if ((e = put(st, w)) != cudaSuccess)
+		free(cb);
+	return e;
 }
 
 /* ---- memory ------------------------------------------------------------------ */
@@ -682,6 +795,42 @@ cudaError_t cudaMallocHost(void **p, size_t size)
 	return host_alloc(p, size);
 }
 
+cudaError_t cudaHostRegister(void *p, size_t size, unsigned int flags)
+{
+	cudaError_t e = cudaErrorMemoryAllocation;
+
+	(void)flags;
+	pthread_mutex_lock(&mu);
+	if (npinned < FAKE_PINNED) {
+		pinned[npinned].base = (uintptr_t)p;
+		pinned[npinned].size = size ? size : 1;
+		npinned++;
+		e = cudaSuccess;
+	}
+	pthread_mutex_unlock(&mu);
+	return e;
+}
+
+static void unpin(void *p)
+{
+	int i;
+
+	pthread_mutex_lock(&mu);
+	for (i = 0; i < npinned && pinned[i].base != (uintptr_t)p; i++)
+		;
+	if (i < npinned)
+		pinned[i] = pinned[--npinned];
+	pthread_mutex_unlock(&mu);
+}
+
+/* As cudaFreeHost: after the device is done with it (or 10 s). */
+cudaError_t cudaHostUnregister(void *p)
+{
+	idle_within(10);
+	unpin(p);
+	return cudaSuccess;
+}
+
 cudaError_t cudaHostGetDevicePointer(void **dp, void *p, unsigned int flags)
 {
 	(void)flags;
@@ -695,8 +844,6 @@ cudaError_t cudaHostGetDevicePointer(void **dp, void *p, unsigned int flags)
  * memory still after 10 s (blocked for good) gets it leaked instead. */
 cudaError_t cudaFreeHost(void *p)
 {
-	int i;
-
 	if (!p)
 		return cudaSuccess;
 	if (!idle_within(10)) {
@@ -704,12 +851,7 @@ cudaError_t cudaFreeHost(void *p)
 				"leaking it\n", p);
 		return cudaSuccess;
 	}
-	pthread_mutex_lock(&mu);
-	for (i = 0; i < npinned && pinned[i].base != (uintptr_t)p; i++)
-		;
-	if (i < npinned)
-		pinned[i] = pinned[--npinned];
-	pthread_mutex_unlock(&mu);
+	unpin(p);
 	free(p);
 	return cudaSuccess;
 }
@@ -828,6 +970,11 @@ cudaError_t cudaGetLastError(void)
 	return cudaSuccess;
 }
 
+cudaError_t cudaPeekAtLastError(void)
+{
+	return cudaSuccess;
+}
+
 const char *cudaGetErrorString(cudaError_t e)
 {
 	return e == cudaSuccess ? "no error" : "fake CUDA error";
@@ -926,6 +1073,7 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char *name, void **fn, unsign
 	      : !strcmp(name, "cuPointerGetAttribute") ? (void *)fake_attr
 	      : !strcmp(name, "cuMemGetAddressRange")  ? (void *)fake_range
 	      : !strcmp(name, "cuStreamWaitValue32")   ? (void *)fake_wait32
+	      : !strcmp(name, "cuStreamWriteValue32")  ? (void *)fake_write32
 						       : NULL;
 	*q = *fn ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
 	return cudaSuccess;
