@@ -176,7 +176,7 @@ static struct {
 } pinned[FAKE_PINNED];
 static int npinned;
 
-/* One lock for the fake's state: allocations, streams, events. */
+/* One lock for pinned memory, streams and events. */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 /* Broadcast whenever a stream finishes an item or an event is reached. */
 static pthread_cond_t progress = PTHREAD_COND_INITIALIZER;
@@ -409,6 +409,12 @@ static cudaError_t put(cudaStream_t st, struct work *w)
 		s->queued++;
 		if (w->ev)
 			w->ev->refs++;
+		/* The generation is taken with the item queued, atomically: a
+		 * record that could not be queued leaves the event as it was. */
+		if (w->kind == W_RECORD)
+			w->gen = ++w->ev->recorded;
+		else if (w->kind == W_WAITEV)
+			w->gen = w->ev->recorded; /* 0 when never recorded: complete */
 		pthread_cond_signal(&s->cv);
 	}
 	pthread_mutex_unlock(&mu);
@@ -435,14 +441,21 @@ static void drain_locked(struct fstream *s)
 		pthread_cond_wait(&progress, &mu);
 }
 
-/* Every stream (all = 1), or the legacy stream and the blocking ones: what
- * a synchronous cudaMemcpy waits for. */
+/* Until every stream (all = 1), or the legacy stream and the blocking ones
+ * (what a synchronous cudaMemcpy waits for), is idle.  The list is scanned
+ * afresh after each wait: a destroyed stream's worker frees it once idle. */
 static void drain_all(int all)
 {
 	pthread_mutex_lock(&mu);
-	for (struct fstream *s = live; s; s = s->next)
-		if (all || !(s->flags & cudaStreamNonBlocking))
-			drain_locked(s);
+	for (;;) {
+		int busy = 0;
+
+		for (struct fstream *s = live; s && !busy; s = s->next)
+			busy = (all || !(s->flags & cudaStreamNonBlocking)) && s->done != s->queued;
+		if (!busy)
+			break;
+		pthread_cond_wait(&progress, &mu);
+	}
 	pthread_mutex_unlock(&mu);
 }
 
@@ -612,9 +625,6 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st)
 
 	if (!w)
 		return cudaErrorMemoryAllocation;
-	pthread_mutex_lock(&mu);
-	w->gen = ++ev->recorded;
-	pthread_mutex_unlock(&mu);
 	w->ev = ev;
 	return put(st, w);
 }
@@ -633,9 +643,6 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned int fla
 	(void)flags;
 	if (!w)
 		return cudaErrorMemoryAllocation;
-	pthread_mutex_lock(&mu);
-	w->gen = ev->recorded; /* 0 when never recorded: already complete */
-	pthread_mutex_unlock(&mu);
 	w->ev = ev;
 	return put(st, w);
 }

@@ -1,9 +1,9 @@
 # p2p-fake.sh - the device p2p protocol (lib/cuda/p2p.c) without a GPU: gpu-conformance's
 # p2p mode linked with tests/gpu/fakecuda.c, "device memory" in one file of /dev/shm that
 # every rank maps at one address, streams that run their work in order on threads of their
-# own (asynchronous, as a GPU's: a call that read or freed before its stream got there
-# fails here).  Checks the rounds, matching, sizes, staging and stream order; the GPU
-# itself (real IPC, copy engines, speed) is tests/gpu/p2p.sh's.
+# own (asynchronous, as a GPU's: a call that reads a buffer before its stream got there
+# gets wrong data here).  Checks the rounds, matching, sizes, staging and stream order;
+# the GPU itself (real IPC, copy engines, speed) is tests/gpu/p2p.sh's.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$top_srcdir/tests/gpu/fakelib.sh"
 
