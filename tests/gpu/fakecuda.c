@@ -46,7 +46,9 @@
  * sees, so receivers cannot map their peers' buffers and ask for the data
  * staged (round 3 of lib/cuda/p2p.c).  FAKECUDA_JITTER_US=N (< 1000000):
  * every stream item starts after a random 0..N us, to shake out work that
- * only happened to be done before the host looked.
+ * only happened to be done before the host looked.  Built with
+ * -fsanitize=thread the region moves (FAKE_BASE), so that ThreadSanitizer
+ * can watch the fake's workers and the library's threads together.
  */
 #include "config.h"
 
@@ -67,7 +69,21 @@
 #include "cuda/kernels.h"
 #include "util/sd.h"
 
+#if defined(__SANITIZE_THREAD__)
+#define FAKE_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define FAKE_TSAN 1
+#endif
+#endif
+#ifdef FAKE_TSAN
+/* ThreadSanitizer's shadow and meta memory take most of the address space
+ * and its mmap drops an address outside the application's ranges: this one
+ * is in the range of modules and stacks (x86-64), below the libraries. */
+#define FAKE_BASE ((uintptr_t)0x7ea000000000ull)
+#else
 #define FAKE_BASE ((uintptr_t)0x6f0000000000ull)
+#endif
 #define FAKE_PER_RANK ((size_t)256 << 20)
 #define FAKE_RANKS 16
 #define FAKE_ALLOCS 4096
