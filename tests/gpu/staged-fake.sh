@@ -5,9 +5,9 @@
 # As tests/gpu/staged.sh on a GPU: the matrix on 2 hosts x 1 rank (flat) and 2 hosts x 2
 # ranks (hierarchical) with a count cut in five chunks of the staging pipeline; stream order
 # with the stream held 300 ms by a host function (a blocking call waits for it, a queued
-# one returns at once); a rank killed mid-job.  The 2 x 2 matrix runs with
-# FAKECUDA_JITTER_US (every stream item starts late by a random few hundred us) to shake
-# out copies that only happened to finish in time.
+# one returns at once); a bad buffer on one rank; device and host memory mixed; a rank
+# killed mid-job.  The 2 x 2 matrix runs with FAKECUDA_JITTER_US (every stream item starts
+# late by a random few hundred us) to shake out copies that only happened to finish in time.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$top_srcdir/tests/gpu/fakelib.sh"
 grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h" || {
@@ -22,6 +22,13 @@ FAKE_SECS=120
 fake staged-2x1 2 CONFORMANCE_PER_HOST=1 -- matrix --quick --large 1048579
 fake staged-2x2 4 CONFORMANCE_PER_HOST=2 FAKECUDA_JITTER_US=200 -- matrix --quick --large 1048579
 FAKE_SECS=60 fake staged-order 2 CONFORMANCE_PER_HOST=1 -- order
+
+# a rank passes a short buffer: it gets SMDDP_EINVAL, the others an error naming it;
+# rank 0 on device memory, rank 1 on host memory: SMDDP_CHECK_COLL says so
+LAUNCH_OPTS="--grace 30" run_fake staged-badbuf 60 2 CONFORMANCE_PER_HOST=1 -- badbuf 1
+expect_faults staged-badbuf "got the right error" 0 1
+run_fake staged-mixed 60 2 CONFORMANCE_PER_HOST=1 SMDDP_CHECK_COLL=1 -- mixed
+expect_faults staged-mixed "got SMDDP_EMISMATCH" 0 1
 
 # a rank dies: the others' next call fails naming it, streams released
 job=fakestaged$$
