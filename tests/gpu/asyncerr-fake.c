@@ -1,9 +1,9 @@
 /* asyncerr-fake.c - failed queued device work, polled and met by a release, without a GPU.
  *
- * Linked with tests/gpu/fakecuda.c, whose sd_cuda_async_error() reports
- * what fakecuda_async_rc and fakecuda_async_msg say, as if queued device
- * work had met it, and whose drain (sd_cuda_collect) meets
- * fakecuda_drain_rc.  One rank: the poller must never write the
+ * Linked with tests/gpu/fakecuda.c and, instead of lib/cuda/proxy.c, the
+ * entry points below: sd_cuda_async_error() reports what fakecuda_async_rc
+ * and fakecuda_async_msg say, as if queued device work had met it, and a
+ * drain (sd_cuda_collect) meets fakecuda_drain_rc.  One rank: the poller must never write the
  * communicator's last error, which belongs to the thread inside a call,
  * and smddp_last_error(comm) must give each thread its own sentence;
  * smddp_comm_release() must return what its drain met, and still free
@@ -18,8 +18,53 @@
 
 #include <smddp/smddp.h>
 
-extern int fakecuda_async_rc, fakecuda_drain_rc;
-extern char fakecuda_async_msg[256];
+#include "cuda/proxy.h"
+
+/* ---- lib/cuda/proxy.c, replaced ----------------------------------------------------
+ * Its entry points as the layers above call them, reporting the error that
+ * this test sets as if queued device work had met it: sd_cuda_async_error
+ * reports fakecuda_async_rc, a drain (sd_cuda_collect(c, 1)) meets
+ * fakecuda_drain_rc.  Defining every one of them keeps the real proxy.o
+ * out of the link. */
+
+static int fakecuda_async_rc, fakecuda_drain_rc;
+static char fakecuda_async_msg[256];
+
+int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
+{
+	(void)k;
+	return sd_comm_error(c, SMDDP_EUNSUPPORTED, "no device collectives in asyncerr-fake");
+}
+
+int sd_cuda_collect(struct smddp_comm *c, int drain)
+{
+	if (!drain || !fakecuda_drain_rc)
+		return 0;
+	c->failed = fakecuda_drain_rc;
+	snprintf(c->last_error, sizeof(c->last_error), "%s", fakecuda_async_msg);
+	return fakecuda_drain_rc;
+}
+
+int sd_cuda_async_error(struct smddp_comm *c, struct sd_err *err)
+{
+	(void)c;
+	if (fakecuda_async_rc)
+		sd_err_set(err, fakecuda_async_rc, "%s", fakecuda_async_msg);
+	return fakecuda_async_rc;
+}
+
+int sd_cuda_state(struct smddp_comm *c, int dev, struct sd_cuda **out)
+{
+	(void)c;
+	(void)dev;
+	(void)out;
+	return SMDDP_EUNSUPPORTED;
+}
+
+void sd_cuda_comm_free(struct smddp_comm *c)
+{
+	(void)c;
+}
 
 #define ROUNDS 20000
 

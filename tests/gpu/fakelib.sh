@@ -1,0 +1,72 @@
+# tests/gpu/fakelib.sh - helpers of the tests on tests/gpu/fakecuda.c (sourced): skip without a CUDA build,
+# the fake's "device memory" file, one bounded run per case.
+set -u
+: "${top_builddir:?top_builddir is not set: run me through make check}"
+: "${top_srcdir:?top_srcdir is not set: run me through make check}"
+PROG=$top_builddir/tests/gpu/p2p-fake
+RUN=$top_builddir/cmd/smddp-run
+if [ ! -x "$PROG" ]; then
+	echo "SKIP: built without CUDA (configure --with-cuda builds the fake too)"
+	exit 77
+fi
+FAIL_GOES_ON=1
+. "$top_srcdir/tests/lib.sh"
+TDIR=$(mktemp -d "${TMPDIR:-/tmp}/smddp-fake.XXXXXX")
+# Every rank maps this file at one address; made afresh for each case.
+export FAKECUDA_FILE=/dev/shm/smddp-fakecuda-$$
+trap 'rm -rf "$TDIR"; rm -f "$FAKECUDA_FILE"' EXIT
+export SMDDP_TIMEOUT=60
+
+# run_fake NAME SECONDS NRANKS [ENV=VALUE...] -- ARGS...: output in $TDIR/NAME.out, status
+# in $status.  LAUNCH_OPTS: more smddp-run options; GPU_WRAP: a command that runs the
+# program (tests/net/fakehost.sh).
+run_fake() {
+	local name=$1 secs=$2 n=$3 envs args t0
+	shift 3
+	split_envs "$@"
+	rm -f "$FAKECUDA_FILE"
+	t0=$(now)
+	timeout -k 5 $((secs + 20)) env ${envs[@]+"${envs[@]}"} "$RUN" -n "$n" --timeout "$secs" \
+		${LAUNCH_OPTS:-} ${GPU_WRAP:-} "$PROG" "${args[@]}" >"$TDIR/$name.out" 2>&1
+	status=$?
+	echo "--- $name: $n ranks: p2p-fake ${args[*]} -> exit $status ($(since "$t0") s)"
+	sed 's/^/    /' "$TDIR/$name.out"
+	rm -f "$FAKECUDA_FILE"
+}
+
+# expect_summary NAME NRANKS: every rank printed a clean SUMMARY and the job exited 0
+expect_summary() {
+	local s
+	s=$(grep -c "SUMMARY rank [0-9]* of $2: [0-9]* passed, 0 failed" "$TDIR/$1.out")
+	if [ "$status" -eq 0 ] && [ "$s" -eq "$2" ]; then
+		pass "$1: every one of $2 ranks passed"
+	else
+		fail "$1: exit $status, $s of $2 ranks printed a clean summary"
+	fi
+}
+
+# fake NAME NRANKS [ENV=VALUE...] -- ARGS...: run_fake within FAKE_SECS (180), expect_summary
+fake() {
+	local name=$1 n=$2
+	shift 2
+	run_fake "$name" "${FAKE_SECS:-180}" "$n" "$@"
+	expect_summary "$name" "$n"
+}
+
+# expect_faults NAME WHAT RANK...: each RANK printed a FAULT-OK line, nobody FAULT-BAD
+expect_faults() {
+	local name=$1 what=$2 r
+	shift 2
+	for r in "$@"; do
+		grep -q "FAULT-OK rank=$r " "$TDIR/$name.out" && pass "$name: rank $r $what" ||
+			fail "$name: rank $r did not report: $what"
+	done
+	! grep -q FAULT-BAD "$TDIR/$name.out" || fail "$(grep FAULT-BAD "$TDIR/$name.out" | head -3)"
+}
+
+# expect_no_leftovers JOB: nothing of SMDDP_JOB_ID JOB in /dev/shm
+expect_no_leftovers() {
+	if ls /dev/shm | grep -q "smddp-$1"; then
+		fail "left behind: $(ls /dev/shm | grep "smddp-$1")"
+	fi
+}

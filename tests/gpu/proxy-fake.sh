@@ -1,0 +1,28 @@
+# proxy-fake.sh - device collectives on one node (lib/cuda/proxy.c, move.c) without a GPU:
+# gpu-conformance linked with tests/gpu/fakecuda.c, whose kernels are host copies and
+# sd_reduce() queued on the fake's asynchronous streams.  Both modes of SMDDP_CUDA_ASYNC:
+# blocking (auto, as ranks share the one fake GPU) and queue-and-return (1: the user's
+# stream waits on the release word through cuStreamWaitValue32, the proxy thread does the
+# call).  The matrix, stream order with the stream held 300 ms, a mismatch and a dead rank;
+# timing and the GPU itself are tests/gpu/*.sh's.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "$top_srcdir/tests/gpu/fakelib.sh"
+FAKE_SECS=120
+
+fake node-n2 2 -- matrix --quick
+fake node-n3-queued 3 SMDDP_CUDA_ASYNC=1 FAKECUDA_JITTER_US=200 -- matrix --quick
+FAKE_SECS=60
+fake order-n2 2 -- order
+fake order-n2-queued 2 SMDDP_CUDA_ASYNC=1 -- order
+fake errors-n2-queued 2 SMDDP_CUDA_ASYNC=1 -- errors
+
+job=fakeproxy$$
+export SMDDP_TIMEOUT=30
+LAUNCH_OPTS="--grace 30" run_fake mismatch-queued 60 3 SMDDP_CUDA_ASYNC=1 SMDDP_JOB_ID=${job}m \
+	-- mismatch
+expect_faults mismatch-queued "was told of the mismatch" 0 1 2
+LAUNCH_OPTS="--grace 30" run_fake dead-queued 60 4 SMDDP_CUDA_ASYNC=1 SMDDP_JOB_ID=${job}d -- dead 1
+expect_faults dead-queued "saw the dead peer" 0 2 3
+[ "$status" -ne 0 ] || fail "dead-queued: smddp-run exited 0 although a rank was killed"
+expect_no_leftovers "$job"
+finish

@@ -1,0 +1,50 @@
+# staged-fake.sh - device collectives between "hosts" (lib/cuda/staged.c) without a GPU:
+# gpu-conformance linked with tests/gpu/fakecuda.c, ranks told they are on different hosts
+# (SMDDP_HOSTID, tests/net/fakehost.sh), so that every call is staged through host memory
+# by the fake's asynchronous streams and moved by libfabric's tcp provider on loopback.
+# As tests/gpu/staged.sh on a GPU: the matrix on 2 hosts x 1 rank (flat) and 2 hosts x 2
+# ranks (hierarchical) with a count cut in five chunks of the staging pipeline, queued
+# (auto) and blocking (SMDDP_CUDA_ASYNC=0); stream order with the stream held 300 ms by a
+# host function (a blocking call waits for it, a queued one returns at once); a bad buffer
+# on one rank; device and host memory mixed; a rank killed mid-job, beside a peer of its
+# host and alone on its host.  The 2 x 2 matrix runs with FAKECUDA_JITTER_US (every stream item starts
+# late by a random few hundred us) to shake out copies that only happened to finish in time.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "$top_srcdir/tests/gpu/fakelib.sh"
+grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h" || {
+	echo "SKIP: built without libfabric"
+	exit 77
+}
+export SMDDP_FABRIC_PROVIDER=tcp
+GPU_WRAP="/bin/sh $top_srcdir/tests/net/fakehost.sh"
+FAKE_SECS=120
+
+# float32 1048579: five chunks of the staged pipeline (the last of 3 elements)
+fake staged-2x1 2 CONFORMANCE_PER_HOST=1 -- matrix --quick --large 1048579
+fake staged-2x2 4 CONFORMANCE_PER_HOST=2 FAKECUDA_JITTER_US=200 -- matrix --quick --large 1048579
+FAKE_SECS=60 fake staged-order 2 CONFORMANCE_PER_HOST=1 -- order
+# the blocking mode (the calling thread runs the host part, returns when done)
+fake staged-block-2x1 2 CONFORMANCE_PER_HOST=1 SMDDP_CUDA_ASYNC=0 -- matrix --quick --large 1048579
+FAKE_SECS=60 fake staged-block-order 2 CONFORMANCE_PER_HOST=1 SMDDP_CUDA_ASYNC=0 -- order
+
+# a rank passes a short buffer: it gets SMDDP_EINVAL, the others an error naming it;
+# rank 0 on device memory, rank 1 on host memory: SMDDP_CHECK_COLL says so
+LAUNCH_OPTS="--grace 30" run_fake staged-badbuf 60 2 CONFORMANCE_PER_HOST=1 -- badbuf 1
+expect_faults staged-badbuf "got the right error" 0 1
+run_fake staged-mixed 60 2 CONFORMANCE_PER_HOST=1 SMDDP_CHECK_COLL=1 -- mixed
+expect_faults staged-mixed "got SMDDP_EMISMATCH" 0 1
+
+# a rank dies: the others' next call fails naming it, streams released
+job=fakestaged$$
+LAUNCH_OPTS="--grace 30" run_fake staged-dead 60 4 CONFORMANCE_PER_HOST=2 SMDDP_TIMEOUT=30 \
+	SMDDP_JOB_ID=$job -- dead 1
+expect_faults staged-dead "saw the dead peer" 0 2 3
+[ "$status" -ne 0 ] || fail "staged-dead: smddp-run exited 0 although a rank was killed"
+expect_no_leftovers "$job"
+# ... and when the dead rank is alone on its host: only the fabric can tell
+job=fakestaged1$$
+LAUNCH_OPTS="--grace 30" run_fake staged-dead-2x1 60 2 CONFORMANCE_PER_HOST=1 SMDDP_TIMEOUT=30 \
+	SMDDP_JOB_ID=$job -- dead 1
+expect_faults staged-dead-2x1 "saw the dead peer" 0
+expect_no_leftovers "$job"
+finish
