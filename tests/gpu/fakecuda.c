@@ -46,7 +46,13 @@
  * sees, so receivers cannot map their peers' buffers and ask for the data
  * staged (round 3 of lib/cuda/p2p.c).  FAKECUDA_JITTER_US=N (< 1000000):
  * every stream item starts after a random 0..N us, to shake out work that
- * only happened to be done before the host looked.  Built with
+ * only happened to be done before the host looked.
+ * FAKECUDA_CONNECTIONS=N (1..32): the process has N hardware queues, as a
+ * GPU gives a context a few (CUDA_DEVICE_MAX_CONNECTIONS) and MPS clients
+ * share a pool: stream k's items also wait for every item queued before
+ * them on queue k % N (the legacy stream is on queue 0), by any stream.
+ * A stream held by a wait then holds back the other streams of its queue:
+ * the false dependencies that a real GPU may or may not show.  Built with
  * -fsanitize=thread the region moves (FAKE_BASE), so that ThreadSanitizer
  * can watch the fake's workers and the library's threads together.
  */
@@ -266,7 +272,25 @@ struct work {
 	uint32_t value;
 	void (*fn)(void *);
 	void *arg;
+	int conn;      /* FAKECUDA_CONNECTIONS: its hardware queue, */
+	uint64_t cseq; /* ... and its place there */
 };
+
+/* FAKECUDA_CONNECTIONS=N (see the top): N hardware queues; stream k's work
+ * goes through queue k % N, in the order it was queued. */
+#define FAKE_MAX_CONN 32
+static int nconn = -1;
+static uint64_t conn_queued[FAKE_MAX_CONN], conn_done[FAKE_MAX_CONN];
+static int nstreams;
+
+/* Under mu, before the first item or stream. */
+static void conn_init(void)
+{
+	if (nconn < 0) {
+		nconn = env_int("FAKECUDA_CONNECTIONS", 0);
+		nconn = nconn > FAKE_MAX_CONN ? FAKE_MAX_CONN : nconn < 0 ? 0 : nconn;
+	}
+}
 
 struct fstream {
 	struct fstream *next; /* the live streams */
@@ -274,6 +298,7 @@ struct fstream {
 	uint64_t queued, done;
 	unsigned int flags;
 	int started, dying;
+	int conn; /* its hardware queue (FAKECUDA_CONNECTIONS) */
 	pthread_cond_t cv; /* to the worker: work, or destroyed */
 };
 
@@ -366,6 +391,10 @@ static void *worker(void *arg)
 			break;
 		struct work *w = s->head;
 
+		/* Its turn in its hardware queue: behind whatever any stream
+		 * of that queue put there before. */
+		while (nconn > 0 && conn_done[w->conn] != w->cseq)
+			pthread_cond_wait(&progress, &mu);
 		pthread_mutex_unlock(&mu);
 		if (jitter > 0) {
 			struct timespec ts = {0, (long)(rand_r(&seed) % (unsigned int)jitter) * 1000L};
@@ -380,6 +409,8 @@ static void *worker(void *arg)
 		if (!s->head)
 			s->tail = NULL;
 		s->done++;
+		if (nconn > 0)
+			conn_done[w->conn]++;
 		pthread_cond_broadcast(&progress);
 		free(w);
 	}
@@ -423,6 +454,11 @@ static cudaError_t put(cudaStream_t st, struct work *w)
 			s->head = w;
 		s->tail = w;
 		s->queued++;
+		conn_init();
+		if (nconn > 0) {
+			w->conn = s->conn;
+			w->cseq = conn_queued[s->conn]++;
+		}
 		if (w->ev)
 			w->ev->refs++;
 		/* The generation is taken with the item queued, atomically: a
@@ -521,6 +557,9 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned int flags)
 	s->flags = flags;
 	pthread_cond_init(&s->cv, NULL);
 	pthread_mutex_lock(&mu);
+	conn_init();
+	/* Round robin, the legacy stream (queue 0) counted first. */
+	s->conn = nconn > 0 ? ++nstreams % nconn : 0;
 	s->next = live;
 	live = s;
 	pthread_mutex_unlock(&mu);

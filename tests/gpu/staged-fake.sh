@@ -7,7 +7,7 @@
 # (auto) and blocking (SMDDP_CUDA_ASYNC=0); stream order with the stream held 300 ms by a
 # host function (a blocking call waits for it, a queued one returns at once); a bad buffer
 # on one rank; device and host memory mixed; a rank killed mid-job, beside a peer of its
-# host and alone on its host.  The 2 x 2 matrix runs with FAKECUDA_JITTER_US (every stream item starts
+# host and alone on its host; all of a process's streams in one hardware queue.  The 2 x 2 matrix runs with FAKECUDA_JITTER_US (every stream item starts
 # late by a random few hundred us) to shake out copies that only happened to finish in time.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$top_srcdir/tests/gpu/fakelib.sh"
@@ -23,6 +23,11 @@ FAKE_SECS=120
 fake staged-2x1 2 CONFORMANCE_PER_HOST=1 -- matrix --quick --large 1048579
 fake staged-2x2 4 CONFORMANCE_PER_HOST=2 FAKECUDA_JITTER_US=200 -- matrix --quick --large 1048579
 FAKE_SECS=60 fake staged-order 2 CONFORMANCE_PER_HOST=1 -- order
+# one hardware queue for all of a process's streams (FAKECUDA_CONNECTIONS=1): a
+# stream held by a wait holds back every other; the staged path queues all its work on
+# the caller's stream, so it must not care
+FAKE_SECS=60 fake staged-1queue-order 2 CONFORMANCE_PER_HOST=1 FAKECUDA_CONNECTIONS=1 -- order
+fake staged-1queue-2x2 4 CONFORMANCE_PER_HOST=2 FAKECUDA_CONNECTIONS=1 -- matrix --small
 # the blocking mode (the calling thread runs the host part, returns when done)
 fake staged-block-2x1 2 CONFORMANCE_PER_HOST=1 SMDDP_CUDA_ASYNC=0 -- matrix --quick --large 1048579
 FAKE_SECS=60 fake staged-block-order 2 CONFORMANCE_PER_HOST=1 SMDDP_CUDA_ASYNC=0 -- order
