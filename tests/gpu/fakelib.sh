@@ -1,9 +1,10 @@
 # tests/gpu/fakelib.sh - helpers of the tests on tests/gpu/fakecuda.c (sourced): skip without a CUDA build,
-# the fake's "device memory" file, one bounded run per case.
+# the fake's "device memory" file, one bounded run per case.  PROG: the program (default
+# tests/gpu/p2p-fake).
 set -u
 : "${top_builddir:?top_builddir is not set: run me through make check}"
 : "${top_srcdir:?top_srcdir is not set: run me through make check}"
-PROG=$top_builddir/tests/gpu/p2p-fake
+PROG=${PROG:-$top_builddir/tests/gpu/p2p-fake}
 RUN=$top_builddir/cmd/smddp-run
 if [ ! -x "$PROG" ]; then
 	echo "SKIP: built without CUDA (configure --with-cuda builds the fake too)"
