@@ -48,6 +48,8 @@ struct sd_net {
 	char abort_out[ABORT_MSG];
 	struct sd_freq *abort_sends;
 	int aborted;
+	int abort_asked;         /* sd_net_ask_abort: the code, read by check_news */
+	char asked_why[ABORT_MSG];
 	struct sd_coll_desc *descs;
 	int desc_pending;
 	int p2p;                 /* a batch of sends and receives waits (messages) */

@@ -39,6 +39,10 @@ static int check_news(struct smddp_comm *c)
 	char err[512];
 	int who = -1, rc;
 
+	int asked = __atomic_load_n(&n->abort_asked, __ATOMIC_ACQUIRE);
+
+	if (asked)
+		return sd_comm_error(c, asked, "%s", n->asked_why);
 	if (n->abort_req.done && !n->abort_req.err) {
 		/* A rank that left after a failure of its own passes that
 		 * failure on (its code first, then its words); one that called
@@ -670,6 +674,22 @@ void sd_net_get_desc(struct smddp_comm *c, int r, void *desc, size_t len)
 
 /* Tell every peer, best effort: the notice is posted to all, then progress
  * runs a little so that it leaves before the endpoint closes. */
+void sd_net_ask_abort(struct smddp_comm *c)
+{
+	struct sd_net *n = c->net;
+
+	if (!n || __atomic_load_n(&n->abort_asked, __ATOMIC_ACQUIRE))
+		return;
+	snprintf(n->asked_why, sizeof(n->asked_why), "%s",
+		 c->failed && c->last_error[0] ? c->last_error
+					       : "this rank aborted the communicator");
+	__atomic_store_n(&n->abort_asked, c->failed ? c->failed : SMDDP_EABORTED, __ATOMIC_RELEASE);
+	/* Shared memory takes an abort from any thread: a call waiting
+	 * inside the host ends now, not at its next look at the fabric. */
+	if (n->node && n->node->tp_state)
+		n->node->tp->abort(n->node);
+}
+
 void sd_net_abort(struct smddp_comm *c)
 {
 	struct sd_net *n = c->net;

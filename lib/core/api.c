@@ -273,7 +273,7 @@ int sd_api_leave(struct smddp_comm *c, int rc)
 		/* Tell the peers now, with the reason, rather than when the
 		 * communicator is destroyed: they then report the root cause,
 		 * not this rank's later exit. */
-		c->tp->abort(c);
+		sd_cuda_abort(c);
 	}
 	if (fresh)
 		sd_trace_failed(c, rc);

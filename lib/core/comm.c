@@ -729,8 +729,10 @@ SD_EXPORT int smddp_comm_destroy(struct smddp_comm *comm)
 		comm->failed = rc;
 		sd_trace_failed(comm, rc);
 	}
-	if (comm->failed)
+	if (comm->failed) {
+		sd_cuda_stop(comm);
 		comm->tp->abort(comm);
+	}
 	comm_free(comm, rc == SMDDP_OK && !comm->failed);
 	return rc;
 }
@@ -766,6 +768,9 @@ SD_EXPORT int smddp_comm_abort(struct smddp_comm *comm)
 {
 	if (!comm)
 		return SMDDP_EINVAL;
+	/* The GPU proxy first (its call fails at once): the transport and the
+	 * bootstrap are then this thread's alone. */
+	sd_cuda_stop(comm);
 	if (comm->tp_state || comm->net)
 		comm->tp->abort(comm);
 	if (comm->boot) {

@@ -51,10 +51,21 @@ int sd_cuda_collect(struct smddp_comm *c, int drain);
 /* Any thread: the error a queued call met (sticky or one-off), 0 when none,
  * with its sentence copied into err; nothing is consumed. */
 int sd_cuda_async_error(struct smddp_comm *c, struct sd_err *err);
+/* Host thread: c has failed (c->failed, c->last_error): tell the peers
+ * through the transport, now or, while the GPU proxy may be inside a call
+ * between hosts (whose endpoint is one thread's), through the proxy. */
+void sd_cuda_abort(struct smddp_comm *c);
+/* Host thread, smddp_comm_abort: sd_cuda_abort, then the proxy stopped and
+ * joined (its call fails at once), so that the caller may use the
+ * transport and the bootstrap itself. */
+void sd_cuda_stop(struct smddp_comm *c);
 /* comm_free(): stops the proxy (releasing every waiting stream), waits
  * briefly for the streams to pass their waits, frees everything. */
 void sd_cuda_comm_free(struct smddp_comm *c);
 #else
+#include "base/comm-types.h"
+#include "transport/transport.h"
+
 static inline int sd_cuda_collect(struct smddp_comm *c, int drain)
 {
 	(void)c;
@@ -68,6 +79,14 @@ static inline int sd_cuda_async_error(struct smddp_comm *c, struct sd_err *err)
 	return 0;
 }
 static inline void sd_cuda_comm_free(struct smddp_comm *c)
+{
+	(void)c;
+}
+static inline void sd_cuda_abort(struct smddp_comm *c)
+{
+	c->tp->abort(c);
+}
+static inline void sd_cuda_stop(struct smddp_comm *c)
 {
 	(void)c;
 }

@@ -234,6 +234,27 @@ int sd_cuda_wait(cudaError_t (*query)(void *), void *obj, uint64_t timeout_ns, c
 	return sd_wait(&w);
 }
 
+struct word_wait {
+	const volatile uint32_t *w;
+	uint32_t t;
+};
+
+static cudaError_t q_word(void *arg)
+{
+	const struct word_wait *ww = arg;
+
+	return (int32_t)(__atomic_load_n(ww->w, __ATOMIC_ACQUIRE) - ww->t) >= 0 ? cudaSuccess
+										: cudaErrorNotReady;
+}
+
+int sd_cuda_wait_word(const volatile uint32_t *w, uint32_t t, uint64_t timeout_ns, const int *stop)
+{
+	struct word_wait ww = {w, t};
+	cudaError_t e = cudaSuccess;
+
+	return sd_cuda_wait(q_word, &ww, timeout_ns, stop, &e);
+}
+
 cudaError_t sd_cuda_q_event(void *e)
 {
 	return cudaEventQuery((cudaEvent_t)e);

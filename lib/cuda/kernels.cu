@@ -117,7 +117,7 @@ __device__ __forceinline__ void reduce_one(const kargs &a, size_t i)
 }
 
 template <typename Tr, int OP>
-__global__ void __launch_bounds__(THREADS) k_reduce(const kargs a)
+__device__ __forceinline__ void reduce_body(const kargs &a)
 {
 	typedef typename Tr::S S;
 	typedef typename Tr::A A;
@@ -184,6 +184,75 @@ __global__ void __launch_bounds__(THREADS) k_reduce(const kargs a)
 	}
 }
 
+template <typename Tr, int OP>
+__global__ void __launch_bounds__(THREADS) k_reduce(const kargs a)
+{
+	reduce_body<Tr, OP>(a);
+}
+
+/* Scalar head and 16-byte vectors of a, where every pointer shares one
+ * alignment modulo 16 (else all scalar). */
+template <typename Tr>
+__host__ __device__ __forceinline__ void split_vectors(kargs &a)
+{
+	constexpr size_t es = sizeof(typename Tr::S);
+	uintptr_t mis = (uintptr_t)a.src[0] & 15;
+	int same = 1;
+
+	for (int s = 0; s < a.nsrc; s++)
+		same &= ((uintptr_t)a.src[s] & 15) == mis;
+	for (int d = 0; d < a.ndst; d++)
+		same &= ((uintptr_t)a.dst[d] & 15) == mis;
+	if (same && mis % es == 0) {
+		a.head = ((16 - mis) & 15) / es;
+		if (a.head > a.count)
+			a.head = a.count;
+		a.nvec = (a.count - a.head) / (16 / es);
+	} else {
+		a.head = a.count;
+		a.nvec = 0;
+	}
+}
+
+/* The arguments read when the kernel runs: task blockIdx.y of tasks, in
+ * pinned host memory that the proxy fills before it lets the stream reach
+ * the launch (proxy.c).  The block's threads fetch it word by word, in one
+ * round trip over the bus, into shared memory. */
+template <typename Tr, int OP>
+__global__ void __launch_bounds__(THREADS) k_reduce_at(const struct sd_cuda_kargs *tasks)
+{
+	constexpr int W = sizeof(struct sd_cuda_kargs) / sizeof(unsigned long long);
+	static_assert(sizeof(struct sd_cuda_kargs) % sizeof(unsigned long long) == 0, "words");
+	static_assert(W <= THREADS, "one word per thread");
+	__shared__ unsigned long long raw[W];
+	__shared__ kargs a;
+	const volatile unsigned long long *from =
+		(const volatile unsigned long long *)(tasks + blockIdx.y);
+
+	if (threadIdx.x < W)
+		raw[threadIdx.x] = from[threadIdx.x];
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		const struct sd_cuda_kargs *t = (const struct sd_cuda_kargs *)raw;
+		int ok = t->nsrc >= 1 && t->nsrc <= SD_CUDA_MAX_RANKS && t->ndst >= 1 &&
+			 t->ndst <= SD_CUDA_MAX_RANKS;
+
+		a.nsrc = ok ? t->nsrc : 0;
+		a.ndst = ok ? t->ndst : 0;
+		a.count = ok ? t->count : 0;
+		a.div = t->div < 1 ? 1 : t->div;
+		for (int i = 0; i < a.nsrc; i++)
+			a.src[i] = (const char *)t->src[i];
+		for (int i = 0; i < a.ndst; i++)
+			a.dst[i] = (char *)t->dst[i];
+		if (a.count)
+			split_vectors<Tr>(a);
+	}
+	__syncthreads();
+	if (a.count)
+		reduce_body<Tr, OP>(a);
+}
+
 /* ---- copies: npairs of (src, dst), blockIdx.y picks the pair --------------- */
 
 struct pargs {
@@ -192,23 +261,21 @@ struct pargs {
 	size_t bytes;
 };
 
-__global__ void __launch_bounds__(THREADS) k_copy_pairs(const pargs a)
+__device__ __forceinline__ void copy_body(const char *s, char *d, size_t bytes)
 {
-	const char *s = a.src[blockIdx.y];
-	char *d = a.dst[blockIdx.y];
 	const size_t nthreads = (size_t)gridDim.x * blockDim.x;
 	const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
 	size_t head = 0, nvec = 0;
 
 	if ((((uintptr_t)s ^ (uintptr_t)d) & 15) == 0) {
 		head = (16 - ((uintptr_t)s & 15)) & 15;
-		if (head > a.bytes)
-			head = a.bytes;
-		nvec = (a.bytes - head) / 16;
+		if (head > bytes)
+			head = bytes;
+		nvec = (bytes - head) / 16;
 	} else {
-		head = a.bytes;
+		head = bytes;
 	}
-	const size_t body_end = head + nvec * 16, nscalar = head + (a.bytes - body_end);
+	const size_t body_end = head + nvec * 16, nscalar = head + (bytes - body_end);
 
 	for (size_t k = tid; k < nscalar; k += nthreads) {
 		const size_t i = k < head ? k : body_end + (k - head);
@@ -232,6 +299,34 @@ __global__ void __launch_bounds__(THREADS) k_copy_pairs(const pargs a)
 				__stcs(vd + j, v[u]);
 		}
 	}
+}
+
+__global__ void __launch_bounds__(THREADS) k_copy_pairs(const pargs a)
+{
+	copy_body(a.src[blockIdx.y], a.dst[blockIdx.y], a.bytes);
+}
+
+/* Pair blockIdx.y of group blockIdx.z, read when the kernel runs (as
+ * k_reduce_at); pairs past a group's npairs do nothing. */
+__global__ void __launch_bounds__(THREADS) k_copy_pairs_at(const struct sd_cuda_kpairs *groups)
+{
+	__shared__ const char *s;
+	__shared__ char *d;
+	__shared__ size_t bytes;
+	__shared__ int npairs;
+	const volatile struct sd_cuda_kpairs *g = groups + blockIdx.z;
+
+	if (threadIdx.x == 0)
+		npairs = g->npairs;
+	else if (threadIdx.x == 1)
+		bytes = g->bytes;
+	else if (threadIdx.x == 2)
+		s = (const char *)g->src[blockIdx.y];
+	else if (threadIdx.x == 3)
+		d = (char *)g->dst[blockIdx.y];
+	__syncthreads();
+	if ((int)blockIdx.y < npairs && bytes)
+		copy_body(s, d, bytes);
 }
 
 /* ---- launch ------------------------------------------------------------- */
@@ -265,26 +360,39 @@ static unsigned grid_for(size_t work_threads, int max_blocks)
 template <typename Tr, int OP>
 static int launch(kargs &a, cudaStream_t st, int max_blocks)
 {
-	constexpr size_t es = sizeof(typename Tr::S);
-	uintptr_t mis = (uintptr_t)a.src[0] & 15;
-	int same = 1;
-
-	for (int s = 0; s < a.nsrc; s++)
-		same &= ((uintptr_t)a.src[s] & 15) == mis;
-	for (int d = 0; d < a.ndst; d++)
-		same &= ((uintptr_t)a.dst[d] & 15) == mis;
-	if (same && mis % es == 0) {
-		a.head = ((16 - mis) & 15) / es;
-		if (a.head > a.count)
-			a.head = a.count;
-		a.nvec = (a.count - a.head) / (16 / es);
-	} else {
-		a.head = a.count;
-		a.nvec = 0;
-	}
+	split_vectors<Tr>(a);
 	size_t work = a.nvec ? (a.nvec + UNROLL - 1) / UNROLL : a.count;
 	k_reduce<Tr, OP><<<grid_for(work, max_blocks), THREADS, 0, st>>>(a);
 	return (int)cudaGetLastError();
+}
+
+/* ntasks tasks of up to max_count elements each, the blocks shared out. */
+template <typename Tr, int OP>
+static int launch_at(const struct sd_cuda_kargs *tasks, int ntasks, size_t max_count,
+		     cudaStream_t st, int max_blocks)
+{
+	constexpr size_t es = sizeof(typename Tr::S);
+	size_t nvec = max_count / (16 / es);
+	size_t work = nvec ? (nvec + UNROLL - 1) / UNROLL : max_count;
+	int cap = max_blocks > 0 ? max_blocks : sm_count() * 4;
+	dim3 grid(grid_for(work, (cap + ntasks - 1) / ntasks), (unsigned)ntasks);
+
+	k_reduce_at<Tr, OP><<<grid, THREADS, 0, st>>>(tasks);
+	return (int)cudaGetLastError();
+}
+
+template <typename Tr>
+static int launch_op_at(const struct sd_cuda_kargs *t, int n, size_t max, int op, cudaStream_t st,
+			int mb)
+{
+	switch (op) {
+	case SMDDP_SUM: return launch_at<Tr, SMDDP_SUM>(t, n, max, st, mb);
+	case SMDDP_PROD: return launch_at<Tr, SMDDP_PROD>(t, n, max, st, mb);
+	case SMDDP_MIN: return launch_at<Tr, SMDDP_MIN>(t, n, max, st, mb);
+	case SMDDP_MAX: return launch_at<Tr, SMDDP_MAX>(t, n, max, st, mb);
+	case SMDDP_AVG: return launch_at<Tr, SMDDP_AVG>(t, n, max, st, mb);
+	default: return (int)cudaErrorInvalidValue;
+	}
 }
 
 template <typename Tr>
@@ -348,6 +456,11 @@ static cudaError_t load_ops()
 	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce<Tr, SMDDP_MIN>);
 	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce<Tr, SMDDP_MAX>);
 	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce<Tr, SMDDP_AVG>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce_at<Tr, SMDDP_SUM>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce_at<Tr, SMDDP_PROD>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce_at<Tr, SMDDP_MIN>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce_at<Tr, SMDDP_MAX>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce_at<Tr, SMDDP_AVG>);
 	return e;
 }
 
@@ -355,6 +468,8 @@ extern "C" int sd_cuda_kernels_load(void)
 {
 	cudaFuncAttributes fa;
 	cudaError_t e = cudaFuncGetAttributes(&fa, k_copy_pairs);
+
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_copy_pairs_at);
 
 	if (e == cudaSuccess) e = load_ops<int_traits<int8_t, uint8_t>>();
 	if (e == cudaSuccess) e = load_ops<int_traits<uint8_t, uint8_t>>();
@@ -388,5 +503,49 @@ extern "C" int sd_cuda_kernel_copy_pairs(const void *const *src, void *const *ds
 	int per = (cap + npairs - 1) / npairs;
 	dim3 grid(grid_for((bytes / 16 + UNROLL - 1) / UNROLL + 1, per), (unsigned)npairs);
 	k_copy_pairs<<<grid, THREADS, 0, (cudaStream_t)stream>>>(a);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int sd_cuda_kernel_reduce_at(const struct sd_cuda_kargs *tasks, int ntasks,
+					size_t max_count, int dtype, int op, void *stream,
+					int max_blocks)
+{
+	cudaStream_t st = (cudaStream_t)stream;
+	const struct sd_cuda_kargs *t = tasks;
+	int n = ntasks, mb = max_blocks;
+	size_t max = max_count;
+
+	if (ntasks < 1 || ntasks > SD_CUDA_MAX_RANKS)
+		return (int)cudaErrorInvalidValue;
+	if (max_count == 0)
+		return 0;
+	switch (dtype) {
+	case SMDDP_INT8: return launch_op_at<int_traits<int8_t, uint8_t>>(t, n, max, op, st, mb);
+	case SMDDP_UINT8: return launch_op_at<int_traits<uint8_t, uint8_t>>(t, n, max, op, st, mb);
+	case SMDDP_INT32: return launch_op_at<int_traits<int32_t, uint32_t>>(t, n, max, op, st, mb);
+	case SMDDP_UINT32: return launch_op_at<int_traits<uint32_t, uint32_t>>(t, n, max, op, st, mb);
+	case SMDDP_INT64: return launch_op_at<int_traits<int64_t, uint64_t>>(t, n, max, op, st, mb);
+	case SMDDP_UINT64: return launch_op_at<int_traits<uint64_t, uint64_t>>(t, n, max, op, st, mb);
+	case SMDDP_FLOAT16: return launch_op_at<half_traits>(t, n, max, op, st, mb);
+	case SMDDP_BFLOAT16: return launch_op_at<bf16_traits>(t, n, max, op, st, mb);
+	case SMDDP_FLOAT32: return launch_op_at<float_traits<float>>(t, n, max, op, st, mb);
+	case SMDDP_FLOAT64: return launch_op_at<float_traits<double>>(t, n, max, op, st, mb);
+	default: return (int)cudaErrorInvalidValue;
+	}
+}
+
+extern "C" int sd_cuda_kernel_pairs_at(const struct sd_cuda_kpairs *groups, int ngroups,
+				       int max_pairs, size_t max_bytes, void *stream,
+				       int max_blocks)
+{
+	if (ngroups < 1 || max_pairs < 1 || max_pairs > SD_CUDA_MAX_RANKS)
+		return (int)cudaErrorInvalidValue;
+	if (max_bytes == 0)
+		return 0;
+	int cap = max_blocks > 0 ? max_blocks : sm_count() * 4;
+	int per = (cap + max_pairs * ngroups - 1) / (max_pairs * ngroups);
+	dim3 grid(grid_for((max_bytes / 16 + UNROLL - 1) / UNROLL + 1, per), (unsigned)max_pairs,
+		  (unsigned)ngroups);
+	k_copy_pairs_at<<<grid, THREADS, 0, (cudaStream_t)stream>>>(groups);
 	return (int)cudaGetLastError();
 }

@@ -29,6 +29,15 @@ struct sd_cuda_kargs {
 	void *dst[SD_CUDA_MAX_RANKS];
 	int nsrc, ndst;
 	size_t count; /* elements */
+	int div, pad; /* the *_at launch: the AVG divisor */
+};
+
+/* npairs copies of bytes bytes each, src[k] to dst[k] (the *_at launch). */
+struct sd_cuda_kpairs {
+	const void *src[SD_CUDA_MAX_RANKS];
+	void *dst[SD_CUDA_MAX_RANKS];
+	int npairs, pad;
+	size_t bytes;
 };
 
 /* Launches the kernel on stream (a cudaStream_t) with at most max_blocks
@@ -39,6 +48,19 @@ int sd_cuda_kernel_reduce(const struct sd_cuda_kargs *a, int dtype, int op, int 
 /* npairs copies of bytes bytes each, src[k] to dst[k], in one launch. */
 int sd_cuda_kernel_copy_pairs(const void *const *src, void *const *dst, int npairs, size_t bytes,
 			      void *stream, int max_blocks);
+
+/* The same kernels with their arguments read when they run, not when they
+ * are launched: the launch is queued behind a wait on the stream, and the
+ * arguments (the peers' buffers) are known only once the proxy has met the
+ * peers (proxy.c).  tasks and groups point into pinned, mapped host memory
+ * (device addresses).  reduce_at: ntasks reductions, task i of up to
+ * max_count elements (a task with nsrc 0 does nothing); pairs_at: ngroups
+ * groups of up to max_pairs pairs of up to max_bytes bytes.  Returns a
+ * cudaError_t. */
+int sd_cuda_kernel_reduce_at(const struct sd_cuda_kargs *tasks, int ntasks, size_t max_count,
+			     int dtype, int op, void *stream, int max_blocks);
+int sd_cuda_kernel_pairs_at(const struct sd_cuda_kpairs *groups, int ngroups, int max_pairs,
+			    size_t max_bytes, void *stream, int max_blocks);
 
 /* Loads every kernel of this file into the current device's context.
  * With lazy module loading (CUDA's default since 12.2) the first launch of

@@ -32,12 +32,59 @@ static size_t part_elems(size_t n, int nranks, size_t es)
 	return (part + align - 1) / align * align;
 }
 
-static int launch_reduce(struct sd_cuda *cu, struct sd_cuda_kargs *a, int dt, int op, int div)
-{
-	int e = sd_cuda_kernel_reduce(a, dt, op, div, cu->st, cu->max_blocks);
+/* Where the data movement goes: launched at once on cu->st (the blocking
+ * mode), or written as the arguments of the kernels that the call queued
+ * on the user's stream (the queued mode: tasks and groups of its slot,
+ * see sd_cuda_queue_kernels). */
+struct sink {
+	struct sd_cuda *cu;
+	struct sd_cuda_kargs *tasks; /* NULL: launch */
+	struct sd_cuda_kpairs *groups;
+	int ntasks, ngroups, maxtasks, maxgroups;
+};
 
+static int launch_reduce(struct sink *k, struct sd_cuda_kargs *a, int dt, int op, int div)
+{
+	struct sd_cuda *cu = k->cu;
+	int e;
+
+	if (k->tasks) {
+		if (k->ntasks == k->maxtasks)
+			return sd_comm_error(&cu->sh, SMDDP_EINTERNAL, "more reductions than queued");
+		a->div = div;
+		k->tasks[k->ntasks++] = *a;
+		return SMDDP_OK;
+	}
+	e = sd_cuda_kernel_reduce(a, dt, op, div, cu->st, cu->max_blocks);
 	if (e)
 		return sd_comm_error(&cu->sh, SMDDP_ECUDA, "cannot launch the reduction kernel: %s",
+				     cudaGetErrorString((cudaError_t)e));
+	return SMDDP_OK;
+}
+
+static int launch_pairs(struct sink *k, const void *const *src, void *const *dst, int np,
+			size_t bytes)
+{
+	struct sd_cuda *cu = k->cu;
+	int e;
+
+	if (k->groups) {
+		struct sd_cuda_kpairs *g = &k->groups[k->ngroups];
+
+		if (k->ngroups == k->maxgroups)
+			return sd_comm_error(&cu->sh, SMDDP_EINTERNAL, "more copies than queued");
+		k->ngroups++;
+		for (int i = 0; i < np; i++) {
+			g->src[i] = src[i];
+			g->dst[i] = dst[i];
+		}
+		g->bytes = bytes;
+		g->npairs = np;
+		return SMDDP_OK;
+	}
+	e = sd_cuda_kernel_copy_pairs(src, dst, np, bytes, cu->st, cu->max_blocks);
+	if (e)
+		return sd_comm_error(&cu->sh, SMDDP_ECUDA, "cannot launch the copy kernel: %s",
 				     cudaGetErrorString((cudaError_t)e));
 	return SMDDP_OK;
 }
@@ -59,9 +106,10 @@ static int rs_staged(const struct buf_pub *b, size_t m, int n, int q)
  * one GPU are time-sliced, and each switch between processes costs hundreds
  * of microseconds, while one process's kernel has the whole GPU anyway.
  * With a GPU per rank, each rank moves its share, in parallel. */
-static int move_data(struct sd_cuda *cu, const struct op *o, const struct pub *const *pubs,
+static int move_data(struct sink *sk, const struct op *o, const struct pub *const *pubs,
 		     char *const *ps, char *const *pr, char *const *pss, int worker)
 {
+	struct sd_cuda *cu = sk->cu;
 	const struct sd_cuda_call *k = &o->k;
 	struct smddp_comm *c = &cu->sh;
 	struct sd_cuda_kargs a;
@@ -94,7 +142,7 @@ static int move_data(struct sd_cuda *cu, const struct op *o, const struct pub *c
 			a.ndst = 1;
 		}
 		a.count = hi - lo;
-		return launch_reduce(cu, &a, k->dtype, k->op, n);
+		return launch_reduce(sk, &a, k->dtype, k->op, n);
 	}
 	case SD_COLL_REDUCE_SCATTER:
 		/* Block q of every input into rank q's output; a rank whose
@@ -107,7 +155,7 @@ static int move_data(struct sd_cuda *cu, const struct op *o, const struct pub *c
 			a.dst[0] = rs_staged(pubs[q]->b, m, n, q) ? ps[q] + (size_t)q * m : pr[q];
 			a.ndst = 1;
 			a.count = k->count;
-			SD_CHECK(launch_reduce(cu, &a, k->dtype, k->op, n));
+			SD_CHECK(launch_reduce(sk, &a, k->dtype, k->op, n));
 		}
 		return SMDDP_OK;
 	case SD_COLL_ALLGATHER:
@@ -123,7 +171,7 @@ static int move_data(struct sd_cuda *cu, const struct op *o, const struct pub *c
 					a.dst[a.ndst++] = pr[p] + (size_t)q * m;
 			a.count = k->count;
 			if (a.ndst)
-				SD_CHECK(launch_reduce(cu, &a, k->dtype, SMDDP_SUM, 1));
+				SD_CHECK(launch_reduce(sk, &a, k->dtype, SMDDP_SUM, 1));
 		}
 		return SMDDP_OK;
 	case SD_COLL_BROADCAST:
@@ -135,7 +183,7 @@ static int move_data(struct sd_cuda *cu, const struct op *o, const struct pub *c
 			if (q != me)
 				a.dst[a.ndst++] = pr[q];
 		a.count = k->count;
-		return launch_reduce(cu, &a, k->dtype, SMDDP_SUM, 1);
+		return launch_reduce(sk, &a, k->dtype, SMDDP_SUM, 1);
 	case SD_COLL_ALLTOALL:
 		/* Rank q's block p into block q of rank p's output (from q's
 		 * private copy when q works in place; one worker takes the
@@ -150,12 +198,8 @@ static int move_data(struct sd_cuda *cu, const struct op *o, const struct pub *c
 					src[np] = ps[q];
 					dst[np++] = pss[q];
 				}
-			int e = np ? sd_cuda_kernel_copy_pairs(src, dst, np, m * (size_t)n, cu->st,
-							       cu->max_blocks)
-				   : 0;
-			if (e)
-				return sd_comm_error(c, SMDDP_ECUDA, "cannot launch the copy kernel: %s",
-						     cudaGetErrorString((cudaError_t)e));
+			if (np)
+				SD_CHECK(launch_pairs(sk, src, dst, np, m * (size_t)n));
 		}
 		for (int q = all ? 0 : me; q < (all ? n : me + 1); q++) {
 			const void *src[SD_CUDA_MAX_RANKS];
@@ -166,10 +210,8 @@ static int move_data(struct sd_cuda *cu, const struct op *o, const struct pub *c
 				src[p] = from + (size_t)p * m;
 				dst[p] = pr[p] + (size_t)q * m;
 			}
-			int e = sd_cuda_kernel_copy_pairs(src, dst, n, m, cu->st, cu->max_blocks);
-			if (e)
-				return sd_comm_error(c, SMDDP_ECUDA, "cannot launch the copy kernel: %s",
-						     cudaGetErrorString((cudaError_t)e));
+			SD_CHECK(launch_pairs(sk, (const void *const *)src, (void *const *)dst, n,
+					      m));
 		}
 		return SMDDP_OK;
 	default:
@@ -191,6 +233,130 @@ static int wait_stream(struct sd_cuda *cu)
 				     cudaGetErrorString(e), cudaGetErrorName(e));
 	return sd_comm_error(&cu->sh, SMDDP_ETIMEDOUT,
 			     "the GPU did not finish this call's kernel within SMDDP_TIMEOUT");
+}
+
+/* The kernels' arguments of ring slot s (queued mode): n reductions, then
+ * n + 1 groups of copies (alltoall: the private copies, then one group per
+ * rank). */
+static size_t slot_bytes(int n)
+{
+	return (size_t)n * sizeof(struct sd_cuda_kargs) + (size_t)(n + 1) * sizeof(struct sd_cuda_kpairs);
+}
+
+static struct sd_cuda_kargs *slot_tasks(struct sd_cuda *cu, int s)
+{
+	return (struct sd_cuda_kargs *)(cu->args + (size_t)s * slot_bytes(cu->sh.size));
+}
+
+static struct sd_cuda_kpairs *slot_groups(struct sd_cuda *cu, int s)
+{
+	return (struct sd_cuda_kpairs *)(slot_tasks(cu, s) + cu->sh.size);
+}
+
+/* The same, as the GPU addresses them. */
+static const void *dev_of(const struct sd_cuda *cu, const void *host)
+{
+	return (const char *)(uintptr_t)cu->args_dev + ((const char *)host - cu->args);
+}
+
+int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
+{
+	const struct sd_cuda_call *k = &o->k;
+	cudaStream_t st = (cudaStream_t)k->stream;
+	int n = c->size, me = c->rank;
+	size_t es = dtsize(k->dtype), m = k->count * es, sb, rb;
+	cudaError_t e = cudaSuccess;
+	CUresult r;
+
+	if (!cu->args) {
+		void *dp = NULL;
+
+		e = cudaHostAlloc((void **)&cu->args, QCAP * slot_bytes(n),
+				  cudaHostAllocMapped | cudaHostAllocPortable);
+		if (e == cudaSuccess)
+			e = cudaHostGetDevicePointer(&dp, cu->args, 0);
+		if (e != cudaSuccess) {
+			if (cu->args)
+				cudaFreeHost(cu->args);
+			cu->args = NULL;
+			return cuda_error(c, e, "cannot allocate pinned host memory for the kernels' "
+						"arguments");
+		}
+		cu->args_dev = (CUdeviceptr)(uintptr_t)dp;
+	}
+	/* The slot's last call has run on its stream (a call released unrun
+	 * may not have yet): its kernels must not read this call's arguments. */
+	if (cu->out_used[o->slot]) {
+		int rc = sd_cuda_wait(sd_cuda_q_event, cu->ev_out[o->slot], c->timeout_ns, NULL, &e);
+
+		if (rc)
+			return sd_comm_error(c, SMDDP_ETIMEDOUT,
+					     "the stream of the call queued %d calls ago did not pass "
+					     "it within SMDDP_TIMEOUT",
+					     QCAP);
+		cu->out_used[o->slot] = 0;
+	}
+	/* Nothing to do until the proxy says otherwise: a call released unrun
+	 * runs empty kernels. */
+	memset(slot_tasks(cu, o->slot), 0, slot_bytes(n));
+	o->last = o->seq + 1;
+	/* In-place alltoall: this rank's private copy, unless all ranks are
+	 * on this GPU (the last call showed it) and the worker takes it. */
+	o->copy_first = o->scratch && cu->shared != n - 1;
+	sd_cuda_extents(k, n, me, &sb, &rb);
+	if (o->copy_first)
+		e = cudaMemcpyAsync(o->scratch, k->sendbuf, sb, cudaMemcpyDeviceToDevice, st);
+	if (e == cudaSuccess)
+		e = cudaEventRecord(cu->ev_in[o->slot], st);
+	if (e != cudaSuccess)
+		return cuda_error(c, e, "cannot queue the call on the stream (is it a stream of this "
+					"GPU?)");
+	if ((r = (CUresult)sd_cuda_wait32(st, cu->word_dev, o->seq)) != CUDA_SUCCESS)
+		return sd_comm_error(c, SMDDP_ECUDA,
+				     "cannot make the stream wait (cuStreamWaitValue32: CUDA error %d)",
+				     (int)r);
+	/* From here the stream waits for o->seq: a failure keeps the tickets
+	 * taken, and the proxy releases them unrun (empty kernels). */
+	o->broken = 1;
+	const struct sd_cuda_kargs *tasks = dev_of(cu, slot_tasks(cu, o->slot));
+	const struct sd_cuda_kpairs *groups = dev_of(cu, slot_groups(cu, o->slot));
+	int ke;
+
+	switch (k->coll) {
+	case SD_COLL_ALLTOALL:
+		ke = sd_cuda_kernel_pairs_at(groups, 1, n, m * (size_t)n, st, cu->max_blocks);
+		if (!ke)
+			ke = sd_cuda_kernel_pairs_at(groups + 1, n, n, m, st, cu->max_blocks);
+		break;
+	case SD_COLL_REDUCE_SCATTER:
+	case SD_COLL_ALLGATHER:
+		ke = sd_cuda_kernel_reduce_at(tasks, n, k->count, k->dtype,
+					      k->coll == SD_COLL_ALLGATHER ? SMDDP_SUM : k->op, st,
+					      cu->max_blocks);
+		break;
+	default:
+		ke = sd_cuda_kernel_reduce_at(tasks, 1, k->count, k->dtype,
+					      k->coll == SD_COLL_BROADCAST ? SMDDP_SUM : k->op, st,
+					      cu->max_blocks);
+		break;
+	}
+	if (ke)
+		return sd_comm_error(c, SMDDP_ECUDA, "cannot queue the call's kernel: %s",
+				     cudaGetErrorString((cudaError_t)ke));
+	if ((r = (CUresult)sd_cuda_write32(st, cu->up_dev, o->seq)) != CUDA_SUCCESS ||
+	    (r = (CUresult)sd_cuda_wait32(st, cu->word_dev, o->last)) != CUDA_SUCCESS)
+		return sd_comm_error(c, SMDDP_ECUDA,
+				     "cannot queue the call's waits on the stream (CUDA error %d)",
+				     (int)r);
+	if (k->coll == SD_COLL_REDUCE_SCATTER && rs_staged(o->b, m, n, me) &&
+	    (e = cudaMemcpyAsync(k->recvbuf, (const char *)k->sendbuf + (size_t)me * m, m,
+				 cudaMemcpyDeviceToDevice, st)) != cudaSuccess)
+		return cuda_error(c, e, "cannot queue the copy of the result into recvbuf");
+	if ((e = cudaEventRecord(cu->ev_out[o->slot], st)) != cudaSuccess)
+		return cuda_error(c, e, "cannot record an event on the stream");
+	cu->out_used[o->slot] = 1;
+	o->broken = 0;
+	return SMDDP_OK;
 }
 
 /* One call, start to end, on the proxy thread. */
@@ -224,9 +390,9 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	 * last call; shared is -1 before the first): it
 	 * takes every copy itself, sparing each process a kernel of its own
 	 * (time-sliced processes: hundreds of microseconds each). */
-	int copy_first = o->scratch && cu->shared != n - 1;
+	int copy_first = o->queued ? o->copy_first : o->scratch && cu->shared != n - 1;
 
-	if (copy_first) {
+	if (copy_first && !o->queued) { /* queued: on the user's stream, before ev_in */
 		size_t sb, rb;
 
 		sd_cuda_extents(&o->k, n, me, &sb, &rb);
@@ -333,11 +499,31 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	}
 	/* 3. Move, wait, meet: then every rank's output is complete. */
 	SD_TRACE(SD_SUB_COLL, "GPU call %u: peers' buffers mapped", o->seq);
-	after = o->k.coll == SD_COLL_REDUCE_SCATTER &&
+	after = !o->queued && o->k.coll == SD_COLL_REDUCE_SCATTER &&
 		rs_staged(o->b, o->k.count * es, n, me);
-	rc = move_data(cu, o, pubs, ps, pr, pss, worker);
-	if (!rc)
+	struct sink sk = {.cu = cu};
+
+	if (o->queued) {
+		/* The kernels wait on the user's stream behind o->seq: their
+		 * arguments, then the word. */
+		sk.tasks = slot_tasks(cu, o->slot);
+		sk.groups = slot_groups(cu, o->slot);
+		sk.maxtasks = n;
+		sk.maxgroups = n + 1;
+	}
+	rc = move_data(&sk, o, pubs, ps, pr, pss, worker);
+	if (!rc && o->queued) {
+		sd_cuda_release(cu, o->seq);
+		rc = sd_cuda_wait_word(cu->upw, o->seq, c->timeout_ns, &cu->stop);
+		if (rc == SMDDP_EABORTED)
+			return sd_comm_error(c, rc, "the communicator was destroyed or aborted "
+						    "during this call");
+		if (rc)
+			return sd_comm_error(c, rc, "the GPU did not finish this call's kernel "
+						    "within SMDDP_TIMEOUT");
+	} else if (!rc) {
 		rc = wait_stream(cu);
+	}
 	if (rc)
 		return rc; /* the peers learn it at the next barrier (abort) */
 	SD_TRACE(SD_SUB_COLL, "GPU call %u: kernel done", o->seq);

@@ -3,15 +3,25 @@
  * Design.  A call on device memory is ordered on the user's stream: the
  * calling thread records an event on the stream (the input is ready when
  * the stream passes it).  In the queue-and-return mode, NCCL's, it then
- * makes the stream wait until a word in pinned host memory reaches the
- * call's number (cuStreamWaitValue32) and returns; the communicator's proxy
- * thread does the call.  In the blocking mode the calling thread does the
- * call itself and returns when it is done.  Either way the call waits for
- * the event, meets the peers through the communicator's shared-memory
- * transport (its barrier has the deadlines, dead-peer detection and abort
- * of the host path), moves the data with kernels on the communicator's own
- * stream through the peers' buffers mapped by CUDA IPC, meets the peers
- * again, and (queued) writes the word: the user's stream goes on.
+ * queues on the user's stream a wait until a word in pinned host memory
+ * (the release word) reaches the call's first ticket (cuStreamWaitValue32),
+ * the call's kernels, which read their arguments from pinned host memory
+ * when they run, a write of the ticket into a second word, and a wait for
+ * the call's second ticket; and returns.  The communicator's proxy thread
+ * waits for the event, meets the peers through the communicator's
+ * shared-memory transport (its barrier has the deadlines, dead-peer
+ * detection and abort of the host path), maps the peers' buffers (CUDA
+ * IPC), writes the kernels' arguments, releases the first ticket, waits
+ * for the second word (the kernels are done), meets the peers again and
+ * releases the second ticket: the user's stream goes on.  Every piece of
+ * GPU work that a held stream waits for is queued on that stream itself,
+ * ahead of the wait: a process's streams share a few hardware queues (fewer
+ * under MPS, one at a time under compute-sanitizer), and work on another
+ * stream could land behind the held one and never run.  In the blocking
+ * mode the calling thread does the same meeting itself, runs the kernels on
+ * the communicator's own stream (no stream is held) and returns when done.
+ * Between hosts, staged.c queues the call's copies on the user's stream the
+ * same way.
  *
  * SMDDP_CUDA_ASYNC=auto (the default) queues and returns unless other ranks
  * share this GPU without MPS (see decide()); the first call, which shows
@@ -53,7 +63,8 @@
  *
  * Threads: the host thread queues; the proxy alone uses the transport while
  * calls are queued (host collectives, barrier, split and destroy first wait
- * until the queue is empty: sd_cuda_collect(c, 1)).  The proxy works on a
+ * until the queue is empty: sd_cuda_collect(c, 1); a failure on the host
+ * thread asks the proxy to abort a fabric endpoint, sd_cuda_abort).  The proxy works on a
  * private copy of the communicator struct ("shadow"), so that the host
  * thread can write c->cur and c->last_error meanwhile; c->step, the slot
  * half counter, belongs to the proxy while calls are queued.
@@ -190,6 +201,7 @@ static int state_init(struct smddp_comm *c, int dev)
 	cu->decided = cu->mode >= 0 || sanitized || c->net;
 	cu->async = cu->mode == 1 || (cu->mode < 0 && !sanitized && c->net);
 	cu->shared = -1;
+	cu->stage_slot = -1;
 	cudaGetDevice(&old);
 	if ((e = cudaSetDevice(dev)) != cudaSuccess) {
 		rc = cuda_error(c, e, "cannot use the buffers' GPU");
@@ -296,6 +308,14 @@ int sd_cuda_state(struct smddp_comm *c, int dev, struct sd_cuda **out)
 	return SMDDP_OK;
 }
 
+/* Host thread, nothing queued: the wire numbers the runs took beyond one
+ * per call go into c->wire, for the host's own calls and later ones. */
+static void fold_wire(struct smddp_comm *c, struct sd_cuda *cu)
+{
+	c->wire += cu->xwire;
+	cu->xwire = 0;
+}
+
 static void ts_after(struct timespec *ts, uint64_t ns)
 {
 	clock_gettime(CLOCK_MONOTONIC, ts);
@@ -317,6 +337,8 @@ static int drain(struct smddp_comm *c, struct sd_cuda *cu)
 		rc = pthread_cond_timedwait(&cu->cv_done, &cu->mu, &ts);
 	int busy = cu->head != cu->tail;
 	pthread_mutex_unlock(&cu->mu);
+	if (!busy)
+		fold_wire(c, cu);
 	if (busy) {
 		c->failed = SMDDP_ETIMEDOUT;
 		return sd_comm_error(c, SMDDP_ETIMEDOUT,
@@ -382,7 +404,7 @@ static int refuse_between_hosts(struct smddp_comm *c, int rc)
 	if (c->cuda && drain((struct smddp_comm *)c, c->cuda) == SMDDP_OK)
 		snprintf(c->last_error, sizeof(c->last_error), "%s", why);
 	c->failed = rc;
-	c->tp->abort(c);
+	sd_cuda_abort(c);
 	return rc;
 }
 
@@ -432,9 +454,9 @@ static int wait_out(struct smddp_comm *c, struct sd_cuda *cu, const struct op *o
 	return SMDDP_OK;
 }
 
-/* Queues call o on its stream (the stream's side of it): on one node the
- * input event and, when queued, the wait for o->seq; between hosts the
- * staged copies (staged.c).  Sets o->last. */
+/* Queues call o on its stream (the stream's side of it): between hosts
+ * the staged copies (staged.c); on one node, queued, the call's kernels
+ * behind a wait (move.c), else the input event.  Sets o->last. */
 static int queue_on_stream(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 {
 	cudaStream_t st = (cudaStream_t)o->k.stream;
@@ -442,22 +464,14 @@ static int queue_on_stream(struct smddp_comm *c, struct sd_cuda *cu, struct op *
 
 	if (o->staged)
 		return sd_cuda_staged_queue(c, cu, o);
+	if (cu->async) {
+		o->queued = 1;
+		return sd_cuda_queue_kernels(c, cu, o);
+	}
 	o->last = o->seq;
 	if ((e = cudaEventRecord(cu->ev_in[o->slot], st)) != cudaSuccess)
 		return cuda_error(c, e, "cannot record an event on the stream (is it a stream of "
 					"this GPU?)");
-	if (!cu->async)
-		return SMDDP_OK;
-	CUresult r = (CUresult)sd_cuda_wait32(st, cu->word_dev, o->seq);
-
-	if (r != CUDA_SUCCESS)
-		/* The event is recorded but nothing waits: the proxy is not
-		 * told, so the stream runs on untouched. */
-		return sd_comm_error(c, SMDDP_ECUDA,
-				     "cannot make the stream wait (cuStreamWaitValue32: CUDA error %d)",
-				     (int)r);
-	if (cudaEventRecord(cu->ev_out[o->slot], st) == cudaSuccess)
-		cu->out_used[o->slot] = 1;
 	return SMDDP_OK;
 }
 
@@ -562,6 +576,7 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 		if (!o->broken && run_call(c, cu, o) == SMDDP_OK && staged)
 			done = wait_out(c, cu, o);
 		sd_cuda_release(cu, o->last);
+		fold_wire(c, cu);
 		if (old >= 0 && old != dev)
 			cudaSetDevice(old);
 		if (rc)
@@ -596,6 +611,15 @@ static int run_call(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 	rc = o->staged ? sd_cuda_staged_run(cu, o, &one_off) : sd_cuda_run_op(cu, o, &one_off);
 	c->step = cu->sh.step;
 	c->scratch = cu->sh.scratch;
+	/* Queued, a mismatch is for good: each rank's host thread may already
+	 * have queued other calls after it, and the next call of one rank
+	 * would meet another's. */
+	if (rc && one_off && o->seq != 0 && cu->async) {
+		one_off = 0;
+		snprintf(cu->sh.last_error + strlen(cu->sh.last_error),
+			 sizeof(cu->sh.last_error) - strlen(cu->sh.last_error),
+			 " (met by a queued call: the communicator is broken)");
+	}
 	if (rc) {
 		pthread_mutex_lock(&cu->mu);
 		snprintf(cu->errmsg, sizeof(cu->errmsg), "%s", cu->sh.last_error);
@@ -613,6 +637,20 @@ static int run_call(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 	return rc;
 }
 
+/* Proxy thread, mu held: the abort the host thread asked for
+ * (sd_cuda_abort), with its reason, once. */
+static void proxy_abort(struct sd_cuda *cu)
+{
+	cu->aborted = 1;
+	if (!cu->sh.failed) {
+		cu->sh.failed = cu->failed ? cu->failed : SMDDP_EABORTED;
+		snprintf(cu->sh.last_error, sizeof(cu->sh.last_error), "%s", cu->errmsg);
+	}
+	pthread_mutex_unlock(&cu->mu);
+	cu->sh.tp->abort(&cu->sh);
+	pthread_mutex_lock(&cu->mu);
+}
+
 static void *proxy_main(void *arg)
 {
 	struct smddp_comm *c = arg;
@@ -621,8 +659,12 @@ static void *proxy_main(void *arg)
 	cudaSetDevice(cu->dev);
 	pthread_mutex_lock(&cu->mu);
 	for (;;) {
-		while (cu->head == cu->tail && !cu->stop)
+		while (cu->head == cu->tail && !cu->stop && !(cu->abort_asked && !cu->aborted))
 			pthread_cond_wait(&cu->cv, &cu->mu);
+		if (cu->abort_asked && !cu->aborted) {
+			proxy_abort(cu);
+			continue;
+		}
 		if (cu->head == cu->tail)
 			break;
 		struct op *o = &cu->ring[cu->head % QCAP];
@@ -640,6 +682,48 @@ static void *proxy_main(void *arg)
 	return NULL;
 }
 
+void sd_cuda_abort(struct smddp_comm *c)
+{
+	struct sd_cuda *cu = c->cuda;
+
+	if (!cu || !cu->thr_started || !c->net) {
+		/* No proxy, or shared memory: it takes an abort from any thread. */
+		c->tp->abort(c);
+		return;
+	}
+	pthread_mutex_lock(&cu->mu);
+	if (!cu->failed) {
+		cu->failed = c->failed ? c->failed : SMDDP_EABORTED;
+		snprintf(cu->errmsg, sizeof(cu->errmsg), "%s", c->last_error);
+	}
+	cu->abort_asked = 1;
+	pthread_cond_signal(&cu->cv);
+	pthread_mutex_unlock(&cu->mu);
+	sd_net_ask_abort(c);
+}
+
+static void stop_proxy(struct sd_cuda *cu)
+{
+	if (!cu->thr_started)
+		return;
+	pthread_mutex_lock(&cu->mu);
+	__atomic_store_n(&cu->stop, 1, __ATOMIC_RELEASE);
+	pthread_cond_signal(&cu->cv);
+	pthread_mutex_unlock(&cu->mu);
+	pthread_join(cu->thr, NULL);
+	cu->thr_started = 0;
+}
+
+void sd_cuda_stop(struct smddp_comm *c)
+{
+	struct sd_cuda *cu = c->cuda;
+
+	if (!cu || !cu->thr_started)
+		return;
+	sd_cuda_abort(c);
+	stop_proxy(cu);
+}
+
 void sd_cuda_comm_free(struct smddp_comm *c)
 {
 	struct sd_cuda *cu = c ? c->cuda : NULL;
@@ -647,13 +731,7 @@ void sd_cuda_comm_free(struct smddp_comm *c)
 
 	if (!cu)
 		return;
-	if (cu->thr_started) {
-		pthread_mutex_lock(&cu->mu);
-		__atomic_store_n(&cu->stop, 1, __ATOMIC_RELEASE);
-		pthread_cond_signal(&cu->cv);
-		pthread_mutex_unlock(&cu->mu);
-		pthread_join(cu->thr, NULL);
-	}
+	stop_proxy(cu);
 	/* Every queued call is released; let the streams pass their waits
 	 * before the word goes (bounded: a stream stuck in the user's own
 	 * work keeps the word, which is then leaked rather than freed). */
@@ -677,6 +755,8 @@ void sd_cuda_comm_free(struct smddp_comm *c)
 	sd_cuda_flush_stale(cu);
 	if (cu->scratch)
 		cudaFree(cu->scratch);
+	if (passed && cu->args)
+		cudaFreeHost(cu->args);
 	if (!passed && cu->stage)
 		/* A stream may still copy out of the slots. */
 		SD_WARN(SD_SUB_COLL, "a stream still copies from this communicator's staging "

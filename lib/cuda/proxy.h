@@ -43,6 +43,8 @@ struct op {
 	uint64_t wire; /* staged.c: the call's first number on the wire */
 	int staged;    /* between hosts (staged.c), else on one node (move.c) */
 	int broken;    /* its queueing failed halfway: release it unrun */
+	int queued;    /* one node, queue-and-return: kernels on the user's stream (move.c) */
+	int copy_first; /* ... in-place alltoall: its private copy queued there too */
 	struct sd_coll_desc desc;
 	struct sd_cuda_call k;
 	struct buf_pub b[2]; /* base, off, id, size; h filled by the proxy */
@@ -73,7 +75,13 @@ struct sd_cuda {
 	volatile uint32_t *upw;   /* staged.c: the last ticket copied up (the stream writes it) */
 	CUdeviceptr up_dev;
 	uint32_t enq;             /* tickets taken so far (a call takes one, or one per chunk) */
+	uint64_t xwire;           /* wire numbers the runs took beyond one per call
+				   * (staged.c's chunks), not yet in c->wire */
+	cudaStream_t stage_st;    /* staged.c: the stream of the last call, */
+	int stage_slot;           /* ... and its ring slot (-1: none) */
 	struct sd_stage *stage;   /* staged.c: pinned slots */
+	char *args;               /* move.c, queued mode: kernel arguments per ring slot, */
+	CUdeviceptr args_dev;     /* ... pinned and mapped */
 
 	pthread_t thr;
 	int thr_started;
@@ -85,6 +93,8 @@ struct sd_cuda {
 	int stop;
 	int failed;             /* sticky: the communicator is broken */
 	int pending;            /* one-off (EMISMATCH): reported once */
+	int abort_asked;        /* the host thread wants the transport aborted (sd_cuda_abort) */
+	int aborted;            /* ... and the proxy did it */
 	char errmsg[1024];
 
 	struct smddp_comm sh;   /* the proxy's copy of the communicator */
@@ -142,6 +152,10 @@ int sd_cuda_wait32(cudaStream_t st, CUdeviceptr addr, uint32_t value);
 /* cuStreamWriteValue32 (after the stream's earlier work, its writes
  * visible first); a CUresult. */
 int sd_cuda_write32(cudaStream_t st, CUdeviceptr addr, uint32_t value);
+/* Until *w reaches t (the stream wrote it; tickets may wrap): SMDDP_OK,
+ * SMDDP_ETIMEDOUT after timeout_ns, SMDDP_EABORTED once *stop is set. */
+int sd_cuda_wait_word(const volatile uint32_t *w, uint32_t t, uint64_t timeout_ns,
+		      const int *stop);
 
 /* ---- ipc.c ---- */
 
@@ -168,6 +182,12 @@ void sd_cuda_stage_free(struct sd_cuda *cu, int poisoned);
 
 /* ---- move.c ---- */
 
+/* Host thread, queue-and-return mode, o->seq its first ticket: queues the
+ * call on its stream (the private copy of an in-place alltoall, the input
+ * event, a wait for o->seq, the kernels with their arguments in cu->args,
+ * the up word, a wait for o->last) and sets o->last.  On failure
+ * o->broken says whether tickets were taken all the same. */
+int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o);
 /* One call, start to end, on the thread that runs calls; *one_off is set
  * for a failure that leaves the communicator usable (EMISMATCH). */
 int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off);

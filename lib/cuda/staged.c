@@ -297,9 +297,15 @@ int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 						      "between hosts", o->k.count);
 	p.t0 = o->seq;
 	o->last = o->seq + (uint32_t)p.nch - 1;
+	/* The call's number on the wire; its chunks take more when it runs
+	 * (cu->xwire), once the ranks agree on it (SMDDP_CHECK_COLL). */
 	o->wire = c->wire;
-	/* Each chunk but the first takes a number of its own on the wire. */
-	c->wire += p.nch - 1;
+	/* Calls on several streams share the slots and the up word: each
+	 * goes after the last, on the GPU (its end event). */
+	if (cu->stage_slot >= 0 && cu->stage_st != st && cu->out_used[cu->stage_slot] &&
+	    (e = cudaStreamWaitEvent(st, cu->ev_out[cu->stage_slot], 0)) != cudaSuccess)
+		return sd_comm_error(c, SMDDP_ECUDA, "cannot order the stream after the last call "
+						     "on another stream: %s", cudaGetErrorString(e));
 	SD_TRACE(SD_SUB_COLL, "staged between hosts: %zu chunks of %zu elements, tickets %u-%u",
 		 p.nch, p.len, o->seq, o->last);
 	for (; up < p.nch && up < NSLOT && e == cudaSuccess; up++)
@@ -313,6 +319,8 @@ int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 		e = cudaEventRecord(cu->ev_out[o->slot], st);
 	if (e == cudaSuccess) {
 		cu->out_used[o->slot] = 1;
+		cu->stage_st = st;
+		cu->stage_slot = o->slot;
 		return SMDDP_OK;
 	}
 	/* Some waits may be queued: the ticket numbers stay taken, and the
@@ -324,32 +332,15 @@ int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 			     cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
-struct upwait {
-	const struct sd_cuda *cu;
-	uint32_t t;
-};
-
-/* Has the stream copied the chunk of ticket t up?  (Tickets only grow; the
- * difference is taken so that they may wrap.) */
-static cudaError_t q_up(void *arg)
-{
-	const struct upwait *w = arg;
-
-	return (int32_t)(__atomic_load_n(w->cu->upw, __ATOMIC_ACQUIRE) - w->t) >= 0
-		       ? cudaSuccess
-		       : cudaErrorNotReady;
-}
-
 int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
 {
 	struct smddp_comm *c = &cu->sh;
 	struct plan p;
-	cudaError_t e = cudaSuccess;
 	int rc;
 
 	c->cur = o->desc;
 	c->last_error[0] = 0;
-	c->wire = o->wire;
+	c->wire = o->wire + cu->xwire;
 	if (c->check_coll) {
 		rc = sd_coll_compare(c);
 		if (rc) {
@@ -359,10 +350,12 @@ int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
 	}
 	plan_of(&p, &o->k, c->size, c->rank);
 	p.t0 = o->seq;
+	/* Agreed: each chunk but the first takes a number of its own. */
+	cu->xwire += p.nch - 1;
 	for (size_t i = 0; i < p.nch; i++) {
-		struct upwait w = {cu, p.t0 + (uint32_t)i};
+		uint32_t t = p.t0 + (uint32_t)i;
 
-		rc = sd_cuda_wait(q_up, &w, c->timeout_ns, &cu->stop, &e);
+		rc = sd_cuda_wait_word(cu->upw, t, c->timeout_ns, &cu->stop);
 		if (rc == SMDDP_EABORTED)
 			return sd_comm_error(c, SMDDP_EABORTED, "the communicator was destroyed or "
 								"aborted during this call");
@@ -375,7 +368,7 @@ int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
 		if (i)
 			c->wire++;
 		SD_CHECK(host_chunk(c, cu->stage, &p, i));
-		sd_cuda_release(cu, w.t);
+		sd_cuda_release(cu, t);
 	}
 	return SMDDP_OK;
 }

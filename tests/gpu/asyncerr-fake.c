@@ -19,6 +19,7 @@
 #include <smddp/smddp.h>
 
 #include "cuda/proxy.h"
+#include "transport/transport.h"
 
 /* ---- lib/cuda/proxy.c, replaced ----------------------------------------------------
  * Its entry points as the layers above call them, reporting the error that
@@ -62,6 +63,16 @@ int sd_cuda_state(struct smddp_comm *c, int dev, struct sd_cuda **out)
 }
 
 void sd_cuda_comm_free(struct smddp_comm *c)
+{
+	(void)c;
+}
+
+void sd_cuda_abort(struct smddp_comm *c)
+{
+	c->tp->abort(c);
+}
+
+void sd_cuda_stop(struct smddp_comm *c)
 {
 	(void)c;
 }

@@ -1264,3 +1264,84 @@ int sd_cuda_kernel_copy_pairs(const void *const *src, void *const *dst, int npai
 		free(k);
 	return e;
 }
+
+/* The *_at kernels read their arguments when they run, as the GPU's do:
+ * the proxy writes them after the launch was queued. */
+struct kat {
+	const struct sd_cuda_kargs *tasks;
+	const struct sd_cuda_kpairs *groups;
+	int n, dtype, op;
+};
+
+static void k_reduce_at(void *arg)
+{
+	struct kat *k = arg;
+
+	for (int i = 0; i < k->n; i++) {
+		struct sd_cuda_kargs a;
+
+		memcpy(&a, (const void *)&k->tasks[i], sizeof(a));
+		if (a.nsrc < 1 || a.nsrc > SD_CUDA_MAX_RANKS || a.ndst < 1 ||
+		    a.ndst > SD_CUDA_MAX_RANKS || !a.count)
+			continue;
+		sd_reduce(a.dst[0], a.src, a.nsrc, a.count, (enum smddp_dtype)k->dtype,
+			  (enum smddp_op)k->op, a.div < 1 ? 1 : a.div);
+		for (int d = 1; d < a.ndst; d++)
+			if (a.dst[d] != a.dst[0])
+				memmove(a.dst[d], a.dst[0],
+					a.count * smddp_dtype_size((enum smddp_dtype)k->dtype));
+	}
+	free(k);
+}
+
+static void k_pairs_at(void *arg)
+{
+	struct kat *k = arg;
+
+	for (int g = 0; g < k->n; g++) {
+		struct sd_cuda_kpairs p;
+
+		memcpy(&p, (const void *)&k->groups[g], sizeof(p));
+		for (int i = 0; i < p.npairs && i < SD_CUDA_MAX_RANKS; i++)
+			memmove(p.dst[i], p.src[i], p.bytes);
+	}
+	free(k);
+}
+
+static int queue_at(void (*fn)(void *), const struct sd_cuda_kargs *tasks,
+		    const struct sd_cuda_kpairs *groups, int n, int dtype, int op, void *stream)
+{
+	struct kat *k = malloc(sizeof(*k));
+	struct work *w = item(W_CALL);
+	cudaError_t e;
+
+	if (!k || !w) {
+		free(k);
+		free(w);
+		return cudaErrorMemoryAllocation;
+	}
+	*k = (struct kat){tasks, groups, n, dtype, op};
+	w->fn = fn;
+	w->arg = k;
+	if ((e = put((cudaStream_t)stream, w)) != cudaSuccess)
+		free(k);
+	return e;
+}
+
+int sd_cuda_kernel_reduce_at(const struct sd_cuda_kargs *tasks, int ntasks, size_t max_count,
+			     int dtype, int op, void *stream, int max_blocks)
+{
+	(void)max_blocks;
+	if (ntasks < 1 || ntasks > SD_CUDA_MAX_RANKS)
+		return cudaErrorInvalidValue;
+	return max_count ? queue_at(k_reduce_at, tasks, NULL, ntasks, dtype, op, stream) : 0;
+}
+
+int sd_cuda_kernel_pairs_at(const struct sd_cuda_kpairs *groups, int ngroups, int max_pairs,
+			    size_t max_bytes, void *stream, int max_blocks)
+{
+	(void)max_blocks;
+	if (ngroups < 1 || max_pairs < 1 || max_pairs > SD_CUDA_MAX_RANKS)
+		return cudaErrorInvalidValue;
+	return max_bytes ? queue_at(k_pairs_at, NULL, groups, ngroups, 0, 0, stream) : 0;
+}

@@ -26,6 +26,8 @@
  *                                           300 ms by a host function (the call
  *                                           waits for it; with SMDDP_CUDA_ASYNC=1 it
  *                                           returns at once)
+ *   gpu-conformance twostreams              calls on two streams, the first held 300 ms:
+ *                                           both right (the second waited for the first)
  *   gpu-conformance overlap                 the call returns within 10 % of the GPU
  *                                           work queued before it (queued mode; in
  *                                           blocking mode after it); right results
@@ -631,6 +633,65 @@ static void order(void)
 	cudaFree(after);
 	cudaFreeHost(hin);
 	cudaFreeHost(hres);
+}
+
+/* Calls of one communicator on two streams, the first held 300 ms by a
+ * host function: the second stream's call must still come after it (the
+ * staged path shares its slots between calls), and both be right. */
+static void twostreams(void)
+{
+	size_t count = 1 << 20, m = count * 4;
+	cudaStream_t s2;
+	float *hin, *hres;
+	char *in2, *out2;
+
+	CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+	CK(cudaMallocHost((void **)&hin, 2 * m));
+	CK(cudaMallocHost((void **)&hres, 2 * m));
+	CK(cudaMalloc((void **)&in2, m));
+	CK(cudaMalloc((void **)&out2, m));
+	for (int round = 0; round < 3; round++) {
+		for (size_t j = 0; j < count; j++) {
+			hin[j] = (float)(rank + 1) * (float)(j % 100 + round);
+			hin[count + j] = (float)(rank + 1) * (float)(j % 7 + 2 * round);
+		}
+		CK(cudaLaunchHostFunc(stream, hold, NULL));
+		CK(cudaMemcpyAsync(dsend, hin, m, cudaMemcpyHostToDevice, stream));
+		int rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+		CK(cudaMemcpyAsync(in2, hin + count, m, cudaMemcpyHostToDevice, s2));
+		if (!rc)
+			rc = smddp_allreduce(in2, out2, count, SMDDP_FLOAT32, SMDDP_SUM, comm, s2);
+		CK(cudaMemcpyAsync(hres, drecv, m, cudaMemcpyDeviceToHost, stream));
+		CK(cudaMemcpyAsync(hres + count, out2, m, cudaMemcpyDeviceToHost, s2));
+		CK(cudaStreamSynchronize(stream));
+		CK(cudaStreamSynchronize(s2));
+		if (rc) {
+			printf("FAIL rank %d: twostreams: allreduce returned %s: %s\n", rank,
+			       smddp_strerror(rc), smddp_last_error(comm));
+			failures++;
+			break;
+		}
+		float tri = (float)(nranks * (nranks + 1) / 2);
+		int bad = 0;
+		for (size_t j = 0; j < count && bad < 3; j++) {
+			float w1 = tri * (float)(j % 100 + round), w2 = tri * (float)(j % 7 + 2 * round);
+			if (hres[j] != w1 || hres[count + j] != w2) {
+				printf("FAIL rank %d: twostreams round %d: element %zu is %g and %g, "
+				       "expected %g and %g\n", rank, round, j, hres[j], hres[count + j],
+				       w1, w2);
+				bad++;
+			}
+		}
+		if (bad)
+			failures++;
+		else
+			passed++;
+	}
+	cudaFree(in2);
+	cudaFree(out2);
+	cudaFreeHost(hin);
+	cudaFreeHost(hres);
+	cudaStreamDestroy(s2);
 }
 
 /* The call returns while long GPU work queued before it still runs
@@ -1458,6 +1519,8 @@ int main(int argc, char **argv)
 		matrix(large, quick, small);
 	} else if (!strcmp(mode, "order")) {
 		order();
+	} else if (!strcmp(mode, "twostreams")) {
+		twostreams();
 	} else if (!strcmp(mode, "overlap")) {
 		overlap();
 	} else if (!strcmp(mode, "mismatch")) {
@@ -1481,7 +1544,7 @@ int main(int argc, char **argv)
 		signal(SIGTERM, SIG_IGN);
 		return dead(atoi(argv[2]));
 	} else {
-		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | overlap | "
+		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | twostreams | overlap | "
 				"p2p [--perf] | p2pdead VICTIM | mismatch | errors | dead VICTIM | badbuf VICTIM | mixed]\n");
 		return 2;
 	}

@@ -1,10 +1,11 @@
 # proxy-fake.sh - device collectives on one node (lib/cuda/proxy.c, move.c) without a GPU:
 # gpu-conformance linked with tests/gpu/fakecuda.c, whose kernels are host copies and
 # sd_reduce() queued on the fake's asynchronous streams.  Both modes of SMDDP_CUDA_ASYNC:
-# blocking (auto, as ranks share the one fake GPU) and queue-and-return (1: the user's
-# stream waits on the release word through cuStreamWaitValue32, the proxy thread does the
-# call).  The matrix, stream order with the stream held 300 ms, a mismatch and a dead rank;
-# timing and the GPU itself are tests/gpu/*.sh's.
+# blocking (auto, as ranks share the one fake GPU) and queue-and-return (1: the call's
+# kernels wait on the user's stream for the release word, cuStreamWaitValue32, and read
+# the arguments that the proxy thread wrote meanwhile).  The matrix, stream order with the
+# stream held 300 ms, a mismatch and a dead rank, all streams in one hardware queue, a GPU
+# per rank; timing and the GPU itself are tests/gpu/*.sh's.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$top_srcdir/tests/gpu/fakelib.sh"
 FAKE_SECS=120
@@ -15,6 +16,16 @@ FAKE_SECS=60
 fake order-n2 2 -- order
 fake order-n2-queued 2 SMDDP_CUDA_ASYNC=1 -- order
 fake errors-n2-queued 2 SMDDP_CUDA_ASYNC=1 -- errors
+fake twostreams-n2-queued 2 SMDDP_CUDA_ASYNC=1 -- twostreams
+# every stream of a process in one hardware queue (FAKECUDA_CONNECTIONS=1): the queued
+# call's kernels wait on the user's stream itself, so the held stream holds back nothing
+# the call needs (the hang of docs/internals/gpu-measurements.md, which this reproduced)
+fake order-n2-1queue 2 SMDDP_CUDA_ASYNC=1 FAKECUDA_CONNECTIONS=1 -- order
+fake errors-n2-1queue 2 SMDDP_CUDA_ASYNC=1 FAKECUDA_CONNECTIONS=1 -- errors
+FAKE_SECS=120
+fake node-n3-1queue 3 SMDDP_CUDA_ASYNC=1 FAKECUDA_CONNECTIONS=1 -- matrix --quick
+# a GPU per rank (FAKECUDA_NOPEER: no rank shares one): each rank moves its share
+fake node-n3-pergpu 3 SMDDP_CUDA_ASYNC=1 FAKECUDA_NOPEER=1 FAKECUDA_CONNECTIONS=1 -- matrix --quick
 
 job=fakeproxy$$
 export SMDDP_TIMEOUT=30

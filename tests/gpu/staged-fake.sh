@@ -23,6 +23,8 @@ FAKE_SECS=120
 fake staged-2x1 2 CONFORMANCE_PER_HOST=1 -- matrix --quick --large 1048579
 fake staged-2x2 4 CONFORMANCE_PER_HOST=2 FAKECUDA_JITTER_US=200 -- matrix --quick --large 1048579
 FAKE_SECS=60 fake staged-order 2 CONFORMANCE_PER_HOST=1 -- order
+# calls on two streams share the staging slots: the second waits for the first
+FAKE_SECS=60 fake staged-twostreams 2 CONFORMANCE_PER_HOST=1 -- twostreams
 # one hardware queue for all of a process's streams (FAKECUDA_CONNECTIONS=1): a
 # stream held by a wait holds back every other; the staged path queues all its work on
 # the caller's stream, so it must not care

@@ -25,6 +25,8 @@ run_gpu staged-3x1 200 3 matrix --small
 expect_summary staged-3x1 3
 run_gpu staged-order 120 2 order
 expect_summary staged-order 2
+run_gpu staged-twostreams 120 2 twostreams
+expect_summary staged-twostreams 2
 # the blocking mode: the calling thread runs the host part
 SMDDP_CUDA_ASYNC=0 run_gpu staged-block-2x1 200 2 matrix --small
 expect_summary staged-block-2x1 2
