@@ -684,10 +684,9 @@ void sd_net_ask_abort(struct smddp_comm *c)
 		 c->failed && c->last_error[0] ? c->last_error
 					       : "this rank aborted the communicator");
 	__atomic_store_n(&n->abort_asked, c->failed ? c->failed : SMDDP_EABORTED, __ATOMIC_RELEASE);
-	/* Shared memory takes an abort from any thread: a call waiting
-	 * inside the host ends now, not at its next look at the fabric. */
-	if (n->node && n->node->tp_state)
-		n->node->tp->abort(n->node);
+	/* Not the node's shared memory: the running call may be using the
+	 * node communicator's fields.  A call waiting inside the host sees
+	 * the request at its next look at the fabric. */
 }
 
 void sd_net_abort(struct smddp_comm *c)

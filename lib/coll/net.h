@@ -50,8 +50,9 @@ struct sd_job *sd_net_job(struct smddp_comm *c);
 int sd_net_poisoned(struct smddp_comm *c);
 /* Another thread's abort while a call may be running on c (the GPU proxy of
  * lib/cuda/proxy.c): the endpoint is one thread's at a time, so this only
- * asks (with c->failed and c->last_error as the reason); the running call
- * fails at its next look, and its thread aborts (sends the notices). */
+ * asks (with c->failed and c->last_error as the reason, else "aborted");
+ * the running call fails at its next look at the fabric, and its thread
+ * aborts (sends the notices). */
 void sd_net_ask_abort(struct smddp_comm *c);
 /* c's communicator on this host; forget != 0 detaches it from c. */
 struct smddp_comm *sd_net_node(struct smddp_comm *c, int forget);

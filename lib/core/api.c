@@ -232,33 +232,6 @@ int sd_api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op
 	return api_enter(c, coll, count, dtype, op, root, MEM_HOST, 1);
 }
 
-/* The sentence of the async error that smddp_comm_get_async_error() last
- * reported on this thread, and whose communicator (its serial; 0: none).
- * Storage of its own: the poller may run while another thread is inside a
- * call on the communicator, which owns comm->last_error. */
-static __thread struct {
-	uint64_t serial;
-	struct sd_err err;
-} async_said;
-
-static uint64_t serials;
-
-uint64_t sd_api_serial(void)
-{
-	return __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
-}
-
-const char *sd_api_async_said(const struct smddp_comm *c)
-{
-	return c->serial && async_said.serial == c->serial ? async_said.err.msg : NULL;
-}
-
-void sd_api_async_forget(const struct smddp_comm *c)
-{
-	if (async_said.serial == c->serial)
-		async_said.serial = 0;
-}
-
 /* A failure that leaves ranks at different places in the protocol breaks
  * the communicator for good. */
 int sd_api_leave(struct smddp_comm *c, int rc)
@@ -427,15 +400,16 @@ SD_EXPORT int smddp_alltoall(const void *sendbuf, void *recvbuf, size_t count,
 /* Never writes comm: another thread may be inside a call on it. */
 SD_EXPORT int smddp_comm_get_async_error(struct smddp_comm *comm, int *async_error)
 {
+	struct sd_err err;
 	int rc;
 
 	if (!comm || !async_error)
 		return sd_err_set(sd_init_err(), SMDDP_EINVAL,
 				  "smddp_comm_get_async_error: %s is NULL",
 				  comm ? "async_error" : "comm");
-	rc = sd_cuda_async_error(comm, &async_said.err);
+	rc = sd_cuda_async_error(comm, &err);
 	if (rc) {
-		async_said.serial = comm->serial;
+		sd_api_async_keep(comm, &err);
 	} else {
 		sd_api_async_forget(comm);
 		rc = comm->failed;

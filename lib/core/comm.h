@@ -37,6 +37,8 @@ int sd_api_leave(struct smddp_comm *c, int rc);
  * public function that may write c->last_error calls forget first). */
 const char *sd_api_async_said(const struct smddp_comm *c);
 void sd_api_async_forget(const struct smddp_comm *c);
+/* smddp_comm_get_async_error(): err is what this thread now says for c. */
+void sd_api_async_keep(const struct smddp_comm *c, const struct sd_err *err);
 /* A new communicator's serial: never 0, never reused. */
 uint64_t sd_api_serial(void);
 /* 1 if p is CUDA device memory (the driver is loaded and says so). */

@@ -237,22 +237,28 @@ int sd_cuda_wait(cudaError_t (*query)(void *), void *obj, uint64_t timeout_ns, c
 struct word_wait {
 	const volatile uint32_t *w;
 	uint32_t t;
+	cudaStream_t st;
 };
 
+/* The word, else a fault of the context (sticky: every stream of it
+ * reports it, st too) rather than waiting out the deadline. */
 static cudaError_t q_word(void *arg)
 {
 	const struct word_wait *ww = arg;
+	cudaError_t e;
 
-	return (int32_t)(__atomic_load_n(ww->w, __ATOMIC_ACQUIRE) - ww->t) >= 0 ? cudaSuccess
-										: cudaErrorNotReady;
+	if ((int32_t)(__atomic_load_n(ww->w, __ATOMIC_ACQUIRE) - ww->t) >= 0)
+		return cudaSuccess;
+	e = cudaStreamQuery(ww->st);
+	return e == cudaSuccess ? cudaErrorNotReady : e;
 }
 
-int sd_cuda_wait_word(const volatile uint32_t *w, uint32_t t, uint64_t timeout_ns, const int *stop)
+int sd_cuda_wait_word(const volatile uint32_t *w, uint32_t t, cudaStream_t st, uint64_t timeout_ns,
+		      const int *stop, cudaError_t *err)
 {
-	struct word_wait ww = {w, t};
-	cudaError_t e = cudaSuccess;
+	struct word_wait ww = {w, t, st};
 
-	return sd_cuda_wait(q_word, &ww, timeout_ns, stop, &e);
+	return sd_cuda_wait(q_word, &ww, timeout_ns, stop, err);
 }
 
 cudaError_t sd_cuda_q_event(void *e)

@@ -214,43 +214,61 @@ __host__ __device__ __forceinline__ void split_vectors(kargs &a)
 	}
 }
 
-/* The arguments read when the kernel runs: task blockIdx.y of tasks, in
- * pinned host memory that the proxy fills before it lets the stream reach
- * the launch (proxy.c).  The block's threads fetch it word by word, in one
- * round trip over the bus, into shared memory. */
-template <typename Tr, int OP>
-__global__ void __launch_bounds__(THREADS) k_reduce_at(const struct sd_cuda_kargs *tasks)
+/* Task t of tasks into a, read from pinned host memory that the proxy
+ * fills before it lets the stream reach the launch (proxy.c): the block's
+ * threads fetch it word by word, in one round trip over the bus.  Returns
+ * (to every thread) the number of tasks that task 0 announces. */
+template <typename Tr>
+__device__ int load_task(const struct sd_cuda_kargs *tasks, int t, int max, kargs &a,
+			 unsigned long long *raw)
 {
 	constexpr int W = sizeof(struct sd_cuda_kargs) / sizeof(unsigned long long);
 	static_assert(sizeof(struct sd_cuda_kargs) % sizeof(unsigned long long) == 0, "words");
 	static_assert(W <= THREADS, "one word per thread");
-	__shared__ unsigned long long raw[W];
-	__shared__ kargs a;
-	const volatile unsigned long long *from =
-		(const volatile unsigned long long *)(tasks + blockIdx.y);
+	const volatile unsigned long long *from = (const volatile unsigned long long *)(tasks + t);
+	__shared__ int n;
 
 	if (threadIdx.x < W)
 		raw[threadIdx.x] = from[threadIdx.x];
 	__syncthreads();
 	if (threadIdx.x == 0) {
-		const struct sd_cuda_kargs *t = (const struct sd_cuda_kargs *)raw;
-		int ok = t->nsrc >= 1 && t->nsrc <= SD_CUDA_MAX_RANKS && t->ndst >= 1 &&
-			 t->ndst <= SD_CUDA_MAX_RANKS;
+		const struct sd_cuda_kargs *k = (const struct sd_cuda_kargs *)raw;
+		int ok = k->nsrc >= 1 && k->nsrc <= SD_CUDA_MAX_RANKS && k->ndst >= 1 &&
+			 k->ndst <= SD_CUDA_MAX_RANKS;
 
-		a.nsrc = ok ? t->nsrc : 0;
-		a.ndst = ok ? t->ndst : 0;
-		a.count = ok ? t->count : 0;
-		a.div = t->div < 1 ? 1 : t->div;
+		if (t == 0)
+			n = k->ntasks < 0 ? 0 : k->ntasks > max ? max : k->ntasks;
+		a.nsrc = ok ? k->nsrc : 0;
+		a.ndst = ok ? k->ndst : 0;
+		a.count = ok ? k->count : 0;
+		a.div = k->div < 1 ? 1 : k->div;
 		for (int i = 0; i < a.nsrc; i++)
-			a.src[i] = (const char *)t->src[i];
+			a.src[i] = (const char *)k->src[i];
 		for (int i = 0; i < a.ndst; i++)
-			a.dst[i] = (char *)t->dst[i];
+			a.dst[i] = (char *)k->dst[i];
 		if (a.count)
 			split_vectors<Tr>(a);
 	}
 	__syncthreads();
-	if (a.count)
-		reduce_body<Tr, OP>(a);
+	return n;
+}
+
+/* The reductions of a queued call, their arguments read when it runs: the
+ * tasks one after the other, each on the whole grid. */
+template <typename Tr, int OP>
+__global__ void __launch_bounds__(THREADS) k_reduce_at(const struct sd_cuda_kargs *tasks, int max)
+{
+	__shared__ unsigned long long raw[sizeof(struct sd_cuda_kargs) / sizeof(unsigned long long)];
+	__shared__ kargs a;
+	int n = load_task<Tr>(tasks, 0, max, a, raw);
+
+	for (int t = 0; t < n; t++) {
+		if (t)
+			load_task<Tr>(tasks, t, max, a, raw);
+		if (a.count)
+			reduce_body<Tr, OP>(a);
+		__syncthreads(); /* a is rewritten by the next load */
+	}
 }
 
 /* ---- copies: npairs of (src, dst), blockIdx.y picks the pair --------------- */
@@ -366,7 +384,7 @@ static int launch(kargs &a, cudaStream_t st, int max_blocks)
 	return (int)cudaGetLastError();
 }
 
-/* ntasks tasks of up to max_count elements each, the blocks shared out. */
+/* Up to ntasks tasks of up to max_count elements each, one after the other. */
 template <typename Tr, int OP>
 static int launch_at(const struct sd_cuda_kargs *tasks, int ntasks, size_t max_count,
 		     cudaStream_t st, int max_blocks)
@@ -374,10 +392,8 @@ static int launch_at(const struct sd_cuda_kargs *tasks, int ntasks, size_t max_c
 	constexpr size_t es = sizeof(typename Tr::S);
 	size_t nvec = max_count / (16 / es);
 	size_t work = nvec ? (nvec + UNROLL - 1) / UNROLL : max_count;
-	int cap = max_blocks > 0 ? max_blocks : sm_count() * 4;
-	dim3 grid(grid_for(work, (cap + ntasks - 1) / ntasks), (unsigned)ntasks);
 
-	k_reduce_at<Tr, OP><<<grid, THREADS, 0, st>>>(tasks);
+	k_reduce_at<Tr, OP><<<grid_for(work, max_blocks), THREADS, 0, st>>>(tasks, ntasks);
 	return (int)cudaGetLastError();
 }
 

@@ -29,7 +29,8 @@ struct sd_cuda_kargs {
 	void *dst[SD_CUDA_MAX_RANKS];
 	int nsrc, ndst;
 	size_t count; /* elements */
-	int div, pad; /* the *_at launch: the AVG divisor */
+	int div;      /* the *_at launch: the AVG divisor; */
+	int ntasks;   /* ... in its first task: how many tasks it has */
 };
 
 /* npairs copies of bytes bytes each, src[k] to dst[k] (the *_at launch). */
@@ -55,7 +56,9 @@ int sd_cuda_kernel_copy_pairs(const void *const *src, void *const *dst, int npai
  * peers (proxy.c).  tasks and groups point into pinned, mapped host memory
  * (device addresses).  reduce_at: ntasks reductions, task i of up to
  * max_count elements (a task with nsrc 0 does nothing); pairs_at: ngroups
- * groups of up to max_pairs pairs of up to max_bytes bytes.  Returns a
+ * groups of up to max_pairs pairs of up to max_bytes bytes.  The tasks
+ * run one after the other, each on the whole grid (most calls have one:
+ * a rank's own share); tasks[0].ntasks says how many there are.  Returns a
  * cudaError_t. */
 int sd_cuda_kernel_reduce_at(const struct sd_cuda_kargs *tasks, int ntasks, size_t max_count,
 			     int dtype, int op, void *stream, int max_blocks);

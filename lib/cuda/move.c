@@ -53,6 +53,7 @@ static int launch_reduce(struct sink *k, struct sd_cuda_kargs *a, int dt, int op
 			return sd_comm_error(&cu->sh, SMDDP_EINTERNAL, "more reductions than queued");
 		a->div = div;
 		k->tasks[k->ntasks++] = *a;
+		k->tasks[0].ntasks = k->ntasks;
 		return SMDDP_OK;
 	}
 	e = sd_cuda_kernel_reduce(a, dt, op, div, cu->st, cu->max_blocks);
@@ -302,9 +303,10 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
 	o->last = o->seq + 1;
 	/* In-place alltoall: this rank's private copy, unless all ranks are
 	 * on this GPU (the last call showed it) and the worker takes it. */
-	o->copy_first = o->scratch && cu->shared != n - 1;
+	o->copy_first = o->scratch && __atomic_load_n(&cu->shared, __ATOMIC_RELAXED) != n - 1;
 	sd_cuda_extents(k, n, me, &sb, &rb);
-	if (o->copy_first)
+	e = sd_cuda_after_last(cu, st);
+	if (e == cudaSuccess && o->copy_first)
 		e = cudaMemcpyAsync(o->scratch, k->sendbuf, sb, cudaMemcpyDeviceToDevice, st);
 	if (e == cudaSuccess)
 		e = cudaEventRecord(cu->ev_in[o->slot], st);
@@ -340,23 +342,28 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
 					      cu->max_blocks);
 		break;
 	}
+	int rc = SMDDP_OK;
+
 	if (ke)
-		return sd_comm_error(c, SMDDP_ECUDA, "cannot queue the call's kernel: %s",
-				     cudaGetErrorString((cudaError_t)ke));
-	if ((r = (CUresult)sd_cuda_write32(st, cu->up_dev, o->seq)) != CUDA_SUCCESS ||
-	    (r = (CUresult)sd_cuda_wait32(st, cu->word_dev, o->last)) != CUDA_SUCCESS)
-		return sd_comm_error(c, SMDDP_ECUDA,
-				     "cannot queue the call's waits on the stream (CUDA error %d)",
-				     (int)r);
-	if (k->coll == SD_COLL_REDUCE_SCATTER && rs_staged(o->b, m, n, me) &&
-	    (e = cudaMemcpyAsync(k->recvbuf, (const char *)k->sendbuf + (size_t)me * m, m,
-				 cudaMemcpyDeviceToDevice, st)) != cudaSuccess)
-		return cuda_error(c, e, "cannot queue the copy of the result into recvbuf");
-	if ((e = cudaEventRecord(cu->ev_out[o->slot], st)) != cudaSuccess)
-		return cuda_error(c, e, "cannot record an event on the stream");
-	cu->out_used[o->slot] = 1;
-	o->broken = 0;
-	return SMDDP_OK;
+		rc = sd_comm_error(c, SMDDP_ECUDA, "cannot queue the call's kernel: %s",
+				   cudaGetErrorString((cudaError_t)ke));
+	else if ((r = (CUresult)sd_cuda_write32(st, cu->up_dev, o->seq)) != CUDA_SUCCESS ||
+		 (r = (CUresult)sd_cuda_wait32(st, cu->word_dev, o->last)) != CUDA_SUCCESS)
+		rc = sd_comm_error(c, SMDDP_ECUDA,
+				   "cannot queue the call's waits on the stream (cuStreamWriteValue32 "
+				   "or cuStreamWaitValue32: CUDA error %d)",
+				   (int)r);
+	else if (k->coll == SD_COLL_REDUCE_SCATTER && rs_staged(o->b, m, n, me) &&
+		 (e = cudaMemcpyAsync(k->recvbuf, (const char *)k->sendbuf + (size_t)me * m, m,
+				      cudaMemcpyDeviceToDevice, st)) != cudaSuccess)
+		rc = cuda_error(c, e, "cannot queue the copy of the result into recvbuf");
+	/* Also after a failure: what the slot's next call must wait for. */
+	sd_cuda_end_queued(cu, st, o->slot);
+	if (!rc && !cu->out_used[o->slot])
+		rc = sd_comm_error(c, SMDDP_ECUDA, "cannot record an event on the stream");
+	if (!rc)
+		o->broken = 0;
+	return rc;
 }
 
 /* One call, start to end, on the proxy thread. */
@@ -430,14 +437,17 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	char theirs[160], ours[160], msg[400] = "";
 	const struct pub *pubs[SD_CUDA_MAX_RANKS];
 
-	cu->shared = 0;
+	int shared = 0;
+
 	for (int q = 0; q < n; q++) {
 		pubs[q] = tp->slot(c, q, h);
 		int same = !memcmp(pubs[q]->uuid, cu->uuid, sizeof(cu->uuid));
 
 		one_gpu &= same;
-		cu->shared += same && q != me;
+		shared += same && q != me;
 	}
+	/* Read by the host thread when it queues a call. */
+	__atomic_store_n(&cu->shared, shared, __ATOMIC_RELAXED);
 	for (int q = 0; q < n && !one_gpu; q++)
 		if (pubs[q]->scratch && !pubs[q]->copied)
 			return sd_comm_error(c, SMDDP_EINTERNAL,
@@ -514,10 +524,13 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	rc = move_data(&sk, o, pubs, ps, pr, pss, worker);
 	if (!rc && o->queued) {
 		sd_cuda_release(cu, o->seq);
-		rc = sd_cuda_wait_word(cu->upw, o->seq, c->timeout_ns, &cu->stop);
+		rc = sd_cuda_wait_word(cu->upw, o->seq, cu->st, c->timeout_ns, &cu->stop, &e);
 		if (rc == SMDDP_EABORTED)
 			return sd_comm_error(c, rc, "the communicator was destroyed or aborted "
 						    "during this call");
+		if (rc == SMDDP_ECUDA)
+			return sd_comm_error(c, rc, "a kernel of this call failed: %s (%s)",
+					     cudaGetErrorString(e), cudaGetErrorName(e));
 		if (rc)
 			return sd_comm_error(c, rc, "the GPU did not finish this call's kernel "
 						    "within SMDDP_TIMEOUT");

@@ -201,7 +201,7 @@ static int state_init(struct smddp_comm *c, int dev)
 	cu->decided = cu->mode >= 0 || sanitized || c->net;
 	cu->async = cu->mode == 1 || (cu->mode < 0 && !sanitized && c->net);
 	cu->shared = -1;
-	cu->stage_slot = -1;
+	cu->last_slot = -1;
 	cudaGetDevice(&old);
 	if ((e = cudaSetDevice(dev)) != cudaSuccess) {
 		rc = cuda_error(c, e, "cannot use the buffers' GPU");
@@ -392,6 +392,27 @@ int sd_cuda_async_error(struct smddp_comm *c, struct sd_err *err)
 
 /* ---- queueing (host thread) --------------------------------------------------- */
 
+/* The streams' waits compare tickets as unsigned numbers
+ * (CU_STREAM_WAIT_VALUE_GEQ), which do not wrap: before the count nears
+ * 2^32 the queue drains, every stream passes its last call, and both
+ * words start over from 0. */
+static int rewind_tickets(struct smddp_comm *c, struct sd_cuda *cu)
+{
+	cudaError_t e = cudaSuccess;
+
+	SD_CHECK(drain(c, cu));
+	for (int i = 0; i < QCAP; i++)
+		if (cu->out_used[i] &&
+		    sd_cuda_wait(sd_cuda_q_event, cu->ev_out[i], c->timeout_ns, NULL, &e) != SMDDP_OK)
+			return sd_comm_error(c, SMDDP_ETIMEDOUT,
+					     "a stream did not pass an earlier call of this "
+					     "communicator within SMDDP_TIMEOUT");
+	__atomic_store_n((uint32_t *)cu->word, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n((uint32_t *)cu->upw, 0, __ATOMIC_SEQ_CST);
+	cu->enq = 0;
+	return SMDDP_OK;
+}
+
 /* A bad buffer between hosts: the peers are already in the call (their
  * buffers were fine) and would wait for this rank until SMDDP_TIMEOUT, so
  * the communicator breaks and they are told now, with the reason, once
@@ -521,6 +542,9 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 	    b[0].off < b[1].off + rb && b[1].off < b[0].off + sb)
 		SD_CHECK(alltoall_scratch(c, cu, sb, dev, &scratch, &sbp));
 
+	if (cu->enq > 0xf0000000u)
+		SD_CHECK(rewind_tickets(c, cu));
+
 	int slot = 0;
 
 	if (cu->async) {
@@ -614,7 +638,7 @@ static int run_call(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 	/* Queued, a mismatch is for good: each rank's host thread may already
 	 * have queued other calls after it, and the next call of one rank
 	 * would meet another's. */
-	if (rc && one_off && o->seq != 0 && cu->async) {
+	if (rc && one_off && cu->async) {
 		one_off = 0;
 		snprintf(cu->sh.last_error + strlen(cu->sh.last_error),
 			 sizeof(cu->sh.last_error) - strlen(cu->sh.last_error),
@@ -642,8 +666,8 @@ static int run_call(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 static void proxy_abort(struct sd_cuda *cu)
 {
 	cu->aborted = 1;
-	if (!cu->sh.failed) {
-		cu->sh.failed = cu->failed ? cu->failed : SMDDP_EABORTED;
+	if (!cu->sh.failed && cu->abort_asked == 2) {
+		cu->sh.failed = cu->failed;
 		snprintf(cu->sh.last_error, sizeof(cu->sh.last_error), "%s", cu->errmsg);
 	}
 	pthread_mutex_unlock(&cu->mu);
@@ -691,15 +715,19 @@ void sd_cuda_abort(struct smddp_comm *c)
 		c->tp->abort(c);
 		return;
 	}
+	/* First the running call's reason to stop, then the proxy's. */
+	sd_net_ask_abort(c);
 	pthread_mutex_lock(&cu->mu);
 	if (!cu->failed) {
 		cu->failed = c->failed ? c->failed : SMDDP_EABORTED;
-		snprintf(cu->errmsg, sizeof(cu->errmsg), "%s", c->last_error);
+		snprintf(cu->errmsg, sizeof(cu->errmsg), "%s",
+			 c->failed ? c->last_error : "this rank aborted the communicator");
 	}
-	cu->abort_asked = 1;
+	/* smddp_comm_abort (no failure): the peers hear of an abort, not of
+	 * a failure with a stale sentence. */
+	cu->abort_asked = c->failed ? 2 : 1;
 	pthread_cond_signal(&cu->cv);
 	pthread_mutex_unlock(&cu->mu);
-	sd_net_ask_abort(c);
 }
 
 static void stop_proxy(struct sd_cuda *cu)

@@ -77,8 +77,8 @@ struct sd_cuda {
 	uint32_t enq;             /* tickets taken so far (a call takes one, or one per chunk) */
 	uint64_t xwire;           /* wire numbers the runs took beyond one per call
 				   * (staged.c's chunks), not yet in c->wire */
-	cudaStream_t stage_st;    /* staged.c: the stream of the last call, */
-	int stage_slot;           /* ... and its ring slot (-1: none) */
+	cudaStream_t last_st;     /* queued calls: the stream of the last, */
+	int last_slot;            /* ... and its ring slot (-1: none) */
 	struct sd_stage *stage;   /* staged.c: pinned slots */
 	char *args;               /* move.c, queued mode: kernel arguments per ring slot, */
 	CUdeviceptr args_dev;     /* ... pinned and mapped */
@@ -93,7 +93,8 @@ struct sd_cuda {
 	int stop;
 	int failed;             /* sticky: the communicator is broken */
 	int pending;            /* one-off (EMISMATCH): reported once */
-	int abort_asked;        /* the host thread wants the transport aborted (sd_cuda_abort) */
+	int abort_asked;        /* the host thread wants the transport aborted (sd_cuda_abort):
+				 * 2 after a failure (cu->failed, errmsg), 1 smddp_comm_abort */
 	int aborted;            /* ... and the proxy did it */
 	char errmsg[1024];
 
@@ -128,6 +129,27 @@ static inline void sd_cuda_release(struct sd_cuda *cu, uint32_t seq)
 	__atomic_store_n((uint32_t *)cu->word, seq, __ATOMIC_SEQ_CST);
 }
 
+/* Host thread, a queued call on stream st: after the last queued call on
+ * the GPU when that was on another stream (its end event), as calls share
+ * the staging slots, the scratch copy and the up word. */
+static inline cudaError_t sd_cuda_after_last(struct sd_cuda *cu, cudaStream_t st)
+{
+	if (cu->last_slot >= 0 && cu->last_st != st && cu->out_used[cu->last_slot])
+		return cudaStreamWaitEvent(st, cu->ev_out[cu->last_slot], 0);
+	return cudaSuccess;
+}
+
+/* ... and the call in slot s, queued on st, is the last now: its end
+ * event recorded (out_used) when that could be done. */
+static inline void sd_cuda_end_queued(struct sd_cuda *cu, cudaStream_t st, int s)
+{
+	if (cudaEventRecord(cu->ev_out[s], st) == cudaSuccess) {
+		cu->out_used[s] = 1;
+		cu->last_st = st;
+		cu->last_slot = s;
+	}
+}
+
 static inline size_t dtsize(int dt)
 {
 	return smddp_dtype_size((enum smddp_dtype)dt);
@@ -152,10 +174,11 @@ int sd_cuda_wait32(cudaStream_t st, CUdeviceptr addr, uint32_t value);
 /* cuStreamWriteValue32 (after the stream's earlier work, its writes
  * visible first); a CUresult. */
 int sd_cuda_write32(cudaStream_t st, CUdeviceptr addr, uint32_t value);
-/* Until *w reaches t (the stream wrote it; tickets may wrap): SMDDP_OK,
- * SMDDP_ETIMEDOUT after timeout_ns, SMDDP_EABORTED once *stop is set. */
-int sd_cuda_wait_word(const volatile uint32_t *w, uint32_t t, uint64_t timeout_ns,
-		      const int *stop);
+/* Until *w reaches t (a stream wrote it): SMDDP_OK, SMDDP_ECUDA (the
+ * context failed, as st shows: *err), SMDDP_ETIMEDOUT after timeout_ns,
+ * SMDDP_EABORTED once *stop is set. */
+int sd_cuda_wait_word(const volatile uint32_t *w, uint32_t t, cudaStream_t st, uint64_t timeout_ns,
+		      const int *stop, cudaError_t *err);
 
 /* ---- ipc.c ---- */
 

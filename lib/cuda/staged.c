@@ -189,7 +189,7 @@ static cudaError_t copy_up(struct sd_cuda *cu, const struct plan *p, size_t i, c
 		break;
 	}
 	if (e == cudaSuccess && sd_cuda_write32(st, cu->up_dev, p->t0 + (uint32_t)i))
-		e = cudaErrorUnknown;
+		e = cudaErrorNotSupported; /* stream memory operations unavailable */
 	return e;
 }
 
@@ -206,7 +206,7 @@ static cudaError_t copy_down(struct sd_cuda *cu, const struct plan *p, size_t i,
 	char *R = k->recvbuf ? (char *)k->recvbuf + ob : NULL; /* NULL: reduce, not root */
 
 	if (sd_cuda_wait32(st, cu->word_dev, p->t0 + (uint32_t)i))
-		return cudaErrorUnknown;
+		return cudaErrorNotSupported; /* stream memory operations unavailable */
 	switch (k->coll) {
 	case SD_COLL_ALLREDUCE:
 		e = cudaMemcpyAsync(R, S, Lb, cudaMemcpyHostToDevice, st);
@@ -292,7 +292,7 @@ int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 
 	plan_of(&p, &o->k, c->size, c->rank);
 	SD_CHECK(stage_get(c, cu, (size_t)p.words * p.es, &s));
-	if (p.nch > UINT32_MAX / 4)
+	if (p.nch > ((size_t)1 << 24)) /* tickets: see proxy.c, rewind() */
 		return sd_comm_error(c, SMDDP_EINVAL, "count %zu is too large for the device path "
 						      "between hosts", o->k.count);
 	p.t0 = o->seq;
@@ -300,10 +300,7 @@ int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 	/* The call's number on the wire; its chunks take more when it runs
 	 * (cu->xwire), once the ranks agree on it (SMDDP_CHECK_COLL). */
 	o->wire = c->wire;
-	/* Calls on several streams share the slots and the up word: each
-	 * goes after the last, on the GPU (its end event). */
-	if (cu->stage_slot >= 0 && cu->stage_st != st && cu->out_used[cu->stage_slot] &&
-	    (e = cudaStreamWaitEvent(st, cu->ev_out[cu->stage_slot], 0)) != cudaSuccess)
+	if ((e = sd_cuda_after_last(cu, st)) != cudaSuccess)
 		return sd_comm_error(c, SMDDP_ECUDA, "cannot order the stream after the last call "
 						     "on another stream: %s", cudaGetErrorString(e));
 	SD_TRACE(SD_SUB_COLL, "staged between hosts: %zu chunks of %zu elements, tickets %u-%u",
@@ -315,16 +312,12 @@ int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 		if (e == cudaSuccess && up < p.nch)
 			e = copy_up(cu, &p, up++, st);
 	}
-	if (e == cudaSuccess)
-		e = cudaEventRecord(cu->ev_out[o->slot], st);
-	if (e == cudaSuccess) {
-		cu->out_used[o->slot] = 1;
-		cu->stage_st = st;
-		cu->stage_slot = o->slot;
+	/* Even when queueing failed halfway, waits may be queued: the ticket
+	 * numbers stay taken, and the call's runner releases them unrun
+	 * (o->broken); the end event still orders what follows. */
+	sd_cuda_end_queued(cu, st, o->slot);
+	if (e == cudaSuccess && cu->out_used[o->slot])
 		return SMDDP_OK;
-	}
-	/* Some waits may be queued: the ticket numbers stay taken, and the
-	 * call's runner releases them unrun (o->broken). */
 	o->broken = 1;
 	return sd_comm_error(c, SMDDP_ECUDA, "cannot queue the copies of a device call between "
 					     "hosts on the stream (is it a stream of this GPU?): "
@@ -336,6 +329,7 @@ int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
 {
 	struct smddp_comm *c = &cu->sh;
 	struct plan p;
+	cudaError_t e = cudaSuccess;
 	int rc;
 
 	c->cur = o->desc;
@@ -355,10 +349,13 @@ int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
 	for (size_t i = 0; i < p.nch; i++) {
 		uint32_t t = p.t0 + (uint32_t)i;
 
-		rc = sd_cuda_wait_word(cu->upw, t, c->timeout_ns, &cu->stop);
+		rc = sd_cuda_wait_word(cu->upw, t, cu->st, c->timeout_ns, &cu->stop, &e);
 		if (rc == SMDDP_EABORTED)
 			return sd_comm_error(c, SMDDP_EABORTED, "the communicator was destroyed or "
 								"aborted during this call");
+		if (rc == SMDDP_ECUDA)
+			return sd_comm_error(c, rc, "a copy between the GPU and host memory failed: "
+						    "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
 		if (rc)
 			return sd_comm_error(c, SMDDP_ETIMEDOUT,
 					     i ? "a copy from the GPU to host memory did not finish "

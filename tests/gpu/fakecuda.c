@@ -1276,8 +1276,9 @@ struct kat {
 static void k_reduce_at(void *arg)
 {
 	struct kat *k = arg;
+	int n = k->tasks[0].ntasks < 0 ? 0 : k->tasks[0].ntasks > k->n ? k->n : k->tasks[0].ntasks;
 
-	for (int i = 0; i < k->n; i++) {
+	for (int i = 0; i < n; i++) {
 		struct sd_cuda_kargs a;
 
 		memcpy(&a, (const void *)&k->tasks[i], sizeof(a));

@@ -622,9 +622,9 @@ void WorkQueue::run(const c10::intrusive_ptr<WorkSMDDP>& work) {
       comm_ = nullptr;
     }
     if (ctx.result == SMDDP_EMISMATCH && comm_ && !state_->failed() && !unverified_.empty()) {
-      // libsmddp returns a mismatch its proxy met in queued GPU work at
-      // the next call, once, and forgets it: it may be the listed works'
-      // and not this call's, which cannot be told apart.
+      // A mismatch its proxy met in queued GPU work breaks the
+      // communicator and comes back from the next call: it may be the
+      // listed works' and not this call's, which cannot be told apart.
       std::string detail = smddp_last_error(comm_);
       failDeviceWork(
           (detail.empty() ? "" : detail + " ") + "(" + smddp_strerror(ctx.result) +
