@@ -35,17 +35,6 @@ run_fake() {
 	rm -f "$FAKECUDA_FILE"
 }
 
-# expect_summary NAME NRANKS: every rank printed a clean SUMMARY and the job exited 0
-expect_summary() {
-	local s
-	s=$(grep -c "SUMMARY rank [0-9]* of $2: [0-9]* passed, 0 failed" "$TDIR/$1.out")
-	if [ "$status" -eq 0 ] && [ "$s" -eq "$2" ]; then
-		pass "$1: every one of $2 ranks passed"
-	else
-		fail "$1: exit $status, $s of $2 ranks printed a clean summary"
-	fi
-}
-
 # fake NAME NRANKS [ENV=VALUE...] -- ARGS...: run_fake within FAKE_SECS (180), expect_summary
 fake() {
 	local name=$1 n=$2

@@ -31,13 +31,3 @@ run_gpu() {
 	sed 's/^/    /' "$TDIR/$name.out"
 }
 
-# expect_summary NAME NRANKS: every rank printed a clean SUMMARY and the job exited 0
-expect_summary() {
-	local s
-	s=$(grep -c "SUMMARY rank [0-9]* of $2: [0-9]* passed, 0 failed" "$TDIR/$1.out")
-	if [ "$status" -eq 0 ] && [ "$s" -eq "$2" ]; then
-		pass "$1: every one of $2 ranks passed"
-	else
-		fail "$1: exit $status, $s of $2 ranks printed a clean summary"
-	fi
-}
