@@ -26,6 +26,9 @@
  *                                           300 ms by a host function (the call
  *                                           waits for it; with SMDDP_CUDA_ASYNC=1 it
  *                                           returns at once)
+ *   gpu-conformance abortq                  rank 0 queues a call rank 1 has not made and
+ *                                           aborts: it returns in seconds, rank 1's call
+ *                                           fails naming rank 0 (FAULT-OK lines)
  *   gpu-conformance twostreams              calls on two streams, the first held 300 ms:
  *                                           both right (the second waited for the first)
  *   gpu-conformance overlap                 the call returns within 10 % of the GPU
@@ -917,6 +920,46 @@ static int badbuf(int victim)
 	return 0;
 }
 
+/* abortq: rank 0 queues a call that rank 1 has not made yet, then calls
+ * smddp_comm_abort: it returns within seconds (its proxy is inside the
+ * call), and rank 1's call fails naming rank 0.  FAULT-OK / FAULT-BAD
+ * lines, as dead. */
+static int abortq(void)
+{
+	size_t count = 1 << 16;
+	struct timespec half = {0, 500 * 1000000L};
+	double t0;
+	int rc;
+
+	if (rank == 0) {
+		rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+		nanosleep(&half, NULL);
+		t0 = now_s();
+		int ab = smddp_comm_abort(comm);
+		double took = now_s() - t0;
+
+		CK(cudaStreamSynchronize(stream));
+		verdict(ab == SMDDP_OK && took < 5, rc, took, "smddp_comm_abort returned");
+		return 0;
+	}
+	nanosleep(&half, NULL);
+	nanosleep(&half, NULL);
+	t0 = now_s();
+	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (!rc)
+		rc = await_async_error(t0, 20);
+	if (!rc)
+		rc = smddp_barrier(comm);
+	double took = now_s() - t0;
+	const char *msg = smddp_last_error(comm);
+
+	verdict(rc != SMDDP_OK && strstr(msg, "rank 0") && strstr(msg, "abort") && took < 20, rc,
+		took, msg);
+	CK(cudaStreamSynchronize(stream));
+	smddp_comm_abort(comm);
+	return 0;
+}
+
 /* ---- ranks disagree on the kind of memory (between hosts) -------------------------- */
 
 /* Rank 0 on device memory, the others on host memory, SMDDP_CHECK_COLL=1:
@@ -1519,6 +1562,8 @@ int main(int argc, char **argv)
 		matrix(large, quick, small);
 	} else if (!strcmp(mode, "order")) {
 		order();
+	} else if (!strcmp(mode, "abortq")) {
+		return abortq();
 	} else if (!strcmp(mode, "twostreams")) {
 		twostreams();
 	} else if (!strcmp(mode, "overlap")) {
@@ -1544,7 +1589,7 @@ int main(int argc, char **argv)
 		signal(SIGTERM, SIG_IGN);
 		return dead(atoi(argv[2]));
 	} else {
-		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | twostreams | overlap | "
+		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | twostreams | abortq | overlap | "
 				"p2p [--perf] | p2pdead VICTIM | mismatch | errors | dead VICTIM | badbuf VICTIM | mixed]\n");
 		return 2;
 	}

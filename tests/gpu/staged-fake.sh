@@ -41,6 +41,11 @@ expect_faults staged-badbuf "got the right error" 0 1
 run_fake staged-mixed 60 2 CONFORMANCE_PER_HOST=1 SMDDP_CHECK_COLL=1 -- mixed
 expect_faults staged-mixed "got SMDDP_EMISMATCH" 0 1
 
+# rank 0 aborts while its proxy is inside a call (the fabric's endpoint is the
+# proxy's then): it returns at once, rank 1 is told
+LAUNCH_OPTS="--grace 30" run_fake staged-abort 60 2 CONFORMANCE_PER_HOST=1 -- abortq
+expect_faults staged-abort "aborted in time, or was told" 0 1
+
 # a rank dies: the others' next call fails naming it, streams released
 job=fakestaged$$
 LAUNCH_OPTS="--grace 30" run_fake staged-dead 60 4 CONFORMANCE_PER_HOST=2 SMDDP_TIMEOUT=30 \

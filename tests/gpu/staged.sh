@@ -27,6 +27,14 @@ run_gpu staged-order 120 2 order
 expect_summary staged-order 2
 run_gpu staged-twostreams 120 2 twostreams
 expect_summary staged-twostreams 2
+# rank 0 aborts while its proxy is inside a call: it returns at once, rank 1 is told
+LAUNCH_OPTS="--grace 30" run_gpu staged-abort 60 2 abortq
+for r in 0 1; do
+	grep -q "FAULT-OK rank=$r " "$TDIR/staged-abort.out" &&
+		pass "staged-abort: rank $r aborted in time, or was told" ||
+		fail "staged-abort: rank $r: $(grep "FAULT-BAD rank=$r" "$TDIR/staged-abort.out" | head -1)"
+done
+unset LAUNCH_OPTS
 # the blocking mode: the calling thread runs the host part
 SMDDP_CUDA_ASYNC=0 run_gpu staged-block-2x1 200 2 matrix --small
 expect_summary staged-block-2x1 2
