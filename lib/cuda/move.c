@@ -301,12 +301,8 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
 	 * runs empty kernels. */
 	memset(slot_tasks(cu, o->slot), 0, slot_bytes(n));
 	o->last = o->seq + 1;
-	/* In-place alltoall: this rank's private copy, unless all ranks are
-	 * on this GPU (the last call showed it) and the worker takes it. */
-	o->copy_first = o->scratch && __atomic_load_n(&cu->shared, __ATOMIC_RELAXED) != n - 1;
 	sd_cuda_extents(k, n, me, &sb, &rb);
-	e = sd_cuda_after_last(cu, st);
-	if (e == cudaSuccess && o->copy_first)
+	if (o->copy_first)
 		e = cudaMemcpyAsync(o->scratch, k->sendbuf, sb, cudaMemcpyDeviceToDevice, st);
 	if (e == cudaSuccess)
 		e = cudaEventRecord(cu->ev_in[o->slot], st);
@@ -391,15 +387,13 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 		return sd_comm_error(c, SMDDP_ETIMEDOUT,
 				     "the stream did not reach this call within SMDDP_TIMEOUT: is "
 				     "the work queued before it stuck?");
-	/* In-place alltoall: the private copy is taken before the ranks meet,
-	 * since peers write into this input once they have met; except where
-	 * one rank does all the work (every rank on this GPU, known from the
-	 * last call; shared is -1 before the first): it
-	 * takes every copy itself, sparing each process a kernel of its own
-	 * (time-sliced processes: hundreds of microseconds each). */
-	int copy_first = o->queued ? o->copy_first : o->scratch && cu->shared != n - 1;
+	/* In-place alltoall: the private copy (o->copy_first, see
+	 * sd_cuda_enqueue) is taken before the ranks meet, since peers write
+	 * into this input once they have met; queued, it is on the user's
+	 * stream before ev_in. */
+	int copy_first = o->copy_first;
 
-	if (copy_first && !o->queued) { /* queued: on the user's stream, before ev_in */
+	if (copy_first && !o->queued) {
 		size_t sb, rb;
 
 		sd_cuda_extents(&o->k, n, me, &sb, &rb);

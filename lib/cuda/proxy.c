@@ -422,7 +422,7 @@ static int refuse_between_hosts(struct smddp_comm *c, int rc)
 	char why[sizeof(c->last_error)];
 
 	snprintf(why, sizeof(why), "%s", c->last_error);
-	if (c->cuda && drain((struct smddp_comm *)c, c->cuda) == SMDDP_OK)
+	if (c->cuda && drain(c, c->cuda) == SMDDP_OK)
 		snprintf(c->last_error, sizeof(c->last_error), "%s", why);
 	c->failed = rc;
 	sd_cuda_abort(c);
@@ -475,6 +475,16 @@ static int wait_out(struct smddp_comm *c, struct sd_cuda *cu, const struct op *o
 	return SMDDP_OK;
 }
 
+/* Host thread, a queued call on stream st: after the last queued call on
+ * the GPU when that was on another stream (its end event), as calls share
+ * the staging slots, the scratch copy and the up word. */
+static cudaError_t after_last(struct sd_cuda *cu, cudaStream_t st)
+{
+	if (cu->last_slot >= 0 && cu->last_st != st && cu->out_used[cu->last_slot])
+		return cudaStreamWaitEvent(st, cu->ev_out[cu->last_slot], 0);
+	return cudaSuccess;
+}
+
 /* Queues call o on its stream (the stream's side of it): between hosts
  * the staged copies (staged.c); on one node, queued, the call's kernels
  * behind a wait (move.c), else the input event.  Sets o->last. */
@@ -483,6 +493,11 @@ static int queue_on_stream(struct smddp_comm *c, struct sd_cuda *cu, struct op *
 	cudaStream_t st = (cudaStream_t)o->k.stream;
 	cudaError_t e;
 
+	/* Queued calls share the staging slots, the scratch copy and the up
+	 * word: a call on another stream than the last goes after it. */
+	if ((o->staged || cu->async) && (e = after_last(cu, st)) != cudaSuccess)
+		return cuda_error(c, e, "cannot order the stream after the last call on another "
+					"stream");
 	if (o->staged)
 		return sd_cuda_staged_queue(c, cu, o);
 	if (cu->async) {
@@ -577,6 +592,12 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 	o->b[1] = b[1];
 	o->scratch = scratch;
 	o->sb = sbp;
+	/* Except where one rank does all the work (every rank on this GPU, as
+	 * the last call showed; shared is -1 before the first): it takes every
+	 * copy itself, sparing each process a kernel of its own (time-sliced
+	 * processes: hundreds of microseconds each).  Read here, by the host
+	 * thread, for both modes. */
+	o->copy_first = scratch && __atomic_load_n(&cu->shared, __ATOMIC_RELAXED) != c->size - 1;
 	o->slot = slot;
 	o->staged = staged;
 	cudaGetDevice(&old);

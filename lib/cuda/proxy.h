@@ -44,7 +44,7 @@ struct op {
 	int staged;    /* between hosts (staged.c), else on one node (move.c) */
 	int broken;    /* its queueing failed halfway: release it unrun */
 	int queued;    /* one node, queue-and-return: kernels on the user's stream (move.c) */
-	int copy_first; /* ... in-place alltoall: its private copy queued there too */
+	int copy_first; /* in-place alltoall: this rank takes its private copy itself */
 	struct sd_coll_desc desc;
 	struct sd_cuda_call k;
 	struct buf_pub b[2]; /* base, off, id, size; h filled by the proxy */
@@ -129,18 +129,9 @@ static inline void sd_cuda_release(struct sd_cuda *cu, uint32_t seq)
 	__atomic_store_n((uint32_t *)cu->word, seq, __ATOMIC_SEQ_CST);
 }
 
-/* Host thread, a queued call on stream st: after the last queued call on
- * the GPU when that was on another stream (its end event), as calls share
- * the staging slots, the scratch copy and the up word. */
-static inline cudaError_t sd_cuda_after_last(struct sd_cuda *cu, cudaStream_t st)
-{
-	if (cu->last_slot >= 0 && cu->last_st != st && cu->out_used[cu->last_slot])
-		return cudaStreamWaitEvent(st, cu->ev_out[cu->last_slot], 0);
-	return cudaSuccess;
-}
-
-/* ... and the call in slot s, queued on st, is the last now: its end
- * event recorded (out_used) when that could be done. */
+/* Host thread: the call in slot s, queued on st, is the last now (its
+ * end event recorded, out_used, when that could be done); proxy.c orders
+ * a call on another stream after it. */
 static inline void sd_cuda_end_queued(struct sd_cuda *cu, cudaStream_t st, int s)
 {
 	if (cudaEventRecord(cu->ev_out[s], st) == cudaSuccess) {

@@ -292,7 +292,7 @@ int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 
 	plan_of(&p, &o->k, c->size, c->rank);
 	SD_CHECK(stage_get(c, cu, (size_t)p.words * p.es, &s));
-	if (p.nch > ((size_t)1 << 24)) /* tickets: see proxy.c, rewind() */
+	if (p.nch > ((size_t)1 << 24)) /* tickets: see proxy.c, rewind_tickets() */
 		return sd_comm_error(c, SMDDP_EINVAL, "count %zu is too large for the device path "
 						      "between hosts", o->k.count);
 	p.t0 = o->seq;
@@ -300,9 +300,6 @@ int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 	/* The call's number on the wire; its chunks take more when it runs
 	 * (cu->xwire), once the ranks agree on it (SMDDP_CHECK_COLL). */
 	o->wire = c->wire;
-	if ((e = sd_cuda_after_last(cu, st)) != cudaSuccess)
-		return sd_comm_error(c, SMDDP_ECUDA, "cannot order the stream after the last call "
-						     "on another stream: %s", cudaGetErrorString(e));
 	SD_TRACE(SD_SUB_COLL, "staged between hosts: %zu chunks of %zu elements, tickets %u-%u",
 		 p.nch, p.len, o->seq, o->last);
 	for (; up < p.nch && up < NSLOT && e == cudaSuccess; up++)
