@@ -751,6 +751,17 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t st, cudaHostFn_t fn, void *data)
 	return put(st, w);
 }
 
+/* fn(arg) on the stream, arg malloc()ed (NULL: out of memory) and fn's to
+ * free; freed here if it cannot be queued. */
+static cudaError_t launch_owned(cudaStream_t st, void (*fn)(void *), void *arg)
+{
+	cudaError_t e = arg ? cudaLaunchHostFunc(st, fn, arg) : cudaErrorMemoryAllocation;
+
+	if (e != cudaSuccess)
+		free(arg);
+	return e;
+}
+
 /* cuStreamWaitValue32, as the library fetches it (lib/cuda/device.c). */
 static CUresult fake_wait32(CUstream st, CUdeviceptr addr, cuuint32_t v, unsigned int flags)
 {
@@ -796,23 +807,11 @@ cudaError_t cudaStreamAddCallback(cudaStream_t st, cudaStreamCallback_t fn, void
 				  unsigned int flags)
 {
 	struct cb *cb = malloc(sizeof(*cb));
-	struct work *w = item(W_CALL);
-	cudaError_t e;
 
 	(void)flags;
-	if (!cb || !w) {
-		free(cb);
-		free(w);
-		return cudaErrorMemoryAllocation;
-	}
-	cb->fn = fn;
-	cb->st = st;
-	cb->data = data;
-	w->fn = run_cb;
-	w->arg = cb;
-	if ((e = put(st, w)) != cudaSuccess)
-		free(cb);
-	return e;
+	if (cb)
+		*cb = (struct cb){.fn = fn, .st = st, .data = data};
+	return launch_owned(st, run_cb, cb);
 }
 
 /* ---- memory ------------------------------------------------------------------ */
@@ -1201,26 +1200,15 @@ static void k_reduce(void *arg)
 int sd_cuda_kernel_reduce(const struct sd_cuda_kargs *a, int dtype, int op, int avg_div,
 			  void *stream, int max_blocks)
 {
-	struct kreduce *k = malloc(sizeof(*k));
-	struct work *w = item(W_CALL);
-	cudaError_t e;
+	struct kreduce *k;
 
 	(void)max_blocks;
-	if (!k || !w || a->nsrc < 1 || a->nsrc > SD_CUDA_MAX_RANKS || a->ndst < 0 ||
-	    a->ndst > SD_CUDA_MAX_RANKS) {
-		free(k);
-		free(w);
-		return !k || !w ? cudaErrorMemoryAllocation : cudaErrorInvalidValue;
-	}
-	k->a = *a;
-	k->dtype = dtype;
-	k->op = op;
-	k->avg_div = avg_div;
-	w->fn = k_reduce;
-	w->arg = k;
-	if ((e = put((cudaStream_t)stream, w)) != cudaSuccess)
-		free(k);
-	return e;
+	if (a->nsrc < 1 || a->nsrc > SD_CUDA_MAX_RANKS || a->ndst < 0 ||
+	    a->ndst > SD_CUDA_MAX_RANKS)
+		return cudaErrorInvalidValue;
+	if ((k = malloc(sizeof(*k))))
+		*k = (struct kreduce){.a = *a, .dtype = dtype, .op = op, .avg_div = avg_div};
+	return launch_owned((cudaStream_t)stream, k_reduce, k);
 }
 
 struct kpairs {
@@ -1242,27 +1230,20 @@ static void k_pairs(void *arg)
 int sd_cuda_kernel_copy_pairs(const void *const *src, void *const *dst, int npairs, size_t bytes,
 			      void *stream, int max_blocks)
 {
-	struct kpairs *k = malloc(sizeof(*k));
-	struct work *w = item(W_CALL);
-	cudaError_t e;
+	struct kpairs *k;
 
 	(void)max_blocks;
-	if (!k || !w || npairs < 0 || npairs > SD_CUDA_MAX_RANKS) {
-		free(k);
-		free(w);
-		return !k || !w ? cudaErrorMemoryAllocation : cudaErrorInvalidValue;
+	if (npairs < 0 || npairs > SD_CUDA_MAX_RANKS)
+		return cudaErrorInvalidValue;
+	if ((k = malloc(sizeof(*k)))) {
+		k->n = npairs;
+		k->bytes = bytes;
+		for (int i = 0; i < npairs; i++) {
+			k->src[i] = src[i];
+			k->dst[i] = dst[i];
+		}
 	}
-	k->n = npairs;
-	k->bytes = bytes;
-	for (int i = 0; i < npairs; i++) {
-		k->src[i] = src[i];
-		k->dst[i] = dst[i];
-	}
-	w->fn = k_pairs;
-	w->arg = k;
-	if ((e = put((cudaStream_t)stream, w)) != cudaSuccess)
-		free(k);
-	return e;
+	return launch_owned((cudaStream_t)stream, k_pairs, k);
 }
 
 /* The *_at kernels read their arguments when they run, as the GPU's do:
@@ -1313,20 +1294,10 @@ static int queue_at(void (*fn)(void *), const struct sd_cuda_kargs *tasks,
 		    const struct sd_cuda_kpairs *groups, int n, int dtype, int op, void *stream)
 {
 	struct kat *k = malloc(sizeof(*k));
-	struct work *w = item(W_CALL);
-	cudaError_t e;
 
-	if (!k || !w) {
-		free(k);
-		free(w);
-		return cudaErrorMemoryAllocation;
-	}
-	*k = (struct kat){tasks, groups, n, dtype, op};
-	w->fn = fn;
-	w->arg = k;
-	if ((e = put((cudaStream_t)stream, w)) != cudaSuccess)
-		free(k);
-	return e;
+	if (k)
+		*k = (struct kat){tasks, groups, n, dtype, op};
+	return launch_owned((cudaStream_t)stream, fn, k);
 }
 
 int sd_cuda_kernel_reduce_at(const struct sd_cuda_kargs *tasks, int ntasks, size_t max_count,
