@@ -19,6 +19,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 #include <smddp/smddp.h>
 
 #include "cuda/kernels.h"
@@ -397,29 +399,35 @@ static int launch_at(const struct sd_cuda_kargs *tasks, int ntasks, size_t max_c
 	return (int)cudaGetLastError();
 }
 
-template <typename Tr>
-static int launch_op_at(const struct sd_cuda_kargs *t, int n, size_t max, int op, cudaStream_t st,
-			int mb)
+/* f(Tr{}, OP), OP a std::integral_constant: the kernel instance of a
+ * dtype and an op (cudaErrorInvalidValue for others). */
+template <typename Tr, typename F>
+static int by_op(int op, F f)
 {
 	switch (op) {
-	case SMDDP_SUM: return launch_at<Tr, SMDDP_SUM>(t, n, max, st, mb);
-	case SMDDP_PROD: return launch_at<Tr, SMDDP_PROD>(t, n, max, st, mb);
-	case SMDDP_MIN: return launch_at<Tr, SMDDP_MIN>(t, n, max, st, mb);
-	case SMDDP_MAX: return launch_at<Tr, SMDDP_MAX>(t, n, max, st, mb);
-	case SMDDP_AVG: return launch_at<Tr, SMDDP_AVG>(t, n, max, st, mb);
+	case SMDDP_SUM: return f(Tr{}, std::integral_constant<int, SMDDP_SUM>{});
+	case SMDDP_PROD: return f(Tr{}, std::integral_constant<int, SMDDP_PROD>{});
+	case SMDDP_MIN: return f(Tr{}, std::integral_constant<int, SMDDP_MIN>{});
+	case SMDDP_MAX: return f(Tr{}, std::integral_constant<int, SMDDP_MAX>{});
+	case SMDDP_AVG: return f(Tr{}, std::integral_constant<int, SMDDP_AVG>{});
 	default: return (int)cudaErrorInvalidValue;
 	}
 }
 
-template <typename Tr>
-static int launch_op(kargs &a, int op, cudaStream_t st, int max_blocks)
+template <typename F>
+static int by_type(int dtype, int op, F f)
 {
-	switch (op) {
-	case SMDDP_SUM: return launch<Tr, SMDDP_SUM>(a, st, max_blocks);
-	case SMDDP_PROD: return launch<Tr, SMDDP_PROD>(a, st, max_blocks);
-	case SMDDP_MIN: return launch<Tr, SMDDP_MIN>(a, st, max_blocks);
-	case SMDDP_MAX: return launch<Tr, SMDDP_MAX>(a, st, max_blocks);
-	case SMDDP_AVG: return launch<Tr, SMDDP_AVG>(a, st, max_blocks);
+	switch (dtype) {
+	case SMDDP_INT8: return by_op<int_traits<int8_t, uint8_t>>(op, f);
+	case SMDDP_UINT8: return by_op<int_traits<uint8_t, uint8_t>>(op, f);
+	case SMDDP_INT32: return by_op<int_traits<int32_t, uint32_t>>(op, f);
+	case SMDDP_UINT32: return by_op<int_traits<uint32_t, uint32_t>>(op, f);
+	case SMDDP_INT64: return by_op<int_traits<int64_t, uint64_t>>(op, f);
+	case SMDDP_UINT64: return by_op<int_traits<uint64_t, uint64_t>>(op, f);
+	case SMDDP_FLOAT16: return by_op<half_traits>(op, f);
+	case SMDDP_BFLOAT16: return by_op<bf16_traits>(op, f);
+	case SMDDP_FLOAT32: return by_op<float_traits<float>>(op, f);
+	case SMDDP_FLOAT64: return by_op<float_traits<double>>(op, f);
 	default: return (int)cudaErrorInvalidValue;
 	}
 }
@@ -446,19 +454,9 @@ extern "C" int sd_cuda_kernel_reduce(const struct sd_cuda_kargs *in, int dtype, 
 	if (in->nsrc == 1 && op != SMDDP_AVG)
 		op = SMDDP_SUM;
 	cudaStream_t st = (cudaStream_t)stream;
-	switch (dtype) {
-	case SMDDP_INT8: return launch_op<int_traits<int8_t, uint8_t>>(a, op, st, max_blocks);
-	case SMDDP_UINT8: return launch_op<int_traits<uint8_t, uint8_t>>(a, op, st, max_blocks);
-	case SMDDP_INT32: return launch_op<int_traits<int32_t, uint32_t>>(a, op, st, max_blocks);
-	case SMDDP_UINT32: return launch_op<int_traits<uint32_t, uint32_t>>(a, op, st, max_blocks);
-	case SMDDP_INT64: return launch_op<int_traits<int64_t, uint64_t>>(a, op, st, max_blocks);
-	case SMDDP_UINT64: return launch_op<int_traits<uint64_t, uint64_t>>(a, op, st, max_blocks);
-	case SMDDP_FLOAT16: return launch_op<half_traits>(a, op, st, max_blocks);
-	case SMDDP_BFLOAT16: return launch_op<bf16_traits>(a, op, st, max_blocks);
-	case SMDDP_FLOAT32: return launch_op<float_traits<float>>(a, op, st, max_blocks);
-	case SMDDP_FLOAT64: return launch_op<float_traits<double>>(a, op, st, max_blocks);
-	default: return (int)cudaErrorInvalidValue;
-	}
+	return by_type(dtype, op, [&](auto tr, auto o) {
+		return launch<decltype(tr), decltype(o)::value>(a, st, max_blocks);
+	});
 }
 
 template <typename Tr>
@@ -526,28 +524,14 @@ extern "C" int sd_cuda_kernel_reduce_at(const struct sd_cuda_kargs *tasks, int n
 					size_t max_count, int dtype, int op, void *stream,
 					int max_blocks)
 {
-	cudaStream_t st = (cudaStream_t)stream;
-	const struct sd_cuda_kargs *t = tasks;
-	int n = ntasks, mb = max_blocks;
-	size_t max = max_count;
-
 	if (ntasks < 1 || ntasks > SD_CUDA_MAX_RANKS)
 		return (int)cudaErrorInvalidValue;
 	if (max_count == 0)
 		return 0;
-	switch (dtype) {
-	case SMDDP_INT8: return launch_op_at<int_traits<int8_t, uint8_t>>(t, n, max, op, st, mb);
-	case SMDDP_UINT8: return launch_op_at<int_traits<uint8_t, uint8_t>>(t, n, max, op, st, mb);
-	case SMDDP_INT32: return launch_op_at<int_traits<int32_t, uint32_t>>(t, n, max, op, st, mb);
-	case SMDDP_UINT32: return launch_op_at<int_traits<uint32_t, uint32_t>>(t, n, max, op, st, mb);
-	case SMDDP_INT64: return launch_op_at<int_traits<int64_t, uint64_t>>(t, n, max, op, st, mb);
-	case SMDDP_UINT64: return launch_op_at<int_traits<uint64_t, uint64_t>>(t, n, max, op, st, mb);
-	case SMDDP_FLOAT16: return launch_op_at<half_traits>(t, n, max, op, st, mb);
-	case SMDDP_BFLOAT16: return launch_op_at<bf16_traits>(t, n, max, op, st, mb);
-	case SMDDP_FLOAT32: return launch_op_at<float_traits<float>>(t, n, max, op, st, mb);
-	case SMDDP_FLOAT64: return launch_op_at<float_traits<double>>(t, n, max, op, st, mb);
-	default: return (int)cudaErrorInvalidValue;
-	}
+	return by_type(dtype, op, [&](auto tr, auto o) {
+		return launch_at<decltype(tr), decltype(o)::value>(tasks, ntasks, max_count,
+								   (cudaStream_t)stream, max_blocks);
+	});
 }
 
 extern "C" int sd_cuda_kernel_pairs_at(const struct sd_cuda_kpairs *groups, int ngroups,
