@@ -55,7 +55,8 @@
 #              (TSAN_MPS=0: without MPS, the ranks time-sliced on one GPU;
 #              TSAN_GPU_TESTS: a part of "order overlap errors matrix")
 # (default: info tests sanitizer kernel bench).  Environment: B (build tree),
-# CARRY (carried libraries), OUT (log folder, default ./gpu-logs), GPU_TESTS
+# CARRY (carried libraries), OUT (log folder, default ./gpu-logs), SANITIZE_SECS
+# (each sanitizer run's deadline, default 200), GPU_TESTS
 # (the tests stage's list, default: errors order p2p dead staged matrix-n1 matrix-n2 matrix-n4 matrix-n8).
 # Exit: 0 all stages passed, 1 a stage failed.
 set -u
@@ -88,7 +89,8 @@ sanitize() {
 	for tool in memcheck racecheck; do
 		what="matrix --small"
 		[ "$tool" = racecheck ] && what=order
-		stage "$1-$tool" 200 "$RUN" -n 2 --timeout 190 compute-sanitizer --tool "$tool" \
+		stage "$1-$tool" "${SANITIZE_SECS:-200}" "$RUN" -n 2 --timeout $((${SANITIZE_SECS:-200} - 10)) \
+			compute-sanitizer --tool "$tool" \
 			--error-exitcode 9 --report-api-errors no "$GPU_CONFORMANCE_BIN" $what
 		grep -h "ERROR SUMMARY\|^FAIL" "$TMPD/$1-$tool.log" | sort | uniq -c | head -5 |
 			tee -a "$summary"
