@@ -216,10 +216,10 @@ __host__ __device__ __forceinline__ void split_vectors(kargs &a)
 	}
 }
 
-/* Task t of tasks into a, read from pinned host memory that the proxy
- * fills before it lets the stream reach the launch (proxy.c): the block's
- * threads fetch it word by word, in one round trip over the bus.  Returns
- * (to every thread) the number of tasks that task 0 announces. */
+/* Task t of tasks into a, read from the GPU's copy of what the proxy wrote
+ * before it let the stream reach the launch (move.c): the block's threads
+ * fetch it word by word.  Returns (to every thread) the number of tasks
+ * that task 0 announces. */
 template <typename Tr>
 __device__ int load_task(const struct sd_cuda_kargs *tasks, int t, int max, kargs &a,
 			 unsigned long long *raw)
@@ -227,7 +227,7 @@ __device__ int load_task(const struct sd_cuda_kargs *tasks, int t, int max, karg
 	constexpr int W = sizeof(struct sd_cuda_kargs) / sizeof(unsigned long long);
 	static_assert(sizeof(struct sd_cuda_kargs) % sizeof(unsigned long long) == 0, "words");
 	static_assert(W <= THREADS, "one word per thread");
-	const volatile unsigned long long *from = (const volatile unsigned long long *)(tasks + t);
+	const unsigned long long *from = (const unsigned long long *)(tasks + t);
 	__shared__ int n;
 
 	if (threadIdx.x < W)
@@ -334,7 +334,7 @@ __global__ void __launch_bounds__(THREADS) k_copy_pairs_at(const struct sd_cuda_
 	__shared__ char *d;
 	__shared__ size_t bytes;
 	__shared__ int npairs;
-	const volatile struct sd_cuda_kpairs *g = groups + blockIdx.z;
+	const struct sd_cuda_kpairs *g = groups + blockIdx.z;
 
 	if (threadIdx.x == 0)
 		npairs = g->npairs;

@@ -53,8 +53,9 @@ int sd_cuda_kernel_copy_pairs(const void *const *src, void *const *dst, int npai
 /* The same kernels with their arguments read when they run, not when they
  * are launched: the launch is queued behind a wait on the stream, and the
  * arguments (the peers' buffers) are known only once the proxy has met the
- * peers (proxy.c).  tasks and groups point into pinned, mapped host memory
- * (device addresses).  reduce_at: ntasks reductions, task i of up to
+ * peers (proxy.c).  tasks and groups point into device memory, which the
+ * stream fills before the launch (a copy from the proxy's pinned memory:
+ * move.c says why not the pinned memory itself).  reduce_at: ntasks reductions, task i of up to
  * max_count elements (a task with nsrc 0 does nothing); pairs_at: ngroups
  * groups of up to max_pairs pairs of up to max_bytes bytes.  The tasks
  * run one after the other, each on the whole grid (most calls have one:

@@ -254,10 +254,39 @@ static struct sd_cuda_kpairs *slot_groups(struct sd_cuda *cu, int s)
 	return (struct sd_cuda_kpairs *)(slot_tasks(cu, s) + cu->sh.size);
 }
 
-/* The same, as the GPU addresses them. */
-static const void *dev_of(const struct sd_cuda *cu, const void *host)
+/* Their copy on the GPU, which the kernels read.  Not the pinned memory
+ * itself: every block of every rank's kernel would fetch the arguments
+ * over the bus, and those reads take turns (about 1.6 us per block on the
+ * H200, a millisecond and more per call: docs/internals/gpu-measurements.md). */
+static void *gpu_of(const struct sd_cuda *cu, const void *host)
 {
-	return (const char *)(uintptr_t)cu->args_dev + ((const char *)host - cu->args);
+	return (char *)cu->args_gpu + ((const char *)host - cu->args);
+}
+
+/* The call's kernels on its stream, reading tasks or groups (on the GPU)
+ * when they run.  Returns a cudaError_t. */
+static int queue_kernels_at(const struct sd_cuda *cu, const struct sd_cuda_call *k,
+			    const struct sd_cuda_kargs *tasks, const struct sd_cuda_kpairs *groups,
+			    size_t m)
+{
+	int n = cu->sh.size, ke;
+
+	switch (k->coll) {
+	case SD_COLL_ALLTOALL:
+		ke = sd_cuda_kernel_pairs_at(groups, 1, n, m * (size_t)n, k->stream, cu->max_blocks);
+		if (!ke)
+			ke = sd_cuda_kernel_pairs_at(groups + 1, n, n, m, k->stream, cu->max_blocks);
+		return ke;
+	case SD_COLL_REDUCE_SCATTER:
+	case SD_COLL_ALLGATHER:
+		return sd_cuda_kernel_reduce_at(tasks, n, k->count, k->dtype,
+						k->coll == SD_COLL_ALLGATHER ? SMDDP_SUM : k->op,
+						k->stream, cu->max_blocks);
+	default:
+		return sd_cuda_kernel_reduce_at(tasks, 1, k->count, k->dtype,
+						k->coll == SD_COLL_BROADCAST ? SMDDP_SUM : k->op,
+						k->stream, cu->max_blocks);
+	}
 }
 
 int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
@@ -270,20 +299,16 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
 	CUresult r;
 
 	if (!cu->args) {
-		void *dp = NULL;
-
-		e = cudaHostAlloc((void **)&cu->args, QCAP * slot_bytes(n),
-				  cudaHostAllocMapped | cudaHostAllocPortable);
+		e = cudaHostAlloc((void **)&cu->args, QCAP * slot_bytes(n), cudaHostAllocPortable);
 		if (e == cudaSuccess)
-			e = cudaHostGetDevicePointer(&dp, cu->args, 0);
+			e = cudaMalloc(&cu->args_gpu, QCAP * slot_bytes(n));
 		if (e != cudaSuccess) {
 			if (cu->args)
 				cudaFreeHost(cu->args);
 			cu->args = NULL;
-			return cuda_error(c, e, "cannot allocate pinned host memory for the kernels' "
-						"arguments");
+			cu->args_gpu = NULL;
+			return cuda_error(c, e, "cannot allocate memory for the kernels' arguments");
 		}
-		cu->args_dev = (CUdeviceptr)(uintptr_t)dp;
 	}
 	/* The slot's last call has run on its stream (a call released unrun
 	 * may not have yet): its kernels must not read this call's arguments. */
@@ -316,28 +341,16 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
 	/* From here the stream waits for o->seq: a failure keeps the tickets
 	 * taken, and the proxy releases them unrun (empty kernels). */
 	o->broken = 1;
-	const struct sd_cuda_kargs *tasks = dev_of(cu, slot_tasks(cu, o->slot));
-	const struct sd_cuda_kpairs *groups = dev_of(cu, slot_groups(cu, o->slot));
+	const struct sd_cuda_kargs *tasks = gpu_of(cu, slot_tasks(cu, o->slot));
+	const struct sd_cuda_kpairs *groups = gpu_of(cu, slot_groups(cu, o->slot));
 	int ke;
 
-	switch (k->coll) {
-	case SD_COLL_ALLTOALL:
-		ke = sd_cuda_kernel_pairs_at(groups, 1, n, m * (size_t)n, st, cu->max_blocks);
-		if (!ke)
-			ke = sd_cuda_kernel_pairs_at(groups + 1, n, n, m, st, cu->max_blocks);
-		break;
-	case SD_COLL_REDUCE_SCATTER:
-	case SD_COLL_ALLGATHER:
-		ke = sd_cuda_kernel_reduce_at(tasks, n, k->count, k->dtype,
-					      k->coll == SD_COLL_ALLGATHER ? SMDDP_SUM : k->op, st,
-					      cu->max_blocks);
-		break;
-	default:
-		ke = sd_cuda_kernel_reduce_at(tasks, 1, k->count, k->dtype,
-					      k->coll == SD_COLL_BROADCAST ? SMDDP_SUM : k->op, st,
-					      cu->max_blocks);
-		break;
-	}
+	/* The arguments, once the proxy has written them (pinned memory: the
+	 * copy reads it when the stream gets there). */
+	ke = (int)cudaMemcpyAsync((void *)tasks, slot_tasks(cu, o->slot), slot_bytes(n),
+				  cudaMemcpyHostToDevice, st);
+	if (!ke)
+		ke = queue_kernels_at(cu, k, tasks, groups, m);
 	int rc = SMDDP_OK;
 
 	if (ke)
@@ -362,9 +375,16 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
 	return rc;
 }
 
+/* A step of call o traced, with the time since the proxy took it up:
+ * where a slow call spends its time. */
+#define GPU_STEP(what)                                                                        \
+	SD_TRACE(SD_SUB_COLL, "GPU call %u: " what " (%.1f us in)", o->seq,                  \
+		 (double)(sd_now_ns() - t0) / 1e3)
+
 /* One call, start to end, on the proxy thread. */
 int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 {
+	uint64_t t0 = sd_now_ns();
 	struct smddp_comm *c = &cu->sh;
 	const struct sd_transport_ops *tp = c->tp;
 	char *ps[SD_CUDA_MAX_RANKS], *pr[SD_CUDA_MAX_RANKS];
@@ -403,7 +423,7 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 					     cudaGetErrorString(e));
 		SD_CHECK(wait_stream(cu));
 	}
-	SD_TRACE(SD_SUB_COLL, "GPU call %u: input ready", o->seq);
+	GPU_STEP("input ready");
 	/* 2. Publish our buffers, meet, map theirs. */
 	for (int i = 0; i < 2; i++)
 		if (o->b[i].present)
@@ -423,9 +443,9 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	mine->b[0] = o->b[0];
 	mine->b[1] = o->b[1];
 	mine->s = o->sb;
-	SD_TRACE(SD_SUB_COLL, "GPU call %u: handles ready", o->seq);
+	GPU_STEP("handles ready");
 	SD_CHECK(tp->barrier(c));
-	SD_TRACE(SD_SUB_COLL, "GPU call %u: every rank is here", o->seq);
+	GPU_STEP("every rank is here");
 	int mismatch = 0, one_gpu = 1, worker, map;
 	char *pss[SD_CUDA_MAX_RANKS];
 	char theirs[160], ours[160], msg[400] = "";
@@ -502,7 +522,7 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 				     ours, msg);
 	}
 	/* 3. Move, wait, meet: then every rank's output is complete. */
-	SD_TRACE(SD_SUB_COLL, "GPU call %u: peers' buffers mapped", o->seq);
+	GPU_STEP("peers' buffers mapped");
 	after = !o->queued && o->k.coll == SD_COLL_REDUCE_SCATTER &&
 		rs_staged(o->b, o->k.count * es, n, me);
 	struct sink sk = {.cu = cu};
@@ -518,6 +538,7 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	rc = move_data(&sk, o, pubs, ps, pr, pss, worker);
 	if (!rc && o->queued) {
 		sd_cuda_release(cu, o->seq);
+		GPU_STEP("arguments written, stream released");
 		rc = sd_cuda_wait_word(cu->upw, o->seq, cu->st, c->timeout_ns, &cu->stop, &e);
 		if (rc == SMDDP_EABORTED)
 			return sd_comm_error(c, rc, "the communicator was destroyed or aborted "
@@ -533,9 +554,9 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	}
 	if (rc)
 		return rc; /* the peers learn it at the next barrier (abort) */
-	SD_TRACE(SD_SUB_COLL, "GPU call %u: kernel done", o->seq);
+	GPU_STEP("kernel done");
 	SD_CHECK(tp->barrier(c));
-	SD_TRACE(SD_SUB_COLL, "GPU call %u: every rank is done", o->seq);
+	GPU_STEP("every rank is done");
 	if (after) {
 		size_t m = o->k.count * es;
 

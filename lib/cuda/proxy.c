@@ -804,8 +804,10 @@ void sd_cuda_comm_free(struct smddp_comm *c)
 	sd_cuda_flush_stale(cu);
 	if (cu->scratch)
 		cudaFree(cu->scratch);
-	if (passed && cu->args)
+	if (passed && cu->args) {
 		cudaFreeHost(cu->args);
+		cudaFree(cu->args_gpu);
+	}
 	if (!passed && cu->stage)
 		/* A stream may still copy out of the slots. */
 		SD_WARN(SD_SUB_COLL, "a stream still copies from this communicator's staging "

@@ -81,7 +81,7 @@ struct sd_cuda {
 	int last_slot;            /* ... and its ring slot (-1: none) */
 	struct sd_stage *stage;   /* staged.c: pinned slots */
 	char *args;               /* move.c, queued mode: kernel arguments per ring slot, */
-	CUdeviceptr args_dev;     /* ... pinned and mapped */
+	void *args_gpu;           /* ... pinned, and their copy on the GPU that the kernels read */
 
 	pthread_t thr;
 	int thr_started;
@@ -198,8 +198,8 @@ void sd_cuda_stage_free(struct sd_cuda *cu, int poisoned);
 
 /* Host thread, queue-and-return mode, o->seq its first ticket: queues the
  * call on its stream (the private copy of an in-place alltoall, the input
- * event, a wait for o->seq, the kernels with their arguments in cu->args,
- * the up word, a wait for o->last) and sets o->last.  On failure
+ * event, a wait for o->seq, a copy of its slot of cu->args to the GPU, the
+ * kernels, the up word, a wait for o->last) and sets o->last.  On failure
  * o->broken says whether tickets were taken all the same. */
 int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o);
 /* One call, start to end, on the thread that runs calls; *one_off is set

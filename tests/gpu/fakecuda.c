@@ -1300,10 +1300,26 @@ static int queue_at(void (*fn)(void *), const struct sd_cuda_kargs *tasks,
 	return launch_owned((cudaStream_t)stream, fn, k);
 }
 
+/* A GPU can read pinned host memory, but a kernel that every block of
+ * which reads its arguments there took about 1.6 us per block on the H200
+ * (the reads take turns): the queued kernels read a copy on the GPU
+ * (lib/cuda/move.c).  Here that is a rule, so that a test fails if it
+ * comes back. */
+static int args_on_host(const void *p, const char *kernel)
+{
+	if (!is_pinned((uintptr_t)p))
+		return 0;
+	fprintf(stderr, "fakecuda: %s: its arguments are in pinned host memory, where every "
+			"block would read them over the bus; give it device memory\n", kernel);
+	return 1;
+}
+
 int sd_cuda_kernel_reduce_at(const struct sd_cuda_kargs *tasks, int ntasks, size_t max_count,
 			     int dtype, int op, void *stream, int max_blocks)
 {
 	(void)max_blocks;
+	if (args_on_host(tasks, "sd_cuda_kernel_reduce_at"))
+		return cudaErrorInvalidValue;
 	if (ntasks < 1 || ntasks > SD_CUDA_MAX_RANKS)
 		return cudaErrorInvalidValue;
 	return max_count ? queue_at(k_reduce_at, tasks, NULL, ntasks, dtype, op, stream) : 0;
@@ -1313,6 +1329,8 @@ int sd_cuda_kernel_pairs_at(const struct sd_cuda_kpairs *groups, int ngroups, in
 			    size_t max_bytes, void *stream, int max_blocks)
 {
 	(void)max_blocks;
+	if (args_on_host(groups, "sd_cuda_kernel_pairs_at"))
+		return cudaErrorInvalidValue;
 	if (ngroups < 1 || max_pairs < 1 || max_pairs > SD_CUDA_MAX_RANKS)
 		return cudaErrorInvalidValue;
 	return max_bytes ? queue_at(k_pairs_at, NULL, groups, ngroups, 0, 0, stream) : 0;

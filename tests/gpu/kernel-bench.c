@@ -5,7 +5,11 @@
  * device (bytes read + bytes written) and of lib/cuda's kernel reducing two
  * sources into one destination (2 reads + 1 write) and into two (the shape
  * of a 2-rank allreduce partition: 2 reads + 2 writes), and the kernel as a
- * plain copy.  Each time is the median of -n launches timed by CUDA events,
+ * plain copy, and the 2 -> 2 reduction as a queued call launches it: its
+ * arguments copied from pinned host memory to the GPU on the stream, then
+ * read by the kernel when it runs ("queued"), and read from the pinned
+ * memory by every block ("host args", the way that cost a queued call
+ * about 1.6 us per block).  Each time is the median of -n launches timed by CUDA events,
  * after warm-up; the inputs are random finite values, not zeros.  Last,
  * cudaMemcpyAsync between the device and pinned host memory, each way (the
  * ceiling of device calls staged between hosts).
@@ -40,16 +44,24 @@ static int cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-enum { COPY_API, KERNEL_COPY, RED_2_1, RED_2_2, PINNED_D2H, PINNED_H2D };
+enum { COPY_API, KERNEL_COPY, RED_2_1, RED_2_2, RED_2_2_AT, RED_2_2_AT_HOST, PINNED_D2H, PINNED_H2D };
 
 static float time_one(int what, int dt, void **buf, size_t bytes, int iters, cudaStream_t st)
 {
 	cudaEvent_t a, b;
 	float *ms = calloc((size_t)iters, sizeof(float)), med;
 	size_t count = bytes / smddp_dtype_size(dt);
-	struct sd_cuda_kargs k;
+	struct sd_cuda_kargs k, *at = NULL, *at_dev = NULL, *at_gpu = NULL;
 
 	memset(&k, 0, sizeof(k));
+	if (what == RED_2_2_AT || what == RED_2_2_AT_HOST) {
+		/* As a queued call has them: written to pinned host memory,
+		 * copied to the GPU on the stream, read there by the kernel
+		 * (lib/cuda/move.c); or read from the pinned memory itself. */
+		CK(cudaHostAlloc((void **)&at, sizeof(*at), cudaHostAllocMapped));
+		CK(cudaHostGetDevicePointer((void **)&at_dev, at, 0));
+		CK(cudaMalloc((void **)&at_gpu, sizeof(*at)));
+	}
 	k.count = count;
 	k.src[0] = buf[0];
 	k.src[1] = buf[1];
@@ -77,6 +89,19 @@ static float time_one(int what, int dt, void **buf, size_t bytes, int iters, cud
 			k.nsrc = 2, k.ndst = 1;
 			CK((cudaError_t)sd_cuda_kernel_reduce(&k, dt, SMDDP_SUM, 1, st, 0));
 			break;
+		case RED_2_2_AT:
+			k.nsrc = 2, k.ndst = 2, k.ntasks = 1, k.div = 1;
+			*at = k;
+			CK(cudaMemcpyAsync(at_gpu, at, sizeof(*at), cudaMemcpyHostToDevice, st));
+			CK((cudaError_t)sd_cuda_kernel_reduce_at(at_gpu, 1, count, dt, SMDDP_SUM, st,
+								 0));
+			break;
+		case RED_2_2_AT_HOST:
+			k.nsrc = 2, k.ndst = 2, k.ntasks = 1, k.div = 1;
+			*at = k;
+			CK((cudaError_t)sd_cuda_kernel_reduce_at(at_dev, 1, count, dt, SMDDP_SUM, st,
+								 0));
+			break;
 		default:
 			k.nsrc = 2, k.ndst = 2;
 			CK((cudaError_t)sd_cuda_kernel_reduce(&k, dt, SMDDP_SUM, 1, st, 0));
@@ -92,6 +117,10 @@ static float time_one(int what, int dt, void **buf, size_t bytes, int iters, cud
 	free(ms);
 	cudaEventDestroy(a);
 	cudaEventDestroy(b);
+	if (at) {
+		cudaFreeHost(at);
+		cudaFree(at_gpu);
+	}
 	return med;
 }
 
@@ -164,19 +193,23 @@ int main(int argc, char **argv)
 	printf("# kernel-bench on %s (%d SMs): %llu MiB per buffer, median of %d, GB/s = (bytes read "
 	       "+ written) / time\n", prop.name, prop.multiProcessorCount,
 	       (unsigned long long)(bytes >> 20), iters);
-	printf("# %-9s %12s %12s %12s %12s %10s %10s\n", "dtype", "memcpy D2D", "kernel copy",
-	       "reduce 2->1", "reduce 2->2", "2->1/copy", "2->2/copy");
+	printf("# %-9s %12s %12s %12s %12s %12s %12s %10s %10s %10s\n", "dtype", "memcpy D2D",
+	       "kernel copy", "reduce 2->1", "reduce 2->2", "2->2 queued", "host args",
+	       "2->1/copy", "2->2/copy", "queued/2->2");
 	for (int d = 0; d < ndt; d++) {
 		int dt = dts[d];
 		double t_copy = time_one(COPY_API, dt, buf, bytes, iters, st) / 1e3;
 		double t_kc = time_one(KERNEL_COPY, dt, buf, bytes, iters, st) / 1e3;
 		double t_r21 = time_one(RED_2_1, dt, buf, bytes, iters, st) / 1e3;
 		double t_r22 = time_one(RED_2_2, dt, buf, bytes, iters, st) / 1e3;
+		double t_at = time_one(RED_2_2_AT, dt, buf, bytes, iters, st) / 1e3;
+		double t_ah = time_one(RED_2_2_AT_HOST, dt, buf, bytes, iters, st) / 1e3;
 		double bw_copy = 2.0 * bytes / t_copy / 1e9, bw_kc = 2.0 * bytes / t_kc / 1e9;
 		double bw21 = 3.0 * bytes / t_r21 / 1e9, bw22 = 4.0 * bytes / t_r22 / 1e9;
-		printf("  %-9s %12.1f %12.1f %12.1f %12.1f %10.3f %10.3f\n",
-		       smddp_dtype_name((enum smddp_dtype)dt), bw_copy, bw_kc, bw21, bw22,
-		       bw21 / bw_copy, bw22 / bw_copy);
+		double bwat = 4.0 * bytes / t_at / 1e9, bwah = 4.0 * bytes / t_ah / 1e9;
+		printf("  %-9s %12.1f %12.1f %12.1f %12.1f %12.1f %12.1f %10.3f %10.3f %10.3f\n",
+		       smddp_dtype_name((enum smddp_dtype)dt), bw_copy, bw_kc, bw21, bw22, bwat, bwah,
+		       bw21 / bw_copy, bw22 / bw_copy, bwat / bw22);
 	}
 	{
 		/* Pinned host memory each way: the ceiling of staging device
