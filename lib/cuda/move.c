@@ -263,30 +263,43 @@ static void *gpu_of(const struct sd_cuda *cu, const void *host)
 	return (char *)cu->args_gpu + ((const char *)host - cu->args);
 }
 
-/* The call's kernels on its stream, reading tasks or groups (on the GPU)
- * when they run.  Returns a cudaError_t. */
-static int queue_kernels_at(const struct sd_cuda *cu, const struct sd_cuda_call *k,
-			    const struct sd_cuda_kargs *tasks, const struct sd_cuda_kpairs *groups,
-			    size_t m)
+/* The copy of the arguments that the call's kernels will read (only
+ * those: a slot holds room for every collective), then the kernels.  The
+ * copy reads the pinned memory when the stream gets there, after the
+ * proxy wrote it and released the wait.  Returns a cudaError_t. */
+static int queue_kernels_at(struct sd_cuda *cu, const struct sd_cuda_call *k, int slot, size_t m)
 {
-	int n = cu->sh.size, ke;
+	int n = cu->sh.size, ntasks = 1, op, ke;
+	struct sd_cuda_kargs *tasks = slot_tasks(cu, slot);
+	struct sd_cuda_kpairs *groups = slot_groups(cu, slot);
+	cudaStream_t st = (cudaStream_t)k->stream;
 
 	switch (k->coll) {
 	case SD_COLL_ALLTOALL:
-		ke = sd_cuda_kernel_pairs_at(groups, 1, n, m * (size_t)n, k->stream, cu->max_blocks);
+		ke = (int)cudaMemcpyAsync(gpu_of(cu, groups), groups,
+					  (size_t)(n + 1) * sizeof(*groups),
+					  cudaMemcpyHostToDevice, st);
 		if (!ke)
-			ke = sd_cuda_kernel_pairs_at(groups + 1, n, n, m, k->stream, cu->max_blocks);
+			ke = sd_cuda_kernel_pairs_at(gpu_of(cu, groups), 1, n, m * (size_t)n, st,
+						     cu->max_blocks);
+		if (!ke)
+			ke = sd_cuda_kernel_pairs_at(gpu_of(cu, groups + 1), n, n, m, st,
+						     cu->max_blocks);
 		return ke;
 	case SD_COLL_REDUCE_SCATTER:
 	case SD_COLL_ALLGATHER:
-		return sd_cuda_kernel_reduce_at(tasks, n, k->count, k->dtype,
-						k->coll == SD_COLL_ALLGATHER ? SMDDP_SUM : k->op,
-						k->stream, cu->max_blocks);
+		ntasks = n;
+		break;
 	default:
-		return sd_cuda_kernel_reduce_at(tasks, 1, k->count, k->dtype,
-						k->coll == SD_COLL_BROADCAST ? SMDDP_SUM : k->op,
-						k->stream, cu->max_blocks);
+		break;
 	}
+	op = k->coll == SD_COLL_ALLGATHER || k->coll == SD_COLL_BROADCAST ? SMDDP_SUM : k->op;
+	ke = (int)cudaMemcpyAsync(gpu_of(cu, tasks), tasks, (size_t)ntasks * sizeof(*tasks),
+				  cudaMemcpyHostToDevice, st);
+	if (!ke)
+		ke = sd_cuda_kernel_reduce_at(gpu_of(cu, tasks), ntasks, k->count, k->dtype, op, st,
+					      cu->max_blocks);
+	return ke;
 }
 
 int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
@@ -341,16 +354,7 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
 	/* From here the stream waits for o->seq: a failure keeps the tickets
 	 * taken, and the proxy releases them unrun (empty kernels). */
 	o->broken = 1;
-	const struct sd_cuda_kargs *tasks = gpu_of(cu, slot_tasks(cu, o->slot));
-	const struct sd_cuda_kpairs *groups = gpu_of(cu, slot_groups(cu, o->slot));
-	int ke;
-
-	/* The arguments, once the proxy has written them (pinned memory: the
-	 * copy reads it when the stream gets there). */
-	ke = (int)cudaMemcpyAsync((void *)tasks, slot_tasks(cu, o->slot), slot_bytes(n),
-				  cudaMemcpyHostToDevice, st);
-	if (!ke)
-		ke = queue_kernels_at(cu, k, tasks, groups, m);
+	int ke = queue_kernels_at(cu, k, o->slot, m);
 	int rc = SMDDP_OK;
 
 	if (ke)
@@ -536,6 +540,9 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 		sk.maxgroups = n + 1;
 	}
 	rc = move_data(&sk, o, pubs, ps, pr, pss, worker);
+	if (rc && o->queued)
+		/* Released unrun: the kernels find no work, not half of it. */
+		memset(sk.tasks, 0, slot_bytes(n));
 	if (!rc && o->queued) {
 		sd_cuda_release(cu, o->seq);
 		GPU_STEP("arguments written, stream released");
