@@ -1,7 +1,8 @@
 /* kernel-bench.c - the device reduction kernel against the GPU's own device-to-device copy, same run.
  *
- * For float32, bfloat16 and float16 (and any dtype named) at a size of at
- * least 256 MiB per buffer: the bandwidth of cudaMemcpyAsync device to
+ * For float32, bfloat16 and float16 (and any dtype named) at one size per
+ * buffer (256 MiB unless -b says; well above the L2 for the roofline,
+ * small to see a launch's fixed costs): the bandwidth of cudaMemcpyAsync device to
  * device (bytes read + bytes written) and of lib/cuda's kernel reducing two
  * sources into one destination (2 reads + 1 write) and into two (the shape
  * of a 2-rank allreduce partition: 2 reads + 2 writes), and the kernel as a

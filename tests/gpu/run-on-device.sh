@@ -10,7 +10,8 @@
 #   info       nvidia-smi, topology, smddp-topo
 #   tests      the GPU tests with 1, 2, 4 and 8 ranks sharing the GPU(s)
 #   sanitizer  compute-sanitizer memcheck and racecheck over a small matrix
-#   kernel     reduction kernel against device-to-device copy, >= 256 MiB
+#   kernel     reduction kernel against device-to-device copy, 1 MiB .. 1 GiB, and
+#              the queued launch (arguments copied to the GPU, or read from host memory)
 #   bench      smddp-allreduce-bench --device cuda, 2 and 4 ranks, 8 B .. 512 MiB
 #   p2p        device sends and receives (CUDA IPC inside the node): tests/gpu/p2p.sh
 #              with its P2P-PERF lines, then the sendrecv and alltoallv benches,
@@ -149,9 +150,13 @@ for s in $stages; do
 		sanitize sanitizer
 		;;
 	kernel)
+		# 1M and 16M: where the queued launch's arguments cost most
+		# (gpu-measurements.md, "The cure on the H200")
+		stage kernel-1M 60 "$B/tests/gpu/kernel-bench" -b 1M -n 50 -d float32
+		stage kernel-16M 60 "$B/tests/gpu/kernel-bench" -b 16M -n 50 -d float32
 		stage kernel-256M 120 "$B/tests/gpu/kernel-bench" -b 256M -n 20
 		stage kernel-1G 120 "$B/tests/gpu/kernel-bench" -b 1G -n 10
-		cat "$TMPD/kernel-256M.log" "$TMPD/kernel-1G.log" | tee -a "$summary"
+		cat "$TMPD"/kernel-{1M,16M,256M,1G}.log | tee -a "$summary"
 		;;
 	bench)
 		for n in 2 4; do
