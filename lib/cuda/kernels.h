@@ -55,9 +55,10 @@ int sd_cuda_kernel_copy_pairs(const void *const *src, void *const *dst, int npai
  * arguments (the peers' buffers) are known only once the proxy has met the
  * peers (proxy.c).  tasks and groups point into device memory, which the
  * stream fills before the launch (a copy from the proxy's pinned memory:
- * move.c says why not the pinned memory itself).  reduce_at: ntasks reductions, task i of up to
- * max_count elements (a task with nsrc 0 does nothing); pairs_at: ngroups
- * groups of up to max_pairs pairs of up to max_bytes bytes.  The tasks
+ * move.c says why not the pinned memory itself).  reduce_at: ntasks
+ * reductions, task i of up to max_count elements (a task with nsrc 0 does
+ * nothing); pairs_at: ngroups groups of up to max_pairs pairs of up to
+ * max_bytes bytes.  The tasks
  * run one after the other, each on the whole grid (most calls have one:
  * a rank's own share); tasks[0].ntasks says how many there are.  Returns a
  * cudaError_t. */

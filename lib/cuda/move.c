@@ -316,6 +316,8 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
 		if (e == cudaSuccess)
 			e = cudaMalloc(&cu->args_gpu, QCAP * slot_bytes(n));
 		if (e != cudaSuccess) {
+			/* Not left for the next launch's cudaGetLastError. */
+			(void)cudaGetLastError();
 			if (cu->args)
 				cudaFreeHost(cu->args);
 			cu->args = NULL;

@@ -10,8 +10,9 @@
  * arguments copied from pinned host memory to the GPU on the stream, then
  * read by the kernel when it runs ("queued"), and read from the pinned
  * memory by every block ("host args", the way that cost a queued call
- * about 1.6 us per block).  Each time is the median of -n launches timed by CUDA events,
- * after warm-up; the inputs are random finite values, not zeros.  Last,
+ * about 1.6 us per block).  Each time is the median of -n launches timed
+ * by CUDA events around the launch, queued while the stream is held, after
+ * warm-up; the inputs are random finite values, not zeros.  Last,
  * cudaMemcpyAsync between the device and pinned host memory, each way (the
  * ceiling of device calls staged between hosts).
  *
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_runtime.h>
 
@@ -45,7 +47,26 @@ static int cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-enum { COPY_API, KERNEL_COPY, RED_2_1, RED_2_2, RED_2_2_AT, RED_2_2_AT_HOST, PINNED_D2H, PINNED_H2D };
+enum {
+	COPY_API,
+	KERNEL_COPY,
+	RED_2_1,
+	RED_2_2,
+	RED_2_2_AT,
+	RED_2_2_AT_HOST,
+	PINNED_D2H,
+	PINNED_H2D
+};
+
+/* Holds the stream while the host queues a launch and its events, so that
+ * they time the GPU's work and not the host's queueing. */
+static void CUDART_CB hold(void *arg)
+{
+	struct timespec ts = {0, 200000};
+
+	(void)arg;
+	nanosleep(&ts, NULL);
+}
 
 static float time_one(int what, int dt, void **buf, size_t bytes, int iters, cudaStream_t st)
 {
@@ -71,6 +92,7 @@ static float time_one(int what, int dt, void **buf, size_t bytes, int iters, cud
 	CK(cudaEventCreate(&a));
 	CK(cudaEventCreate(&b));
 	for (int i = -3; i < iters; i++) {
+		CK(cudaLaunchHostFunc(st, hold, NULL));
 		CK(cudaEventRecord(a, st));
 		switch (what) {
 		case COPY_API:
