@@ -394,8 +394,10 @@ int sd_cuda_async_error(struct smddp_comm *c, struct sd_err *err)
 
 /* The streams' waits compare tickets as unsigned numbers
  * (CU_STREAM_WAIT_VALUE_GEQ), which do not wrap: before the count nears
- * 2^32 the queue drains, every stream passes its last call, and both
- * words start over from 0. */
+ * 2^32 (past sd_cuda_ticket_limit) the queue drains, every stream passes
+ * its last call, and both words start over from 0. */
+uint32_t sd_cuda_ticket_limit = 0xf0000000u;
+
 static int rewind_tickets(struct smddp_comm *c, struct sd_cuda *cu)
 {
 	cudaError_t e = cudaSuccess;
@@ -407,6 +409,7 @@ static int rewind_tickets(struct smddp_comm *c, struct sd_cuda *cu)
 			return sd_comm_error(c, SMDDP_ETIMEDOUT,
 					     "a stream did not pass an earlier call of this "
 					     "communicator within SMDDP_TIMEOUT");
+	SD_INFO(SD_SUB_COLL, "GPU tickets start over after %u", cu->enq);
 	__atomic_store_n((uint32_t *)cu->word, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n((uint32_t *)cu->upw, 0, __ATOMIC_SEQ_CST);
 	cu->enq = 0;
@@ -557,7 +560,7 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 	    b[0].off < b[1].off + rb && b[1].off < b[0].off + sb)
 		SD_CHECK(alltoall_scratch(c, cu, sb, dev, &scratch, &sbp));
 
-	if (cu->enq > 0xf0000000u)
+	if (cu->enq > sd_cuda_ticket_limit)
 		SD_CHECK(rewind_tickets(c, cu));
 
 	int slot = 0;

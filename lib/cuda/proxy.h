@@ -115,6 +115,11 @@ struct sd_cuda {
 	unsigned char uuid[16];
 };
 
+/* Tickets taken past which the next call first starts them over
+ * (proxy.c); a call may take 2^24 of them.  The fake CUDA of the tests
+ * lowers it (FAKECUDA_TICKET_LIMIT) to reach that path. */
+extern uint32_t sd_cuda_ticket_limit;
+
 static inline int cuda_error(struct smddp_comm *c, cudaError_t e, const char *what)
 {
 	return sd_comm_error(c, SMDDP_ECUDA, "%s: %s (%s)", what, cudaGetErrorString(e),

@@ -52,7 +52,9 @@
  * share a pool: stream k's items also wait for every item queued before
  * them on queue k % N (the legacy stream is on queue 0), by any stream.
  * A stream held by a wait then holds back the other streams of its queue:
- * the false dependencies that a real GPU may or may not show.  Built with
+ * the false dependencies that a real GPU may or may not show.
+ * FAKECUDA_TICKET_LIMIT=N: the library starts its tickets over once N are
+ * taken (sd_cuda_ticket_limit, proxy.c), not near 2^32.  Built with
  * -fsanitize=thread the region moves (FAKE_BASE), so that ThreadSanitizer
  * can watch the fake's workers and the library's threads together.
  */
@@ -114,6 +116,9 @@ static int env_int(const char *name, int dflt)
 	return v && *v ? atoi(v) : dflt;
 }
 
+/* Weak: asyncerr-fake has its own proxy entry points and no proxy.c. */
+extern uint32_t sd_cuda_ticket_limit __attribute__((weak));
+
 static void fake_die(const char *what)
 {
 	fprintf(stderr, "fakecuda: %s\n", what);
@@ -142,6 +147,8 @@ static void fake_init(void)
 		fake_die("cannot map the fake device memory at its address");
 	close(fd);
 	next_free = FAKE_BASE + (size_t)fake_rank * FAKE_PER_RANK;
+	if (&sd_cuda_ticket_limit && env_int("FAKECUDA_TICKET_LIMIT", 0) > 0)
+		sd_cuda_ticket_limit = (uint32_t)env_int("FAKECUDA_TICKET_LIMIT", 0);
 }
 
 static int in_region(uintptr_t p)

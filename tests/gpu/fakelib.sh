@@ -54,6 +54,18 @@ expect_faults() {
 	! grep -q FAULT-BAD "$TDIR/$name.out" || fail "$(grep FAULT-BAD "$TDIR/$name.out" | head -3)"
 }
 
+# expect_rewound NAME RANK...: each RANK started its GPU tickets over (SMDDP_DEBUG=INFO,
+# FAKECUDA_TICKET_LIMIT), so the case reached that path
+expect_rewound() {
+	local name=$1 r
+	shift
+	for r in "$@"; do
+		grep -q "^\[$r\] .*GPU tickets start over" "$TDIR/$name.out" &&
+			pass "$name: rank $r started its tickets over" ||
+			fail "$name: rank $r never started its tickets over"
+	done
+}
+
 # expect_no_leftovers JOB: nothing of SMDDP_JOB_ID JOB in /dev/shm
 expect_no_leftovers() {
 	if ls /dev/shm | grep -q "smddp-$1"; then

@@ -26,6 +26,14 @@ FAKE_SECS=120
 fake node-n3-1queue 3 SMDDP_CUDA_ASYNC=1 FAKECUDA_CONNECTIONS=1 -- matrix --quick
 # a GPU per rank (FAKECUDA_NOPEER: no rank shares one): each rank moves its share
 fake node-n3-pergpu 3 SMDDP_CUDA_ASYNC=1 FAKECUDA_NOPEER=1 FAKECUDA_CONNECTIONS=1 -- matrix --quick
+# tickets start over every 5 (FAKECUDA_TICKET_LIMIT) rather than near 2^32: the queue
+# drains and both words are reset, between calls on one stream and on two
+fake rewind-n2-queued 2 SMDDP_CUDA_ASYNC=1 FAKECUDA_TICKET_LIMIT=5 SMDDP_DEBUG=INFO \
+	SMDDP_DEBUG_SUBSYS=COLL -- matrix --small
+expect_rewound rewind-n2-queued 0 1
+fake rewind-twostreams-queued 2 SMDDP_CUDA_ASYNC=1 FAKECUDA_TICKET_LIMIT=5 SMDDP_DEBUG=INFO \
+	SMDDP_DEBUG_SUBSYS=COLL -- twostreams
+expect_rewound rewind-twostreams-queued 0 1
 
 job=fakeproxy$$
 export SMDDP_TIMEOUT=30

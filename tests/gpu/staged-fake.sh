@@ -30,6 +30,10 @@ FAKE_SECS=60 fake staged-twostreams 2 CONFORMANCE_PER_HOST=1 -- twostreams
 # the caller's stream, so it must not care
 FAKE_SECS=60 fake staged-1queue-order 2 CONFORMANCE_PER_HOST=1 FAKECUDA_CONNECTIONS=1 -- order
 fake staged-1queue-2x2 4 CONFORMANCE_PER_HOST=2 FAKECUDA_CONNECTIONS=1 -- matrix --small
+# tickets start over every 5 (FAKECUDA_TICKET_LIMIT): staged calls take one per chunk
+fake staged-rewind-2x1 2 CONFORMANCE_PER_HOST=1 FAKECUDA_TICKET_LIMIT=5 SMDDP_DEBUG=INFO \
+	SMDDP_DEBUG_SUBSYS=COLL -- matrix --small
+expect_rewound staged-rewind-2x1 0 1
 # the blocking mode (the calling thread runs the host part, returns when done)
 fake staged-block-2x1 2 CONFORMANCE_PER_HOST=1 SMDDP_CUDA_ASYNC=0 -- matrix --quick --large 1048579
 FAKE_SECS=60 fake staged-block-order 2 CONFORMANCE_PER_HOST=1 SMDDP_CUDA_ASYNC=0 -- order
