@@ -60,6 +60,9 @@
 # (each sanitizer run's deadline, default 200), GPU_TESTS
 # (the tests stage's list, default: errors order p2p dead staged matrix-n1 matrix-n2 matrix-n4 matrix-n8).
 # Exit: 0 all stages passed, 1 a stage failed.
+# Through the device tool, which brings back at most 8 files, keep the logs
+# elsewhere and bring back one archive:
+#   O=$OUT; OUT=/tmp/o tests/gpu/run-on-device.sh kernel modes mps; tar czf $O/o.tgz -C /tmp o
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
