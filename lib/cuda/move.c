@@ -269,36 +269,25 @@ static void *gpu_of(const struct sd_cuda *cu, const void *host)
  * proxy wrote it and released the wait.  Returns a cudaError_t. */
 static int queue_kernels_at(struct sd_cuda *cu, const struct sd_cuda_call *k, int slot, size_t m)
 {
-	int n = cu->sh.size, ntasks = 1, op, ke;
+	int n = cu->sh.size, ke;
 	struct sd_cuda_kargs *tasks = slot_tasks(cu, slot);
 	struct sd_cuda_kpairs *groups = slot_groups(cu, slot);
 	cudaStream_t st = (cudaStream_t)k->stream;
+	int alltoall = k->coll == SD_COLL_ALLTOALL;
+	int ntasks = k->coll == SD_COLL_REDUCE_SCATTER || k->coll == SD_COLL_ALLGATHER ? n : 1;
+	int op = k->coll == SD_COLL_ALLGATHER || k->coll == SD_COLL_BROADCAST ? SMDDP_SUM : k->op;
+	const void *args = alltoall ? (const void *)groups : tasks;
+	size_t bytes = alltoall ? (size_t)(n + 1) * sizeof(*groups) : (size_t)ntasks * sizeof(*tasks);
 
-	switch (k->coll) {
-	case SD_COLL_ALLTOALL:
-		ke = (int)cudaMemcpyAsync(gpu_of(cu, groups), groups,
-					  (size_t)(n + 1) * sizeof(*groups),
-					  cudaMemcpyHostToDevice, st);
-		if (!ke)
-			ke = sd_cuda_kernel_pairs_at(gpu_of(cu, groups), 1, n, m * (size_t)n, st,
-						     cu->max_blocks);
-		if (!ke)
-			ke = sd_cuda_kernel_pairs_at(gpu_of(cu, groups + 1), n, n, m, st,
-						     cu->max_blocks);
+	ke = (int)cudaMemcpyAsync(gpu_of(cu, args), args, bytes, cudaMemcpyHostToDevice, st);
+	if (ke)
 		return ke;
-	case SD_COLL_REDUCE_SCATTER:
-	case SD_COLL_ALLGATHER:
-		ntasks = n;
-		break;
-	default:
-		break;
-	}
-	op = k->coll == SD_COLL_ALLGATHER || k->coll == SD_COLL_BROADCAST ? SMDDP_SUM : k->op;
-	ke = (int)cudaMemcpyAsync(gpu_of(cu, tasks), tasks, (size_t)ntasks * sizeof(*tasks),
-				  cudaMemcpyHostToDevice, st);
+	if (!alltoall)
+		return sd_cuda_kernel_reduce_at(gpu_of(cu, tasks), ntasks, k->count, k->dtype, op,
+						st, cu->max_blocks);
+	ke = sd_cuda_kernel_pairs_at(gpu_of(cu, groups), 1, n, m * (size_t)n, st, cu->max_blocks);
 	if (!ke)
-		ke = sd_cuda_kernel_reduce_at(gpu_of(cu, tasks), ntasks, k->count, k->dtype, op, st,
-					      cu->max_blocks);
+		ke = sd_cuda_kernel_pairs_at(gpu_of(cu, groups + 1), n, n, m, st, cu->max_blocks);
 	return ke;
 }
 
@@ -417,9 +406,7 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	 * sd_cuda_enqueue) is taken before the ranks meet, since peers write
 	 * into this input once they have met; queued, it is on the user's
 	 * stream before ev_in. */
-	int copy_first = o->copy_first;
-
-	if (copy_first && !o->queued) {
+	if (o->copy_first && !o->queued) {
 		size_t sb, rb;
 
 		sd_cuda_extents(&o->k, n, me, &sb, &rb);
@@ -444,7 +431,7 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	mine->desc = o->desc;
 	mine->dev = cu->dev;
 	mine->scratch = o->scratch != NULL;
-	mine->copied = copy_first;
+	mine->copied = o->copy_first;
 	memcpy(mine->uuid, cu->uuid, sizeof(mine->uuid));
 	mine->b[0] = o->b[0];
 	mine->b[1] = o->b[1];

@@ -113,17 +113,14 @@ static float time_one(int what, int dt, void **buf, size_t bytes, int iters, cud
 			CK((cudaError_t)sd_cuda_kernel_reduce(&k, dt, SMDDP_SUM, 1, st, 0));
 			break;
 		case RED_2_2_AT:
-			k.nsrc = 2, k.ndst = 2, k.ntasks = 1, k.div = 1;
-			*at = k;
-			CK(cudaMemcpyAsync(at_gpu, at, sizeof(*at), cudaMemcpyHostToDevice, st));
-			CK((cudaError_t)sd_cuda_kernel_reduce_at(at_gpu, 1, count, dt, SMDDP_SUM, st,
-								 0));
-			break;
 		case RED_2_2_AT_HOST:
 			k.nsrc = 2, k.ndst = 2, k.ntasks = 1, k.div = 1;
 			*at = k;
-			CK((cudaError_t)sd_cuda_kernel_reduce_at(at_dev, 1, count, dt, SMDDP_SUM, st,
-								 0));
+			if (what == RED_2_2_AT)
+				CK(cudaMemcpyAsync(at_gpu, at, sizeof(*at), cudaMemcpyHostToDevice,
+						   st));
+			CK((cudaError_t)sd_cuda_kernel_reduce_at(what == RED_2_2_AT ? at_gpu : at_dev,
+								 1, count, dt, SMDDP_SUM, st, 0));
 			break;
 		default:
 			k.nsrc = 2, k.ndst = 2;
