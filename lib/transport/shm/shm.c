@@ -255,6 +255,8 @@ int sd_shm_peer_gone(struct smddp_comm *c, int r)
 	return peer_gone(c, ST(c), r);
 }
 
+#define GAVE_UP " gave up after: "
+
 /* Rank r has left the communicator (its aborted flag is set): say why, in
  * its own words when it gave up after a failure of its own. */
 int sd_shm_report_left(struct smddp_comm *c, int r)
@@ -265,9 +267,8 @@ int sd_shm_report_left(struct smddp_comm *c, int r)
 		return sd_comm_error(c, SMDDP_EABORTED,
 				     "rank %d (pid %d) aborted the communicator (smddp_comm_abort)",
 				     SD_RANK_NAME(c, r), (int)c->pids[r]);
-	return sd_comm_error(c, p->abort_rc, "rank %d (pid %d) gave up after: %.300s",
-			     SD_RANK_NAME(c, r),
-			     (int)c->pids[r], p->abort_msg);
+	return sd_comm_error(c, p->abort_rc, "rank %d (pid %d)" GAVE_UP "%.300s",
+			     SD_RANK_NAME(c, r), (int)c->pids[r], p->abort_msg);
 }
 
 /* A barrier being waited for: what sd_wait's callbacks look at. */
@@ -323,13 +324,16 @@ static int check_health(struct smddp_comm *c, uint64_t target)
 					     "smddp_comm_destroy) before it reached this step",
 					     SD_RANK_NAME(c, r), (int)c->pids[r]);
 	}
-	/* An explicit abort (no message) is the cause; one that gave up after
-	 * its own failure passes that failure on. */
-	for (int pass = 0; pass < 2; pass++) {
+	/* An explicit abort (no message) is the cause; then a rank that gave
+	 * up after a failure of its own, before one that passes on another's
+	 * (its message says who gave up first). */
+	for (int pass = 0; pass < 3; pass++) {
 		for (int r = 0; r < c->size; r++) {
+			const char *m = s->ctl[r].abort_msg;
+
 			if (!atomic_load_explicit(&s->ctl[r].aborted, memory_order_acquire))
 				continue;
-			if ((pass == 0) == !s->ctl[r].abort_msg[0])
+			if (pass == 0 ? !m[0] : pass == 1 ? m[0] && !strstr(m, GAVE_UP) : m[0] != 0)
 				return sd_shm_report_left(c, r);
 		}
 	}
