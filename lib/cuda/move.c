@@ -316,6 +316,11 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
 	}
 	/* The slot's last call has run on its stream (a call released unrun
 	 * may not have yet): its kernels must not read this call's arguments. */
+	if (cu->out_used[o->slot] == OUT_BLIND)
+		return sd_comm_error(c, SMDDP_ECUDA,
+				     "the call queued %d calls ago could not be followed on its "
+				     "stream (its end event failed): its slot cannot be reused",
+				     QCAP);
 	if (cu->out_used[o->slot]) {
 		int rc = sd_cuda_wait(sd_cuda_q_event, cu->ev_out[o->slot], c->timeout_ns, NULL, &e);
 
@@ -324,7 +329,7 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
 					     "the stream of the call queued %d calls ago did not pass "
 					     "it within SMDDP_TIMEOUT",
 					     QCAP);
-		cu->out_used[o->slot] = 0;
+		cu->out_used[o->slot] = OUT_NONE;
 	}
 	/* Nothing to do until the proxy says otherwise: a call released unrun
 	 * runs empty kernels. */
@@ -362,8 +367,7 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
 				      cudaMemcpyDeviceToDevice, st)) != cudaSuccess)
 		rc = cuda_error(c, e, "cannot queue the copy of the result into recvbuf");
 	/* Also after a failure: what the slot's next call must wait for. */
-	sd_cuda_end_queued(cu, st, o->slot);
-	if (!rc && !cu->out_used[o->slot])
+	if (!sd_cuda_end_queued(cu, st, o->slot) && !rc)
 		rc = sd_comm_error(c, SMDDP_ECUDA, "cannot record an event on the stream");
 	if (!rc)
 		o->broken = 0;

@@ -404,8 +404,9 @@ static int rewind_tickets(struct smddp_comm *c, struct sd_cuda *cu)
 
 	SD_CHECK(drain(c, cu));
 	for (int i = 0; i < QCAP; i++)
-		if (cu->out_used[i] &&
-		    sd_cuda_wait(sd_cuda_q_event, cu->ev_out[i], c->timeout_ns, NULL, &e) != SMDDP_OK)
+		if (cu->out_used[i] == OUT_BLIND ||
+		    (cu->out_used[i] &&
+		     sd_cuda_wait(sd_cuda_q_event, cu->ev_out[i], c->timeout_ns, NULL, &e) != SMDDP_OK))
 			return sd_comm_error(c, SMDDP_ETIMEDOUT,
 					     "a stream did not pass an earlier call of this "
 					     "communicator within SMDDP_TIMEOUT");
@@ -416,17 +417,25 @@ static int rewind_tickets(struct smddp_comm *c, struct sd_cuda *cu)
 	return SMDDP_OK;
 }
 
-/* A bad buffer between hosts: the peers are already in the call (their
- * buffers were fine) and would wait for this rank until SMDDP_TIMEOUT, so
- * the communicator breaks and they are told now, with the reason, once
- * the calls queued before have run (the proxy uses the transport). */
-static int refuse_between_hosts(struct smddp_comm *c, int rc)
+/* Host thread, this call failed (c->last_error): the calls queued before
+ * it run to their end, so that the peers fail on this one, not on an
+ * earlier good one; the call's own error is kept. */
+static void drain_after_failure(struct smddp_comm *c)
 {
 	char why[sizeof(c->last_error)];
 
 	snprintf(why, sizeof(why), "%s", c->last_error);
 	if (c->cuda && drain(c, c->cuda) == SMDDP_OK)
 		snprintf(c->last_error, sizeof(c->last_error), "%s", why);
+}
+
+/* A bad buffer between hosts: the peers are already in the call (their
+ * buffers were fine) and would wait for this rank until SMDDP_TIMEOUT, so
+ * the communicator breaks and they are told now, with the reason, once
+ * the calls queued before have run (the proxy uses the transport). */
+static int refuse_between_hosts(struct smddp_comm *c, int rc)
+{
+	drain_after_failure(c);
 	c->failed = rc;
 	sd_cuda_abort(c);
 	return rc;
@@ -483,7 +492,7 @@ static int wait_out(struct smddp_comm *c, struct sd_cuda *cu, const struct op *o
  * the staging slots, the scratch copy and the up word. */
 static cudaError_t after_last(struct sd_cuda *cu, cudaStream_t st)
 {
-	if (cu->last_slot >= 0 && cu->last_st != st && cu->out_used[cu->last_slot])
+	if (cu->last_slot >= 0 && cu->last_st != st && cu->out_used[cu->last_slot] == OUT_RECORDED)
 		return cudaStreamWaitEvent(st, cu->ev_out[cu->last_slot], 0);
 	return cudaSuccess;
 }
@@ -640,6 +649,10 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 	cu->tail++;
 	pthread_cond_signal(&cu->cv);
 	pthread_mutex_unlock(&cu->mu);
+	/* Queued halfway: released unrun, and the communicator breaks
+	 * (sd_api_leave tells the peers). */
+	if (rc)
+		drain_after_failure(c);
 	return rc;
 }
 
@@ -779,7 +792,7 @@ void sd_cuda_stop(struct smddp_comm *c)
 void sd_cuda_comm_free(struct smddp_comm *c)
 {
 	struct sd_cuda *cu = c ? c->cuda : NULL;
-	int old = -1, passed = 1;
+	int old = -1, passed = 1, blind = 0;
 
 	if (!cu)
 		return;
@@ -796,11 +809,22 @@ void sd_cuda_comm_free(struct smddp_comm *c)
 
 		uint64_t now = sd_now_ns();
 
-		if (cu->out_used[i] &&
-		    sd_cuda_wait(sd_cuda_q_event, cu->ev_out[i], deadline > now ? deadline - now : 0,
-				 NULL, &e) == SMDDP_ETIMEDOUT)
+		if (cu->out_used[i] == OUT_BLIND)
+			blind = 1;
+		else if (cu->out_used[i] &&
+			 sd_cuda_wait(sd_cuda_q_event, cu->ev_out[i],
+				      deadline > now ? deadline - now : 0, NULL,
+				      &e) == SMDDP_ETIMEDOUT)
 			passed = 0;
 	}
+	/* What a stream may still read or wait on is leaked, not freed. */
+	if (blind || !passed)
+		SD_WARN(SD_SUB_COLL, "%s: its release word, kernel arguments and staging memory are "
+				     "left allocated",
+			blind ? "the end of a call of this communicator on its stream could not be "
+				"recorded"
+			      : "a stream still waits on a call of this communicator after 10 s");
+	passed = passed && !blind;
 	for (int i = 0; i < cu->nmaps; i++)
 		if (cu->maps[i].ptr)
 			sd_cuda_ipc_close(cu->maps[i].ptr);
@@ -811,11 +835,7 @@ void sd_cuda_comm_free(struct smddp_comm *c)
 		cudaFreeHost(cu->args);
 		cudaFree(cu->args_gpu);
 	}
-	if (!passed && cu->stage)
-		/* A stream may still copy out of the slots. */
-		SD_WARN(SD_SUB_COLL, "a stream still copies from this communicator's staging "
-				     "memory after 10 s: it is left allocated");
-	else
+	if (passed)
 		sd_cuda_stage_free(cu, sd_net_poisoned(c));
 	for (int i = 0; i < QCAP; i++) {
 		cudaEventDestroy(cu->ev_in[i]);
@@ -824,9 +844,6 @@ void sd_cuda_comm_free(struct smddp_comm *c)
 	cudaStreamDestroy(cu->st);
 	if (passed)
 		cudaFreeHost((void *)cu->word);
-	else
-		SD_WARN(SD_SUB_COLL, "a stream still waits on a call of this communicator after "
-				     "10 s: its release word is left allocated");
 	if (old >= 0 && old != cu->dev)
 		cudaSetDevice(old);
 	pthread_mutex_destroy(&cu->mu);

@@ -53,6 +53,14 @@ struct op {
 	int slot;
 };
 
+/* What ev_out[s] tells of the last call queued in ring slot s. */
+enum out_state {
+	OUT_NONE,     /* nothing to wait for */
+	OUT_RECORDED, /* its stream passed the call once the event completes */
+	OUT_BLIND,    /* its record failed: when the stream passes it cannot be
+		       * told, so the slot's memory must never be reused or freed */
+};
+
 struct own_entry {
 	uint64_t id, base, used;
 	cudaIpcMemHandle_t h;
@@ -69,7 +77,7 @@ struct sd_cuda {
 	cudaStream_t st;        /* the proxy's own, non-blocking */
 	cudaEvent_t ev_in[QCAP];  /* recorded on the user's stream at the call */
 	cudaEvent_t ev_out[QCAP]; /* ... after its wait: the stream passed it */
-	unsigned char out_used[QCAP];
+	unsigned char out_used[QCAP]; /* enum out_state */
 	volatile uint32_t *word;  /* pinned, mapped: the last released ticket */
 	CUdeviceptr word_dev;
 	volatile uint32_t *upw;   /* staged.c: the last ticket copied up (the stream writes it) */
@@ -135,15 +143,18 @@ static inline void sd_cuda_release(struct sd_cuda *cu, uint32_t seq)
 }
 
 /* Host thread: the call in slot s, queued on st, is the last now (its
- * end event recorded, out_used, when that could be done); proxy.c orders
- * a call on another stream after it. */
-static inline void sd_cuda_end_queued(struct sd_cuda *cu, cudaStream_t st, int s)
+ * end event recorded, when that could be done); proxy.c orders a call on
+ * another stream after it.  Returns whether the event was recorded. */
+static inline int sd_cuda_end_queued(struct sd_cuda *cu, cudaStream_t st, int s)
 {
-	if (cudaEventRecord(cu->ev_out[s], st) == cudaSuccess) {
-		cu->out_used[s] = 1;
-		cu->last_st = st;
-		cu->last_slot = s;
+	if (cudaEventRecord(cu->ev_out[s], st) != cudaSuccess) {
+		cu->out_used[s] = OUT_BLIND;
+		return 0;
 	}
+	cu->out_used[s] = OUT_RECORDED;
+	cu->last_st = st;
+	cu->last_slot = s;
+	return 1;
 }
 
 static inline size_t dtsize(int dt)

@@ -312,10 +312,13 @@ int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 	/* Even when queueing failed halfway, waits may be queued: the ticket
 	 * numbers stay taken, and the call's runner releases them unrun
 	 * (o->broken); the end event still orders what follows. */
-	sd_cuda_end_queued(cu, st, o->slot);
-	if (e == cudaSuccess && cu->out_used[o->slot])
+	int recorded = sd_cuda_end_queued(cu, st, o->slot);
+
+	if (recorded && e == cudaSuccess)
 		return SMDDP_OK;
 	o->broken = 1;
+	if (e == cudaSuccess)
+		return sd_comm_error(c, SMDDP_ECUDA, "cannot record an event on the stream");
 	return sd_comm_error(c, SMDDP_ECUDA, "cannot queue the copies of a device call between "
 					     "hosts on the stream (is it a stream of this GPU?): "
 					     "%s (%s)",

@@ -54,7 +54,11 @@
  * A stream held by a wait then holds back the other streams of its queue:
  * the false dependencies that a real GPU may or may not show.
  * FAKECUDA_TICKET_LIMIT=N: the library starts its tickets over once N are
- * taken (sd_cuda_ticket_limit, proxy.c), not near 2^32.  Built with
+ * taken (sd_cuda_ticket_limit, proxy.c), not near 2^32.
+ * FAKECUDA_FAIL=R:launch:N or R:record:N: on rank R the Nth kernel launch
+ * (cudaErrorLaunchOutOfResources) or the Nth cudaEventRecord
+ * (cudaErrorLaunchFailure) fails, counted from 1 over the whole process:
+ * a call that fails halfway on its stream.  Built with
  * -fsanitize=thread the region moves (FAKE_BASE), so that ThreadSanitizer
  * can watch the fake's workers and the library's threads together.
  */
@@ -107,6 +111,8 @@ static struct alloc allocs[FAKE_ALLOCS];
 static int nallocs;
 static uintptr_t next_free;
 static int fake_rank = -1;
+/* FAKECUDA_FAIL (see the top): which call of this rank fails, and the counts. */
+static int fail_launch, fail_record, n_launch, n_record;
 static pthread_mutex_t amu = PTHREAD_MUTEX_INITIALIZER; /* allocs: threads allocate and look up */
 
 static int env_int(const char *name, int dflt)
@@ -149,6 +155,23 @@ static void fake_init(void)
 	next_free = FAKE_BASE + (size_t)fake_rank * FAKE_PER_RANK;
 	if (&sd_cuda_ticket_limit && env_int("FAKECUDA_TICKET_LIMIT", 0) > 0)
 		sd_cuda_ticket_limit = (uint32_t)env_int("FAKECUDA_TICKET_LIMIT", 0);
+	const char *f = getenv("FAKECUDA_FAIL");
+	char what[16];
+	int r, n;
+
+	if (f && *f) {
+		if (sscanf(f, "%d:%15[a-z]:%d", &r, what, &n) != 3 || n < 1 ||
+		    (strcmp(what, "launch") && strcmp(what, "record")))
+			fake_die("FAKECUDA_FAIL is RANK:launch:N or RANK:record:N");
+		if (r == fake_rank)
+			*(strcmp(what, "launch") ? &fail_record : &fail_launch) = n;
+	}
+}
+
+/* FAKECUDA_FAIL: is this the call that fails? */
+static int fail_now(int *count, int at)
+{
+	return at && __atomic_add_fetch(count, 1, __ATOMIC_RELAXED) == at;
 }
 
 static int in_region(uintptr_t p)
@@ -683,9 +706,11 @@ cudaError_t cudaEventDestroy(cudaEvent_t e)
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st)
 {
 	struct fevent *ev = (struct fevent *)e;
-	struct work *w = item(W_RECORD);
+	struct work *w;
 
-	if (!w)
+	if (fail_now(&n_record, fail_record))
+		return cudaErrorLaunchFailure;
+	if (!(w = item(W_RECORD)))
 		return cudaErrorMemoryAllocation;
 	w->ev = ev;
 	return put(st, w);
@@ -1180,6 +1205,17 @@ int sd_cuda_kernels_load(void)
 	return cudaSuccess;
 }
 
+/* A kernel's launch: host work on the stream, unless FAKECUDA_FAIL says
+ * this one fails. */
+static cudaError_t launch_kernel(cudaStream_t st, void (*fn)(void *), void *arg)
+{
+	if (fail_now(&n_launch, fail_launch)) {
+		free(arg);
+		return cudaErrorLaunchOutOfResources;
+	}
+	return launch_owned(st, fn, arg);
+}
+
 struct kreduce {
 	struct sd_cuda_kargs a;
 	int dtype, op, avg_div;
@@ -1215,7 +1251,7 @@ int sd_cuda_kernel_reduce(const struct sd_cuda_kargs *a, int dtype, int op, int 
 		return cudaErrorInvalidValue;
 	if ((k = malloc(sizeof(*k))))
 		*k = (struct kreduce){.a = *a, .dtype = dtype, .op = op, .avg_div = avg_div};
-	return launch_owned((cudaStream_t)stream, k_reduce, k);
+	return launch_kernel((cudaStream_t)stream, k_reduce, k);
 }
 
 struct kpairs {
@@ -1250,7 +1286,7 @@ int sd_cuda_kernel_copy_pairs(const void *const *src, void *const *dst, int npai
 			k->dst[i] = dst[i];
 		}
 	}
-	return launch_owned((cudaStream_t)stream, k_pairs, k);
+	return launch_kernel((cudaStream_t)stream, k_pairs, k);
 }
 
 /* The *_at kernels read their arguments when they run, as the GPU's do:
@@ -1304,7 +1340,7 @@ static int queue_at(void (*fn)(void *), const struct sd_cuda_kargs *tasks,
 
 	if (k)
 		*k = (struct kat){tasks, groups, n, dtype, op};
-	return launch_owned((cudaStream_t)stream, fn, k);
+	return launch_kernel((cudaStream_t)stream, fn, k);
 }
 
 /* A GPU can read pinned host memory, but a kernel that every block of

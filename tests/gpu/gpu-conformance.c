@@ -1078,6 +1078,46 @@ static int p2pdead(int victim)
 	return 0;
 }
 
+/* cudafail VICTIM CALL, with FAKECUDA_FAIL failing one of VICTIM's CUDA
+ * calls (tests/gpu/fakecuda.c) inside its device call number CALL, which
+ * may be queued halfway then (its tickets taken, its stream waiting).
+ * VICTIM gets SMDDP_ECUDA saying which step failed; every other rank, in
+ * that same call (the ones before it complete), an error naming VICTIM and
+ * that step within 20 s (queued: through smddp_comm_get_async_error), not
+ * at SMDDP_TIMEOUT; a later call fails at once on every rank; every stream
+ * goes on (cudaStreamSynchronize returns) and the communicator is
+ * destroyed.  FAULT-OK / FAULT-BAD lines, as dead. */
+static int cudafail(int victim, int call)
+{
+	size_t count = 1 << 16;
+	double t0 = now_s();
+	int rc = 0;
+	char want[32], in_call[48];
+
+	for (int i = 0; i < 4 && !rc; i++)
+		rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (!rc && queued_mode())
+		rc = await_async_error(t0, 20);
+	if (!rc)
+		rc = smddp_barrier(comm);
+	double took = now_s() - t0;
+	const char *msg = smddp_last_error(comm);
+
+	snprintf(want, sizeof(want), "rank %d", victim);
+	snprintf(in_call, sizeof(in_call), "rank %d: allreduce #%d ", rank, call);
+	verdict(!strncmp(msg, in_call, strlen(in_call)) && strstr(msg, "cannot") &&
+			(rank == victim ? rc == SMDDP_ECUDA
+					: rc != SMDDP_OK && strstr(msg, want) && took < 20),
+		rc, took, msg);
+	CK(cudaStreamSynchronize(stream));
+	if (smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream) ==
+	    SMDDP_OK)
+		printf("FAULT-BAD rank=%d a call after the failure returned SMDDP_OK\n", rank);
+	CK(cudaStreamSynchronize(stream));
+	smddp_comm_destroy(comm);
+	return 0;
+}
+
 /* Polls smddp_comm_get_async_error until it reports a failure or secs pass
  * since t0; returns the failure (its sentence in smddp_last_error). */
 static int await_async_error(double t0, double secs)
@@ -1578,6 +1618,8 @@ int main(int argc, char **argv)
 		errors();
 	} else if (!strcmp(mode, "mixed")) {
 		return mixed();
+	} else if (!strcmp(mode, "cudafail") && argc > 3) {
+		return cudafail(atoi(argv[2]), atoi(argv[3]));
 	} else if (!strcmp(mode, "badbuf") && argc > 2) {
 		return badbuf(atoi(argv[2]));
 	} else if (!strcmp(mode, "p2pdead") && argc > 2) {
@@ -1590,7 +1632,7 @@ int main(int argc, char **argv)
 		return dead(atoi(argv[2]));
 	} else {
 		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | twostreams | abortq | overlap | "
-				"p2p [--perf] | p2pdead VICTIM | mismatch | errors | dead VICTIM | badbuf VICTIM | mixed]\n");
+				"p2p [--perf] | p2pdead VICTIM | mismatch | errors | dead VICTIM | badbuf VICTIM | cudafail VICTIM CALL | mixed]\n");
 		return 2;
 	}
 	printf("SUMMARY rank %d of %d: %d passed, %d failed\n", rank, nranks, passed, failures);

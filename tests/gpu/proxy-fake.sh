@@ -4,8 +4,8 @@
 # blocking (auto, as ranks share the one fake GPU) and queue-and-return (1: the call's
 # kernels wait on the user's stream for the release word, cuStreamWaitValue32, and read
 # the arguments that the proxy thread wrote meanwhile).  The matrix, stream order with the
-# stream held 300 ms, a mismatch and a dead rank, all streams in one hardware queue, a GPU
-# per rank; timing and the GPU itself are tests/gpu/*.sh's.
+# stream held 300 ms, a mismatch, a dead rank, a failed CUDA call, all streams in one
+# hardware queue, a GPU per rank; timing and the GPU itself are tests/gpu/*.sh's.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$top_srcdir/tests/gpu/fakelib.sh"
 FAKE_SECS=120
@@ -45,5 +45,20 @@ expect_faults abort-queued "aborted in time, or was told" 0 1
 LAUNCH_OPTS="--grace 30" run_fake dead-queued 60 4 SMDDP_CUDA_ASYNC=1 SMDDP_JOB_ID=${job}d -- dead 1
 expect_faults dead-queued "saw the dead peer" 0 2 3
 [ "$status" -ne 0 ] || fail "dead-queued: smddp-run exited 0 although a rank was killed"
+# a CUDA call of one rank fails (FAKECUDA_FAIL) in its call 2, queued halfway (its
+# kernel's launch, its end event) or run blocking (the worker's kernel): every rank
+# fails in call 2 naming that rank and step, later calls fail at once; a slot whose end
+# could not be recorded is never freed under its stream
+LAUNCH_OPTS="--grace 30" run_fake cudafail-launch-queued 60 3 SMDDP_CUDA_ASYNC=1 \
+	FAKECUDA_FAIL=1:launch:2 -- cudafail 1 2
+expect_faults cudafail-launch-queued "failed in call 2, told of rank 1's kernel" 0 1 2
+LAUNCH_OPTS="--grace 30" run_fake cudafail-record-queued 60 3 SMDDP_CUDA_ASYNC=1 \
+	FAKECUDA_FAIL=1:record:4 -- cudafail 1 2
+expect_faults cudafail-record-queued "failed in call 2, told of rank 1's event" 0 1 2
+grep -q "^\[1\].*could not be recorded: its release word, kernel arguments" \
+	"$TDIR/cudafail-record-queued.out" && pass "cudafail-record-queued: the blind slot is kept" ||
+	fail "cudafail-record-queued: rank 1 did not keep the memory of its blind slot"
+LAUNCH_OPTS="--grace 30" run_fake cudafail-blocking 60 3 FAKECUDA_FAIL=0:launch:2 -- cudafail 0 2
+expect_faults cudafail-blocking "failed in call 2, told of rank 0's kernel" 0 1 2
 expect_no_leftovers "$job"
 finish

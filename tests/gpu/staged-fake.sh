@@ -6,7 +6,7 @@
 # ranks (hierarchical) with a count cut in five chunks of the staging pipeline, queued
 # (auto) and blocking (SMDDP_CUDA_ASYNC=0); stream order with the stream held 300 ms by a
 # host function (a blocking call waits for it, a queued one returns at once); a bad buffer
-# on one rank; device and host memory mixed; a rank killed mid-job, beside a peer of its
+# on one rank; a failed CUDA call; device and host memory mixed; a rank killed mid-job, beside a peer of its
 # host and alone on its host; all of a process's streams in one hardware queue.  The 2 x 2 matrix runs with FAKECUDA_JITTER_US (every stream item starts
 # late by a random few hundred us) to shake out copies that only happened to finish in time.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -44,6 +44,14 @@ LAUNCH_OPTS="--grace 30" run_fake staged-badbuf 60 2 CONFORMANCE_PER_HOST=1 -- b
 expect_faults staged-badbuf "got the right error" 0 1
 run_fake staged-mixed 60 2 CONFORMANCE_PER_HOST=1 SMDDP_CHECK_COLL=1 -- mixed
 expect_faults staged-mixed "got SMDDP_EMISMATCH" 0 1
+
+# a CUDA call of one rank fails (FAKECUDA_FAIL: the end event of its call 2), queued and
+# blocking: both fail in call 2, told of it
+for m in 1 0; do
+	LAUNCH_OPTS="--grace 30" run_fake staged-cudafail-$m 60 2 CONFORMANCE_PER_HOST=1 \
+		SMDDP_CUDA_ASYNC=$m FAKECUDA_FAIL=1:record:2 -- cudafail 1 2
+	expect_faults staged-cudafail-$m "failed in call 2, told of rank 1's event" 0 1
+done
 
 # rank 0 aborts while its proxy is inside a call (the fabric's endpoint is the
 # proxy's then): it returns at once, rank 1 is told
