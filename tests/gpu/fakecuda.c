@@ -1,6 +1,6 @@
 /* fakecuda.c - a CUDA runtime and driver made of host memory, to run the device path of libsmddp on a machine without a GPU.
  *
- * Linked with gpu-conformance.c and the library's internals into
+ * Linked with gpu-conformance (gpu-*.c) and the library's internals into
  * tests/gpu/p2p-fake (p2p-fake.sh, proxy-fake.sh, staged-fake.sh): all of
  * lib/cuda/ runs as it is (p2p.c, proxy.c, move.c, staged.c, ipc.c,
  * device.c) except the kernels; this file stands in for the CUDA runtime,

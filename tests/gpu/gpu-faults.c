@@ -1,0 +1,415 @@
+/* gpu-faults.c - gpu-conformance: bad calls and failing peers (errors, badbuf, abortq, mixed,
+ * dead, p2pdead, cudafail, mismatch); the fault modes print FAULT-OK / FAULT-BAD lines.
+ */
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_runtime.h>
+
+#include <smddp/smddp.h>
+
+#include "gpu-conformance.h"
+
+/* ---- errors ------------------------------------------------------------------ */
+
+static void expect(const char *what, int got, int want)
+{
+	if (got == want) {
+		passed++;
+		if (rank == 0)
+			printf("ok: %s -> %s: %s\n", what, smddp_strerror(got), smddp_last_error(comm));
+		return;
+	}
+	printf("FAIL rank %d: %s returned %s, expected %s: %s\n", rank, what, smddp_strerror(got),
+	       smddp_strerror(want), smddp_last_error(comm));
+	failures++;
+}
+
+void errors(void)
+{
+	static float host[64];
+	char *small;
+
+	/* Every call below fails on every rank before any rank waits. */
+	expect("device sendbuf, host recvbuf",
+	       smddp_allreduce(dsend, host, 16, SMDDP_FLOAT32, SMDDP_SUM, comm, stream), SMDDP_EINVAL);
+	expect("host sendbuf, device recvbuf",
+	       smddp_allgather(host, drecv, 4, SMDDP_FLOAT32, comm, stream), SMDDP_EINVAL);
+	expect("host memory with a stream",
+	       smddp_allreduce(host, host, 16, SMDDP_FLOAT32, SMDDP_SUM, comm, stream),
+	       SMDDP_EUNSUPPORTED);
+	CK(cudaMalloc((void **)&small, 256));
+	expect("recvbuf shorter than count",
+	       smddp_allreduce(dsend, small, 1024, SMDDP_FLOAT32, SMDDP_SUM, comm, stream),
+	       SMDDP_EINVAL);
+	expect("sendbuf and recvbuf overlapping, not in place",
+	       smddp_allreduce(drecv, drecv + 4, 1024, SMDDP_FLOAT32, SMDDP_SUM, comm, stream),
+	       SMDDP_EINVAL);
+	expect("NULL sendbuf", smddp_allreduce(NULL, drecv, 16, SMDDP_FLOAT32, SMDDP_SUM, comm,
+					       stream), SMDDP_EINVAL);
+	/* The communicator still works, on a stream and on stream NULL. */
+	CK(cudaMemsetAsync(dsend, 0, 4096, stream));
+	expect("allreduce after the errors",
+	       smddp_allreduce(dsend, drecv, 1024, SMDDP_FLOAT32, SMDDP_SUM, comm, stream), SMDDP_OK);
+	expect("allreduce on stream NULL",
+	       smddp_allreduce(dsend, drecv, 1024, SMDDP_FLOAT32, SMDDP_SUM, comm, NULL), SMDDP_OK);
+	CK(cudaDeviceSynchronize());
+	/* cudaFree of a buffer another rank has mapped, then a new one at
+	 * (perhaps) the same address: mapped afresh, right results. */
+	for (int round = 0; round < 3; round++) {
+		float *b, h[256];
+		CK(cudaMalloc((void **)&b, 1024));
+		for (int i = 0; i < 256; i++)
+			h[i] = (float)(rank + round);
+		CK(cudaMemcpy(b, h, 1024, cudaMemcpyHostToDevice));
+		expect("allreduce on a fresh buffer",
+		       smddp_allreduce(b, b, 256, SMDDP_FLOAT32, SMDDP_SUM, comm, stream), SMDDP_OK);
+		CK(cudaMemcpyAsync(h, b, 1024, cudaMemcpyDeviceToHost, stream));
+		CK(cudaStreamSynchronize(stream));
+		float want = (float)(nranks * (nranks - 1) / 2 + nranks * round);
+		if (h[0] != want || h[255] != want) {
+			printf("FAIL rank %d: reallocated buffer round %d: %g, expected %g\n", rank,
+			       round, h[0], want);
+			failures++;
+		}
+		/* Everybody is done with b before it goes. */
+		if (smddp_barrier(comm))
+			exit(1);
+		CK(cudaFree(b));
+	}
+	cudaFree(small);
+
+	/* A second communicator over the same ranks and buffers: CUDA IPC
+	 * opens a peer's allocation once per process, so both must share the
+	 * mapping (and keep it until the last of them lets go). */
+	struct smddp_comm *dup = NULL;
+	float h[1024], want = (float)(nranks * (nranks + 1) / 2);
+	int rc = smddp_comm_split(comm, 0, rank, &dup);
+
+	expect("split of the world", rc, SMDDP_OK);
+	if (rc)
+		return;
+	for (int i = 0; i < 1024; i++)
+		h[i] = (float)(rank + 1);
+	CK(cudaMemcpyAsync(dsend, h, sizeof(h), cudaMemcpyHostToDevice, stream));
+	expect("allreduce on the world",
+	       smddp_allreduce(dsend, drecv, 1024, SMDDP_FLOAT32, SMDDP_SUM, comm, stream), SMDDP_OK);
+	expect("allreduce on the split, same buffers",
+	       smddp_allreduce(dsend, drecv + 8192, 1024, SMDDP_FLOAT32, SMDDP_SUM, dup, stream),
+	       SMDDP_OK);
+	expect("destroy of the split", smddp_comm_destroy(dup), SMDDP_OK);
+	expect("allreduce on the world after", smddp_allreduce(dsend, drecv + 16384, 1024,
+							       SMDDP_FLOAT32, SMDDP_SUM, comm,
+							       stream), SMDDP_OK);
+	for (int k = 0; k < 3; k++) {
+		CK(cudaMemcpyAsync(h, drecv + 8192 * k, sizeof(h), cudaMemcpyDeviceToHost, stream));
+		CK(cudaStreamSynchronize(stream));
+		if (h[0] != want || h[1023] != want) {
+			printf("FAIL rank %d: split round %d: %g, expected %g\n", rank, k, h[0], want);
+			failures++;
+		}
+	}
+}
+
+/* ---- a peer passes a bad buffer (between hosts), a peer dies ------------------------ */
+
+void verdict(int ok, int rc, double took, const char *msg)
+{
+	printf("FAULT-%s rank=%d %s%s after %.2f s: %s\n", ok ? "OK" : "BAD", rank, ok ? "" : "got ",
+	       smddp_strerror(rc), took, msg);
+}
+
+/* VICTIM passes a recvbuf shorter than the call: it gets SMDDP_EINVAL, and
+ * the others, already in the call, an error naming it and its reason within seconds
+ * (not after SMDDP_TIMEOUT).  FAULT-OK / FAULT-BAD lines, as dead. */
+int badbuf(int victim)
+{
+	size_t count = 1 << 16;
+	char *small = NULL, want[32];
+	double t0 = now_s();
+	int rc;
+
+	CK(cudaMalloc((void **)&small, 256));
+	rc = smddp_allreduce(dsend, rank == victim ? small : drecv, count, SMDDP_FLOAT32,
+			     SMDDP_SUM, comm, stream);
+	/* Queued on the peers: the failure comes after the call. */
+	if (rank != victim && rc == SMDDP_OK && queued_mode())
+		rc = await_async_error(t0, 20);
+	double took = now_s() - t0;
+	const char *msg = smddp_last_error(comm);
+
+	snprintf(want, sizeof(want), "rank %d", victim);
+	/* The peers get the victim's code with its reason, naming it. */
+	verdict(rank == victim ? rc == SMDDP_EINVAL
+			       : rc != SMDDP_OK && strstr(msg, want) && strstr(msg, "recvbuf") &&
+					 took < 20,
+		rc, took, msg);
+	CK(cudaStreamSynchronize(stream));
+	cudaFree(small);
+	smddp_comm_abort(comm);
+	return 0;
+}
+
+/* abortq: rank 0 queues a call that rank 1 has not made yet, then calls
+ * smddp_comm_abort: it returns within seconds (its proxy is inside the
+ * call), and rank 1's call fails naming rank 0.  FAULT-OK / FAULT-BAD
+ * lines, as dead. */
+int abortq(void)
+{
+	size_t count = 1 << 16;
+	struct timespec half = {0, 500 * 1000000L};
+	double t0;
+	int rc;
+
+	if (rank == 0) {
+		rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+		nanosleep(&half, NULL);
+		t0 = now_s();
+		int ab = smddp_comm_abort(comm);
+		double took = now_s() - t0;
+
+		CK(cudaStreamSynchronize(stream));
+		verdict(ab == SMDDP_OK && took < 5, rc, took, "smddp_comm_abort returned");
+		return 0;
+	}
+	nanosleep(&half, NULL);
+	nanosleep(&half, NULL);
+	t0 = now_s();
+	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (!rc)
+		rc = await_async_error(t0, 20);
+	if (!rc)
+		rc = smddp_barrier(comm);
+	double took = now_s() - t0;
+	const char *msg = smddp_last_error(comm);
+
+	verdict(rc != SMDDP_OK && strstr(msg, "rank 0") && strstr(msg, "abort") && took < 20, rc,
+		took, msg);
+	CK(cudaStreamSynchronize(stream));
+	smddp_comm_abort(comm);
+	return 0;
+}
+
+/* ---- ranks disagree on the kind of memory (between hosts) -------------------------- */
+
+/* Rank 0 on device memory, the others on host memory, SMDDP_CHECK_COLL=1:
+ * every rank gets SMDDP_EMISMATCH saying so, in seconds. */
+int mixed(void)
+{
+	static float host[1 << 17];
+	size_t count = 1 << 17; /* 512 KiB: two chunks on the device rank */
+	double t0 = now_s();
+	int rc = rank == 0 ? smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm,
+					     stream)
+			   : smddp_allreduce(host, host, count, SMDDP_FLOAT32, SMDDP_SUM, comm,
+					     NULL);
+	if (rank == 0 && rc == SMDDP_OK && queued_mode())
+		rc = await_async_error(t0, 20);
+	double took = now_s() - t0;
+	const char *msg = smddp_last_error(comm);
+
+	verdict(rc == SMDDP_EMISMATCH && strstr(msg, "device memory") && took < 20, rc, took, msg);
+	CK(cudaStreamSynchronize(stream));
+	smddp_comm_abort(comm);
+	return 0;
+}
+
+/* ---- a peer dies ------------------------------------------------------------------ */
+
+int dead(int victim)
+{
+	size_t count = 1 << 16;
+	int rc = 0;
+	double t0;
+
+	for (int i = 0; i < 5; i++) {
+		rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+		if (rc) {
+			printf("FAULT-BAD rank=%d good call %d failed: %s\n", rank, i,
+			       smddp_last_error(comm));
+			return 1;
+		}
+	}
+	CK(cudaStreamSynchronize(stream));
+	if (rank == victim) {
+		fflush(stdout);
+		raise(SIGKILL);
+	}
+	t0 = now_s();
+	/* Queued: succeeds (or already knows); the stream must be released. */
+	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	double limit = 20;
+	if (!rc && queued_mode()) {
+		/* Told without another call, within 2 s. */
+		rc = await_async_error(t0, 10);
+		limit = 2;
+	}
+	if (!rc)
+		CK(cudaStreamSynchronize(stream));
+	if (!rc)
+		rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (!rc)
+		rc = smddp_barrier(comm);
+	double took = now_s() - t0;
+	const char *msg = smddp_last_error(comm);
+	char want[32];
+
+	snprintf(want, sizeof(want), "rank %d", victim);
+	verdict((rc == SMDDP_EPEER || rc == SMDDP_EABORTED) && strstr(msg, want) && took < limit,
+		rc, took, msg);
+	CK(cudaStreamSynchronize(stream));
+	/* The next call returns the failure too. */
+	int again = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (again == SMDDP_OK)
+		printf("FAULT-BAD rank=%d a call after the failure returned SMDDP_OK\n", rank);
+	CK(cudaStreamSynchronize(stream));
+	smddp_comm_abort(comm);
+	return 0;
+}
+
+/* p2pdead VICTIM: a ring of device sends and receives (one group per
+ * call); VICTIM is SIGKILLed before the third.  Its neighbours wait for it
+ * in the host rounds of lib/cuda/p2p.c, the others in the barrier after:
+ * every one gets SMDDP_EPEER (or SMDDP_EABORTED) naming it within 20 s.
+ * FAULT-OK / FAULT-BAD lines, as dead. */
+int p2pdead(int victim)
+{
+	int to = (rank + 1) % nranks, from = (rank - 1 + nranks) % nranks, rc = 0;
+	size_t n = 100003;
+	char want[32];
+	double t0 = 0;
+
+	for (int i = 0; i < 3; i++) {
+		if (i == 2) {
+			CK(cudaStreamSynchronize(stream));
+			if (rank == victim) {
+				fflush(stdout);
+				raise(SIGKILL);
+			}
+			t0 = now_s();
+		}
+		smddp_group_start();
+		smddp_send(dsend, n, SMDDP_UINT8, to, 3, comm, stream);
+		smddp_recv(drecv, n, SMDDP_UINT8, from, 3, NULL, comm, stream);
+		rc = smddp_group_end();
+		if (rc && i < 2) {
+			printf("FAULT-BAD rank=%d good call %d failed: %s\n", rank, i,
+			       smddp_last_error(comm));
+			return 1;
+		}
+	}
+	if (!rc)
+		rc = smddp_barrier(comm);
+	snprintf(want, sizeof(want), "rank %d", victim);
+	verdict((rc == SMDDP_EPEER || rc == SMDDP_EABORTED) && strstr(smddp_last_error(comm), want) &&
+			now_s() - t0 < 20,
+		rc, now_s() - t0, smddp_last_error(comm));
+	smddp_comm_abort(comm);
+	return 0;
+}
+
+/* cudafail VICTIM CALL, with FAKECUDA_FAIL failing one of VICTIM's CUDA
+ * calls (tests/gpu/fakecuda.c) inside its device call number CALL, which
+ * may be queued halfway then (its tickets taken, its stream waiting).
+ * VICTIM gets SMDDP_ECUDA saying which step failed; every other rank, in
+ * that same call (the ones before it complete), an error naming VICTIM and
+ * that step within 20 s (queued: through smddp_comm_get_async_error), not
+ * at SMDDP_TIMEOUT; a later call fails at once on every rank; every stream
+ * goes on (cudaStreamSynchronize returns) and the communicator is
+ * destroyed.  FAULT-OK / FAULT-BAD lines, as dead. */
+int cudafail(int victim, int call)
+{
+	size_t count = 1 << 16;
+	double t0 = now_s();
+	int rc = 0;
+	char want[32], in_call[48];
+
+	for (int i = 0; i < 4 && !rc; i++)
+		rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (!rc && queued_mode())
+		rc = await_async_error(t0, 20);
+	if (!rc)
+		rc = smddp_barrier(comm);
+	double took = now_s() - t0;
+	const char *msg = smddp_last_error(comm);
+
+	snprintf(want, sizeof(want), "rank %d", victim);
+	snprintf(in_call, sizeof(in_call), "rank %d: allreduce #%d ", rank, call);
+	verdict(!strncmp(msg, in_call, strlen(in_call)) && strstr(msg, "cannot") &&
+			(rank == victim ? rc == SMDDP_ECUDA
+					: rc != SMDDP_OK && strstr(msg, want) && took < 20),
+		rc, took, msg);
+	CK(cudaStreamSynchronize(stream));
+	if (smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream) ==
+	    SMDDP_OK)
+		printf("FAULT-BAD rank=%d a call after the failure returned SMDDP_OK\n", rank);
+	CK(cudaStreamSynchronize(stream));
+	smddp_comm_destroy(comm);
+	return 0;
+}
+
+/* Polls smddp_comm_get_async_error until it reports a failure or secs pass
+ * since t0; returns the failure (its sentence in smddp_last_error). */
+int await_async_error(double t0, double secs)
+{
+	int err = SMDDP_OK;
+
+	while (now_s() - t0 < secs) {
+		int rc = smddp_comm_get_async_error(comm, &err);
+
+		if (rc) {
+			printf("FAULT-BAD rank=%d smddp_comm_get_async_error returned %s\n", rank,
+			       smddp_strerror(rc));
+			return rc;
+		}
+		if (err)
+			return err;
+		struct timespec ts = {0, 5 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	return SMDDP_OK;
+}
+
+/* Rank 1 passes another count than the others: without SMDDP_CHECK_COLL a
+ * wrong count would read past the peers' buffers, so every rank refuses
+ * the call (SMDDP_EMISMATCH naming a rank), at once or, queued, through
+ * smddp_comm_get_async_error within 2 s; the streams go on. */
+int mismatch(void)
+{
+	size_t count = rank == 1 ? 1000 : 1024;
+	int rc, err = -1;
+
+	rc = smddp_allreduce(dsend, drecv, 16, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (!rc)
+		CK(cudaStreamSynchronize(stream));
+	if (!rc)
+		rc = smddp_comm_get_async_error(comm, &err);
+	if (rc || err) {
+		printf("FAULT-BAD rank=%d a good call failed: %s (async error %d): %s\n", rank,
+		       smddp_strerror(rc), err, smddp_last_error(comm));
+		return 1;
+	}
+	double t0 = now_s();
+	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (!rc)
+		rc = await_async_error(t0, 10);
+	double took = now_s() - t0;
+	const char *msg = smddp_last_error(comm);
+
+	verdict((rc == SMDDP_EMISMATCH || rc == SMDDP_EABORTED) && strstr(msg, "rank ") && took < 2,
+		rc, took, msg);
+	CK(cudaStreamSynchronize(stream));
+	int again = smddp_allreduce(dsend, drecv, 16, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (again == SMDDP_OK)
+		printf("FAULT-BAD rank=%d a call after the mismatch returned SMDDP_OK\n", rank);
+	CK(cudaStreamSynchronize(stream));
+	smddp_comm_abort(comm);
+	return 0;
+}
