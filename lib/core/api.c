@@ -239,9 +239,14 @@ int sd_api_leave(struct smddp_comm *c, int rc)
 	/* A failure of this call, not an argument error nor the sticky
 	 * result of an earlier one: the flight recorder is dumped. */
 	int fresh = rc && rc != SMDDP_EINVAL && rc != SMDDP_EUNSUPPORTED && !c->failed;
+	int breaks = fresh && rc != SMDDP_EMISMATCH;
 
+	/* The device calls queued before this one end first (they may still
+	 * succeed), or report their own failure: the root cause. */
+	if (breaks)
+		rc = sd_cuda_settle(c, rc);
 	sd_trace_end(c, rc);
-	if (fresh && rc != SMDDP_EMISMATCH) {
+	if (breaks) {
 		c->failed = rc;
 		/* Tell the peers now, with the reason, rather than when the
 		 * communicator is destroyed: they then report the root cause,

@@ -51,6 +51,13 @@ int sd_cuda_collect(struct smddp_comm *c, int drain);
 /* Any thread: the error a queued call met (sticky or one-off), 0 when none,
  * with its sentence copied into err; nothing is consumed. */
 int sd_cuda_async_error(struct smddp_comm *c, struct sd_err *err);
+/* Host thread, a call failed with rc (its words in c->last_error) and the
+ * communicator is to break: first the calls queued before it run to their
+ * end (SMDDP_TIMEOUT + 30 s at most), so that the peers fail in this call,
+ * not in an earlier good one.  Returns the failure to report: rc, or an
+ * earlier queued call's met meanwhile (its words then in c->last_error),
+ * or the drain's timeout. */
+int sd_cuda_settle(struct smddp_comm *c, int rc);
 /* Host thread: c has failed (c->failed, c->last_error): tell the peers
  * through the transport, now or, while the GPU proxy may be inside a call
  * between hosts (whose endpoint is one thread's), through the proxy. */
@@ -77,6 +84,11 @@ static inline int sd_cuda_async_error(struct smddp_comm *c, struct sd_err *err)
 	(void)c;
 	(void)err;
 	return 0;
+}
+static inline int sd_cuda_settle(struct smddp_comm *c, int rc)
+{
+	(void)c;
+	return rc;
 }
 static inline void sd_cuda_comm_free(struct smddp_comm *c)
 {

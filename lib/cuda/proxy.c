@@ -417,16 +417,27 @@ static int rewind_tickets(struct smddp_comm *c, struct sd_cuda *cu)
 	return SMDDP_OK;
 }
 
-/* Host thread, this call failed (c->last_error): the calls queued before
- * it run to their end, so that the peers fail on this one, not on an
- * earlier good one; the call's own error is kept. */
-static void drain_after_failure(struct smddp_comm *c)
+int sd_cuda_settle(struct smddp_comm *c, int rc)
 {
+	struct sd_cuda *cu = c->cuda;
 	char why[sizeof(c->last_error)];
+	int d;
 
+	if (!cu)
+		return rc;
 	snprintf(why, sizeof(why), "%s", c->last_error);
-	if (c->cuda && drain(c, c->cuda) == SMDDP_OK)
+	if ((d = drain(c, cu)) != SMDDP_OK)
+		return d;
+	pthread_mutex_lock(&cu->mu);
+	if (cu->failed) {
+		/* The root cause: the proxy already told the peers so. */
+		rc = cu->failed;
+		snprintf(c->last_error, sizeof(c->last_error), "%s", cu->errmsg);
+	} else {
 		snprintf(c->last_error, sizeof(c->last_error), "%s", why);
+	}
+	pthread_mutex_unlock(&cu->mu);
+	return rc;
 }
 
 /* A bad buffer between hosts: the peers are already in the call (their
@@ -435,7 +446,7 @@ static void drain_after_failure(struct smddp_comm *c)
  * the calls queued before have run (the proxy uses the transport). */
 static int refuse_between_hosts(struct smddp_comm *c, int rc)
 {
-	drain_after_failure(c);
+	rc = sd_cuda_settle(c, rc);
 	c->failed = rc;
 	sd_cuda_abort(c);
 	return rc;
@@ -650,9 +661,7 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 	pthread_cond_signal(&cu->cv);
 	pthread_mutex_unlock(&cu->mu);
 	/* Queued halfway: released unrun, and the communicator breaks
-	 * (sd_api_leave tells the peers). */
-	if (rc)
-		drain_after_failure(c);
+	 * (sd_api_leave settles and tells the peers). */
 	return rc;
 }
 

@@ -54,6 +54,12 @@ int sd_cuda_async_error(struct smddp_comm *c, struct sd_err *err)
 	return fakecuda_async_rc;
 }
 
+int sd_cuda_settle(struct smddp_comm *c, int rc)
+{
+	(void)c;
+	return rc;
+}
+
 int sd_cuda_state(struct smddp_comm *c, int dev, struct sd_cuda **out)
 {
 	(void)c;

@@ -315,24 +315,45 @@ int p2pdead(int victim)
 	return 0;
 }
 
+/* The rank that a failure message names first as having left ("rank N
+ * (pid ...)" or "(host ...)"), -1 if none: the root cause, not a relay. */
+static int first_named(const char *msg)
+{
+	for (const char *p = strstr(msg, "rank "); p; p = strstr(p + 1, "rank ")) {
+		int r, n = 0;
+
+		if (sscanf(p, "rank %d (%n", &r, &n) == 1 && n > 0)
+			return r;
+	}
+	return -1;
+}
+
 /* cudafail VICTIM CALL, with FAKECUDA_FAIL failing one of VICTIM's CUDA
- * calls (tests/gpu/fakecuda.c) inside its device call number CALL, which
- * may be queued halfway then (its tickets taken, its stream waiting).
- * VICTIM gets SMDDP_ECUDA saying which step failed; every other rank, in
- * that same call (the ones before it complete), an error naming VICTIM and
- * that step within 20 s (queued: through smddp_comm_get_async_error), not
- * at SMDDP_TIMEOUT; a later call fails at once on every rank; every stream
- * goes on (cudaStreamSynchronize returns) and the communicator is
- * destroyed.  FAULT-OK / FAULT-BAD lines, as dead. */
+ * calls (tests/gpu/fakecuda.c) inside its device call number CALL (> 1),
+ * which may be queued halfway then (its tickets taken, its stream
+ * waiting).  VICTIM gets SMDDP_ECUDA saying which step failed; every other
+ * rank, in that same call, an error naming VICTIM first (not a rank that
+ * passed it on) and that step within 20 s (queued: through
+ * smddp_comm_get_async_error), not at SMDDP_TIMEOUT.  The calls before it
+ * complete, with the right sums, on every rank; a later call fails at once;
+ * every stream goes on (cudaStreamSynchronize returns) and the
+ * communicator is destroyed.  FAULT-OK / FAULT-BAD lines, as dead. */
 int cudafail(int victim, int call)
 {
 	size_t count = 1 << 16;
+	float *first = (float *)hout;
 	double t0 = now_s();
-	int rc = 0;
-	char want[32], in_call[48];
+	int rc = 0, wrong = 0;
+	char in_call[48];
 
-	for (int i = 0; i < 4 && !rc; i++)
-		rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	for (size_t i = 0; i < count; i++)
+		first[i] = 1.0f;
+	CK(cudaMemcpy(dsend, first, count * sizeof(float), cudaMemcpyHostToDevice));
+	/* The calls before CALL write the first count floats, the later ones
+	 * the next: a failed call's output is undefined. */
+	for (int i = 1; i <= 4 && !rc; i++)
+		rc = smddp_allreduce(dsend, drecv + (i < call ? 0 : count * sizeof(float)), count,
+				     SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
 	if (!rc && queued_mode())
 		rc = await_async_error(t0, 20);
 	if (!rc)
@@ -340,16 +361,23 @@ int cudafail(int victim, int call)
 	double took = now_s() - t0;
 	const char *msg = smddp_last_error(comm);
 
-	snprintf(want, sizeof(want), "rank %d", victim);
 	snprintf(in_call, sizeof(in_call), "rank %d: allreduce #%d ", rank, call);
 	verdict(!strncmp(msg, in_call, strlen(in_call)) && strstr(msg, "cannot") &&
 			(rank == victim ? rc == SMDDP_ECUDA
-					: rc != SMDDP_OK && strstr(msg, want) && took < 20),
+					: rc != SMDDP_OK && first_named(msg) == victim && took < 20),
 		rc, took, msg);
 	CK(cudaStreamSynchronize(stream));
-	if (smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream) ==
-	    SMDDP_OK)
-		printf("FAULT-BAD rank=%d a call after the failure returned SMDDP_OK\n", rank);
+	CK(cudaMemcpy(first, drecv, count * sizeof(float), cudaMemcpyDeviceToHost));
+	for (size_t i = 0; i < count; i++)
+		wrong += first[i] != (float)nranks;
+	if (wrong)
+		printf("FAULT-BAD rank=%d the calls before call %d: %d of %zu sums wrong\n", rank,
+		       call, wrong, count);
+	t0 = now_s();
+	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (rc == SMDDP_OK || now_s() - t0 > 2)
+		printf("FAULT-BAD rank=%d a call after the failure returned %s after %.2f s\n", rank,
+		       smddp_strerror(rc), now_s() - t0);
 	CK(cudaStreamSynchronize(stream));
 	smddp_comm_destroy(comm);
 	return 0;

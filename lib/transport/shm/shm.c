@@ -629,11 +629,15 @@ void sd_shm_abort(struct smddp_comm *c)
 
 	if (!s || !s->ctl)
 		return;
-	s->ctl[c->rank].abort_rc = c->failed ? c->failed : SMDDP_EABORTED;
-	snprintf(s->ctl[c->rank].abort_msg, sizeof(s->ctl[c->rank].abort_msg), "%s",
-		 c->failed ? c->last_error : "");
-	atomic_store_explicit(&s->ctl[c->rank].done, s->done_epoch, memory_order_relaxed);
-	atomic_store_explicit(&s->ctl[c->rank].aborted, 1, memory_order_seq_cst);
+	/* Peers read the reason once `aborted` is set: written once, never
+	 * rewritten under them; a later abort only rings again. */
+	if (!__atomic_exchange_n(&s->abort_claimed, 1, __ATOMIC_ACQ_REL)) {
+		s->ctl[c->rank].abort_rc = c->failed ? c->failed : SMDDP_EABORTED;
+		snprintf(s->ctl[c->rank].abort_msg, sizeof(s->ctl[c->rank].abort_msg), "%s",
+			 c->failed ? c->last_error : "");
+		atomic_store_explicit(&s->ctl[c->rank].done, s->done_epoch, memory_order_relaxed);
+		atomic_store_explicit(&s->ctl[c->rank].aborted, 1, memory_order_seq_cst);
+	}
 	for (int r = 0; r < c->size; r++) {
 		if (r == c->rank)
 			continue;

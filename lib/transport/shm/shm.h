@@ -64,6 +64,8 @@ struct shm_state {
 	struct sd_p2p_op *streaming; /* the send now staged through this rank's halves */
 	uint64_t pass;             /* passes of p2p.c over its batches */
 	int ptracer;               /* holds sd_shm_ptracer_hold() */
+	int abort_claimed;         /* sd_shm_abort published this rank's reason: the
+				    * first one stays (the proxy's and the host's threads) */
 };
 
 /* ptracer.c: PR_SET_PTRACER_ANY under Yama ptrace_scope 1, reference
