@@ -43,6 +43,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CSRC = [
     "smddp/csrc/init.cpp",
     "smddp/csrc/ProcessGroupSMDDP.cpp",
+    "smddp/csrc/Exchanges.cpp",
+    "smddp/csrc/PointToPoint.cpp",
+    "smddp/csrc/Tensors.cpp",
     "smddp/csrc/Types.cpp",
     "smddp/csrc/WorkQueue.cpp",
 ]

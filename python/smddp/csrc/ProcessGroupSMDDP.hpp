@@ -20,6 +20,11 @@
 // endCoalescing (batch_isend_irecv) are kept aside and queued at
 // endCoalescing as one item that runs them between smddp_group_start and
 // smddp_group_end: exchanges with several peers at once cannot deadlock.
+//
+// The class is defined over four files: ProcessGroupSMDDP.cpp (rendezvous,
+// the collectives, split_group, tear-down), Exchanges.cpp (list forms,
+// gather, scatter, all-to-all, sparse all-reduce), PointToPoint.cpp (sends,
+// receives, batches) and Tensors.cpp (argument checks, staged tensors).
 #pragma once
 
 #include <chrono>

@@ -1,0 +1,84 @@
+// Tensors.hpp - the backend's argument checks and the tensors a library
+// call reads or writes in place of the caller's (Tensors.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "Types.hpp"
+
+namespace smddp_torch {
+
+void checkTensor(const at::Tensor& t, const char* op);
+
+// CPU, or CUDA where this build has the CUDA path.
+void checkDevice(const at::Device& device, const char* op);
+
+// The one device all tensors of a call are on: CPU, or one CUDA device.
+at::Device deviceOf(const std::vector<at::Tensor>& tensors, const char* op);
+
+void checkSameDtype(const std::vector<at::Tensor>& tensors, const char* op);
+
+// The coalesced tensor forms: as many outputs as inputs, each pair of one
+// dtype, the larger of each pair (the output when outputsLarger) size times
+// the other.  Returns the pairs' libsmddp dtypes.
+std::vector<Dtype> checkCoalescedPairs(
+    const std::vector<at::Tensor>& outputs,
+    const std::vector<at::Tensor>& inputs,
+    bool outputsLarger,
+    int size,
+    const char* op);
+
+size_t countOf(const at::Tensor& t, const Dtype& dt);
+
+// The contiguous tensor a library call reads or writes in place of t: t
+// itself, or a copy (copied back by copyBack()).
+at::Tensor staged(const at::Tensor& t);
+
+void copyBack(const at::Tensor& user, const at::Tensor& data);
+
+// The contiguous tensor a library call writes in place of t: t itself, or
+// a new one (copied into t by copyBack()).
+at::Tensor receiveBuffer(const at::Tensor& t);
+
+size_t unitsOf(const at::Tensor& t, const Moved& mv);
+
+// t's elements as a flat tensor of bytes (a copy where t is not contiguous).
+at::Tensor bytesOf(const at::Tensor& t);
+
+// Fills t with the bytes of bytesOf() of a tensor of its dtype and shape.
+void fillFromBytes(const at::Tensor& t, const at::Tensor& bytes);
+
+// For a PREMUL_SUM: the contiguous input multiplied by the factor, in a new
+// tensor (the caller's input is left as it is, as NCCL does).
+at::Tensor premultiplied(const at::Tensor& data, const Reduction& red);
+
+// Output buffers every rank's part of which has numel elements, flattened.
+at::Tensor flatOf(const std::vector<at::Tensor>& tensors);
+
+void checkRoot(int64_t root, int size, const char* op);
+
+// The rows (first-dimension entries) of t that go to (or come from) each
+// rank: the split sizes, or t's rows divided evenly when there are none.
+std::vector<int64_t> rowsPerRank(
+    const std::vector<int64_t>& splits,
+    const at::Tensor& t,
+    int size,
+    const char* which);
+
+// Elements of one row of t (the product of its sizes after the first).
+int64_t rowNumel(const at::Tensor& t);
+
+// Library counts and displacements of smddp_alltoallv, in library elements.
+struct Blocks {
+  std::vector<size_t> counts, displs;
+};
+
+Blocks blocksOf(const std::vector<int64_t>& sizes, size_t unitsPerEntry);
+
+void checkPeer(int peer, int size, const char* op, const char* what);
+
+} // namespace smddp_torch
