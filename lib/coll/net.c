@@ -368,7 +368,7 @@ int sd_net_node_err(struct smddp_comm *c, int rc)
  * posted at once.  libfabric's tcp;ofi_rxm sends up to 64 KiB eagerly;
  * anything larger takes a rendezvous that, with both directions busy,
  * waits behind the data going the other way, so that an exchange ran at
- * half the link's rate (docs/PERFORMANCE.md, "between hosts"). */
+ * half the link's rate (docs/perf/p2p.md, "between hosts"). */
 #define P2P_PIECE_MAX (64u * 1024)
 
 static uint64_t p2p_tag(int sender, uint64_t key)
