@@ -95,6 +95,9 @@ static void usage(void)
 	       "      --gpu N               with --device cuda: use GPU N on every rank (default:\n"
 	       "                            local rank modulo the number of GPUs, so ranks share\n"
 	       "                            GPUs when there are fewer GPUs than ranks)\n"
+	       "      --offset SIZE         rank r's buffers start r x SIZE bytes into their\n"
+	       "                            allocations (default 0): tells a slow size that\n"
+	       "                            comes from where the buffers lie\n"
 	       "  -h, --help                show this help and exit\n"
 	       "  -V, --version             show the version and exit\n"
 	       "\n"
@@ -229,7 +232,7 @@ static void parse_coll(const char *flag, const char *s)
 			 flag[1] == 'C' ? "; or 0|1: report_cputime" : "");
 }
 
-enum { OPT_COLL = 256, OPT_JSON, OPT_BASELINE, OPT_TOLERANCE, OPT_MIN_BUSBW, OPT_COMPARE, OPT_DEVICE, OPT_GPU };
+enum { OPT_COLL = 256, OPT_JSON, OPT_BASELINE, OPT_TOLERANCE, OPT_MIN_BUSBW, OPT_COMPARE, OPT_DEVICE, OPT_GPU, OPT_OFFSET };
 
 void parse_args(int argc, char **argv)
 {
@@ -265,6 +268,7 @@ void parse_args(int argc, char **argv)
 		{ "compare", required_argument, NULL, OPT_COMPARE },
 		{ "device", required_argument, NULL, OPT_DEVICE },
 		{ "gpu", required_argument, NULL, OPT_GPU },
+		{ "offset", required_argument, NULL, OPT_OFFSET },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -365,6 +369,11 @@ void parse_args(int argc, char **argv)
 			opt.on_gpu = true;
 			break;
 		case OPT_GPU: opt.gpu = (int)parse_long_arg("--gpu", optarg, 0, 1023); break;
+		case OPT_OFFSET:
+			opt.offset = parse_size_arg("--offset", optarg);
+			if (opt.offset > (1ull << 30))
+				tool_usage_error("--offset: %s is more than 1G", optarg);
+			break;
 		case 'h': usage(); exit(TOOL_EXIT_OK);
 		case 'V':
 			printf("%s from libsmddp %s\n", PROG, smddp_version());

@@ -216,6 +216,10 @@ void print_header(void)
 		       smddp_version(), opt.cputime ? "cputime (until the call returns)" : "time");
 		if (opt.ignored[0])
 			printf("# nccl-tests options accepted and ignored: %s\n", opt.ignored);
+		if (opt.offset)
+			printf("# --offset %" PRIu64 ": rank r's buffers start r x %" PRIu64
+			       " bytes into their allocations\n",
+			       opt.offset, opt.offset);
 		printf("#\n# Using ranks\n");
 		for (int r = 0; r < nranks; r++)
 			if (all[r].gpu >= 0)

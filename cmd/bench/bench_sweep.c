@@ -93,6 +93,7 @@ static uint64_t next_size(uint64_t size)
 /* ---- the buffers -------------------------------------------------------------- */
 
 static void *sendbuf, *recvbuf;
+static void *sendbase, *recvbase; /* their allocations (--offset) */
 static double *times, *cputimes;
 static size_t *vlayout; /* alltoallv: 4 arrays of nranks counts */
 
@@ -121,22 +122,26 @@ static void *alloc_buf(size_t bytes)
  * host copy of one (stage); the arrays of the times and of alltoallv. */
 void buffers_alloc(void)
 {
+	size_t shift = (size_t)opt.offset * (size_t)rank, room = (size_t)opt.maxbytes + shift;
+
 #ifdef HAVE_CUDA
 	if (opt.on_gpu) {
 		char err[256];
 
 		if (bench_cuda_init(smddp_comm_local_rank(comm), opt.gpu, err, sizeof(err)) ||
-		    !(sendbuf = bench_cuda_alloc((size_t)opt.maxbytes, err, sizeof(err))) ||
-		    !(recvbuf = bench_cuda_alloc((size_t)opt.maxbytes, err, sizeof(err))))
+		    !(sendbase = bench_cuda_alloc(room, err, sizeof(err))) ||
+		    !(recvbase = bench_cuda_alloc(room, err, sizeof(err))))
 			gpu_fail(err);
 		stream = bench_cuda_stream();
 		stage = alloc_buf((size_t)opt.maxbytes);
 	}
 #endif
 	if (!opt.on_gpu) {
-		sendbuf = alloc_buf((size_t)opt.maxbytes);
-		recvbuf = alloc_buf((size_t)opt.maxbytes);
+		sendbase = alloc_buf(room);
+		recvbase = alloc_buf(room);
 	}
+	sendbuf = (char *)sendbase + shift;
+	recvbuf = (char *)recvbase + shift;
 	times = calloc((size_t)opt.iters, sizeof(*times));
 	cputimes = calloc((size_t)opt.iters, sizeof(*cputimes));
 	vlayout = calloc(4 * (size_t)nranks, sizeof(*vlayout));
@@ -151,14 +156,14 @@ void buffers_free(void)
 	free(vlayout);
 #ifdef HAVE_CUDA
 	if (opt.on_gpu) {
-		bench_cuda_free(sendbuf);
-		bench_cuda_free(recvbuf);
+		bench_cuda_free(sendbase);
+		bench_cuda_free(recvbase);
 		free(stage);
 		return;
 	}
 #endif
-	free(sendbuf);
-	free(recvbuf);
+	free(sendbase);
+	free(recvbase);
 }
 
 /* ---- measuring one size --------------------------------------------------- */

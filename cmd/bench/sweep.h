@@ -46,6 +46,7 @@ struct bench_options {
 	bool compare_nccl;
 	bool on_gpu; /* --device cuda */
 	int gpu;     /* --gpu, -1: local rank % GPUs */
+	uint64_t offset; /* --offset: rank r's buffers start r x offset bytes in */
 };
 
 extern struct bench_options opt;

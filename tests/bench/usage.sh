@@ -48,6 +48,8 @@ bad -y 2
 bad -R 3
 bad -T -1
 bad -J ''
+bad --offset 2G
+bad --offset x
 bad -J
 bad -r -1
 bad -g 2

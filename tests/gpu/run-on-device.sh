@@ -24,7 +24,8 @@
 #              suspect of the queued-mode hangs, docs/internals/gpu-measurements.md)
 #   modes      the allreduce bench, blocking without MPS, queued and blocking
 #              under MPS, alternated 3 times (JSON lines in modes.tgz)
-#   footprint  the allreduce bench at 2-8 ranks up to 2 GiB, and the copy
+#   footprint  the allreduce bench at 2-8 ranks up to 2 GiB, and the copy;
+#              4 ranks at 512 MiB with the buffers at 0, 4K and 68K apart
 #   mps        under the CUDA MPS daemon: the order test traced, $MPS_TESTS and
 #              the allreduce bench, with SMDDP_CUDA_ASYNC in $MPS_MODES (auto 0)
 #   nccl       tests/gpu/multigpu-vs-nccl.sh with one rank per GPU
@@ -304,6 +305,17 @@ for s in $stages; do
 			stage "fp-n$1" 300 "$RUN" -n "$1" --timeout 290 "$BENCH" --device cuda -b "$2" \
 				-e "$3" -f 2 -n 20 -w 5 -c 0 --coll allreduce
 			grep -v "^#  Rank" "$TMPD/fp-n$1.log" | grep "^\[0\] *[0-9]" | tee -a "$summary"
+		done
+		# does the dip go when the ranks' buffers lie at other offsets
+		# (the HBM channel hypothesis of gpu-measurements.md)?  4 ranks,
+		# 512 MiB, alternated twice: no offset, 4 KiB, 68 KiB apart
+		for i in 1 2; do
+			for off in 0 4K 68K; do
+				stage "fp-off$off-$i" 120 "$RUN" -n 4 --timeout 110 "$BENCH" --device cuda \
+					-b 512M -e 512M -n 20 -w 5 -c 0 --coll allreduce --offset "$off"
+				echo "--offset $off: $(grep "^\[0\] *[0-9]" "$TMPD/fp-off$off-$i.log")" |
+					tee -a "$summary"
+			done
 		done
 		;;
 	torch)
