@@ -96,8 +96,8 @@ static void usage(void)
 	       "                            local rank modulo the number of GPUs, so ranks share\n"
 	       "                            GPUs when there are fewer GPUs than ranks)\n"
 	       "      --offset SIZE         rank r's buffers start r x SIZE bytes into their\n"
-	       "                            allocations (default 0): tells a slow size that\n"
-	       "                            comes from where the buffers lie\n"
+	       "                            allocations (a multiple of 16, default 0): tells\n"
+	       "                            a slow size that comes from where the buffers lie\n"
 	       "  -h, --help                show this help and exit\n"
 	       "  -V, --version             show the version and exit\n"
 	       "\n"
@@ -373,6 +373,10 @@ void parse_args(int argc, char **argv)
 			opt.offset = parse_size_arg("--offset", optarg);
 			if (opt.offset > (1ull << 30))
 				tool_usage_error("--offset: %s is more than 1G", optarg);
+			/* Aligned for every type, and for the kernels' 16-byte
+			 * loads: only where the buffers lie changes. */
+			if (opt.offset % 16)
+				tool_usage_error("--offset: %s is not a multiple of 16", optarg);
 			break;
 		case 'h': usage(); exit(TOOL_EXIT_OK);
 		case 'V':

@@ -114,6 +114,8 @@ static void print_json_row(FILE *f, const struct result *r, const char *impl,
 	print_json_meas(f, "oop", &r->m[0]);
 	print_json_meas(f, "ip", &r->m[1]);
 	fprintf(f, ",\"nranks\":%d", nranks);
+	if (opt.offset)
+		fprintf(f, ",\"offset_bytes\":%" PRIu64, opt.offset);
 	if (ours) {
 		print_json_ratio(f, "oop", &ours->m[0], &r->m[0]);
 		print_json_ratio(f, "ip", &ours->m[1], &r->m[1]);

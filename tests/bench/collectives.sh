@@ -24,10 +24,10 @@ for n in 2 3; do
 		{ if ($1 != $2 * 4) { print c ": " $0; bad = 1 } }
 		END { exit bad }' "$T/out" >&2 || fail "$n ranks: size and count disagree"
 done
-# --offset: each rank's buffers elsewhere in their allocations (an odd shift:
-# unaligned for every type), still 0 wrong in and out of place
-bench 3 --coll all -b 8 -e 64K -f 16 -n 2 -w 1 -c 1 --offset 4100
-expect_clean_table "--offset 4100 on 3 ranks"
-grep -q "^# --offset 4100: rank r's buffers start r x 4100 bytes" "$T/out" ||
+# --offset: each rank's buffers elsewhere in their allocations (4112: off the
+# page, 16 past it; rank 2 is 32 past), every type, still 0 wrong in and out of place
+bench 3 --coll all -d all -b 16 -e 64K -f 64 -n 2 -w 1 -c 1 --offset 4112
+expect_clean_table "--offset 4112 on 3 ranks"
+grep -q "^# --offset 4112: rank r's buffers start r x 4112 bytes" "$T/out" ||
 	fail "--offset: the header does not say so"
 exit 0

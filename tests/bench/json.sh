@@ -28,8 +28,14 @@ for line in lines:
     assert o["nranks"] == 2 and o["oop_wrong"] == 0, line
     assert o["ip_wrong"] == (None if o["collective"] in ("alltoallv", "sendrecv") else 0), line
     assert o["type"] == "float32", line
+    assert "offset_bytes" not in o, line
     seen.add(o["collective"])
 assert seen == {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall",
                 "sendrecv", "alltoallv"}, seen
 PY
+# --offset: each row says so
+bench 2 -b 8 -e 8 -n 2 -w 1 --offset 64K --json
+[ "$rc" -eq 0 ] || fail "--json --offset: exit status $rc: $(cat "$T/err")"
+python3 -c 'import json, sys; o = json.loads(open(sys.argv[1]).read()); assert o["offset_bytes"] == 65536, o' \
+	"$T/out" || fail "--json --offset: $(cat "$T/out")"
 exit 0

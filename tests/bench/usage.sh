@@ -50,6 +50,7 @@ bad -T -1
 bad -J ''
 bad --offset 2G
 bad --offset x
+bad --offset 4100
 bad -J
 bad -r -1
 bad -g 2

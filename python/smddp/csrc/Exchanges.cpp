@@ -1,5 +1,5 @@
-// Exchanges.cpp - the "smddp" backend's list forms, gather, scatter,
-// all-to-all and the sparse all-reduce (ProcessGroupSMDDP.hpp).
+// Exchanges.cpp - the "smddp" backend's list forms (the list all-to-all
+// among them), gather, scatter and the sparse all-reduce (ProcessGroupSMDDP.hpp).
 #include "ProcessGroupSMDDP.hpp"
 
 #include <algorithm>

@@ -1,8 +1,8 @@
 // ProcessGroupSMDDP.cpp - the "smddp" c10d backend: rendezvous, the collectives
-// as work items, split_group and tear-down (design in ProcessGroupSMDDP.hpp).
-// The list forms, gather, scatter, all-to-all and the sparse all-reduce are in
-// Exchanges.cpp, sends and receives in PointToPoint.cpp, the argument checks in
-// Tensors.cpp.
+// (all_to_all_single among them) as work items, split_group and tear-down
+// (design in ProcessGroupSMDDP.hpp).  The list forms, gather, scatter and the
+// sparse all-reduce are in Exchanges.cpp, sends and receives in
+// PointToPoint.cpp, the argument checks in Tensors.cpp.
 #include "ProcessGroupSMDDP.hpp"
 
 #include <algorithm>

@@ -21,10 +21,11 @@
 // endCoalescing as one item that runs them between smddp_group_start and
 // smddp_group_end: exchanges with several peers at once cannot deadlock.
 //
-// The class is defined over four files: ProcessGroupSMDDP.cpp (rendezvous,
-// the collectives, split_group, tear-down), Exchanges.cpp (list forms,
-// gather, scatter, all-to-all, sparse all-reduce), PointToPoint.cpp (sends,
-// receives, batches) and Tensors.cpp (argument checks, staged tensors).
+// The class is defined over three files: ProcessGroupSMDDP.cpp (rendezvous,
+// the collectives with all_to_all_single, split_group, tear-down),
+// Exchanges.cpp (the list forms with the list all-to-all, gather, scatter,
+// the sparse all-reduce) and PointToPoint.cpp (sends, receives, batches);
+// the argument checks and staged tensors they share are in Tensors.cpp.
 #pragma once
 
 #include <chrono>
