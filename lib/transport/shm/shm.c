@@ -473,19 +473,23 @@ static int read_once(pid_t pid, void *dst, uintptr_t src, size_t len, size_t *go
 	return xfer_once(pid, dst, src, len, 0, got);
 }
 
-/* Bytes per process_vm_readv: one huge call pins every page of both sides
- * at once and copies at half the speed of calls of a few hundred KiB (3.4
- * against 5 GB/s for 64 MiB on the CI machine). */
+/* Bytes per process_vm_readv: a transfer of up to PEER_XFER_ONE is one
+ * call (a call costs microseconds); a longer one goes in calls of
+ * PEER_XFER_MAX, as one huge call pins every page of both sides at once
+ * and copies at half the speed of calls of a few hundred KiB (3.4 against
+ * 5 GB/s for 64 MiB on the CI machine). */
+#define PEER_XFER_ONE (4u << 20)
 #define PEER_XFER_MAX (512 * 1024)
 
 static int peer_xfer(struct smddp_comm *c, int r, void *local, uintptr_t remote, size_t len,
 		     int write)
 {
+	size_t step = len <= PEER_XFER_ONE ? len : PEER_XFER_MAX;
+
 	while (len) {
 		size_t got = 0;
 
-		if (xfer_once(c->pids[r], local, remote, len < PEER_XFER_MAX ? len : PEER_XFER_MAX,
-			      write, &got) != 0 ||
+		if (xfer_once(c->pids[r], local, remote, len < step ? len : step, write, &got) != 0 ||
 		    got == 0) {
 			int e = got == 0 && errno == 0 ? EFAULT : errno;
 
