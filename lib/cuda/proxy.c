@@ -801,7 +801,8 @@ void sd_cuda_stop(struct smddp_comm *c)
 void sd_cuda_comm_free(struct smddp_comm *c)
 {
 	struct sd_cuda *cu = c ? c->cuda : NULL;
-	int old = -1, passed = 1, blind = 0;
+	int old = -1;
+	const char *stuck = NULL; /* why what a stream may still use is kept */
 
 	if (!cu)
 		return;
@@ -819,39 +820,37 @@ void sd_cuda_comm_free(struct smddp_comm *c)
 		uint64_t now = sd_now_ns();
 
 		if (cu->out_used[i] == OUT_BLIND)
-			blind = 1;
-		else if (cu->out_used[i] &&
+			stuck = "the end of a call of this communicator on its stream could not be "
+				"recorded";
+		else if (!stuck && cu->out_used[i] &&
 			 sd_cuda_wait(sd_cuda_q_event, cu->ev_out[i],
 				      deadline > now ? deadline - now : 0, NULL,
 				      &e) == SMDDP_ETIMEDOUT)
-			passed = 0;
+			stuck = "a stream still waits on a call of this communicator after 10 s";
 	}
 	/* What a stream may still read or wait on is leaked, not freed. */
-	if (blind || !passed)
+	if (stuck)
 		SD_WARN(SD_SUB_COLL, "%s: its release word, kernel arguments and staging memory are "
 				     "left allocated",
-			blind ? "the end of a call of this communicator on its stream could not be "
-				"recorded"
-			      : "a stream still waits on a call of this communicator after 10 s");
-	passed = passed && !blind;
+			stuck);
 	for (int i = 0; i < cu->nmaps; i++)
 		if (cu->maps[i].ptr)
 			sd_cuda_ipc_close(cu->maps[i].ptr);
 	sd_cuda_flush_stale(cu);
 	if (cu->scratch)
 		cudaFree(cu->scratch);
-	if (passed && cu->args) {
+	if (!stuck && cu->args) {
 		cudaFreeHost(cu->args);
 		cudaFree(cu->args_gpu);
 	}
-	if (passed)
+	if (!stuck)
 		sd_cuda_stage_free(cu, sd_net_poisoned(c));
 	for (int i = 0; i < QCAP; i++) {
 		cudaEventDestroy(cu->ev_in[i]);
 		cudaEventDestroy(cu->ev_out[i]);
 	}
 	cudaStreamDestroy(cu->st);
-	if (passed)
+	if (!stuck)
 		cudaFreeHost((void *)cu->word);
 	if (old >= 0 && old != cu->dev)
 		cudaSetDevice(old);

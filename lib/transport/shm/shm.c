@@ -257,6 +257,14 @@ int sd_shm_peer_gone(struct smddp_comm *c, int r)
 
 #define GAVE_UP " gave up after: "
 
+/* Which of check_health's passes names an aborted rank whose reason is
+ * m: 0 an explicit abort (no reason), 1 a failure of its own, 2 one it
+ * passes on from another rank. */
+static int abort_pass(const char *m)
+{
+	return !m[0] ? 0 : strstr(m, GAVE_UP) ? 2 : 1;
+}
+
 /* Rank r has left the communicator (its aborted flag is set): say why, in
  * its own words when it gave up after a failure of its own. */
 int sd_shm_report_left(struct smddp_comm *c, int r)
@@ -329,11 +337,9 @@ static int check_health(struct smddp_comm *c, uint64_t target)
 	 * (its message says who gave up first). */
 	for (int pass = 0; pass < 3; pass++) {
 		for (int r = 0; r < c->size; r++) {
-			const char *m = s->ctl[r].abort_msg;
-
 			if (!atomic_load_explicit(&s->ctl[r].aborted, memory_order_acquire))
 				continue;
-			if (pass == 0 ? !m[0] : pass == 1 ? m[0] && !strstr(m, GAVE_UP) : m[0] != 0)
+			if (abort_pass(s->ctl[r].abort_msg) == pass)
 				return sd_shm_report_left(c, r);
 		}
 	}
