@@ -239,6 +239,9 @@ int sd_net_wait_pump(struct smddp_comm *c, struct sd_freq *r, struct pump *p)
 			r->peer >= 0 ? sd_net_host_of(c, r->peer) : "?", sd_fab_describe(n->fab));
 	if (rc)
 		return rc;
+	if (r->err && r->peer < 0)
+		return explain(c, sd_comm_error(c, SMDDP_ENETWORK,
+						"a receive from any rank failed"));
 	if (r->err)
 		return explain(c, sd_comm_error(c, SMDDP_ENETWORK,
 						"a transfer %s rank %d (host %s) failed",

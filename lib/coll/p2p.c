@@ -18,11 +18,14 @@
 #include "transport/transport.h"
 
 /* Pair this rank's sends to itself with its receives from itself, in
- * order of key. */
-static int pair_self(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
+ * order of key.  A pair that fails (sizes differ, or a half without its
+ * other) is done with its error, kept in *err, and the rest of the batch
+ * still runs: its peers wait for their part of it. */
+static void pair_self(struct smddp_comm *c, struct sd_p2p_op *ops, int n, int *err)
 {
 	for (int i = 0; i < n; i++) {
 		struct sd_p2p_op *r = &ops[i], *s = NULL;
+		int rc = SMDDP_OK;
 
 		if (r->is_send || r->peer != c->rank)
 			continue;
@@ -31,25 +34,33 @@ static int pair_self(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 			    ops[j].key == r->key)
 				s = &ops[j];
 		if (!s)
-			return sd_comm_error(c, SMDDP_EINVAL,
-					     "a receive from this rank itself needs its send in the "
-					     "same group (smddp_group_start/end)");
-		if (s->bytes != r->bytes)
-			return sd_comm_error(c, SMDDP_EMISMATCH,
-					     "this rank sent itself %zu bytes but receives %zu: the "
-					     "count or dtype differs",
-					     s->bytes, r->bytes);
-		if (r->bytes && r->buf != s->buf)
+			rc = sd_comm_error(c, SMDDP_EINVAL,
+					   "a receive from this rank itself needs its send in the "
+					   "same group (smddp_group_start/end)");
+		else if (s->bytes != r->bytes)
+			rc = sd_comm_error(c, SMDDP_EMISMATCH,
+					   "this rank sent itself %zu bytes but receives %zu: the "
+					   "count or dtype differs",
+					   s->bytes, r->bytes);
+		else if (r->bytes && r->buf != s->buf)
 			memmove(r->buf, s->buf, r->bytes);
 		r->source = c->rank;
-		r->done = s->done = 1;
+		r->done = 1;
+		if (s)
+			s->done = 1;
+		if (rc && !*err)
+			*err = rc;
 	}
 	for (int i = 0; i < n; i++)
-		if (!ops[i].done && ops[i].is_send && ops[i].peer == c->rank)
-			return sd_comm_error(c, SMDDP_EINVAL,
-					     "a send to this rank itself needs its receive in the "
-					     "same group (smddp_group_start/end)");
-	return SMDDP_OK;
+		if (!ops[i].done && ops[i].is_send && ops[i].peer == c->rank) {
+			int rc = sd_comm_error(c, SMDDP_EINVAL,
+					       "a send to this rank itself needs its receive in the "
+					       "same group (smddp_group_start/end)");
+
+			ops[i].done = 1;
+			if (!*err)
+				*err = rc;
+		}
 }
 
 static int overlap(const struct sd_p2p_op *a, const struct sd_p2p_op *b)
@@ -91,7 +102,7 @@ static int copy_overlapping(struct smddp_comm *c, struct sd_p2p_op *ops, int n, 
 int sd_coll_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 {
 	void **orig = NULL;
-	int left = 0, rc;
+	int self_rc = SMDDP_OK, rc, all_done = 1;
 
 	for (int i = 0; i < n; i++) {
 		ops[i].done = 0;
@@ -100,25 +111,31 @@ int sd_coll_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 		ops[i].tp = NULL;
 		ops[i].source = ops[i].peer;
 	}
-	SD_CHECK(pair_self(c, ops, n));
-	for (int i = 0; i < n; i++)
-		left += !ops[i].done;
-	if (!left)
-		return SMDDP_OK;
+	/* Copies first: a receive from this rank itself writes too. */
 	rc = copy_overlapping(c, ops, n, &orig);
-	if (!rc)
-		rc = c->tp->p2p(c, ops, n);
-	/* After a failure a peer may still read a copy (single copy) or the
-	 * fabric still hold it: it stays, as the fabric's buffers do. */
+	if (!rc) {
+		int left = 0;
+
+		pair_self(c, ops, n, &self_rc);
+		for (int i = 0; i < n; i++)
+			left += !ops[i].done;
+		if (left)
+			rc = c->tp->p2p(c, ops, n);
+	}
+	/* A copy stays while a transfer may still read it: after a failure
+	 * that left an operation unfinished, a peer may still read it (single
+	 * copy) or the fabric hold it, as its own buffers stay. */
+	for (int i = 0; i < n; i++)
+		all_done &= ops[i].done;
 	for (int i = 0; orig && i < n; i++) {
 		if (!orig[i])
 			continue;
-		if (!rc)
+		if (all_done)
 			free(ops[i].buf);
 		ops[i].buf = orig[i];
 	}
 	free(orig);
-	return rc;
+	return rc ? rc : self_rc;
 }
 
 static void op_set(struct sd_p2p_op *op, int is_send, int peer, uint64_t key, const void *buf,

@@ -1,4 +1,4 @@
-# p2p-fault.sh - a send nobody receives, and a receiver that dies: clear errors naming the other rank.
+# p2p-fault.sh - a send nobody receives, a receiver that dies, a late receive: errors naming the other rank.
 #
 # Inside a node, and between "hosts" (tests/net/fakehost.sh) where the
 # build has libfabric.
@@ -26,6 +26,12 @@ cases() { # PREFIX [launcher args before the program]
 }
 
 cases node
+# Rank 0's send times out and it reuses its buffer, alive; then rank 1
+# receives: an error naming rank 0, not the new bytes (inside a node,
+# where the receiver reads the sender's memory).
+rm -f "$TDIR"/late-*
+run_job node-late 90 2 --env SMDDP_TIMEOUT=2 --env P2P_SYNC_DIR="$TDIR" "$P2P" late
+WANT_STATUS= expect_witnesses node-late 0 1
 if grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h"; then
 	cases hosts --env CONFORMANCE_PER_HOST=1 /bin/sh "$top_srcdir/tests/net/fakehost.sh"
 fi

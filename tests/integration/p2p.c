@@ -312,6 +312,33 @@ static void everyone(size_t count, enum smddp_dtype dt)
 	free(r);
 }
 
+/* A group whose receive from this rank itself overwrites the buffer of a
+ * send to the next rank: that send must go from its original bytes. */
+static void self_overwrite(size_t count, enum smddp_dtype dt)
+{
+	size_t n = count * smddp_dtype_size(dt);
+	int to = (me + 1) % np, from = (me + np - 1) % np;
+	unsigned char *a = guarded(n), *x = guarded(n), *r = guarded(n);
+
+	if (np < 2)
+		goto out;
+	fill(a, n, me, to, 7);
+	fill(x, n, me, me, 8);
+	ok(smddp_group_start(), "self_overwrite: group_start");
+	ok(smddp_send(a, count, dt, to, 7, comm, NULL), "self_overwrite: send");
+	ok(smddp_recv(r, count, dt, from, 7, NULL, comm, NULL), "self_overwrite: recv");
+	ok(smddp_send(x, count, dt, me, 8, comm, NULL), "self_overwrite: send to self");
+	ok(smddp_recv(a, count, dt, me, 8, NULL, comm, NULL), "self_overwrite: recv from self");
+	if (ok(smddp_group_end(), "self_overwrite: group_end")) {
+		expect("self_overwrite", r, n, from, me, 7);
+		expect("self_overwrite (self)", a, n, me, me, 8);
+	}
+out:
+	release(a);
+	release(x);
+	release(r);
+}
+
 /* Elements rank s sends to rank r: uneven, some zero. */
 static size_t vcount(size_t count, int s, int r)
 {
@@ -451,6 +478,32 @@ static void errors(void)
 			}
 		}
 	}
+	/* A self pair whose sizes differ fails alone: the rest of rank 0's
+	 * group still reaches rank 1, and the communicator goes on. */
+	if (np >= 2 && me <= 1) {
+		unsigned char *m = guarded(300);
+
+		if (me == 0) {
+			unsigned char x[16];
+
+			fill(m, 300, 0, 1, 22);
+			ok(smddp_group_start(), "self mismatch: group_start");
+			ok(smddp_send(x, 10, SMDDP_UINT8, 0, 21, comm, NULL), "self mismatch: send");
+			ok(smddp_recv(x, 12, SMDDP_UINT8, 0, 21, NULL, comm, NULL),
+			   "self mismatch: recv");
+			ok(smddp_send(m, 300, SMDDP_UINT8, 1, 22, comm, NULL), "self mismatch: send");
+			rc = smddp_group_end();
+			if (rc != SMDDP_EMISMATCH || !strstr(smddp_last_error(comm), "itself"))
+				bad("self mismatch", "group_end: %s (%s), expected SMDDP_EMISMATCH",
+				    smddp_strerror(rc), smddp_last_error(comm));
+			else
+				cases++;
+		} else if (ok(smddp_recv(m, 300, SMDDP_UINT8, 0, 22, NULL, comm, NULL),
+			      "self mismatch: the other rank's recv")) {
+			expect("self mismatch: the other rank's recv", m, 300, 0, 1, 22);
+		}
+		release(m);
+	}
 	ok(smddp_barrier(comm), "barrier after the errors");
 }
 
@@ -489,6 +542,7 @@ static int matrix(const size_t *counts, int ncounts)
 			burst(counts[i], dts[d]);
 			any_source(counts[i], dts[d]);
 			everyone(counts[i], dts[d]);
+			self_overwrite(counts[i], dts[d]);
 			alltoallv(counts[i], dts[d]);
 			rooted(counts[i], dts[d]);
 		}
@@ -666,6 +720,44 @@ static int pieces_mode(void)
 
 /* ---- faults ---------------------------------------------------------------- */
 
+/* ---- a collective, then sends at once ------------------------------------ */
+
+/* Ranks 0 and 1 exchange 1 MiB right after each allgather of 128 KiB a
+ * rank, while the others (slowed down) still read the gather's slots:
+ * staged sends once went through the senders' slots and changed what the
+ * others gathered. */
+static int collsend_mode(void)
+{
+	size_t g = 128 << 10, n = 1 << 20;
+	unsigned char *in = guarded(g), *out = guarded(g * (size_t)np), *s = guarded(n),
+		      *r = guarded(n);
+
+	if (me >= 2 && nice(10) < 0)
+		perror("nice");
+	for (int it = 0; it < 100 && failed < 3; it++) {
+		fill(in, g, me, 0, it % 50);
+		if (!ok(smddp_allgather(in, out, g, SMDDP_UINT8, comm, NULL), "collsend: allgather"))
+			break;
+		if (me <= 1 && np >= 2) {
+			fill(s, n, me, 1 - me, 3);
+			ok(smddp_group_start(), "collsend: group_start");
+			ok(smddp_send(s, n, SMDDP_UINT8, 1 - me, 5, comm, NULL), "collsend: send");
+			ok(smddp_recv(r, n, SMDDP_UINT8, 1 - me, 5, NULL, comm, NULL), "collsend: recv");
+			if (ok(smddp_group_end(), "collsend: group_end"))
+				expect("collsend: exchange", r, n, 1 - me, me, 3);
+		}
+		for (int q = 0; q < np; q++)
+			expect_block("collsend: allgather", out + (size_t)q * g, g, q, 0, it % 50);
+	}
+	ok(smddp_barrier(comm), "collsend: final barrier");
+	release(in);
+	release(out);
+	release(s);
+	release(r);
+	printf("SUMMARY rank %d of %d: %d passed, %d failed\n", me, np, cases - failed, failed);
+	return failed ? 1 : 0;
+}
+
 static int timeout_mode(void)
 {
 	static unsigned char b[100000];
@@ -712,6 +804,72 @@ static int kill_mode(void)
 	return 1;
 }
 
+/* Wait up to 60 s for a file (the other rank's step): 1 if it came. */
+static int wait_file(const char *dir, const char *name)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	for (int i = 0; i < 6000; i++) {
+		if (access(path, F_OK) == 0)
+			return 1;
+		usleep(10000);
+	}
+	return 0;
+}
+
+static void make_file(const char *dir, const char *name)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if ((f = fopen(path, "w")))
+		fclose(f);
+}
+
+/* Rank 0's send of 1 MiB times out (SMDDP_TIMEOUT short) and it reuses the
+ * buffer, still alive; only then does rank 1 receive: it must fail naming
+ * rank 0, not take the new bytes as the message.  The steps are ordered
+ * by files in $P2P_SYNC_DIR, not by sleeping. */
+static int late_mode(void)
+{
+	static unsigned char b[1 << 20];
+	const char *dir = getenv("P2P_SYNC_DIR");
+	int rc;
+
+	if (np != 2 || !dir)
+		return 2;
+	if (me == 0) {
+		memset(b, 'A', sizeof(b));
+		rc = smddp_send(b, sizeof(b), SMDDP_UINT8, 1, 4, comm, NULL);
+		memset(b, 'Z', sizeof(b));
+		if (rc == SMDDP_ETIMEDOUT && strstr(smddp_last_error(comm), "rank 1"))
+			printf("FAULT-OK rank=0 %s\n", smddp_last_error(comm));
+		else
+			printf("FAULT-BAD rank=0 %s: %s\n", smddp_strerror(rc),
+			       smddp_last_error(comm));
+		fflush(stdout);
+		make_file(dir, "late-sent");
+		wait_file(dir, "late-received");
+		return 1;
+	}
+	if (!wait_file(dir, "late-sent")) {
+		printf("FAULT-BAD rank=1 rank 0 never gave up its send\n");
+		return 1;
+	}
+	memset(b, 0, sizeof(b));
+	rc = smddp_recv(b, sizeof(b), SMDDP_UINT8, 0, 4, NULL, comm, NULL);
+	if (rc != SMDDP_OK && strstr(smddp_last_error(comm), "rank 0"))
+		printf("FAULT-OK rank=1 %s\n", smddp_last_error(comm));
+	else
+		printf("FAULT-BAD rank=1 %s (received '%c'): %s\n", smddp_strerror(rc), b[0],
+		       smddp_last_error(comm));
+	fflush(stdout);
+	make_file(dir, "late-received");
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	size_t counts[MAX_COUNTS] = {0, 1, 7, 255, 1001, 65537, 300007};
@@ -728,7 +886,7 @@ int main(int argc, char **argv)
 		} else if (argv[i][0] != '-') {
 			mode = argv[i];
 		} else {
-			fprintf(stderr, "usage: p2p [matrix|timeout|kill|pieces] [--counts a,b,c]\n");
+			fprintf(stderr, "usage: p2p [matrix|timeout|kill|pieces|collsend|late] [--counts a,b,c]\n");
 			return 2;
 		}
 	}
@@ -747,7 +905,7 @@ int main(int argc, char **argv)
 	}
 	/* smddp-run stops the others when a rank fails (SIGTERM, then SIGKILL
 	 * after --grace): the fault modes report first. */
-	if (strcmp(mode, "matrix") && strcmp(mode, "pieces"))
+	if (strcmp(mode, "matrix") && strcmp(mode, "pieces") && strcmp(mode, "collsend"))
 		signal(SIGTERM, SIG_IGN);
 	if (!strcmp(mode, "matrix"))
 		rc = matrix(counts, ncounts);
@@ -757,9 +915,13 @@ int main(int argc, char **argv)
 		rc = kill_mode();
 	else if (!strcmp(mode, "pieces"))
 		rc = pieces_mode();
+	else if (!strcmp(mode, "collsend"))
+		rc = collsend_mode();
+	else if (!strcmp(mode, "late"))
+		rc = late_mode();
 	else
 		rc = 2;
-	if (!strcmp(mode, "matrix") || !strcmp(mode, "pieces"))
+	if (!strcmp(mode, "matrix") || !strcmp(mode, "pieces") || !strcmp(mode, "collsend"))
 		smddp_comm_destroy(comm);
 	else
 		smddp_comm_abort(comm);

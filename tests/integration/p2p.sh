@@ -5,7 +5,8 @@
 # many pieces), and single copy with SMDDP_SINGLE_COPY_MIN=0 (which must not
 # matter).  Between "hosts" (tests/net/fakehost.sh: libfabric
 # over loopback) on 2 x 2 and 3 x 1 ranks where the build has libfabric.
-# "p2p pieces" (messages around 64 KiB and of 3 MiB, sizes that differ
+# "p2p collsend": staged exchanges right after an allgather, checked on
+# the ranks still gathering.  "p2p pieces" (messages around 64 KiB and of 3 MiB, sizes that differ
 # across it and below it, any source) both inside a node and between "hosts".
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 . "$top_srcdir/tests/integration/testlib.sh"
@@ -34,6 +35,8 @@ run_job single-copy-3 240 3 --env SMDDP_SINGLE_COPY_MIN=0 "$P2P" --counts 0,300,
 check single-copy-3 3
 run_job pieces-3 240 3 "$P2P" pieces
 check pieces-3 3
+run_job collsend-3 240 3 --env SMDDP_SINGLE_COPY=0 "$P2P" collsend
+check collsend-3 3
 if grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h"; then
 	run_job hosts-2x2 240 4 --env CONFORMANCE_PER_HOST=2 /bin/sh \
 		"$top_srcdir/tests/net/fakehost.sh" "$P2P" --counts 0,1,300,70001

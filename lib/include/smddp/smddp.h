@@ -168,8 +168,10 @@ int smddp_barrier(struct smddp_comm *comm);
 
 /* ---- point to point, uneven and rooted exchanges (man 3 smddp) -----------
  * smddp_send() blocks until the matching smddp_recv() on peer has taken the
- * data (NCCL's contract: a rank that sends to and receives from the same
- * peers at once must put the calls in a group).  Messages from one sender
+ * data, or for a short message (up to 4 KiB inside a node, 64 KiB between
+ * hosts) until it is handed over; either way the buffer is then free
+ * (NCCL's contract: a rank that sends to and receives from the same peers
+ * at once must put the calls in a group).  Messages from one sender
  * to one receiver with the same tag (0 .. SMDDP_TAG_MAX) match in the order
  * they were sent, whatever other tags do; a receive whose count differs
  * from the send's is SMDDP_EMISMATCH naming both ranks, on the receiver
@@ -191,7 +193,10 @@ int smddp_recv(void *buf, size_t count, enum smddp_dtype dtype, int peer, int ta
  * valid), then run together by smddp_group_end(), which returns when all
  * are done (or the first error; the others of that communicator then fail
  * too).  That is what lets a rank exchange with several peers at once
- * without deadlock.  A receive may write a send's buffer of the same group
+ * without deadlock.  Each communicator's calls run as one batch, the
+ * communicators one after another: a group whose calls on one wait for
+ * calls on another (unlike NCCL) times out, so use a group per
+ * communicator.  A receive may write a send's buffer of the same group
  * (an exchange in place): that send goes from a copy.  Other calls inside
  * a group run when called. */
 int smddp_group_start(void);

@@ -17,8 +17,9 @@
  *     single copy against the pipelined slots of the collectives, does
  *     not apply;
  *   - else staged: the receiver claims the message, the sender copies it
- *     into its two slot halves in turn, the receiver copies each out.  A
- *     sender stages one message at a time (its halves are one buffer).
+ *     into its two staging halves in turn (not the collectives' slots,
+ *     shm.h), the receiver copies each out.  A sender stages one message
+ *     at a time (its halves are one buffer).
  * The sender's operation ends when the receiver marks the message
  * finished.  Nothing here blocks but the wait at the bottom of the loop:
  * spin, then sleep on the rank's doorbell, waking every SMDDP_LIVENESS_MS
@@ -126,16 +127,16 @@ static int send_step(struct smddp_comm *c, struct sd_p2p_op *op, int *moved)
 	}
 	if (s->streaming != op)
 		return SMDDP_OK;
-	size_t n = halves_of(op->bytes, s->half);
+	size_t n = halves_of(op->bytes, s->stage_half);
 
 	while (op->off < n) {
 		uint64_t k = op->aux + op->off;
-		size_t o = op->off * s->half;
-		size_t len = op->bytes - o < s->half ? op->bytes - o : s->half;
+		size_t o = op->off * s->stage_half;
+		size_t len = op->bytes - o < s->stage_half ? op->bytes - o : s->stage_half;
 
 		if (k - atomic_load_explicit(&ch->drained, memory_order_acquire) >= 2)
 			break;
-		memcpy(s->data + ((size_t)c->rank * 2 + (size_t)(k & 1)) * s->half,
+		memcpy(s->stage + ((size_t)c->rank * 2 + (size_t)(k & 1)) * s->stage_half,
 		       (const char *)op->buf + o, len);
 		atomic_store_explicit(&ch->filled, k + 1, memory_order_seq_cst);
 		sd_shm_wake(c, op->peer);
@@ -227,8 +228,17 @@ static int recv_take(struct smddp_comm *c, struct sd_p2p_op *op, int q, uint64_t
 		sd_shm_wake(c, q);
 		return SMDDP_OK;
 	} else {
-		int rc = sd_shm_peer_read(c, q, op->buf, d->addr, op->bytes);
+		int rc;
 
+		/* A sender whose call failed left its descriptor posted and
+		 * may reuse its buffer once it has returned; it publishes
+		 * `aborted` before returning, so the read below is of the
+		 * message only if the flag is still clear after it. */
+		if (atomic_load_explicit(&s->ctl[q].aborted, memory_order_seq_cst))
+			return sd_shm_report_left(c, q);
+		rc = sd_shm_peer_read(c, q, op->buf, d->addr, op->bytes);
+		if (!rc && atomic_load_explicit(&s->ctl[q].aborted, memory_order_seq_cst))
+			return sd_shm_report_left(c, q);
 		if (rc)
 			return rc;
 	}
@@ -265,17 +275,17 @@ static int recv_step(struct smddp_comm *c, struct sd_p2p_op *op, int *moved)
 	/* R_STAGED: copy out each half the sender filled. */
 	int q = op->source;
 	struct p2p_chan *ch = sd_shm_chan(s, c->size, q, c->rank);
-	size_t n = halves_of(op->bytes, s->half);
+	size_t n = halves_of(op->bytes, s->stage_half);
 
 	while (op->off < n) {
 		uint64_t k = op->aux + op->off;
-		size_t o = op->off * s->half;
-		size_t len = op->bytes - o < s->half ? op->bytes - o : s->half;
+		size_t o = op->off * s->stage_half;
+		size_t len = op->bytes - o < s->stage_half ? op->bytes - o : s->stage_half;
 
 		if (atomic_load_explicit(&ch->filled, memory_order_acquire) <= k)
 			return SMDDP_OK;
-		memcpy((char *)op->buf + o, s->data + ((size_t)q * 2 + (size_t)(k & 1)) * s->half,
-		       len);
+		memcpy((char *)op->buf + o,
+		       s->stage + ((size_t)q * 2 + (size_t)(k & 1)) * s->stage_half, len);
 		atomic_store_explicit(&ch->drained, k + 1, memory_order_seq_cst);
 		sd_shm_wake(c, q);
 		op->off++;

@@ -2,7 +2,8 @@
  *
  * Layout: a header page, then one control block per rank (two cache lines:
  * barrier epoch, futex doorbell, sleeping flag, abort flag, descriptor), then
- * the data slots: for each rank two halves of `half` bytes.
+ * the data slots: for each rank two halves of `half` bytes, then each rank's
+ * two staging halves for point to point (p2p.c).
  *
  * Waiting (the loop of lib/util/wait.c, calling back barrier_ready,
  * barrier_sleep and check_health here): a rank polls the words it waits on
@@ -46,7 +47,7 @@
 #include "transport/shm/shm.h"
 
 /* Header page, control blocks, point-to-point channels and their eager
- * slots, data slots. */
+ * slots, data slots, staging halves. */
 static size_t layout(int nranks, size_t half, size_t *ctl_off, size_t *data_off)
 {
 	size_t page = 4096, pairs = (size_t)nranks * (size_t)nranks;
@@ -56,7 +57,7 @@ static size_t layout(int nranks, size_t half, size_t *ctl_off, size_t *data_off)
 	*ctl_off = page;
 	*data_off = (*ctl_off + (size_t)nranks * sizeof(struct shm_ctl) + chans + eager + page - 1) /
 		    page * page;
-	return *data_off + (size_t)nranks * 2 * half;
+	return *data_off + (size_t)nranks * 2 * (half + sd_shm_stage_half(half));
 }
 
 static int open_pidfds(struct smddp_comm *c, struct shm_state *s)
@@ -95,6 +96,8 @@ static int map_segment(struct smddp_comm *c, struct shm_state *s, int fd, size_t
 	s->eager = sd_shm_eager_bytes(c->size);
 	s->eager_base = (char *)(s->chan + (size_t)c->size * (size_t)c->size);
 	s->data = (char *)s->base + data_off;
+	s->stage_half = sd_shm_stage_half(s->half);
+	s->stage = s->data + (size_t)c->size * 2 * s->half;
 	s->p2p = calloc((size_t)c->size, sizeof(*s->p2p));
 	if (!s->p2p)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");

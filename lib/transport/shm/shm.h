@@ -53,6 +53,8 @@ struct shm_state {
 	struct shm_ctl *ctl;
 	char *data;
 	size_t half;
+	char *stage;               /* each rank's two staging halves for sends (p2p.c) */
+	size_t stage_half;
 	uint64_t epoch;
 	uint64_t done_epoch; /* last barrier this rank completed (published at abort) */
 	int *pidfd;
@@ -88,7 +90,7 @@ extern const char *sd_shm_yama_scope_path; /* tests point it at a file of their 
  * matches a posted descriptor to one of its receives (same key, in order
  * of posting), takes the data (from the descriptor or eager slot; with
  * single copy straight from the sender's buffer; else the sender copies
- * it through its own slot halves once the receiver claims it, a half at a
+ * it through its own staging halves once the receiver claims it, a half at a
  * time) and marks it finished.  A descriptor slot is reused only once the
  * message in it is finished.  A small message costs the receiver one
  * cache line of the sender's (seq, header and data together), where a
@@ -107,6 +109,15 @@ static inline size_t sd_shm_eager_bytes(int nranks)
 	while (e > 256 && pairs * P2P_NDESC * e > ((size_t)16 << 20))
 		e /= 2;
 	return e;
+}
+
+/* A staged send goes through its sender's own two halves, apart from the
+ * collectives' slots: a collective's last step reads its peers' slots
+ * with no barrier after it, so a rank past it may still be read there. */
+#define P2P_STAGE_MAX ((size_t)128 << 10)
+static inline size_t sd_shm_stage_half(size_t half)
+{
+	return half < P2P_STAGE_MAX ? half : P2P_STAGE_MAX;
 }
 
 /* One cache line. */
