@@ -377,13 +377,25 @@ static unsigned grid_for(size_t work_threads, int max_blocks)
 	return blocks ? (unsigned)blocks : 1;
 }
 
+/* The launch's own error, as cudaLaunchKernel returns it: not an earlier
+ * error left on this thread (the caller's, or a failed allocation's),
+ * which cudaGetLastError after <<<>>> would report and clear. */
+template <typename... P, typename... A>
+static int launch_kernel(void (*k)(P...), dim3 grid, cudaStream_t st, A... a)
+{
+	static_assert(sizeof...(P) == sizeof...(A) && (std::is_same<P, A>::value && ...),
+		      "the arguments' types are the kernel's parameters' own");
+	void *args[] = {(void *)&a...};
+
+	return (int)cudaLaunchKernel((const void *)k, grid, dim3(THREADS), args, 0, st);
+}
+
 template <typename Tr, int OP>
 static int launch(kargs &a, cudaStream_t st, int max_blocks)
 {
 	split_vectors<Tr>(a);
 	size_t work = a.nvec ? (a.nvec + UNROLL - 1) / UNROLL : a.count;
-	k_reduce<Tr, OP><<<grid_for(work, max_blocks), THREADS, 0, st>>>(a);
-	return (int)cudaGetLastError();
+	return launch_kernel(k_reduce<Tr, OP>, dim3(grid_for(work, max_blocks)), st, a);
 }
 
 /* Up to ntasks tasks of up to max_count elements each, one after the other. */
@@ -395,8 +407,8 @@ static int launch_at(const struct sd_cuda_kargs *tasks, int ntasks, size_t max_c
 	size_t nvec = max_count / (16 / es);
 	size_t work = nvec ? (nvec + UNROLL - 1) / UNROLL : max_count;
 
-	k_reduce_at<Tr, OP><<<grid_for(work, max_blocks), THREADS, 0, st>>>(tasks, ntasks);
-	return (int)cudaGetLastError();
+	return launch_kernel(k_reduce_at<Tr, OP>, dim3(grid_for(work, max_blocks)), st, tasks,
+			     ntasks);
 }
 
 /* f(Tr{}, OP), OP a std::integral_constant: the kernel instance of a
@@ -516,8 +528,7 @@ extern "C" int sd_cuda_kernel_copy_pairs(const void *const *src, void *const *ds
 	int cap = max_blocks > 0 ? max_blocks : sm_count() * 4;
 	int per = (cap + npairs - 1) / npairs;
 	dim3 grid(grid_for((bytes / 16 + UNROLL - 1) / UNROLL + 1, per), (unsigned)npairs);
-	k_copy_pairs<<<grid, THREADS, 0, (cudaStream_t)stream>>>(a);
-	return (int)cudaGetLastError();
+	return launch_kernel(k_copy_pairs, grid, (cudaStream_t)stream, a);
 }
 
 extern "C" int sd_cuda_kernel_reduce_at(const struct sd_cuda_kargs *tasks, int ntasks,
@@ -546,6 +557,5 @@ extern "C" int sd_cuda_kernel_pairs_at(const struct sd_cuda_kpairs *groups, int 
 	int per = (cap + max_pairs * ngroups - 1) / (max_pairs * ngroups);
 	dim3 grid(grid_for((max_bytes / 16 + UNROLL - 1) / UNROLL + 1, per), (unsigned)max_pairs,
 		  (unsigned)ngroups);
-	k_copy_pairs_at<<<grid, THREADS, 0, (cudaStream_t)stream>>>(groups);
-	return (int)cudaGetLastError();
+	return launch_kernel(k_copy_pairs_at, grid, (cudaStream_t)stream, groups);
 }

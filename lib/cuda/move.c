@@ -324,6 +324,10 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
 	if (cu->out_used[o->slot]) {
 		int rc = sd_cuda_wait(sd_cuda_q_event, cu->ev_out[o->slot], c->timeout_ns, NULL, &e);
 
+		if (rc == SMDDP_ECUDA)
+			return sd_comm_error(c, rc,
+					     "the stream of the call queued %d calls ago failed: %s (%s)",
+					     QCAP, cudaGetErrorString(e), cudaGetErrorName(e));
 		if (rc)
 			return sd_comm_error(c, SMDDP_ETIMEDOUT,
 					     "the stream of the call queued %d calls ago did not pass "
@@ -377,7 +381,7 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
 /* A step of call o traced, with the time since the proxy took it up:
  * where a slow call spends its time. */
 #define GPU_STEP(what)                                                                        \
-	SD_TRACE(SD_SUB_COLL, "GPU call %u: " what " (%.1f us in)", o->seq,                  \
+	SD_TRACE(SD_SUB_COLL, "GPU call %u: " what " (%.1f us in)", o->call,                  \
 		 (double)(sd_now_ns() - t0) / 1e3)
 
 /* One call, start to end, on the proxy thread. */
@@ -431,7 +435,7 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	struct pub *mine = tp->slot(c, me, h);
 
 	mine->magic = PUB_MAGIC;
-	mine->seq = o->seq;
+	mine->call = o->call;
 	mine->desc = o->desc;
 	mine->dev = cu->dev;
 	mine->scratch = o->scratch != NULL;
@@ -470,11 +474,11 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	for (int q = 0; q < n; q++) {
 		const struct pub *p = pubs[q];
 
-		if (p->magic != PUB_MAGIC || p->seq != o->seq)
+		if (p->magic != PUB_MAGIC || p->call != o->call)
 			return sd_comm_error(c, SMDDP_EMISMATCH,
 					     "rank %d is at another call on the GPU (its call %u, ours "
 					     "%u): did every rank make the same calls on device memory?",
-					     q, p->seq, o->seq);
+					     q, p->call, o->call);
 		if (c->check_coll && memcmp(&p->desc, &o->desc, sizeof(o->desc)) && !mismatch) {
 			sd_coll_describe(&p->desc, theirs, sizeof(theirs));
 			snprintf(msg, sizeof(msg), "rank %d called %s", q, theirs);
@@ -540,9 +544,18 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 		sd_cuda_release(cu, o->seq);
 		GPU_STEP("arguments written, stream released");
 		rc = sd_cuda_wait_word(cu->upw, o->seq, cu->st, c->timeout_ns, &cu->stop, &e);
-		if (rc == SMDDP_EABORTED)
+		if (rc == SMDDP_EABORTED) {
+			/* The kernels are let go and write the peers' outputs:
+			 * peers told of the abort must not reuse those buffers
+			 * under them.  Kernels end; a stream held by the user's
+			 * earlier work is waited for 10 s at most. */
+			uint64_t grace = 10ull * 1000000000ull;
+
+			(void)sd_cuda_wait_word(cu->upw, o->seq, cu->st,
+						c->timeout_ns < grace ? c->timeout_ns : grace, NULL, &e);
 			return sd_comm_error(c, rc, "the communicator was destroyed or aborted "
 						    "during this call");
+		}
 		if (rc == SMDDP_ECUDA)
 			return sd_comm_error(c, rc, "a kernel of this call failed: %s (%s)",
 					     cudaGetErrorString(e), cudaGetErrorName(e));

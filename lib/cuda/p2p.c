@@ -647,6 +647,7 @@ int sd_cuda_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n, void *stream
 		cu->scratch_len = 0;
 		if ((e = cudaMalloc(&cu->scratch, need)) != cudaSuccess) {
 			cu->scratch = NULL;
+			(void)cudaGetLastError(); /* ours, not left for the caller's next check */
 			rc = fail(c, e, "cannot allocate device memory for a send in place");
 			goto out;
 		}

@@ -324,28 +324,41 @@ static void ts_after(struct timespec *ts, uint64_t ns)
 	ts->tv_nsec = (long)(ns % 1000000000ull);
 }
 
-/* Host thread: every queued call finished (bounded: the proxy's own waits
- * have deadlines; this one is a backstop). */
+/* Host thread: every queued call finished.  Bounded, as a backstop to the
+ * proxy's own deadlines: SMDDP_TIMEOUT + 30 s without a call finishing
+ * (not for the whole queue, which may hold 128 long calls).  Then the
+ * communicator is broken and the peers are told, as sd_api_leave does. */
 static int drain(struct smddp_comm *c, struct sd_cuda *cu)
 {
+	uint64_t limit = c->timeout_ns + 30ull * 1000000000ull;
 	struct timespec ts;
 	int rc = 0;
 
-	ts_after(&ts, c->timeout_ns + 30ull * 1000000000ull);
 	pthread_mutex_lock(&cu->mu);
-	while (cu->head != cu->tail && rc != ETIMEDOUT)
+	uint64_t seen = cu->head;
+
+	ts_after(&ts, limit);
+	while (cu->head != cu->tail) {
 		rc = pthread_cond_timedwait(&cu->cv_done, &cu->mu, &ts);
+		if (cu->head != seen) {
+			seen = cu->head;
+			ts_after(&ts, limit);
+		} else if (rc == ETIMEDOUT) {
+			break;
+		}
+	}
 	int busy = cu->head != cu->tail;
 	pthread_mutex_unlock(&cu->mu);
-	if (!busy)
+	if (!busy) {
 		fold_wire(c, cu);
-	if (busy) {
-		c->failed = SMDDP_ETIMEDOUT;
-		return sd_comm_error(c, SMDDP_ETIMEDOUT,
-				     "the GPU proxy did not finish its queued calls within "
-				     "SMDDP_TIMEOUT + 30 s: the communicator is broken");
+		return SMDDP_OK;
 	}
-	return SMDDP_OK;
+	rc = sd_comm_error(c, SMDDP_ETIMEDOUT,
+			   "a call queued on the GPU did not finish within SMDDP_TIMEOUT + 30 s "
+			   "(its stream held, or the GPU hung): the communicator is broken");
+	c->failed = rc;
+	sd_cuda_abort(c);
+	return rc;
 }
 
 int sd_cuda_collect(struct smddp_comm *c, int do_drain)
@@ -403,13 +416,25 @@ static int rewind_tickets(struct smddp_comm *c, struct sd_cuda *cu)
 	cudaError_t e = cudaSuccess;
 
 	SD_CHECK(drain(c, cu));
-	for (int i = 0; i < QCAP; i++)
-		if (cu->out_used[i] == OUT_BLIND ||
-		    (cu->out_used[i] &&
-		     sd_cuda_wait(sd_cuda_q_event, cu->ev_out[i], c->timeout_ns, NULL, &e) != SMDDP_OK))
+	for (int i = 0; i < QCAP; i++) {
+		int rc;
+
+		if (cu->out_used[i] == OUT_BLIND)
+			return sd_comm_error(c, SMDDP_ECUDA,
+					     "the end of an earlier call of this communicator on its "
+					     "stream could not be recorded: its tickets cannot start over");
+		if (!cu->out_used[i])
+			continue;
+		rc = sd_cuda_wait(sd_cuda_q_event, cu->ev_out[i], c->timeout_ns, NULL, &e);
+		if (rc == SMDDP_ECUDA)
+			return sd_comm_error(c, rc, "the stream of an earlier call of this "
+						    "communicator failed: %s (%s)",
+					     cudaGetErrorString(e), cudaGetErrorName(e));
+		if (rc)
 			return sd_comm_error(c, SMDDP_ETIMEDOUT,
 					     "a stream did not pass an earlier call of this "
 					     "communicator within SMDDP_TIMEOUT");
+	}
 	SD_INFO(SD_SUB_COLL, "GPU tickets start over after %u", cu->enq);
 	__atomic_store_n((uint32_t *)cu->word, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n((uint32_t *)cu->upw, 0, __ATOMIC_SEQ_CST);
@@ -474,6 +499,7 @@ static int alltoall_scratch(struct smddp_comm *c, struct sd_cuda *cu, size_t sb,
 			cudaSetDevice(old);
 		if (e != cudaSuccess) {
 			cu->scratch = NULL;
+			(void)cudaGetLastError(); /* ours, not left for the caller's next check */
 			return cuda_error(c, e, "cannot allocate GPU memory for an in-place alltoall");
 		}
 		cu->scratch_len = sb;
@@ -609,6 +635,7 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 
 	memset(o, 0, sizeof(*o));
 	o->seq = cu->enq + 1;
+	o->call = cu->calls + 1;
 	o->desc = c->cur;
 	o->k = *k;
 	o->b[0] = b[0];
@@ -631,6 +658,7 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 	if (rc && !o->broken)
 		return rc;
 	cu->enq = o->last;
+	cu->calls = o->call;
 	if (!cu->async) {
 		/* This thread runs the call, and returns when the collective is
 		 * done, with its own error; work queued on the stream before
@@ -828,16 +856,19 @@ void sd_cuda_comm_free(struct smddp_comm *c)
 				      &e) == SMDDP_ETIMEDOUT)
 			stuck = "a stream still waits on a call of this communicator after 10 s";
 	}
-	/* What a stream may still read or wait on is leaked, not freed. */
+	/* What a stream may still read or wait on is leaked, not freed; so
+	 * are the peers' mappings and the scratch copy, since closing or
+	 * freeing them waits for the device, the stuck stream included. */
 	if (stuck)
-		SD_WARN(SD_SUB_COLL, "%s: its release word, kernel arguments and staging memory are "
-				     "left allocated",
+		SD_WARN(SD_SUB_COLL, "%s: its release word, kernel arguments, staging memory and "
+				     "the peers' mappings are left allocated",
 			stuck);
-	for (int i = 0; i < cu->nmaps; i++)
+	for (int i = 0; !stuck && i < cu->nmaps; i++)
 		if (cu->maps[i].ptr)
 			sd_cuda_ipc_close(cu->maps[i].ptr);
-	sd_cuda_flush_stale(cu);
-	if (cu->scratch)
+	if (!stuck)
+		sd_cuda_flush_stale(cu);
+	if (cu->scratch && !stuck)
 		cudaFree(cu->scratch);
 	if (!stuck && cu->args) {
 		cudaFreeHost(cu->args);

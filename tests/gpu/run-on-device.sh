@@ -23,7 +23,8 @@
 #              node and staged between "hosts", without and under MPS (the
 #              suspect of the queued-mode hangs, docs/internals/gpu-measurements.md)
 #   modes      the allreduce bench, blocking without MPS, queued and blocking
-#              under MPS, alternated 3 times (JSON lines in modes.tgz)
+#              under MPS, alternated $MODES_REPS times (default 3; JSON lines in
+#              modes.tgz)
 #   footprint  the allreduce bench at 2-8 ranks up to 2 GiB, and the copy;
 #              4 ranks at 512 MiB with the buffers at 0, 4K and 68K apart
 #   mps        under the CUDA MPS daemon: the order test traced, $MPS_TESTS and
@@ -281,7 +282,7 @@ for s in $stages; do
 		# without MPS, queued under MPS (auto), blocking under MPS; JSON
 		# lines in $OUT/modes.tgz for scripts/bench-median.py
 		mkdir -p "$TMPD/modes"
-		for rep in 1 2 3; do
+		for rep in $(seq "${MODES_REPS:-3}"); do
 			for cfg in nomps-auto mps-auto mps-0; do
 				case $cfg in mps-auto) mps_start || continue 2 ;; esac
 				for n in 2 4; do
