@@ -27,6 +27,7 @@
 #              modes.tgz)
 #   footprint  the allreduce bench at 2-8 ranks up to 2 GiB, and the copy;
 #              4 ranks at 512 MiB with the buffers at 0, 4K and 68K apart
+#              (that alone with FOOTPRINT_SCAN=0)
 #   mps        under the CUDA MPS daemon: the order test traced, $MPS_TESTS and
 #              the allreduce bench, with SMDDP_CUDA_ASYNC in $MPS_MODES (auto 0)
 #   nccl       tests/gpu/multigpu-vs-nccl.sh with one rank per GPU
@@ -299,9 +300,10 @@ for s in $stages; do
 	footprint)
 		# the 512 MiB question: time per byte against the bytes one
 		# call's kernel touches (2 x ranks x size), for 2, 4 and 8 ranks
-		stage fp-copy 120 "$B/tests/gpu/kernel-bench" -b 2G -n 10
-		grep -v "^#" "$TMPD/fp-copy.log" | tee -a "$summary"
-		for nb in "2 256M 2G" "4 128M 1G" "8 64M 512M"; do
+		[ "${FOOTPRINT_SCAN:-1}" = 1 ] &&
+			stage fp-copy 120 "$B/tests/gpu/kernel-bench" -b 2G -n 10 &&
+			grep -v "^#" "$TMPD/fp-copy.log" | tee -a "$summary"
+		[ "${FOOTPRINT_SCAN:-1}" = 1 ] && for nb in "2 256M 2G" "4 128M 1G" "8 64M 512M"; do
 			set -- $nb
 			stage "fp-n$1" 300 "$RUN" -n "$1" --timeout 290 "$BENCH" --device cuda -b "$2" \
 				-e "$3" -f 2 -n 20 -w 5 -c 0 --coll allreduce
