@@ -196,6 +196,18 @@ cm.wait()
 for o, i in zip(outs, ins):
     want = reference_reduce_scatter(i, i.numel() // N)
     check(same(H(o), want), "reduce_scatter_tensor_coalesced")
+# all_reduce inside the coalescing manager with a device (DeepSpeed's
+# helper): the work torch waits on covers them, both ways of waiting
+for async_ops in (True, False):
+    xs = [D(torch.full((n,), float(R + 1))) for n in (5, 1 << 18)]
+    with dist._coalescing_manager(device=torch.device(dev), async_ops=async_ops) as cm:
+        for x in xs:
+            dist.all_reduce(x)
+    if async_ops:
+        cm.wait()
+    for x in xs:
+        check(same(H(x), torch.full((x.numel(),), float(N * (N + 1) // 2))),
+              f"all_reduce in the coalescing manager with a device, async_ops={async_ops}")
 
 dist.barrier()
 work = dist.barrier(async_op=True)
@@ -215,6 +227,14 @@ expect_error(lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16)), ["smddp"
              "int16 all_reduce")
 expect_error(lambda: dist.all_reduce(torch.ones(3, dtype=torch.complex64), op=Op.MAX),
              [], "complex MAX", kind=(ValueError, RuntimeError))
+
+# An output whose elements share memory is refused up front, and the group
+# goes on (it once failed after the call, on every rank's next one)
+expect_error(lambda: dist.all_reduce(D(torch.zeros(1)).expand(4)), ["smddp", "share memory"],
+             "expanded output", kind=(ValueError, RuntimeError))
+z = D(torch.ones(4))
+dist.all_reduce(z)
+check(same(H(z), torch.full((4,), float(N))), "all_reduce after a refused output")
 
 # Coexistence: the gloo group still works after all this
 y = torch.ones(3)

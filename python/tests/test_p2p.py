@@ -259,6 +259,21 @@ for dtype in DTYPES:
         got = torch.empty_like(want, device=dev)
         dist.all_to_all_single(got, D(x), recv, send)
         check(same(H(got), want), f"all_to_all_single uneven {dtype} width {width} splits {splits.tolist()}")
+    # rank 0's blocks equal both ways, rank N-1's not: one protocol for both
+    if N > 1:
+        salt += 1
+        splits = torch.ones((N, N), dtype=torch.int64)
+        splits[N - 1, N - 1] = 2
+        send = splits[R].tolist()
+        recv = splits[:, R].tolist()
+        x = data((sum(send), 2), dtype, salt)
+        want = torch.empty((sum(recv), 2), dtype=dtype)
+        wb = as_gloo(want)
+        dist.all_to_all_single(wb, as_gloo(x), recv, send, group=gloo)
+        want = from_gloo(wb, want)
+        got = torch.empty_like(want, device=dev)
+        dist.all_to_all_single(got, D(x), recv, send)
+        check(same(H(got), want), f"all_to_all_single even on rank 0 only {dtype}")
     # output splits only (the input even) and one rank getting nothing
     if N > 1:
         x = data(2 * N, dtype, salt)

@@ -168,15 +168,32 @@ void ProcessGroupSMDDP::startCoalescing() {
   }
   coalescing_ = true;
   batch_.clear();
+  coalesced_.clear();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::endCoalescing() {
   TORCH_CHECK(coalescing_, "smddp: endCoalescing on ", state_->who(), " without startCoalescing");
   coalescing_ = false;
   std::vector<P2POp> ops = std::move(batch_);
+  std::vector<c10::intrusive_ptr<WorkSMDDP>> colls = std::move(coalesced_);
   batch_.clear();
-  if (ops.empty())
-    return nullptr; // nothing was batched (as ProcessGroupNCCL)
+  coalesced_.clear();
+  if (ops.empty() && colls.empty())
+    return nullptr; // nothing was issued (as ProcessGroupNCCL)
+  if (ops.empty()) {
+    // Only collectives (torch's coalescing manager over all_reduce, as
+    // DeepSpeed uses it): torch waits on this work alone.  It runs after
+    // them (one queue, in order) and fails with the first one's error.
+    auto body = [colls](RunContext& ctx) {
+      ctx.recoverable = true;
+      for (const auto& w : colls)
+        if (auto e = w->exception())
+          std::rethrow_exception(e);
+    };
+    return enqueue(
+        c10d::OpType::COALESCED, "coalesced collectives", coalescedDevice_, {}, {},
+        std::chrono::milliseconds(0), std::move(body));
+  }
   at::Device device = ops[0].tensor.device();
   std::vector<P2PCall> calls;
   std::vector<c10::intrusive_ptr<WorkSMDDP>> members;

@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstring>
 
+#include <ATen/MemoryOverlap.h>
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 
@@ -156,9 +157,25 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::enqueue(
     std::chrono::milliseconds timeout,
     WorkSMDDP::Body body,
     std::vector<c10::intrusive_ptr<WorkSMDDP>> members) {
+  // A written tensor whose elements share memory (expand()) cannot take a
+  // result: refused here, on the caller's thread, as ProcessGroupNCCL
+  // does, not by the copy back after the collective (which would break
+  // the group although every rank finished the call).
+  for (const auto& t : outputs)
+    TORCH_CHECK_VALUE(
+        !t.defined() || t.is_sparse() || at::has_internal_overlap(t) != at::MemOverlap::Yes,
+        "smddp: ",
+        name,
+        ": an output tensor has elements that share memory (expand() or as_strided): "
+        "pass one with its own memory for each element, e.g. .clone()");
   auto work = makeWork(type, name, device, std::move(outputs), timeout, std::move(body));
   work->setMembers(std::move(members));
   queue_->enqueue(work, device.is_cuda() ? touched : std::vector<at::Tensor>());
+  if (coalescing_) {
+    if (coalesced_.empty())
+      coalescedDevice_ = device;
+    coalesced_.push_back(work);
+  }
   ++seq_;
   return work;
 }
@@ -505,28 +522,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::alltoall_base(
   Moved mv = movedAs(input.scalar_type());
   Blocks send = blocksOf(sendRows, static_cast<size_t>(rowNumel(input)) * mv.units);
   Blocks recv = blocksOf(recvRows, static_cast<size_t>(rowNumel(output)) * mv.units);
-  // Equal blocks both ways: the plain all-to-all (MoE's uneven splits take
-  // smddp_alltoallv).
-  bool even = std::all_of(send.counts.begin(), send.counts.end(),
-                          [&](size_t c) { return c == send.counts[0]; }) &&
-      recv.counts == send.counts;
+  // Always smddp_alltoallv, even where this rank's blocks are equal: a
+  // peer's may not be, and the plain all-to-all (another protocol) would
+  // not meet its alltoallv.
   at::Tensor in = input, out = output;
-  auto body = [in, out, mv, send, recv, even](RunContext& ctx) {
+  auto body = [in, out, mv, send, recv](RunContext& ctx) {
     at::Tensor src = staged(in);
     at::Tensor dst = receiveBuffer(out);
     if (src.numel() > 0 && src.data_ptr() == dst.data_ptr())
       src = src.clone(); // the library's all-to-all is not in place
-    if (even)
-      ctx.check(
-          smddp_alltoall(src.data_ptr(), dst.data_ptr(), send.counts[0], mv.dtype, ctx.comm,
-                         ctx.stream),
-          "smddp_alltoall");
-    else
-      ctx.check(
-          smddp_alltoallv(src.data_ptr(), send.counts.data(), send.displs.data(), dst.data_ptr(),
-                          recv.counts.data(), recv.displs.data(), mv.dtype, ctx.comm,
-                          ctx.stream),
-          "smddp_alltoallv");
+    ctx.check(
+        smddp_alltoallv(src.data_ptr(), send.counts.data(), send.displs.data(), dst.data_ptr(),
+                        recv.counts.data(), recv.displs.data(), mv.dtype, ctx.comm, ctx.stream),
+        "smddp_alltoallv");
     copyBack(out, dst);
   };
   return enqueue(

@@ -224,6 +224,10 @@ class ProcessGroupSMDDP : public c10d::Backend {
   // The batch being coalesced (caller's thread only).
   bool coalescing_ = false;
   std::vector<P2POp> batch_;
+  // Collectives queued inside the window: endCoalescing without sends or
+  // receives returns a work that ends after them, with the first error.
+  std::vector<c10::intrusive_ptr<WorkSMDDP>> coalesced_;
+  at::Device coalescedDevice_ = at::Device(at::kCPU);
 
   // The last split: torch calls split() once per device type of the
   // group with the same store, again after a null (this rank not a
