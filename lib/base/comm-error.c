@@ -84,6 +84,9 @@ void sd_coll_describe(const struct sd_coll_desc *d, char *buf, size_t len)
 	n = (int)strlen(buf);
 	if (d->mem && (size_t)n + 1 < len)
 		snprintf(buf + n, len - (size_t)n, " on device memory");
+	n = (int)strlen(buf);
+	if (d->refused && (size_t)n + 1 < len)
+		snprintf(buf + n, len - (size_t)n, " with arguments it refused");
 }
 
 int sd_comm_error(struct smddp_comm *c, int rc, const char *fmt, ...)

@@ -46,7 +46,8 @@ struct sd_coll_desc {
 	int32_t root;
 	uint64_t count;
 	int32_t mem;    /* 1: CUDA device memory (a mix between hosts would hang) */
-	int32_t pad;
+	int32_t refused; /* 1: this rank refused its own arguments (SMDDP_CHECK_COLL
+			  * still compares, so that every rank fails the call) */
 };
 
 struct sd_transport_ops;

@@ -91,13 +91,6 @@ int sd_api_cuda_loaded(void)
 	return cuda_probe() != NULL;
 }
 
-static int check_ptr(struct smddp_comm *c, const void *p, const char *what, size_t count)
-{
-	if (!p && count)
-		return sd_comm_error(c, SMDDP_EINVAL, "%s is NULL with count %zu", what, count);
-	return SMDDP_OK;
-}
-
 /* The buffers call k uses on this rank, by name. */
 static int call_buffers(const struct smddp_comm *c, const struct sd_cuda_call *k,
 			const void **p, const char **name)
@@ -180,25 +173,70 @@ static int classify(const struct smddp_comm *c, const struct sd_cuda_call *k, ch
 #endif
 }
 
-/* The checks of every entry; compare: SMDDP_CHECK_COLL may compare the call
- * across ranks (host path only: the device path compares on its proxy). */
-static int api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op, int root,
-		     int mem, int compare)
+/* This rank's own argument errors: 0, or a code with the sentence in why.
+ * k (NULL for calls without buffers): its buffers are checked too. */
+static int check_args(const struct smddp_comm *c, int coll, size_t count, int dtype, int op,
+		      int root, const struct sd_cuda_call *k, char *why, size_t len)
 {
+	const char *name = sd_coll_name(coll);
+
+	if ((unsigned)dtype >= SMDDP_NUM_DTYPES) {
+		snprintf(why, len, "%s: unknown dtype %d", name, dtype);
+		return SMDDP_EINVAL;
+	}
+	if ((unsigned)op >= SMDDP_NUM_OPS) {
+		snprintf(why, len, "%s: unknown op %d", name, op);
+		return SMDDP_EINVAL;
+	}
+	if (root < 0 || root >= c->size) {
+		snprintf(why, len, "%s: root %d is not a rank of 0..%d", name, root, c->size - 1);
+		return SMDDP_EINVAL;
+	}
+	if (count > ((size_t)1 << 56)) {
+		snprintf(why, len, "%s: count %zu is too large", name, count);
+		return SMDDP_EINVAL;
+	}
+	if (k && count) {
+		const void *p[2];
+		const char *pname[2];
+		int n = call_buffers(c, k, p, pname);
+
+		for (int i = 0; i < n; i++)
+			if (!p[i]) {
+				snprintf(why, len, "%s is NULL with count %zu", pname[i], count);
+				return SMDDP_EINVAL;
+			}
+	}
+	return SMDDP_OK;
+}
+
+/* The checks of every entry; compare: SMDDP_CHECK_COLL may compare the call
+ * across ranks (host path only: the device path compares on its proxy).
+ *
+ * An argument error skips the call on this rank alone, while the others
+ * may make it and pair their next call with this rank's next.  Under
+ * SMDDP_CHECK_COLL the call is still counted and compared, marked
+ * refused, so that every rank fails it and they stay in step (calls of
+ * count 0 too: a rank that passed 0 must not skip what its peers do). */
+static int api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op, int root,
+		     int mem, int compare, const struct sd_cuda_call *k, int refuse,
+		     const char *refuse_why)
+{
+	char why[400];
+	int arg, rc;
+
 	if (c->failed)
 		return c->failed;
 	memset(&c->cur, 0, sizeof(c->cur));
-	if ((unsigned)dtype >= SMDDP_NUM_DTYPES)
-		return sd_comm_error(c, SMDDP_EINVAL, "%s: unknown dtype %d", sd_coll_name(coll),
-				     dtype);
-	if ((unsigned)op >= SMDDP_NUM_OPS)
-		return sd_comm_error(c, SMDDP_EINVAL, "%s: unknown op %d", sd_coll_name(coll), op);
-	if (root < 0 || root >= c->size)
-		return sd_comm_error(c, SMDDP_EINVAL, "%s: root %d is not a rank of 0..%d",
-				     sd_coll_name(coll), root, c->size - 1);
-	if (count > ((size_t)1 << 56))
-		return sd_comm_error(c, SMDDP_EINVAL, "%s: count %zu is too large",
-				     sd_coll_name(coll), count);
+	arg = check_args(c, coll, count, dtype, op, root, k, why, sizeof(why));
+	if (!arg && refuse) {
+		/* the caller's own refusal (buffers of both kinds, say) */
+		arg = refuse;
+		snprintf(why, sizeof(why), "%s", refuse_why);
+	}
+	compare = compare && c->check_coll;
+	if (arg && !compare)
+		return sd_comm_error(c, arg, "%s", why);
 	c->cur.seq = ++c->seq;
 	c->wire++;
 	c->cur.coll = coll;
@@ -207,12 +245,16 @@ static int api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, in
 	c->cur.op = op;
 	c->cur.root = root;
 	c->cur.mem = mem;
+	c->cur.refused = arg != 0;
 	c->last_error[0] = 0;
 	c->nwaited_on = 0;
 	sd_trace_begin(c);
-	if (compare && c->check_coll && !(count == 0 && coll <= SD_COLL_ALLTOALL))
-		return sd_coll_compare(c);
-	return SMDDP_OK;
+	if (!compare)
+		return SMDDP_OK;
+	rc = sd_coll_compare(c);
+	if (arg && (!rc || rc == SMDDP_EMISMATCH))
+		return sd_comm_error(c, arg, "%s", why);
+	return rc;
 }
 
 /* Host work (and split, destroy): after the device calls queued before. */
@@ -229,7 +271,7 @@ int sd_api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op
 	rc = sd_cuda_collect(c, 1);
 	if (rc)
 		return rc;
-	return api_enter(c, coll, count, dtype, op, root, MEM_HOST, 1);
+	return api_enter(c, coll, count, dtype, op, root, MEM_HOST, 1, NULL, 0, NULL);
 }
 
 /* A failure that leaves ranks at different places in the protocol breaks
@@ -264,20 +306,16 @@ static int host_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
 	const void *sb = k->sendbuf;
 	void *rb = k->recvbuf;
 	size_t n = k->count;
-	int rc = sd_api_enter(comm, k->coll, n, k->dtype, k->op, k->root, NULL);
+	int rc;
 
+	sd_api_async_forget(comm);
+	rc = sd_cuda_collect(comm, 1);
+	if (!rc)
+		rc = api_enter(comm, k->coll, n, k->dtype, k->op, k->root, MEM_HOST, 1, k, 0, NULL);
 	if (rc)
 		return sd_api_leave(comm, rc);
 	if (n == 0)
 		return sd_api_leave(comm, SMDDP_OK);
-	if (k->coll == SD_COLL_BROADCAST)
-		rc = check_ptr(comm, rb, "buf", n);
-	else
-		rc = check_ptr(comm, sb, "sendbuf", n) ||
-		     ((k->coll != SD_COLL_REDUCE || comm->rank == k->root) &&
-		      check_ptr(comm, rb, "recvbuf", n));
-	if (rc)
-		return sd_api_leave(comm, SMDDP_EINVAL);
 	switch (k->coll) {
 	case SD_COLL_ALLREDUCE:
 		rc = sd_coll_allreduce(comm, sb, rb, n, k->dtype, k->op);
@@ -312,17 +350,12 @@ static int device_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
 
 	/* SMDDP_CHECK_COLL compares on whichever thread runs the call. */
 	if (!rc)
-		rc = api_enter(comm, k->coll, k->count, k->dtype, k->op, k->root, MEM_DEVICE, 0);
+		rc = api_enter(comm, k->coll, k->count, k->dtype, k->op, k->root, MEM_DEVICE, 0, k, 0,
+			       NULL);
 	if (rc)
 		return sd_api_leave(comm, rc);
 	if (k->count == 0)
 		return sd_api_leave(comm, SMDDP_OK);
-	if (k->coll == SD_COLL_BROADCAST ? check_ptr(comm, k->recvbuf, "buf", k->count)
-					 : check_ptr(comm, k->sendbuf, "sendbuf", k->count) ||
-						   ((k->coll != SD_COLL_REDUCE ||
-						     comm->rank == k->root) &&
-						    check_ptr(comm, k->recvbuf, "recvbuf", k->count)))
-		return sd_api_leave(comm, SMDDP_EINVAL);
 #ifdef HAVE_CUDA
 	return sd_api_leave(comm, sd_cuda_enqueue(comm, k));
 #else
@@ -351,13 +384,12 @@ static int collective(struct smddp_comm *comm, int coll, const void *sendbuf, vo
 		return host_call(comm, &k);
 	if (kind == MEM_DEVICE)
 		return device_call(comm, &k);
-	/* A bad mix: counted like any call, then refused. */
+	/* A bad mix: counted like any call, then refused (compared first
+	 * under SMDDP_CHECK_COLL, so that the other ranks fail it too). */
 	int rc = sd_cuda_collect(comm, 0);
 
 	if (!rc)
-		rc = api_enter(comm, coll, count, dtype, op, root, MEM_HOST, 0);
-	if (!rc)
-		rc = sd_comm_error(comm, kind, "%s", msg);
+		rc = api_enter(comm, coll, count, dtype, op, root, MEM_HOST, 1, NULL, kind, msg);
 	return sd_api_leave(comm, rc);
 }
 

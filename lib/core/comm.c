@@ -34,7 +34,8 @@
 struct seg_record {
 	char name[REC_NAME];
 	int32_t status;
-	int32_t pad;
+	int32_t check_coll;        /* settings every rank must share (agree()) */
+	uint64_t single_copy_min;
 	char msg[REC_MSG];
 };
 
@@ -180,6 +181,31 @@ static int read_tunables(struct smddp_comm *c)
  * joining (negative color); want says it should have joined (no memory). */
 typedef int (*gather_fn)(struct smddp_comm *via, const void *mine, void *all, size_t len);
 
+/* Settings that decide how many steps a call takes, read by each rank from
+ * its own environment: ranks that differ would go out of step (one
+ * compares calls and the other not, one reads peers' buffers and the
+ * other stages), so a job whose ranks differ fails to start, on every
+ * rank alike.  Splits inherit them, so this matters at init. */
+static int agree(struct smddp_comm *c, const struct seg_record *all, int n)
+{
+	for (int r = 1; r < n; r++) {
+		if (all[r].check_coll != all[0].check_coll)
+			return sd_comm_error(c, SMDDP_EINVAL,
+					     "SMDDP_CHECK_COLL is %d on rank %d but %d on rank 0: set "
+					     "it the same on every rank (the ranks compare calls only "
+					     "if all do)",
+					     (int)all[r].check_coll, r, (int)all[0].check_coll);
+		if (all[r].single_copy_min != all[0].single_copy_min)
+			return sd_comm_error(c, SMDDP_EINVAL,
+					     "SMDDP_SINGLE_COPY_MIN is %llu on rank %d but %llu on "
+					     "rank 0: set it the same on every rank (it picks the "
+					     "protocol of a call)",
+					     (unsigned long long)all[r].single_copy_min, r,
+					     (unsigned long long)all[0].single_copy_min);
+	}
+	return SMDDP_OK;
+}
+
 static int setup_segment(struct smddp_comm *c, int want, struct smddp_comm *via, int leader_via,
 			 int is_leader, gather_fn gather, const int *members)
 {
@@ -199,9 +225,13 @@ static int setup_segment(struct smddp_comm *c, int want, struct smddp_comm *via,
 		mine.status = SMDDP_ENOMEM;
 		snprintf(mine.msg, sizeof(mine.msg), "out of memory");
 	}
+	mine.check_coll = via->check_coll;
+	mine.single_copy_min = via->single_copy_min;
 	rc = gather(via, &mine, all, sizeof(mine));
 	if (rc)
 		goto out;
+	if (c && !lrc)
+		lrc = agree(c, all, via->size);
 	if (c && !lrc) {
 		if (all[leader_via].status) {
 			lrc = sd_comm_error(c, all[leader_via].status,

@@ -25,7 +25,7 @@ fake errors-n2-1queue 2 SMDDP_CUDA_ASYNC=1 FAKECUDA_CONNECTIONS=1 -- errors
 # ranks in different modes (auto decides per rank: two sharing a GPU block, one alone
 # queues): a queued call takes more tickets than a blocking one, and the calls still
 # match by their number
-GPU_WRAP="/bin/sh $top_srcdir/tests/gpu/rank0-env.sh SMDDP_CUDA_ASYNC=1" \
+GPU_WRAP="/bin/sh $top_srcdir/tests/integration/rank0-env.sh SMDDP_CUDA_ASYNC=1" \
 	fake mixed-modes-n2 2 SMDDP_CUDA_ASYNC=0 -- matrix --small
 FAKE_SECS=120
 fake node-n3-1queue 3 SMDDP_CUDA_ASYNC=1 FAKECUDA_CONNECTIONS=1 -- matrix --quick

@@ -1,4 +1,5 @@
-# fault-env.sh - a bad environment makes smddp_init fail at once with a sentence that says what is wrong.
+# fault-env.sh - a bad environment (or ranks whose settings differ) makes smddp_init fail at once,
+# with a sentence that says what is wrong.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 . "$top_srcdir/tests/integration/testlib.sh"
 
@@ -22,4 +23,16 @@ check_env rank-too-big '5' SMDDP_RANK=5 SMDDP_WORLD_SIZE=2 SMDDP_MASTER_ADDR=127
 check_env rank-not-a-number 'SMDDP_RANK|abc' SMDDP_RANK=abc SMDDP_WORLD_SIZE=2 SMDDP_MASTER_ADDR=127.0.0.1 SMDDP_MASTER_PORT="$port"
 check_env size-zero 'SMDDP_WORLD_SIZE|size' SMDDP_RANK=0 SMDDP_WORLD_SIZE=0 SMDDP_MASTER_ADDR=127.0.0.1 SMDDP_MASTER_PORT="$port"
 check_env bad-timeout 'SMDDP_TIMEOUT' SMDDP_RANK=0 SMDDP_WORLD_SIZE=1 SMDDP_MASTER_ADDR=127.0.0.1 SMDDP_MASTER_PORT="$port" SMDDP_TIMEOUT=soon
+
+# Settings that decide a call's steps differ between ranks (rank 0 only):
+# every rank fails smddp_init naming the setting, not a later call.
+for v in SMDDP_CHECK_COLL=1 SMDDP_SINGLE_COPY_MIN=0; do
+	name=differ-${v%%=*}
+	run_job "$name" 30 3 --env SMDDP_TIMEOUT=20 /bin/sh \
+		"$top_srcdir/tests/integration/rank0-env.sh" "$v" "$FAULT" init
+	[ "$status" -ne 0 ] && pass "$name: exit $status" || fail "$name: exit 0"
+	n=$(grep -c "${v%%=*} is .* on rank .* but .* on rank 0" "$TDIR/$name.out")
+	[ "$n" -ge 3 ] && pass "$name: every rank named the setting" ||
+		fail "$name: $n of 3 ranks named the setting"
+done
 finish

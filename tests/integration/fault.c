@@ -22,7 +22,8 @@
  *                               others gave up on long ago: it must fail, not succeed
  *   fault abort VICTIM NGOOD    VICTIM does NGOOD allreduces, waits 0.5 s, smddp_comm_abort()
  *   fault mismatch KIND         rank 1 differs from the others in KIND: count, op, dtype,
- *                               root (broadcast) or coll (allgather instead of allreduce)
+ *                               root (broadcast), coll (allgather instead of allreduce),
+ *                               null (a NULL recvbuf: its own SMDDP_EINVAL) or zero (count 0)
  *   fault dump                  2 allreduces and a barrier, then smddp_comm_dump(): exit 0 if
  *                               it returned SMDDP_OK (run with SMDDP_TRACE_DIR set)
  *   fault init                  (no launcher needed) smddp_init only; exit status = its result
@@ -191,14 +192,15 @@ static void witness(struct smddp_comm *c, int rc, double elapsed, int at_call,
 		if (!mentions(msg, e->words[i]))
 			note_bad("smddp_last_error() does not mention \"%s\"", e->words[i]);
 
-	/* After EMISMATCH the communicator stays usable (smddp(3)): every rank
-	 * makes the same call next, which must then work; after anything else
-	 * it is broken, and the next call must fail, and fast. */
+	/* After EMISMATCH (and a refused argument) the communicator stays
+	 * usable (smddp(3)): every rank makes the same call next, which must
+	 * then work; after anything else it is broken, and the next call must
+	 * fail, and fast. */
 	t0 = now_s();
 	rc2 = smddp_allreduce(&x, &y, 1, SMDDP_FLOAT32, SMDDP_SUM, c, NULL);
 	printf("FAULT rank=%d next-call rc=%s elapsed=%.3f msg=%s\n", rank, rc_name(rc2),
 	       now_s() - t0, smddp_last_error(c));
-	if (e->rc == SMDDP_EMISMATCH) {
+	if (e->rc == SMDDP_EMISMATCH || e->rc == SMDDP_EINVAL) {
 		if (rc2 != SMDDP_OK)
 			note_bad("the matched allreduce after the mismatch returned %s",
 				 rc_name(rc2));
@@ -300,6 +302,12 @@ static int mismatched_call(struct smddp_comm *c, const char *kind, void *s, void
 	if (!strcmp(kind, "coll"))
 		return odd ? smddp_allgather(s, r, 1000, SMDDP_INT32, c, NULL)
 			   : smddp_allreduce(s, r, 1000, SMDDP_INT32, SMDDP_SUM, c, NULL);
+	/* rank 1 refuses its own arguments (the others must not go ahead) */
+	if (!strcmp(kind, "null"))
+		return smddp_allreduce(s, odd ? NULL : r, 1000, SMDDP_INT32, SMDDP_SUM, c, NULL);
+	/* count 0 against 1000: the rank with nothing to do still compares */
+	if (!strcmp(kind, "zero"))
+		return smddp_allreduce(s, r, odd ? 0 : 1000, SMDDP_INT32, SMDDP_SUM, c, NULL);
 	fprintf(stderr, "fault: unknown mismatch kind %s\n", kind);
 	exit(2);
 }
@@ -314,6 +322,10 @@ static const char *mismatch_word(const char *kind)
 		return rank == 1 ? "int32" : "float32";
 	if (!strcmp(kind, "root"))
 		return "root";
+	if (!strcmp(kind, "null"))
+		return rank == 1 ? "NULL" : "refused";
+	if (!strcmp(kind, "zero"))
+		return rank == 1 ? "1000" : "count 0";
 	return rank == 1 ? "allreduce" : "allgather";
 }
 
@@ -524,7 +536,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: fault kill|exit|abort VICTIM NGOOD | hang|late VICTIM SECONDS | "
 			"killmid|stopmid VICTIM MS | subabort|subkill|noshow VICTIM | killat VICTIM split|barrier|broadcast|reduce_scatter|destroy | "
-			"mismatch count|op|dtype|root|coll | dump | init | freeport\n");
+			"mismatch count|op|dtype|root|coll|null|zero | dump | init | freeport\n");
 	exit(2);
 }
 
@@ -644,7 +656,8 @@ int main(int argc, char **argv)
 			       rc_name(rc), smddp_last_error(c));
 			return 1;
 		}
-		e.rc = SMDDP_EMISMATCH;
+		/* rank 1's own bad argument is SMDDP_EINVAL for it */
+		e.rc = !strcmp(argv[2], "null") && rank == 1 ? SMDDP_EINVAL : SMDDP_EMISMATCH;
 		e.culprit = 1;
 		e.words[0] = mismatch_word(argv[2]);
 		t0 = now_s();
