@@ -643,15 +643,17 @@ int sd_cuda_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n, void *stream
 		 * not use it now. */
 		if (cu->scratch)
 			cudaFree(cu->scratch);
+		size_t len = sd_cuda_scratch_size(cu->scratch_len, need);
+
 		cu->scratch = NULL;
 		cu->scratch_len = 0;
-		if ((e = cudaMalloc(&cu->scratch, need)) != cudaSuccess) {
+		if ((e = cudaMalloc(&cu->scratch, len)) != cudaSuccess) {
 			cu->scratch = NULL;
 			(void)cudaGetLastError(); /* ours, not left for the caller's next check */
 			rc = fail(c, e, "cannot allocate device memory for a send in place");
 			goto out;
 		}
-		cu->scratch_len = need;
+		cu->scratch_len = len;
 	}
 	/* pending: copies into host buffers may be queued still; after a
 	 * failed wait those buffers are leaked, not freed under the copy. */

@@ -492,9 +492,11 @@ static int alltoall_scratch(struct smddp_comm *c, struct sd_cuda *cu, size_t sb,
 		cudaSetDevice(dev);
 		if (cu->scratch)
 			cudaFree(cu->scratch);
+		size_t len = sd_cuda_scratch_size(cu->scratch_len, sb);
+
 		cu->scratch = NULL;
 		cu->scratch_len = 0;
-		e = cudaMalloc(&cu->scratch, sb);
+		e = cudaMalloc(&cu->scratch, len);
 		if (old >= 0 && old != dev)
 			cudaSetDevice(old);
 		if (e != cudaSuccess) {
@@ -502,7 +504,7 @@ static int alltoall_scratch(struct smddp_comm *c, struct sd_cuda *cu, size_t sb,
 			(void)cudaGetLastError(); /* ours, not left for the caller's next check */
 			return cuda_error(c, e, "cannot allocate GPU memory for an in-place alltoall");
 		}
-		cu->scratch_len = sb;
+		cu->scratch_len = len;
 	}
 	*scratch = cu->scratch;
 	return sd_cuda_buffer_info(c, cu->scratch, sb, "the in-place alltoall's copy", &dev, sbp);

@@ -37,6 +37,20 @@ struct pub {
 	struct buf_pub s;    /* the private copy, when scratch */
 };
 
+/* The scratch buffer's size for need bytes: whole 2 MiB pages (the
+ * granularity of device allocations), and a doubling when it grows.  A
+ * small cudaMalloc can share its page with another allocation, and a peer
+ * that maps both through CUDA IPC gets "resource already mapped"; and a
+ * reallocation leaves the peers' mapping of the old one open until their
+ * queues drain (ipc.c), which a new allocation on the same page also
+ * trips. */
+static inline size_t sd_cuda_scratch_size(size_t have, size_t need)
+{
+	size_t page = (size_t)2 << 20, n = have * 2 > need ? have * 2 : need;
+
+	return (n + page - 1) / page * page;
+}
+
 struct op {
 	uint32_t call; /* the device call's number on this communicator, the same on
 			* every rank (tickets are not: a mode takes its own number) */
