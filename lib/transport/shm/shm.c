@@ -502,8 +502,9 @@ static int peer_xfer(struct smddp_comm *c, int r, void *local, uintptr_t remote,
 		    got == 0) {
 			int e = got == 0 && errno == 0 ? EFAULT : errno;
 
-			if (e == ESRCH && atomic_load_explicit(&ST(c)->ctl[r].aborted,
-							      memory_order_acquire))
+			/* A peer that failed may have freed the buffer (EFAULT)
+			 * or exited (ESRCH): its own reason comes first. */
+			if (atomic_load_explicit(&ST(c)->ctl[r].aborted, memory_order_seq_cst))
 				return sd_shm_report_left(c, r);
 			if (e == ESRCH)
 				return sd_comm_error(c, SMDDP_EPEER,

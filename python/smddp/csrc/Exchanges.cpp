@@ -141,7 +141,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::sparseAllreduce(
     }
     t.copy_(sum.coalesce());
   };
-  return enqueue(c10d::OpType::ALLREDUCE, op, device, {t}, {}, opts.timeout, std::move(body));
+  // A sparse tensor has no storage of its own to protect (storage()
+  // throws): its indices and values, which the side stream reads, are.
+  std::vector<at::Tensor> touched;
+  if (device.is_cuda())
+    touched = {t._indices(), t._values()};
+  return enqueue(
+      c10d::OpType::ALLREDUCE, op, device, {t}, touched, opts.timeout, std::move(body));
 }
 
 // ---- list forms, gather, scatter, all-to-all ---------------------------------
