@@ -239,41 +239,37 @@ if N > 1:
         check(same(H(y), data((3, 5), dtype, salt, rank=(R - 1) % N)), f"ring batch {dtype}")
 
 # ---- all_to_all_single with uneven splits (MoE: tokens routed by expert) -------
+def a2a_by_splits(splits, width, dtype, salt, what):
+    """splits[i][j]: rows rank i sends rank j; checked against gloo."""
+    send = splits[R].tolist()
+    recv = splits[:, R].tolist()
+    x = data((sum(send), width), dtype, salt)
+    if width == 1:
+        x = x.reshape(-1)
+    want = torch.empty((sum(recv),) + tuple(x.shape[1:]), dtype=dtype)
+    wb = as_gloo(want)
+    dist.all_to_all_single(wb, as_gloo(x), recv, send, group=gloo)
+    want = from_gloo(wb, want)
+    got = torch.empty_like(want, device=dev)
+    dist.all_to_all_single(got, D(x), recv, send)
+    check(same(H(got), want), f"all_to_all_single {what} {dtype} width {width} splits {splits.tolist()}")
+
+
 for dtype in DTYPES:
     for width in (1, 3):
         salt += 1
         g = torch.Generator().manual_seed(salt)
-        # splits[i][j]: rows rank i sends rank j; zeros included
+        # zeros included
         splits = torch.randint(0, 4, (N, N), generator=g)
         splits[0, N - 1] = 0
         splits[N - 1, 0] = 5
-        send = splits[R].tolist()
-        recv = splits[:, R].tolist()
-        x = data((sum(send), width), dtype, salt)
-        if width == 1:
-            x = x.reshape(-1)
-        want = torch.empty((sum(recv),) + tuple(x.shape[1:]), dtype=dtype)
-        wb = as_gloo(want)
-        dist.all_to_all_single(wb, as_gloo(x), recv, send, group=gloo)
-        want = from_gloo(wb, want)
-        got = torch.empty_like(want, device=dev)
-        dist.all_to_all_single(got, D(x), recv, send)
-        check(same(H(got), want), f"all_to_all_single uneven {dtype} width {width} splits {splits.tolist()}")
+        a2a_by_splits(splits, width, dtype, salt, "uneven")
     # rank 0's blocks equal both ways, rank N-1's not: one protocol for both
     if N > 1:
         salt += 1
         splits = torch.ones((N, N), dtype=torch.int64)
         splits[N - 1, N - 1] = 2
-        send = splits[R].tolist()
-        recv = splits[:, R].tolist()
-        x = data((sum(send), 2), dtype, salt)
-        want = torch.empty((sum(recv), 2), dtype=dtype)
-        wb = as_gloo(want)
-        dist.all_to_all_single(wb, as_gloo(x), recv, send, group=gloo)
-        want = from_gloo(wb, want)
-        got = torch.empty_like(want, device=dev)
-        dist.all_to_all_single(got, D(x), recv, send)
-        check(same(H(got), want), f"all_to_all_single even on rank 0 only {dtype}")
+        a2a_by_splits(splits, 2, dtype, salt, "even on rank 0 only")
     # output splits only (the input even) and one rank getting nothing
     if N > 1:
         x = data(2 * N, dtype, salt)
