@@ -601,16 +601,21 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupSMDDP::split(
     return nullptr;
   smddp_comm* comm = *made;
   TORCH_CHECK(comm != nullptr, "smddp: split_group: smddp_comm_split made no communicator");
-  TORCH_CHECK(
-      smddp_comm_rank(comm) == key && smddp_comm_size(comm) == static_cast<int>(ranks.size()),
-      "smddp: split_group: the new communicator has this rank as ",
-      smddp_comm_rank(comm),
-      " of ",
-      smddp_comm_size(comm),
-      ", not ",
-      key,
-      " of ",
-      ranks.size());
+  const int gotRank = smddp_comm_rank(comm), gotSize = smddp_comm_size(comm);
+  if (gotRank != key || gotSize != static_cast<int>(ranks.size())) {
+    // Not kept: its peers learn of the abort rather than wait for it.
+    smddp_comm_abort(comm);
+    TORCH_CHECK(
+        false,
+        "smddp: split_group: the new communicator has this rank as ",
+        gotRank,
+        " of ",
+        gotSize,
+        ", not ",
+        key,
+        " of ",
+        ranks.size());
+  }
   std::chrono::milliseconds timeout =
       opts && opts->timeout.count() > 0 ? opts->timeout : timeout_;
   c10::intrusive_ptr<c10d::Backend> child = c10::make_intrusive<ProcessGroupSMDDP>(
