@@ -258,20 +258,26 @@ static int api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, in
 }
 
 /* Host work (and split, destroy): after the device calls queued before. */
-int sd_api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op, int root,
-		 void *stream)
+static int host_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op, int root,
+		      const struct sd_cuda_call *k)
 {
 	int rc;
 
-	(void)stream;
-	if (!c)
-		return sd_err_set(sd_init_err(), SMDDP_EINVAL, "%s: communicator is NULL",
-				  sd_coll_name(coll));
 	sd_api_async_forget(c);
 	rc = sd_cuda_collect(c, 1);
 	if (rc)
 		return rc;
-	return api_enter(c, coll, count, dtype, op, root, MEM_HOST, 1, NULL, 0, NULL);
+	return api_enter(c, coll, count, dtype, op, root, MEM_HOST, 1, k, 0, NULL);
+}
+
+int sd_api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op, int root,
+		 void *stream)
+{
+	(void)stream;
+	if (!c)
+		return sd_err_set(sd_init_err(), SMDDP_EINVAL, "%s: communicator is NULL",
+				  sd_coll_name(coll));
+	return host_enter(c, coll, count, dtype, op, root, NULL);
 }
 
 /* A failure that leaves ranks at different places in the protocol breaks
@@ -306,12 +312,8 @@ static int host_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
 	const void *sb = k->sendbuf;
 	void *rb = k->recvbuf;
 	size_t n = k->count;
-	int rc;
+	int rc = host_enter(comm, k->coll, n, k->dtype, k->op, k->root, k);
 
-	sd_api_async_forget(comm);
-	rc = sd_cuda_collect(comm, 1);
-	if (!rc)
-		rc = api_enter(comm, k->coll, n, k->dtype, k->op, k->root, MEM_HOST, 1, k, 0, NULL);
 	if (rc)
 		return sd_api_leave(comm, rc);
 	if (n == 0)

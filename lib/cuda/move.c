@@ -325,9 +325,8 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
 		int rc = sd_cuda_wait(sd_cuda_q_event, cu->ev_out[o->slot], c->timeout_ns, NULL, &e);
 
 		if (rc == SMDDP_ECUDA)
-			return sd_comm_error(c, rc,
-					     "the stream of the call queued %d calls ago failed: %s (%s)",
-					     QCAP, cudaGetErrorString(e), cudaGetErrorName(e));
+			return cuda_error(c, e, "the stream of the call that last used this slot "
+						"failed");
 		if (rc)
 			return sd_comm_error(c, SMDDP_ETIMEDOUT,
 					     "the stream of the call queued %d calls ago did not pass "

@@ -427,9 +427,8 @@ static int rewind_tickets(struct smddp_comm *c, struct sd_cuda *cu)
 			continue;
 		rc = sd_cuda_wait(sd_cuda_q_event, cu->ev_out[i], c->timeout_ns, NULL, &e);
 		if (rc == SMDDP_ECUDA)
-			return sd_comm_error(c, rc, "the stream of an earlier call of this "
-						    "communicator failed: %s (%s)",
-					     cudaGetErrorString(e), cudaGetErrorName(e));
+			return cuda_error(c, e, "the stream of an earlier call of this communicator "
+						"failed");
 		if (rc)
 			return sd_comm_error(c, SMDDP_ETIMEDOUT,
 					     "a stream did not pass an earlier call of this "
