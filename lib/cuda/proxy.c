@@ -26,7 +26,7 @@
  * SMDDP_CUDA_ASYNC=auto (the default) queues and returns unless other ranks
  * share this GPU without MPS (see decide()); the first call, which shows
  * where the ranks are, is done blocking.  Under compute-sanitizer auto is
- * blocking from the start (sanitizer.c: the queued mode hangs there).
+ * blocking from the start (see say_sanitizer()).
  * Every kernel is loaded before a stream is first made to wait
  * (kernels.h: lazy loading would deadlock).
  *
@@ -160,24 +160,27 @@ static int decide(struct smddp_comm *c, struct sd_cuda *cu)
 	return SMDDP_OK;
 }
 
-/* Under compute-sanitizer a queued call's kernel never runs while the
- * user's stream waits on the word, so the stream hangs (gpu-measurements.md,
- * "Open problems of the queued mode"): auto is blocking there, decided
- * before the first call; an explicit SMDDP_CUDA_ASYNC=1 is obeyed, with a
- * warning.  Said once per communicator, when its device state is made. */
+/* A queued call's kernel is launched before the peers' buffers are mapped
+ * (the launch cannot wait for the peers), and compute-sanitizer's memcheck
+ * checks a kernel against the allocations of its launch: it stops that
+ * kernel as out of bounds (tests/gpu/late-map.cu shows it without IPC).  So
+ * auto is blocking under the sanitizer, decided before the first call; an
+ * explicit SMDDP_CUDA_ASYNC=1 is obeyed, with a warning.  Said once per
+ * communicator, when its device state is made. */
 static void say_sanitizer(const struct sd_cuda *cu, const char *inject)
 {
 	if (cu->mode == 1)
 		SD_WARN(SD_SUB_COLL,
 			"device collectives on GPU %d: SMDDP_CUDA_ASYNC=1 under compute-sanitizer "
-			"(CUDA_INJECTION64_PATH=%s): queued calls hang there, their kernels never "
-			"run; unset it (auto) or set 0 to sanitize",
+			"(CUDA_INJECTION64_PATH=%s): its memcheck stops a queued call's kernel that reads "
+			"a peer's buffer mapped after the launch; unset it (auto) or set 0 to sanitize",
 			cu->dev, inject);
 	else
 		SD_INFO(SD_SUB_COLL,
 			"device collectives on GPU %d: compute-sanitizer is loaded "
-			"(CUDA_INJECTION64_PATH=%s): calls return when done, as queued calls would "
-			"hang under it (SMDDP_CUDA_ASYNC=1 queues them anyway)",
+			"(CUDA_INJECTION64_PATH=%s): calls return when done, as its memcheck cannot "
+			"follow the buffers a queued call maps after its launch (SMDDP_CUDA_ASYNC=1 "
+			"queues them anyway)",
 			cu->dev, inject);
 }
 

@@ -7,8 +7,8 @@
  * compute-sanitizer/ folder (its "Unable to find injection library
  * libsanitizer-collection.so" is that load failing).  Other tools inject
  * themselves the same way (Nsight Systems, Nsight Compute, CUPTI-based
- * profilers) and are not matched: only the sanitizer is known to keep the
- * queued mode's kernels from running (docs/internals/gpu-measurements.md).
+ * profilers) and are not matched: only the sanitizer's memcheck is known to
+ * stop the queued mode's kernels (proxy.c, say_sanitizer()).
  * Libc only, so that the unit tests build it without CUDA.
  */
 #include "config.h"

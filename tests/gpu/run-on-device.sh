@@ -9,7 +9,8 @@
 # Usage: tests/gpu/run-on-device.sh [STAGE...]
 #   info       nvidia-smi, topology, smddp-topo
 #   tests      the GPU tests with 1, 2, 4 and 8 ranks sharing the GPU(s)
-#   sanitizer  compute-sanitizer memcheck and racecheck over a small matrix
+#   sanitizer  compute-sanitizer memcheck and racecheck over a small matrix; the
+#              late-map probe (memcheck and memory mapped after a launch)
 #   kernel     reduction kernel against device-to-device copy, 1 MiB .. 1 GiB, and
 #              the queued launch (arguments copied to the GPU, or read from host memory)
 #   bench      smddp-allreduce-bench --device cuda, 2 and 4 ranks, 8 B .. 512 MiB
@@ -154,6 +155,16 @@ for s in $stages; do
 		;;
 	sanitizer)
 		sanitize sanitizer
+		# memcheck against memory given to a kernel after its launch, as
+		# the queued mode maps the peers' buffers (tests/gpu/late-map.cu)
+		for w in early late; do
+			[ -x "$B/tests/gpu/late-map" ] || break
+			timeout -k 5 60 compute-sanitizer --tool memcheck --error-exitcode 9 \
+				"$B/tests/gpu/late-map" "$w" >"$TMPD/late-map-$w.log" 2>&1
+			say "late-map $w under memcheck: exit $?;" \
+				"$(grep -h "ERROR SUMMARY\|^late-map" "$TMPD/late-map-$w.log" | tr '\n' ' ')"
+			cat "$TMPD/late-map-$w.log" >>"$OUT/$GROUP.log"
+		done
 		;;
 	kernel)
 		# 1M and 16M: where the queued launch's arguments cost most
