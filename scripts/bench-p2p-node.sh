@@ -62,12 +62,21 @@ for n in ${nlist//,/ }; do
 		dir=$out/$c-n$n
 		mkdir -p "$dir"
 		for ((i = 1; i <= repeats; i++)); do
-			port=$((30000 + RANDOM % 20000))
 			# every wait in the bench has a deadline (SMDDP_TIMEOUT); this
-			# bounds a hung MPI side too
-			timeout -k 10 1800 mpirun -np "$n" --oversubscribe --bind-to none \
-				-x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=$port \
-				"$bench" --coll "$c" --compare mpi --json "$@" >"$dir/run$i.json"
+			# bounds a hung MPI side too.  The port lies below Linux's
+			# ephemeral range (32768-60999), where MPI's own connections
+			# take theirs; a port still taken by another program costs a
+			# second try on another.
+			for try in 1 2 3; do
+				port=$((20000 + RANDOM % 12000))
+				timeout -k 10 1800 mpirun -np "$n" --oversubscribe --bind-to none \
+					-x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=$port \
+					"$bench" --coll "$c" --compare mpi --json "$@" \
+					>"$dir/run$i.json" 2>"$out/run.err" && break
+				grep -q "cannot listen" "$out/run.err" || break
+			done
+			cat "$out/run.err" >&2
+			rm -f "$out/run.err"
 			echo "$c, $n ranks: run $i of $repeats done" >&2
 		done
 		python3 "$here/bench-median.py" "$dir" "$c, $n ranks on one node"
