@@ -68,6 +68,11 @@ struct smddp_comm {
 	uint64_t step;             /* pipelined steps so far: half = step & 1 */
 	struct sd_coll_desc cur;   /* the collective in progress */
 	int failed;                /* sticky result once the comm is broken */
+	/* smddp_comm_cancel, from any thread: cancelled is set atomically;
+	 * cancel points at the word to read (the communicator's own, or for
+	 * the CUDA proxy's copy of it the original's). */
+	int cancelled;
+	const int *cancel;
 	/* tunables, read once at creation */
 	uint64_t timeout_ns;
 	const char *timeout_from;  /* what set it, for messages: "SMDDP_TIMEOUT" */
@@ -106,6 +111,10 @@ struct smddp_comm {
  * when a collective is in progress, logs it at WARN and returns rc. */
 int sd_comm_error(struct smddp_comm *c, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* SMDDP_OK, or once smddp_comm_cancel was called on c (from any thread),
+ * SMDDP_EABORTED with its sentence recorded: every wait's health check
+ * and every call's entry ask. */
+int sd_comm_cancelled(struct smddp_comm *c);
 /* "allreduce #12 (count 1000, float32, sum)" */
 void sd_coll_describe(const struct sd_coll_desc *d, char *buf, size_t len);
 const char *sd_coll_name(int coll);

@@ -37,8 +37,10 @@ static int check_news(struct smddp_comm *c)
 {
 	struct sd_net *n = c->net;
 	char err[512];
-	int who = -1, rc;
+	int who = -1, rc = sd_comm_cancelled(c);
 
+	if (rc)
+		return rc;
 	int asked = __atomic_load_n(&n->abort_asked, __ATOMIC_ACQUIRE);
 
 	if (asked)

@@ -228,6 +228,8 @@ static int api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, in
 	if (c->failed)
 		return c->failed;
 	memset(&c->cur, 0, sizeof(c->cur));
+	if ((rc = sd_comm_cancelled(c)))
+		return rc;
 	arg = check_args(c, coll, count, dtype, op, root, k, why, sizeof(why));
 	if (!arg && refuse) {
 		/* the caller's own refusal (buffers of both kinds, say) */

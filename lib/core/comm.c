@@ -390,6 +390,7 @@ static int setup_spanning(struct smddp_comm *c, int want, struct smddp_comm *via
 			node->local_rank = node->rank;
 			node->local_size = nl;
 			node->tp = &sd_transport_shm;
+			node->cancel = c->cancel; /* cancelling c cancels its node part */
 			inherit_tunables(node, c);
 			/* A local peer that keeps the others waiting inside a
 			 * collective between hosts is usually waiting on the
@@ -488,6 +489,7 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 		return sd_err_set(sd_init_err(), SMDDP_ENOMEM, "smddp_init: out of memory");
 	}
 	c->is_world = 1;
+	c->cancel = &c->cancelled;
 	c->serial = sd_api_serial();
 	c->tp = &sd_transport_shm;
 	c->cur.coll = SD_COLL_INIT;
@@ -686,6 +688,7 @@ SD_EXPORT int smddp_comm_split(struct smddp_comm *comm, int color, int key, stru
 		}
 	}
 	if (c) {
+		c->cancel = &c->cancelled;
 		c->serial = sd_api_serial();
 		c->tp = comm->tp;
 		c->size = n;
@@ -816,6 +819,16 @@ SD_EXPORT int smddp_comm_abort(struct smddp_comm *comm)
 		sd_boot_abort(comm->boot, why);
 	}
 	comm_free(comm, 0);
+	return SMDDP_OK;
+}
+
+SD_EXPORT int smddp_comm_cancel(struct smddp_comm *comm)
+{
+	if (!comm)
+		return SMDDP_EINVAL;
+	/* One store, no lock: the waits read it at their health checks
+	 * (every SMDDP_LIVENESS_MS while they sleep), the calls at entry. */
+	__atomic_store_n(&comm->cancelled, 1, __ATOMIC_RELEASE);
 	return SMDDP_OK;
 }
 

@@ -110,6 +110,8 @@ static int enter_p2p(struct smddp_comm *c, int coll, size_t count, int dtype, in
 	if (c->failed)
 		return c->failed;
 	memset(&c->cur, 0, sizeof(c->cur));
+	if ((rc = sd_comm_cancelled(c)))
+		return rc;
 	c->cur.seq = ++c->p2p_calls;
 	c->cur.coll = coll;
 	c->cur.count = count;

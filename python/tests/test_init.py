@@ -10,6 +10,10 @@ Usage:
                                          and exits without destroy_process_group: exit status 0
   test_init.py timeout                   2 ranks spawned, timeout=3 s; rank 1 skips a call:
                                          rank 0 raises DistBackendError in seconds
+  test_init.py abort coll|recv           2 ranks spawned, timeout=120 s; rank 0 queues an
+                                         all_reduce (or an irecv) that rank 1 stays away from,
+                                         then aborts the group: abort returns in seconds, not
+                                         at the timeout, and the work raises
 """
 import datetime
 import os
@@ -145,6 +149,47 @@ def main():
             took = time.monotonic() - t0
             good = 2.5 < took < 10 and re.search(r"ranks?(\(s\))? 1\b", str(e)) is not None
             return report(good, r, f"DistBackendError after {took:.1f} s: {str(e)[:300]}")
+    if mode == "abort":
+        url = f"tcp://127.0.0.1:{free_port()}"
+        return spawn(lambda r: ["abort-child", url, str(r), sys.argv[2]], 2)
+    if mode == "abort-child":
+        import smddp.torch  # noqa: F401
+        url, r, kind = sys.argv[2], int(sys.argv[3]), sys.argv[4]
+        dist, r, n, ok = work(url, r, 2, timeout=120)
+        import torch
+        c10d = dist.distributed_c10d
+        if not hasattr(c10d, "_abort_process_group"):
+            sys.stdout.write(f"TORCH-SKIP rank={r} torch {torch.__version__} has no "
+                             "_abort_process_group\n")
+            return 0
+        store = c10d._get_default_store()
+        if r == 1:
+            # stays away from rank 0's call until rank 0 has aborted
+            deadline = time.monotonic() + 60
+            while store.add("aborted", 0) < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            store.add("seen", 1)  # rank 0 serves the store: it waits for this
+            os._exit(0)
+        if kind == "recv":
+            w = dist.irecv(torch.zeros(4), src=1)
+        else:
+            w = dist.all_reduce(torch.ones(4), async_op=True)
+        time.sleep(0.5)  # the worker is inside the library call by now, or soon
+        t0 = time.monotonic()
+        c10d._abort_process_group()
+        took = time.monotonic() - t0
+        store.add("aborted", 1)
+        deadline = time.monotonic() + 60
+        while store.add("seen", 0) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        try:
+            w.wait()
+            raised = "no exception"
+        except Exception as e:  # noqa: BLE001
+            raised = f"{type(e).__name__}: {str(e).splitlines()[0][:240]}"
+        good = took < 10 and raised != "no exception"
+        return report(good, r, f"abort of a group inside {kind} returned after {took:.2f} s; "
+                      f"the work: {raised}")
     print(__doc__, file=sys.stderr)
     return 2
 

@@ -21,6 +21,11 @@
  *   fault late VICTIM SECONDS   as hang, but VICTIM then calls the 3rd allreduce, which the
  *                               others gave up on long ago: it must fail, not succeed
  *   fault abort VICTIM NGOOD    VICTIM does NGOOD allreduces, waits 0.5 s, smddp_comm_abort()
+ *   fault cancel DIR            2 ranks: rank 0 enters an allreduce that rank 1 stays away
+ *                               from; a thread of rank 0 calls smddp_comm_cancel() 0.3 s in:
+ *                               the call ends with SMDDP_EABORTED long before SMDDP_TIMEOUT;
+ *                               then rank 0 creates DIR/cancelled and rank 1, which waited
+ *                               for it, calls the allreduce: SMDDP_EABORTED naming rank 0
  *   fault mismatch KIND         rank 1 differs from the others in KIND: count, op, dtype,
  *                               root (broadcast), coll (allgather instead of allreduce),
  *                               null (a NULL recvbuf: its own SMDDP_EINVAL) or zero (count 0)
@@ -387,6 +392,75 @@ static void mode_killmid(struct smddp_comm *c, int victim, double ms, int sig)
 	exit(1);
 }
 
+static struct smddp_comm *cancel_comm;
+
+static void *canceller(void *arg)
+{
+	(void)arg;
+	sleep_s(0.3);
+	if (smddp_comm_cancel(cancel_comm) != SMDDP_OK)
+		printf("FAULT-BAD rank=%d: smddp_comm_cancel failed\n", rank);
+	return NULL;
+}
+
+/* smddp_comm_cancel from another thread ends the call in progress, and the
+ * peers hear of it (fault cancel DIR). */
+static void mode_cancel(struct smddp_comm *c, const char *dir, float *s, float *r)
+{
+	struct expectation e = {SMDDP_EABORTED, 0, 5.0, 0, {"allreduce", NULL}};
+	char flag[4096];
+	pthread_t th;
+	double t0;
+	int rc;
+
+	snprintf(flag, sizeof(flag), "%s/cancelled", dir);
+	if (size != 2 || (rc = good_allreduce(c, s, r, 1)) != SMDDP_OK) {
+		printf("FAULT-BAD rank=%d: needs 2 ranks and a good allreduce first\n", rank);
+		exit(1);
+	}
+	if (rank == 1) {
+		/* stays away from the call until rank 0 has given it up */
+		for (t0 = now_s(); access(flag, F_OK) != 0; sleep_s(0.01))
+			if (now_s() - t0 > 30) {
+				printf("FAULT-BAD rank=1: %s never appeared\n", flag);
+				exit(1);
+			}
+		t0 = now_s();
+		rc = good_allreduce(c, s, r, 2);
+		if (rc == SMDDP_OK) {
+			/* Between hosts rank 0 sent its part before it was
+			 * cancelled: this rank's call had all it needed (and
+			 * good_allreduce checked the sum).  The next one fails. */
+			printf("FAULT rank=1 note: allreduce #2 completed with rank 0's part\n");
+			t0 = now_s();
+			rc = good_allreduce(c, s, r, 3);
+			witness(c, rc, now_s() - t0, 3, &e);
+		}
+		witness(c, rc, now_s() - t0, 2, &e);
+	}
+	cancel_comm = c;
+	if (pthread_create(&th, NULL, canceller, NULL) != 0) {
+		printf("FAULT-BAD rank=0: pthread_create failed\n");
+		exit(1);
+	}
+	t0 = now_s();
+	rc = good_allreduce(c, s, r, 2);
+	double took = now_s() - t0;
+
+	pthread_join(th, NULL);
+	e.words[1] = "smddp_comm_cancel";
+	if (rc == SMDDP_OK)
+		note_bad("the allreduce that rank 1 stayed away from returned SMDDP_OK");
+	FILE *f = fopen(flag, "w");
+
+	if (!f) {
+		printf("FAULT-BAD rank=0: cannot create %s\n", flag);
+		exit(1);
+	}
+	fclose(f);
+	witness(c, rc, took, 2, &e);
+}
+
 /* VICTIM dies (after one good allreduce) instead of calling where; the
  * others call it and must get SMDDP_EPEER naming VICTIM and the call
  * (destroy: it must return, whatever it says). */
@@ -564,7 +638,7 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "dump")) {
 		if (argc != 2)
 			usage();
-	} else if (!strcmp(mode, "mismatch")) {
+	} else if (!strcmp(mode, "mismatch") || !strcmp(mode, "cancel")) {
 		if (argc != 3)
 			usage();
 	} else if (!strcmp(mode, "subabort") || !strcmp(mode, "subkill") ||
@@ -645,6 +719,8 @@ int main(int argc, char **argv)
 		mode_killmid(c, victim, arg, SIGSTOP);
 	if (!strcmp(mode, "killat"))
 		mode_killat(c, victim, argv[3]);
+	if (!strcmp(mode, "cancel"))
+		mode_cancel(c, argv[2], s, r);
 	if (!strcmp(mode, "subabort"))
 		mode_sub(c, victim, 0);
 	if (!strcmp(mode, "subkill"))

@@ -92,6 +92,18 @@ int smddp_comm_destroy(struct smddp_comm *comm);
  * Frees comm, like smddp_comm_destroy: do not use it afterwards. */
 int smddp_comm_abort(struct smddp_comm *comm);
 /* Local, never blocks, callable at any time from any thread, even while
+ * another thread is inside a call on comm (what a framework's abort needs
+ * before it can join its communication thread): the call in progress
+ * ends with SMDDP_EABORTED within about SMDDP_LIVENESS_MS of sleep (or
+ * once its spin ends), and so does every later call; the communicator is
+ * then broken, and its peers are told when that call fails.  It does not
+ * free comm: once no call on it is in progress, free it with
+ * smddp_comm_abort.  Not to be called during or after smddp_comm_abort,
+ * smddp_comm_destroy or smddp_comm_release of comm.  Device work already
+ * queued on a stream ends as an aborted call would (smddp(3)).
+ * SMDDP_EINVAL: comm is NULL. */
+int smddp_comm_cancel(struct smddp_comm *comm);
+/* Local, never blocks, callable at any time from any thread, even while
  * another thread is inside a call on comm (NCCL's ncclCommGetAsyncError):
  * *async_error is the failure of work queued on comm that no call has
  * returned yet, or that broke the communicator (a dead peer, a timeout, a

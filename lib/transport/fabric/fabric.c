@@ -415,7 +415,10 @@ static int qpost_sleep(void *arg, uint64_t ns, int *rc)
 static int qpost_health(void *arg)
 {
 	struct qpost *q = arg;
+	int rc = sd_comm_cancelled(q->c);
 
+	if (rc)
+		return rc;
 	return q->f->news ? q->f->news(q->c) : SMDDP_OK;
 }
 

@@ -319,6 +319,10 @@ static int health(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 {
 	struct shm_state *s = ST(c);
 	char wbuf[64];
+	int rc = sd_comm_cancelled(c);
+
+	if (rc)
+		return rc;
 
 	for (int i = 0; i < n; i++) {
 		int lo = ops[i].peer, hi = ops[i].peer;
@@ -347,7 +351,8 @@ static int health(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 	if (c->boot) {
 		char err[512];
 		int who = -1;
-		int rc = sd_boot_poll(c->boot, &who, err, sizeof(err));
+
+		rc = sd_boot_poll(c->boot, &who, err, sizeof(err));
 
 		if (rc)
 			return sd_comm_error(c, rc, "%s", err);

@@ -319,7 +319,10 @@ static int check_health(struct smddp_comm *c, uint64_t target)
 {
 	struct shm_state *s = ST(c);
 	char missing[256];
+	int rc = sd_comm_cancelled(c);
 
+	if (rc)
+		return rc;
 	/* Root causes first: a rank that died, then one that left and says
 	 * why (aborted, or gave up after its own failure), then what the
 	 * bootstrap heard; sd_wait's deadline comes last. */
@@ -349,7 +352,8 @@ static int check_health(struct smddp_comm *c, uint64_t target)
 	if (c->boot) {
 		char err[512];
 		int who = -1;
-		int rc = sd_boot_poll(c->boot, &who, err, sizeof(err));
+
+		rc = sd_boot_poll(c->boot, &who, err, sizeof(err));
 
 		if (rc)
 			return sd_comm_error(c, rc, "%s", err);

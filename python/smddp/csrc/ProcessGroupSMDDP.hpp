@@ -180,7 +180,9 @@ class ProcessGroupSMDDP : public c10d::Backend {
   // that have them (not declared override so as to build with the others).
   // shutdown: finish the queued work (bounded by the group timeout), then
   // free the communicator, telling the peers this rank leaves normally.
-  // abort: fail the queued work and abort the communicator.
+  // abort: fail the queued work, cancel the library call in progress
+  // (smddp_comm_cancel: it ends within about SMDDP_LIVENESS_MS, not at the
+  // group timeout) and abort the communicator.
   void shutdown();
   void abort();
 

@@ -618,8 +618,7 @@ void WorkQueue::run(const c10::intrusive_ptr<WorkSMDDP>& work) {
       state_->fail(
           "smddp: " + std::string(work->name_) + " failed on " + state_->who() + ": " +
           messageOf(error));
-      smddp_comm_abort(comm_);
-      comm_ = nullptr;
+      abortComm();
     }
     if (ctx.result == SMDDP_EMISMATCH && comm_ && !state_->failed() && !unverified_.empty()) {
       // A mismatch its proxy met in queued GPU work breaks the
@@ -863,6 +862,10 @@ void WorkQueue::stop(bool abort) {
   }
   stopped_ = true;
   stopping_ = true;
+  // A call in progress would otherwise hold the join (and abort()) until
+  // its SMDDP_TIMEOUT.
+  if (abort || state_->failed())
+    cancelCall();
 
   if (onWorker) {
     // It cannot wait for itself: the worker fails or finishes what is
@@ -884,6 +887,22 @@ void WorkQueue::stop(bool abort) {
   stopCompleters(std::max(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(1)));
 }
 
+void WorkQueue::cancelCall() {
+  std::lock_guard<std::mutex> lock(cancelMutex_);
+  if (comm_)
+    smddp_comm_cancel(comm_);
+}
+
+void WorkQueue::abortComm() {
+  smddp_comm* comm;
+  {
+    std::lock_guard<std::mutex> lock(cancelMutex_);
+    comm = comm_;
+    comm_ = nullptr;
+  }
+  smddp_comm_abort(comm);
+}
+
 void WorkQueue::freeComm() {
   std::string say;
   std::unique_lock<std::mutex> commLock(commMutex_);
@@ -893,15 +912,20 @@ void WorkQueue::freeComm() {
     // A failure of queued GPU work that the last checks missed is returned
     // by the release: nobody is left to be told but stderr.
     if (aborting_ || state_->failed()) {
-      smddp_comm_abort(comm_);
+      abortComm();
     } else {
-      int rc = smddp_comm_release(comm_);
+      smddp_comm* comm;
+      {
+        std::lock_guard<std::mutex> lock(cancelMutex_);
+        comm = comm_;
+        comm_ = nullptr;
+      }
+      int rc = smddp_comm_release(comm);
       if (rc != SMDDP_OK)
         say = "smddp: " + state_->who() + ": work queued on the GPU failed, found when " +
             "releasing the communicator: " + smddp_last_error(nullptr) + " (" +
             smddp_strerror(rc) + ")";
     }
-    comm_ = nullptr;
   }
   commLock.unlock();
   sayDeviceError(say);

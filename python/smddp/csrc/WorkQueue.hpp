@@ -305,8 +305,10 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   // complete, for at most the group timeout, then fails what is left;
   // joins the worker; releases the communicator (smddp_comm_release) or, if
   // the group failed, aborts it.  abort true: fails the queued work at once
-  // and aborts the communicator.  Only the library call in progress, if
-  // any, is waited for (it has its own deadline).  Callbacks still running
+  // and aborts the communicator.  The library call in progress, if any
+  // (abort, or work left at the group timeout), is cancelled
+  // (smddp_comm_cancel): it ends within about SMDDP_LIVENESS_MS of its
+  // sleep, and the worker is joined then.  Callbacks still running
   // after the group timeout are left to finish on their own.  Idempotent.
   void stop(bool abort);
 
@@ -361,6 +363,14 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   // it without.
   smddp_comm* comm_;
   std::mutex commMutex_;
+  // For smddp_comm_cancel from stop() while the worker may be inside a
+  // call (and holds commMutex_): whoever clears comm_ also holds this, so
+  // that a cancel never reaches a freed communicator.  Taken after
+  // commMutex_, never before it.
+  std::mutex cancelMutex_;
+  void cancelCall();
+  // Clears comm_ (commMutex_ held) and aborts it.
+  void abortComm();
   // CUDA works run and not checked yet, in issue order; under commMutex_.
   std::deque<c10::intrusive_ptr<WorkSMDDP>> unverified_;
   // !unverified_.empty(), for the worker's wait without commMutex_.
