@@ -776,8 +776,9 @@ SD_EXPORT int smddp_comm_release(struct smddp_comm *comm)
 
 	if (!comm)
 		return SMDDP_EINVAL;
-	/* Broken already: the call that broke it returned the failure. */
-	if (comm->failed)
+	/* Broken already: the call that broke it returned the failure.  A
+	 * cancelled one leaves as broken too, not with the clean close. */
+	if (comm->failed || sd_comm_cancelled(comm))
 		return smddp_comm_abort(comm);
 	/* Every call of this rank has returned, so no peer still needs this
 	 * rank's memory or messages: the clean close (BYE) tells them not to

@@ -154,8 +154,9 @@ int smddp_comm_init_rank(struct smddp_comm **comm, int nranks, const struct smdd
  * for the device work queued on comm: if that met a failure that no call
  * has returned yet, comm is aborted and freed all the same, and the
  * failure is returned, its sentence in smddp_last_error(NULL).  A comm
- * that an earlier call broke is aborted, and SMDDP_OK returned (that call
- * returned the failure).  SMDDP_EINVAL: comm is NULL. */
+ * that an earlier call broke, or that was cancelled, is aborted, and
+ * SMDDP_OK returned (that call returned the failure).  SMDDP_EINVAL: comm
+ * is NULL. */
 int smddp_comm_release(struct smddp_comm *comm);
 
 int smddp_comm_rank(const struct smddp_comm *comm);
