@@ -639,7 +639,9 @@ struct split_rec {
 	int32_t color, key;
 };
 
-SD_EXPORT int smddp_comm_split(struct smddp_comm *comm, int color, int key, struct smddp_comm **out)
+/* timeout_ns: the new communicator's deadline, 0: the parent's. */
+static int comm_split(struct smddp_comm *comm, int color, int key, uint64_t timeout_ns,
+		      struct smddp_comm **out)
 {
 	struct split_rec mine = {color, key}, *all = NULL;
 	struct smddp_comm *c = NULL;
@@ -700,6 +702,10 @@ SD_EXPORT int smddp_comm_split(struct smddp_comm *comm, int color, int key, stru
 		c->local_rank = c->rank;
 		c->local_size = n;
 		inherit_tunables(c, comm);
+		if (timeout_ns) {
+			c->timeout_ns = timeout_ns;
+			c->timeout_from = "the communicator's timeout_ms";
+		}
 	}
 #ifdef HAVE_LIBFABRIC
 	if (comm->net)
@@ -736,7 +742,12 @@ SD_EXPORT int smddp_comm_split(struct smddp_comm *comm, int color, int key, stru
 	}
 	*out = c;
 out:
-	/* Not sd_api_leave: a failed split leaves the parent usable. */
+	/* Not sd_api_leave: a failed split leaves the parent usable, unless
+	 * it was cancelled: then it breaks, and the peers are told. */
+	if (rc && sd_comm_cancelled(comm)) {
+		comm->failed = rc;
+		sd_cuda_abort(comm);
+	}
 	sd_trace_end(comm, rc);
 	if (rc && rc != SMDDP_EINVAL)
 		sd_trace_failed(comm, rc);
@@ -744,6 +755,33 @@ out:
 	free(all);
 	free(members);
 	return rc;
+}
+
+SD_EXPORT int smddp_comm_split(struct smddp_comm *comm, int color, int key, struct smddp_comm **out)
+{
+	return comm_split(comm, color, key, 0, out);
+}
+
+SD_EXPORT int smddp_comm_split_config(struct smddp_comm *comm, int color, int key,
+				      const struct smddp_config *config, struct smddp_comm **out)
+{
+	uint64_t timeout_ns = 0;
+
+	/* Checked on each rank before the split, as out is. */
+	if (comm && config && config->size < sizeof(size_t))
+		return sd_comm_error(comm, SMDDP_EINVAL,
+				     "smddp_comm_split_config: config->size is %zu: set it to "
+				     "sizeof(struct smddp_config)",
+				     config->size);
+	if (comm && config &&
+	    config->size >= offsetof(struct smddp_config, timeout_ms) + sizeof(int)) {
+		if (config->timeout_ms < 0)
+			return sd_comm_error(comm, SMDDP_EINVAL,
+					     "smddp_comm_split_config: timeout_ms %d is negative",
+					     config->timeout_ms);
+		timeout_ns = (uint64_t)config->timeout_ms * 1000000ull;
+	}
+	return comm_split(comm, color, key, timeout_ns, out);
 }
 
 SD_EXPORT int smddp_comm_destroy(struct smddp_comm *comm)
@@ -776,10 +814,16 @@ SD_EXPORT int smddp_comm_release(struct smddp_comm *comm)
 
 	if (!comm)
 		return SMDDP_EINVAL;
-	/* Broken already: the call that broke it returned the failure.  A
-	 * cancelled one leaves as broken too, not with the clean close. */
-	if (comm->failed || sd_comm_cancelled(comm))
+	/* Broken already: the call that broke it returned the failure. */
+	if (comm->failed)
 		return smddp_comm_abort(comm);
+	/* Cancelled, and no call failed on it yet: it leaves as broken too,
+	 * not with the clean close, and says so. */
+	if ((rc = sd_comm_cancelled(comm))) {
+		sd_err_set(sd_init_err(), rc, "%s", comm->last_error);
+		smddp_comm_abort(comm);
+		return rc;
+	}
 	/* Every call of this rank has returned, so no peer still needs this
 	 * rank's memory or messages: the clean close (BYE) tells them not to
 	 * take the closing connections as a death. */

@@ -14,6 +14,9 @@ Usage:
                                          all_reduce (or an irecv) that rank 1 stays away from,
                                          then aborts the group: abort returns in seconds, not
                                          at the timeout, and the work raises
+  test_init.py splittimeout              2 ranks spawned, timeout=120 s; a split_group with
+                                         timeout=3 s, whose next call rank 1 skips: rank 0
+                                         raises after the split's 3 s, not the parent's 120
 """
 import datetime
 import os
@@ -190,6 +193,41 @@ def main():
         good = took < 10 and raised != "no exception"
         return report(good, r, f"abort of a group inside {kind} returned after {took:.2f} s; "
                       f"the work: {raised}")
+    if mode == "splittimeout":
+        url = f"tcp://127.0.0.1:{free_port()}"
+        return spawn(lambda r: ["splittimeout-child", url, str(r)], 2)
+    if mode == "splittimeout-child":
+        import smddp.torch  # noqa: F401
+        url, r = sys.argv[2], int(sys.argv[3])
+        dist, r, n, ok = work(url, r, 2, timeout=120)
+        import torch
+        if not hasattr(dist, "split_group"):
+            sys.stdout.write(f"TORCH-SKIP rank={r} torch {torch.__version__} has no split_group\n")
+            return 0
+        store = dist.distributed_c10d._get_default_store()
+        sub = dist.split_group(split_ranks=[[0, 1]], timeout=datetime.timedelta(seconds=3))
+        x = torch.ones(4)
+        dist.all_reduce(x, group=sub)
+        if r == 1:
+            # skips the next call on the split group until rank 0 gave up on it
+            deadline = time.monotonic() + 60
+            while store.add("gave-up", 0) < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            store.add("seen", 1)
+            os._exit(0)
+        t0 = time.monotonic()
+        try:
+            dist.all_reduce(x, group=sub)
+            good, what = False, "an all_reduce that rank 1 never joined succeeded"
+        except dist.DistBackendError as e:
+            took = time.monotonic() - t0
+            good = 2.5 < took < 10 and re.search(r"ranks?(\(s\))? 1\b", str(e)) is not None
+            what = f"DistBackendError after {took:.1f} s: {str(e)[:300]}"
+        store.add("gave-up", 1)
+        deadline = time.monotonic() + 60
+        while store.add("seen", 0) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return report(good, r, "split_group(timeout=3 s): " + what)
     print(__doc__, file=sys.stderr)
     return 2
 

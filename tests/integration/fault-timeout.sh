@@ -13,4 +13,9 @@ expect_witnesses hang-rank1 0 2
 # stuck (SIGSTOP) in the middle of a large allreduce, not before it
 run_job stopmid-rank1 60 3 "$FAULT" stopmid 1 700
 expect_witnesses stopmid-rank1 0 2
+# a communicator split with its own timeout_ms (2 s) under SMDDP_TIMEOUT=60:
+# the split's deadline is the one that fires (smddp_comm_split_config)
+mkdir -p "$TDIR/split"
+SMDDP_TIMEOUT=60 LAUNCH_OPTS="--grace 30" run_job split-timeout 60 2 "$FAULT" splittimeout "$TDIR/split"
+expect_witnesses split-timeout 0
 finish

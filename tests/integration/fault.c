@@ -26,6 +26,10 @@
  *                               the call ends with SMDDP_EABORTED long before SMDDP_TIMEOUT;
  *                               then rank 0 creates DIR/cancelled and rank 1, which waited
  *                               for it, calls the allreduce: SMDDP_EABORTED naming rank 0
+ *   fault splittimeout DIR      2 ranks (SMDDP_TIMEOUT=60): smddp_comm_split_config with
+ *                               timeout_ms 2000; rank 1 stays away from an allreduce on the
+ *                               new communicator until rank 0 has given up on it (DIR/done):
+ *                               rank 0 gets SMDDP_ETIMEDOUT after the split's 2 s, not 60
  *   fault mismatch KIND         rank 1 differs from the others in KIND: count, op, dtype,
  *                               root (broadcast), coll (allgather instead of allreduce),
  *                               null (a NULL recvbuf: its own SMDDP_EINVAL) or zero (count 0)
@@ -461,6 +465,53 @@ static void mode_cancel(struct smddp_comm *c, const char *dir, float *s, float *
 	witness(c, rc, took, 2, &e);
 }
 
+/* The split's own deadline, not the parent's (fault splittimeout DIR). */
+static void mode_splittimeout(struct smddp_comm *c, const char *dir, float *s, float *r)
+{
+	struct expectation e = {SMDDP_ETIMEDOUT, 1.5, 8.0, 1, {"allreduce", "timeout_ms", NULL}};
+	struct smddp_config bad = {sizeof(bad), -1}, cfg = {sizeof(cfg), 2000};
+	struct smddp_comm *sub = NULL;
+	char flag[4096];
+	double t0;
+	int rc;
+
+	snprintf(flag, sizeof(flag), "%s/done", dir);
+	if (size != 2) {
+		printf("FAULT-BAD rank=%d: needs 2 ranks\n", rank);
+		exit(1);
+	}
+	/* refused on each rank before the split, which then does not happen */
+	rc = smddp_comm_split_config(c, 0, rank, &bad, &sub);
+	if (rc != SMDDP_EINVAL || !mentions(smddp_last_error(c), "negative")) {
+		printf("FAULT-BAD rank=%d: a negative timeout_ms gave %s: %s\n", rank, rc_name(rc),
+		       smddp_last_error(c));
+		exit(1);
+	}
+	rc = smddp_comm_split_config(c, 0, rank, &cfg, &sub);
+	if (rc != SMDDP_OK || !sub || (rc = good_allreduce(sub, s, r, 1)) != SMDDP_OK) {
+		printf("FAULT-BAD rank=%d: the split or its first allreduce: %s: %s\n", rank,
+		       rc_name(rc), smddp_last_error(sub ? sub : c));
+		exit(1);
+	}
+	if (rank == 1) {
+		for (t0 = now_s(); access(flag, F_OK) != 0; sleep_s(0.01))
+			if (now_s() - t0 > 30) {
+				printf("FAULT-BAD rank=1: %s never appeared\n", flag);
+				exit(1);
+			}
+		printf("FAULT rank=1 stayed away\n");
+		exit(0);
+	}
+	t0 = now_s();
+	rc = good_allreduce(sub, s, r, 2);
+	double took = now_s() - t0;
+	FILE *f = fopen(flag, "w");
+
+	if (f)
+		fclose(f);
+	witness(sub, rc, took, 2, &e);
+}
+
 /* VICTIM dies (after one good allreduce) instead of calling where; the
  * others call it and must get SMDDP_EPEER naming VICTIM and the call
  * (destroy: it must return, whatever it says). */
@@ -638,7 +689,8 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "dump")) {
 		if (argc != 2)
 			usage();
-	} else if (!strcmp(mode, "mismatch") || !strcmp(mode, "cancel")) {
+	} else if (!strcmp(mode, "mismatch") || !strcmp(mode, "cancel") ||
+		   !strcmp(mode, "splittimeout")) {
 		if (argc != 3)
 			usage();
 	} else if (!strcmp(mode, "subabort") || !strcmp(mode, "subkill") ||
@@ -721,6 +773,8 @@ int main(int argc, char **argv)
 		mode_killat(c, victim, argv[3]);
 	if (!strcmp(mode, "cancel"))
 		mode_cancel(c, argv[2], s, r);
+	if (!strcmp(mode, "splittimeout"))
+		mode_splittimeout(c, argv[2], s, r);
 	if (!strcmp(mode, "subabort"))
 		mode_sub(c, victim, 0);
 	if (!strcmp(mode, "subkill"))

@@ -51,4 +51,14 @@ for kind in coll recv; do
 		fail "abort-$kind: exit $status"
 	fi
 done
+# a split_group's own timeout bounds its calls (smddp_comm_split_config)
+run_alone splittimeout 120 PYTHONPATH="$PYTHONPATH" SMDDP_CONFIG=/dev/null -- \
+	"$PY" "$TESTS_PY/test_init.py" splittimeout
+if grep -q "TORCH-SKIP rank=0" "$TDIR/splittimeout.out"; then
+	echo "splittimeout: not run: $(grep -o 'torch .* has no split_group' "$TDIR/splittimeout.out" | head -1)"
+elif [ "$status" -eq 0 ] && grep -q "TORCH-OK rank=0" "$TDIR/splittimeout.out"; then
+	pass "a split_group's timeout, not the parent's, bounds its calls"
+else
+	fail "splittimeout: exit $status"
+fi
 finish

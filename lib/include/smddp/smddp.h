@@ -95,7 +95,9 @@ int smddp_comm_abort(struct smddp_comm *comm);
  * another thread is inside a call on comm (what a framework's abort needs
  * before it can join its communication thread): the call in progress
  * ends with SMDDP_EABORTED within about SMDDP_LIVENESS_MS of sleep (or
- * once its spin ends), and so does every later call; the communicator is
+ * once its spin ends; past the first step of a collective inside a node,
+ * once the peers that may write into its buffers arrive, for at most 10 s
+ * more), and so does every later call; the communicator is
  * then broken, and its peers are told when that call fails.  It does not
  * free comm: once no call on it is in progress, free it with
  * smddp_comm_abort.  Not to be called during or after smddp_comm_abort,
@@ -147,6 +149,15 @@ int smddp_get_unique_id(struct smddp_unique_id *id);
  * id).  Errors as smddp_init(); the sentence is in smddp_last_error(NULL). */
 int smddp_comm_init_rank(struct smddp_comm **comm, int nranks, const struct smddp_unique_id *id,
 			 int rank, const struct smddp_config *config);
+/* smddp_comm_split with options for the new communicator, as NCCL's
+ * ncclCommSplit takes a config: config->timeout_ms, when positive, is the
+ * deadline of its waits instead of the parent's (0 or a NULL config: the
+ * parent's).  The split itself waits with the parent's.  The config is
+ * checked on each rank before the split (SMDDP_EINVAL: a negative
+ * timeout_ms, a size below sizeof(size_t)), so pass the same on every
+ * rank. */
+int smddp_comm_split_config(struct smddp_comm *comm, int color, int key,
+			    const struct smddp_config *config, struct smddp_comm **out);
 /* Local: frees comm at once, without waiting for the other ranks, who take
  * this rank's leaving as normal (not as a death, unlike smddp_comm_abort).
  * For callers that tear communicators down in no agreed order; call it
@@ -154,9 +165,10 @@ int smddp_comm_init_rank(struct smddp_comm **comm, int nranks, const struct smdd
  * for the device work queued on comm: if that met a failure that no call
  * has returned yet, comm is aborted and freed all the same, and the
  * failure is returned, its sentence in smddp_last_error(NULL).  A comm
- * that an earlier call broke, or that was cancelled, is aborted, and
- * SMDDP_OK returned (that call returned the failure).  SMDDP_EINVAL: comm
- * is NULL. */
+ * that an earlier call broke is aborted, and SMDDP_OK returned (that call
+ * returned the failure); one cancelled (smddp_comm_cancel) and not broken
+ * by a call since is aborted, and SMDDP_EABORTED returned.  SMDDP_EINVAL:
+ * comm is NULL. */
 int smddp_comm_release(struct smddp_comm *comm);
 
 int smddp_comm_rank(const struct smddp_comm *comm);

@@ -288,6 +288,7 @@ struct bwait {
 	struct shm_ctl *ctl; /* the ranks' control blocks: one load from a poll */
 	uint64_t target;     /* the epoch every rank must reach */
 	int r, n;            /* ranks below r have arrived, of n */
+	uint64_t cancel_seen; /* when this wait first saw a cancel it kept waiting through */
 };
 
 /* The ranks that have not reached target, for the flight recorder
@@ -319,10 +320,8 @@ static int check_health(struct smddp_comm *c, uint64_t target)
 {
 	struct shm_state *s = ST(c);
 	char missing[256];
-	int rc = sd_comm_cancelled(c);
+	int rc;
 
-	if (rc)
-		return rc;
 	/* Root causes first: a rank that died, then one that left and says
 	 * why (aborted, or gave up after its own failure), then what the
 	 * bootstrap heard; sd_wait's deadline comes last. */
@@ -416,11 +415,32 @@ static int barrier_sleep(void *arg, uint64_t ns, int *rc)
 	return SD_WAIT_NOT_YET;
 }
 
+/* The longest a cancelled barrier waits for peers that may still write
+ * into this rank's buffers (as an aborted device call waits for its
+ * kernels, cuda/move.c). */
+#define CANCEL_GRACE_NS 10000000000ull
+
 static int barrier_health(void *arg)
 {
 	struct bwait *b = arg;
+	struct smddp_comm *c = b->c;
 
-	return check_health(b->c, b->target);
+	/* smddp_comm_cancel ends the call's first barrier at once: no peer has
+	 * this call's buffers yet.  Past it, peers that single-copy into this
+	 * rank's receive buffer may still be writing: wait for them to arrive
+	 * (or fail) for at most the grace, so that the caller does not free
+	 * or reuse memory they write into. */
+	if (c->cancel && __atomic_load_n(c->cancel, __ATOMIC_ACQUIRE)) {
+		uint64_t now = sd_now_ns(), grace = CANCEL_GRACE_NS;
+
+		if (grace > c->timeout_ns)
+			grace = c->timeout_ns;
+		if (!b->cancel_seen)
+			b->cancel_seen = now;
+		if (b->target == ST(c)->call_first || now - b->cancel_seen >= grace)
+			return sd_comm_cancelled(c);
+	}
+	return check_health(c, b->target);
 }
 
 /* The wait of this communicator's shm: SMDDP_SPIN polls, then the
@@ -442,6 +462,11 @@ int sd_shm_barrier(struct smddp_comm *c)
 	struct sd_wait w;
 	int rc;
 
+	if (c->cur.coll != s->call_coll || c->cur.seq != s->call_seq || !c->cur.seq) {
+		s->call_coll = c->cur.coll;
+		s->call_seq = c->cur.seq;
+		s->call_first = b.target;
+	}
 	atomic_store_explicit(&s->ctl[c->rank].arrive, b.target, memory_order_seq_cst);
 	ring_sleepers(c);
 	sd_shm_wait_init(c, &w);

@@ -56,6 +56,10 @@ struct shm_state {
 	char *stage;               /* each rank's two staging halves for sends (p2p.c) */
 	size_t stage_half;
 	uint64_t epoch;
+	/* The call of the last barrier and its first barrier: a cancel ends
+	 * that one at once, later ones after a grace (shm.c, barrier_health). */
+	int call_coll;
+	uint64_t call_seq, call_first;
 	uint64_t done_epoch; /* last barrier this rank completed (published at abort) */
 	int *pidfd;
 	uint64_t last_check;

@@ -589,9 +589,18 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupSMDDP::split(
     color = *std::min_element(ranks.begin(), ranks.end());
     key = static_cast<int>(it - ranks.begin());
   }
+  // The new group's own timeout is its communicator's deadline too.
+  std::chrono::milliseconds timeout =
+      opts && opts->timeout.count() > 0 ? opts->timeout : timeout_;
+  smddp_config config;
+  std::memset(&config, 0, sizeof(config));
+  config.size = sizeof(config);
+  config.timeout_ms = timeout.count() > INT_MAX ? INT_MAX : static_cast<int>(timeout.count());
   auto made = std::make_shared<smddp_comm*>(nullptr);
-  auto body = [color, key, made](RunContext& ctx) {
-    ctx.check(smddp_comm_split(ctx.comm, color, key, made.get()), "smddp_comm_split");
+  auto body = [color, key, made, config](RunContext& ctx) {
+    ctx.check(
+        smddp_comm_split_config(ctx.comm, color, key, &config, made.get()),
+        "smddp_comm_split_config");
   };
   auto work = enqueue(
       c10d::OpType::UNKNOWN, op, at::Device(at::kCPU), {}, {}, std::chrono::milliseconds(0),
@@ -616,8 +625,6 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupSMDDP::split(
         " of ",
         ranks.size());
   }
-  std::chrono::milliseconds timeout =
-      opts && opts->timeout.count() > 0 ? opts->timeout : timeout_;
   c10::intrusive_ptr<c10d::Backend> child = c10::make_intrusive<ProcessGroupSMDDP>(
       comm, key, static_cast<int>(ranks.size()), timeout);
   splitMade_ = c10::weak_intrusive_ptr<c10d::Backend>(child);

@@ -838,8 +838,18 @@ void WorkQueue::stopCompleters(std::chrono::steady_clock::time_point deadline) {
 void WorkQueue::stop(bool abort) {
   GilRelease noGil;
   std::unique_lock<std::mutex> lock(mutex_);
-  if (stopRequested_)
+  if (stopRequested_) {
+    // An abort while a shutdown waits for the queue: that wait ends, the
+    // call in progress is cancelled, and the shutdown finishes as an abort.
+    if (abort && !aborting_) {
+      state_->fail("smddp: the process group was aborted on " + state_->who());
+      aborting_ = true;
+      lock.unlock();
+      idleCv_.notify_all();
+      cancelCall();
+    }
     return;
+  }
   stopRequested_ = true;
   const bool onWorker = thread_.joinable() && std::this_thread::get_id() == thread_.get_id();
   const int self = completerOf == this ? 1 : 0;
@@ -852,8 +862,9 @@ void WorkQueue::stop(bool abort) {
     // Callbacks of completed work may still queue more (PowerSGD's hook
     // does): wait for all of it.
     if (!idleCv_.wait_until(lock, deadline, [&] {
-          return queue_.empty() && !busy_ && completions_.empty() &&
-              runningCompletions_ <= self;
+          return aborting_ ||
+              (queue_.empty() && !busy_ && completions_.empty() &&
+               runningCompletions_ <= self);
         }))
       state_->fail(
           "smddp: the process group was shut down on " + state_->who() +
