@@ -62,6 +62,13 @@ def free_port():
     return port
 
 
+def store_wait(store, key, n=1, limit=60):
+    """Until key's counter in the store reaches n (another rank's signal), for at most limit s."""
+    deadline = time.monotonic() + limit
+    while store.add(key, 0) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def spawn(argv_of_rank, n, limit=120):
     procs = [subprocess.Popen([sys.executable, __file__] + argv_of_rank(r)) for r in range(n)]
     t0, rc = time.monotonic(), 0
@@ -129,9 +136,7 @@ def main():
         # that raises at once (as it should).  The store, not the group.
         store = dist.distributed_c10d._get_default_store()
         store.add("exit-issued", 1)
-        deadline = time.monotonic() + 60
-        while store.add("exit-issued", 0) < n and time.monotonic() < deadline:
-            time.sleep(0.01)
+        store_wait(store, "exit-issued", n)
         return report(ok, r, f"exit without destroy_process_group, {n} ranks")
     if mode == "timeout":
         url = f"tcp://127.0.0.1:{free_port()}"
@@ -168,9 +173,7 @@ def main():
         store = c10d._get_default_store()
         if r == 1:
             # stays away from rank 0's call until rank 0 has aborted
-            deadline = time.monotonic() + 60
-            while store.add("aborted", 0) < 1 and time.monotonic() < deadline:
-                time.sleep(0.01)
+            store_wait(store, "aborted")
             store.add("seen", 1)  # rank 0 serves the store: it waits for this
             os._exit(0)
         if kind == "recv":
@@ -182,9 +185,7 @@ def main():
         c10d._abort_process_group()
         took = time.monotonic() - t0
         store.add("aborted", 1)
-        deadline = time.monotonic() + 60
-        while store.add("seen", 0) < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        store_wait(store, "seen")
         try:
             w.wait()
             raised = "no exception"
@@ -210,9 +211,7 @@ def main():
         dist.all_reduce(x, group=sub)
         if r == 1:
             # skips the next call on the split group until rank 0 gave up on it
-            deadline = time.monotonic() + 60
-            while store.add("gave-up", 0) < 1 and time.monotonic() < deadline:
-                time.sleep(0.01)
+            store_wait(store, "gave-up")
             store.add("seen", 1)
             os._exit(0)
         t0 = time.monotonic()
@@ -224,9 +223,7 @@ def main():
             good = 2.5 < took < 10 and re.search(r"ranks?(\(s\))? 1\b", str(e)) is not None
             what = f"DistBackendError after {took:.1f} s: {str(e)[:300]}"
         store.add("gave-up", 1)
-        deadline = time.monotonic() + 60
-        while store.add("seen", 0) < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        store_wait(store, "seen")
         return report(good, r, "split_group(timeout=3 s): " + what)
     print(__doc__, file=sys.stderr)
     return 2

@@ -396,6 +396,16 @@ static void mode_killmid(struct smddp_comm *c, int victim, double ms, int sig)
 	exit(1);
 }
 
+/* Waits (30 s at most) for the file another rank creates when it is done. */
+static void await_flag(const char *flag)
+{
+	for (double t0 = now_s(); access(flag, F_OK) != 0; sleep_s(0.01))
+		if (now_s() - t0 > 30) {
+			printf("FAULT-BAD rank=%d: %s never appeared\n", rank, flag);
+			exit(1);
+		}
+}
+
 static struct smddp_comm *cancel_comm;
 
 static void *canceller(void *arg)
@@ -424,11 +434,7 @@ static void mode_cancel(struct smddp_comm *c, const char *dir, float *s, float *
 	}
 	if (rank == 1) {
 		/* stays away from the call until rank 0 has given it up */
-		for (t0 = now_s(); access(flag, F_OK) != 0; sleep_s(0.01))
-			if (now_s() - t0 > 30) {
-				printf("FAULT-BAD rank=1: %s never appeared\n", flag);
-				exit(1);
-			}
+		await_flag(flag);
 		t0 = now_s();
 		rc = good_allreduce(c, s, r, 2);
 		if (rc == SMDDP_OK) {
@@ -494,11 +500,7 @@ static void mode_splittimeout(struct smddp_comm *c, const char *dir, float *s, f
 		exit(1);
 	}
 	if (rank == 1) {
-		for (t0 = now_s(); access(flag, F_OK) != 0; sleep_s(0.01))
-			if (now_s() - t0 > 30) {
-				printf("FAULT-BAD rank=1: %s never appeared\n", flag);
-				exit(1);
-			}
+		await_flag(flag);
 		printf("FAULT rank=1 stayed away\n");
 		exit(0);
 	}
