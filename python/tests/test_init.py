@@ -10,10 +10,12 @@ Usage:
                                          and exits without destroy_process_group: exit status 0
   test_init.py timeout                   2 ranks spawned, timeout=3 s; rank 1 skips a call:
                                          rank 0 raises DistBackendError in seconds
-  test_init.py abort coll|recv           2 ranks spawned, timeout=120 s; rank 0 queues an
+  test_init.py abort coll|recv|shutdown  2 ranks spawned, timeout=120 s; rank 0 queues an
                                          all_reduce (or an irecv) that rank 1 stays away from,
                                          then aborts the group: abort returns in seconds, not
-                                         at the timeout, and the work raises
+                                         at the timeout, and the work raises (shutdown: the
+                                         abort comes while a thread's shutdown() waits for
+                                         the all_reduce, and that shutdown ends too)
   test_init.py splittimeout              2 ranks spawned, timeout=120 s; a split_group with
                                          timeout=3 s, whose next call rank 1 skips: rank 0
                                          raises after the split's 3 s, not the parent's 120
@@ -180,9 +182,20 @@ def main():
             w = dist.irecv(torch.zeros(4), src=1)
         else:
             w = dist.all_reduce(torch.ones(4), async_op=True)
+        closer = None
+        if kind == "shutdown":
+            import threading
+            closer = threading.Thread(target=c10d._get_default_group().shutdown)
+            closer.start()
         time.sleep(0.5)  # the worker is inside the library call by now, or soon
         t0 = time.monotonic()
-        c10d._abort_process_group()
+        if closer:
+            c10d._get_default_group().abort()
+            closer.join(10)
+            if closer.is_alive():
+                return report(False, r, "shutdown() still waits 10 s after abort()")
+        else:
+            c10d._abort_process_group()
         took = time.monotonic() - t0
         store.add("aborted", 1)
         store_wait(store, "seen")

@@ -40,7 +40,7 @@ grep -q "TORCH-OK rank=0" "$TDIR/timeout.out" &&
 # abort() of a group whose worker is inside a library call (a collective,
 # a receive) that a peer stays away from: smddp_comm_cancel ends the call,
 # so abort returns in seconds, not at the group timeout of 120 s
-for kind in coll recv; do
+for kind in coll recv shutdown; do
 	run_alone "abort-$kind" 120 PYTHONPATH="$PYTHONPATH" SMDDP_CONFIG=/dev/null -- \
 		"$PY" "$TESTS_PY/test_init.py" abort "$kind"
 	if grep -q "TORCH-SKIP rank=0" "$TDIR/abort-$kind.out"; then
