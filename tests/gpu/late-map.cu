@@ -5,9 +5,11 @@
 // maps the peers' buffers afterwards, while the kernel waits on a flag.  This
 // probe does the same in one process, without IPC: a kernel waits for a
 // pointer in mapped host memory and reads through it; the buffer is
-// allocated before the launch ("early") or after it ("late").  Both read the
-// right value without a sanitizer.  Under memcheck, a report for "late" only
-// says the tool checks a kernel against the allocations of its launch.
+// allocated before the launch ("early") or after it ("late").  Without a
+// sanitizer both must read the right value (the sanitizer stage of
+// run-on-device.sh runs them plain first); under memcheck, a report for
+// "late" alone says the tool checks a kernel against the allocations of
+// its launch.
 //
 // Usage: late-map early|late.  Exit 0: the value was read; 1: it was not.
 #include <cuda_runtime.h>

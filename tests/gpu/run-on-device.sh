@@ -159,6 +159,7 @@ for s in $stages; do
 		# the queued mode maps the peers' buffers (tests/gpu/late-map.cu)
 		for w in early late; do
 			[ -x "$B/tests/gpu/late-map" ] || break
+			say "late-map $w without a sanitizer: $(timeout -k 5 30 "$B/tests/gpu/late-map" "$w" 2>&1)"
 			timeout -k 5 60 compute-sanitizer --tool memcheck --error-exitcode 9 \
 				"$B/tests/gpu/late-map" "$w" >"$TMPD/late-map-$w.log" 2>&1
 			say "late-map $w under memcheck: exit $?;" \
