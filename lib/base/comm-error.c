@@ -115,7 +115,7 @@ int sd_comm_error(struct smddp_comm *c, int rc, const char *fmt, ...)
 
 int sd_comm_cancelled(struct smddp_comm *c)
 {
-	if (!c->cancel || !__atomic_load_n(c->cancel, __ATOMIC_ACQUIRE))
+	if (!sd_comm_cancel_asked(c))
 		return SMDDP_OK;
 	return sd_comm_error(c, SMDDP_EABORTED,
 			     "the communicator was cancelled on this rank (smddp_comm_cancel)");

@@ -115,6 +115,11 @@ int sd_comm_error(struct smddp_comm *c, int rc, const char *fmt, ...)
  * SMDDP_EABORTED with its sentence recorded: every wait's health check
  * and every call's entry ask. */
 int sd_comm_cancelled(struct smddp_comm *c);
+/* Whether smddp_comm_cancel was called on c, recording nothing. */
+static inline int sd_comm_cancel_asked(const struct smddp_comm *c)
+{
+	return c->cancel && __atomic_load_n(c->cancel, __ATOMIC_ACQUIRE);
+}
 /* "allreduce #12 (count 1000, float32, sum)" */
 void sd_coll_describe(const struct sd_coll_desc *d, char *buf, size_t len);
 const char *sd_coll_name(int coll);

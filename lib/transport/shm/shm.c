@@ -430,7 +430,7 @@ static int barrier_health(void *arg)
 	 * rank's receive buffer may still be writing: wait for them to arrive
 	 * (or fail) for at most the grace, so that the caller does not free
 	 * or reuse memory they write into. */
-	if (c->cancel && __atomic_load_n(c->cancel, __ATOMIC_ACQUIRE)) {
+	if (sd_comm_cancel_asked(c)) {
 		uint64_t now = sd_now_ns(), grace = CANCEL_GRACE_NS;
 
 		if (grace > c->timeout_ns)

@@ -904,14 +904,15 @@ void WorkQueue::cancelCall() {
     smddp_comm_cancel(comm_);
 }
 
+smddp_comm* WorkQueue::takeComm() {
+  std::lock_guard<std::mutex> lock(cancelMutex_);
+  smddp_comm* comm = comm_;
+  comm_ = nullptr;
+  return comm;
+}
+
 void WorkQueue::abortComm() {
-  smddp_comm* comm;
-  {
-    std::lock_guard<std::mutex> lock(cancelMutex_);
-    comm = comm_;
-    comm_ = nullptr;
-  }
-  smddp_comm_abort(comm);
+  smddp_comm_abort(takeComm());
 }
 
 void WorkQueue::freeComm() {
@@ -925,13 +926,7 @@ void WorkQueue::freeComm() {
     if (aborting_ || state_->failed()) {
       abortComm();
     } else {
-      smddp_comm* comm;
-      {
-        std::lock_guard<std::mutex> lock(cancelMutex_);
-        comm = comm_;
-        comm_ = nullptr;
-      }
-      int rc = smddp_comm_release(comm);
+      int rc = smddp_comm_release(takeComm());
       if (rc != SMDDP_OK)
         say = "smddp: " + state_->who() + ": work queued on the GPU failed, found when " +
             "releasing the communicator: " + smddp_last_error(nullptr) + " (" +

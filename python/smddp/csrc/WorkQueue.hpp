@@ -369,7 +369,9 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   // commMutex_, never before it.
   std::mutex cancelMutex_;
   void cancelCall();
-  // Clears comm_ (commMutex_ held) and aborts it.
+  // Clears comm_ (commMutex_ held) and returns what it was.
+  smddp_comm* takeComm();
+  // takeComm(), then aborts it.
   void abortComm();
   // CUDA works run and not checked yet, in issue order; under commMutex_.
   std::deque<c10::intrusive_ptr<WorkSMDDP>> unverified_;
