@@ -16,7 +16,10 @@ found in this order:
                         there and the .pc file lies in a build tree, that tree
 
 The library's directory goes into the extension's rpath, so nothing needs
-LD_LIBRARY_PATH.  With a CUDA build of torch and the CUDA toolkit's headers
+LD_LIBRARY_PATH.  The shim shares torch's C++ runtime: where the compiler
+has only a static libstdc++ (a GCC built with --disable-shared, say), the
+libstdc++.so.6 that torch loaded is linked instead, since a second copy of
+libstdc++ in the process crashes in its locale code.  With a CUDA build of torch and the CUDA toolkit's headers
 (CUDA_HOME, else /usr/local/cuda), the CUDA path is compiled too
 (SMDDP_TORCH_CUDA=0 leaves it out, =1 makes its absence an error).
 """
@@ -296,10 +299,61 @@ def extension():
     )
 
 
+def loaded_libstdcxx():
+    """The shared libstdc++ this interpreter loaded with torch, or None."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as f:
+            for line in f:
+                fields = line.split(None, 5)
+                if len(fields) == 6:
+                    path = fields[5].strip()
+                    if os.path.basename(path).startswith("libstdc++.so"):
+                        return path
+    except OSError:
+        pass
+    return None
+
+
+class BuildExt(cpp_extension.BuildExtension):
+    """torch's build_ext, with the shim kept on torch's C++ runtime."""
+
+    def build_extensions(self):
+        if sys.platform.startswith("linux"):
+            self.share_cxx_runtime()
+        super().build_extensions()
+
+    def share_cxx_runtime(self):
+        # A compiler with only libstdc++.a links a copy of it into _C.so;
+        # the shim's functions then run on that copy (python's LDSHARED has
+        # -Bsymbolic-functions) and on torch's libstdc++.so.6 data: a
+        # SIGSEGV formatting a number into a message, seen with a GCC in
+        # /opt/gcc.
+        driver = [a for a in (self.compiler.compiler_cxx or self.compiler.linker_so)
+                  if os.path.basename(a) not in ("ccache", "sccache")][:1]
+        if not driver:
+            return
+        out = subprocess.run(
+            driver + ["-print-file-name=libstdc++.so"], capture_output=True, text=True,
+            check=False,
+        ).stdout.strip()
+        if os.path.isabs(out) and os.path.exists(out):
+            return
+        lib = loaded_libstdcxx()
+        if lib is None:
+            return
+        print(
+            f"smddp: {driver[0]} has no shared libstdc++ (only the static one); "
+            f"linking torch's {lib} instead, so that the process has one C++ runtime",
+            file=sys.stderr,
+        )
+        for ext in self.extensions:
+            ext.extra_link_args = list(ext.extra_link_args or []) + [lib]
+
+
 ext, version = extension()
 
 setup(
     version=version,
     ext_modules=[ext],
-    cmdclass={"build_ext": cpp_extension.BuildExtension},
+    cmdclass={"build_ext": BuildExt},
 )

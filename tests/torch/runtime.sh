@@ -1,0 +1,46 @@
+# runtime.sh - the backend built by a compiler that has only a static libstdc++
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
+# (a GCC built with --disable-shared, as in /opt/gcc on the GPU machine)
+# must link torch's libstdc++.so.6, not a copy of libstdc++.a: with python's
+# -Bsymbolic-functions the copy's code ran on torch's copy's data and died of
+# SIGSEGV formatting a number into an error message.
+. "$top_srcdir/tests/torch/lib.sh"
+for tool in g++ gcc nm readelf; do
+	command -v "$tool" >/dev/null || { echo "SKIP: no $tool"; exit 77; }
+done
+# The compilers: g++ and gcc, but without libstdc++.so, as such a GCC is.
+for cc in gcc g++; do
+	cat >"$TDIR/static-$cc" <<WRAP
+#!/bin/sh
+for a; do [ "\$a" = -print-file-name=libstdc++.so ] && { echo libstdc++.so; exit 0; }; done
+for a; do [ "\$a" = -shared ] && exec $(command -v $cc) "\$@" -static-libstdc++ -Wl,-Bsymbolic-functions; done
+exec $(command -v $cc) "\$@"
+WRAP
+	chmod +x "$TDIR/static-$cc"
+done
+cp -r "$top_srcdir/python" "$TDIR/src"
+chmod -R u+w "$TDIR/src"
+t0=$(now)
+if ! CC=$TDIR/static-gcc CXX=$TDIR/static-g++ SMDDP_BUILD_DIR=$top_builddir \
+	SMDDP_SOURCE_DIR=$top_srcdir MAX_JOBS=2 "$PY" -m pip install -v --no-build-isolation \
+	--no-deps --no-index --target "$TDIR/site" "$TDIR/src" >"$TDIR/pip.out" 2>&1; then
+	tail -40 "$TDIR/pip.out"
+	fail "pip install of python/ with a static-only libstdc++ failed"
+	finish
+fi
+pass "built with a static-only libstdc++ in $(since "$t0") s"
+grep -h "smddp: .* has no shared libstdc++" "$TDIR/pip.out" | sed 's/^ *//' | head -1 | grep . &&
+	pass "setup.py says it links torch's libstdc++" ||
+	fail "setup.py did not say that the compiler has no shared libstdc++"
+so=$(ls "$TDIR"/site/smddp/_C*.so)
+copies=$(nm -D --defined-only "$so" | grep -c " T _ZNSo9_M_insertI\| T _ZNSt6locale")
+[ "$copies" -eq 0 ] && pass "_C.so defines no libstdc++ function" ||
+	fail "_C.so carries libstdc++: $copies of std::ostream::_M_insert and std::locale defined"
+readelf -d "$so" | grep -q "NEEDED.*\[libstdc++\.so\.6\]" &&
+	pass "_C.so needs libstdc++.so.6" || fail "_C.so does not need libstdc++.so.6"
+# An error message with numbers in it, raised on both ranks.
+PYTHONPATH=$TDIR/site run_job splits 120 2 "$PY" "$top_srcdir/tests/gpu/torch_errors.py" splits cpu
+[ "$status" -eq 0 ] && [ "$(grep -c "ERRORS-OK rank=" "$TDIR/splits.out")" -eq 2 ] &&
+	pass "a message with numbers is raised on both ranks" ||
+	fail "splits: exit $status; the error was not raised on both ranks"
+finish
