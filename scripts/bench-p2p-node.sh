@@ -2,7 +2,7 @@
 # scripts/bench-p2p-node.sh - sendrecv and alltoallv against Open MPI on one node: medians of repeated runs.
 #
 # usage: scripts/bench-p2p-node.sh [-n RANKS,...] [-C COLL,...] [-r REPEATS] [-o DIR]
-#                                  BUILD-DIR [-- BENCH-ARGS...]
+#                                  [-m MPIRUN-PLACEMENT] BUILD-DIR [-- BENCH-ARGS...]
 # For every rank count (default 2,4) and collective (default
 # sendrecv,alltoallv), runs BUILD-DIR/cmd/bench/smddp-allreduce-bench
 # --compare mpi --json REPEATS times (default 3) through mpirun, and prints
@@ -15,19 +15,29 @@
 # The runs of one configuration follow each other directly and each run
 # has libsmddp and MPI side by side in the same processes: a ratio compares
 # the two under the same load.  Ranks are not bound (--bind-to none) and
-# may oversubscribe the cores; say which when quoting the numbers.
+# may oversubscribe the cores, unless -m gives mpirun's placement instead
+# ("--bind-to core": neighbouring cores; "--map-by socket --bind-to core":
+# one socket each); say which when quoting the numbers.
+#
+# The roof of the large sizes: before the runs of each rank count, that
+# many processes copy ROOF_BYTES (default 256 MiB) with memcpy at once
+# (scripts/memcpy-rate.c, compiled with cc where there is one), and the
+# header gives each one's rate; a single-copy sendrecv moves its bytes
+# with one such copy per rank.
 set -eu
 usage() {
-	echo "usage: $0 [-n RANKS,...] [-C COLL,...] [-r REPEATS] [-o DIR] BUILD-DIR [-- BENCH-ARGS...]"
+	echo "usage: $0 [-n RANKS,...] [-C COLL,...] [-r REPEATS] [-o DIR] [-m MPIRUN-PLACEMENT]" \
+		"BUILD-DIR [-- BENCH-ARGS...]"
 }
 here=$(cd "$(dirname "$0")" && pwd)
-nlist=2,4 colls=sendrecv,alltoallv repeats=3 keep=
+nlist=2,4 colls=sendrecv,alltoallv repeats=3 keep= place="--bind-to none"
 while [ $# -gt 0 ]; do
 	case $1 in
 	-n) nlist=$2; shift 2 ;;
 	-C | --coll) colls=$2; shift 2 ;;
 	-r) repeats=$2; shift 2 ;;
 	-o) keep=$2; shift 2 ;;
+	-m) place=$2; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
 	--) break ;;
 	-*) usage >&2; exit 2 ;;
@@ -56,8 +66,21 @@ fi
 echo "$0: JSON runs in $out" >&2
 # a root shell (containers, CI) is allowed; harmless otherwise
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-echo "# $(uname -n): $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +'%F %H:%M UTC'); bench args: $*"
+echo "# $(uname -n): $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +'%F %H:%M UTC'); mpirun $place; bench args: $*"
+roof=
+if command -v cc >/dev/null && cc -O2 -o "$out/memcpy-rate" "$here/memcpy-rate.c" 2>"$out/cc.err"; then
+	roof=$out/memcpy-rate
+else
+	echo "$0: no memcpy roof (no cc, or it failed: $(head -1 "$out/cc.err" 2>/dev/null))" >&2
+fi
 for n in ${nlist//,/ }; do
+	if [ -n "$roof" ]; then
+		for ((i = 0; i < n; i++)); do "$roof" "${ROOF_BYTES:-268435456}" >"$out/roof$i" & done
+		wait
+		echo "# memcpy of ${ROOF_BYTES:-268435456} bytes, $n processes at once, GB/s each:" \
+			"$(cat "$out"/roof* | tr '\n' ' ')"
+		rm -f "$out"/roof*
+	fi
 	for c in ${colls//,/ }; do
 		dir=$out/$c-n$n
 		mkdir -p "$dir"
@@ -69,7 +92,7 @@ for n in ${nlist//,/ }; do
 			# second try on another.
 			for try in 1 2 3; do
 				port=$((20000 + RANDOM % 12000))
-				timeout -k 10 1800 mpirun -np "$n" --oversubscribe --bind-to none \
+				timeout -k 10 1800 mpirun -np "$n" --oversubscribe $place \
 					-x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=$port \
 					"$bench" --coll "$c" --compare mpi --json "$@" \
 					>"$dir/run$i.json" 2>"$out/run.err" && break
