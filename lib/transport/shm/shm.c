@@ -30,6 +30,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,35 @@ static int open_pidfds(struct smddp_comm *c, struct shm_state *s)
 	return SMDDP_OK;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+/* Map the pages of [p, p + len) into this process now. */
+static void populate(void *p, size_t len)
+{
+	uintptr_t pg = 4096, a = (uintptr_t)p & ~(pg - 1), e = ((uintptr_t)p + len + pg - 1) & ~(pg - 1);
+
+	if (madvise((void *)a, e - a, MADV_POPULATE_WRITE) == 0)
+		return;
+	for (uintptr_t x = a; x < e; x += pg)
+		(void)*(volatile char *)x;
+}
+
+/* This rank's eager slots, those it sends from and those it receives in:
+ * mapped lazily, each of the first P2P_NDESC messages over P2P_TINY bytes
+ * on a channel would take a page fault on both ends. */
+static void populate_eager(struct smddp_comm *c, struct shm_state *s)
+{
+	size_t span = P2P_NDESC * s->eager;
+
+	for (int q = 0; q < c->size; q++) {
+		populate(sd_shm_eager(s, c->size, c->rank, q, 0), span);
+		if (q != c->rank)
+			populate(sd_shm_eager(s, c->size, q, c->rank, 0), span);
+	}
+}
+
 static int map_segment(struct smddp_comm *c, struct shm_state *s, int fd, size_t len)
 {
 	size_t ctl_off, data_off;
@@ -101,6 +131,7 @@ static int map_segment(struct smddp_comm *c, struct shm_state *s, int fd, size_t
 	s->p2p = calloc((size_t)c->size, sizeof(*s->p2p));
 	if (!s->p2p)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	populate_eager(c, s);
 	return SMDDP_OK;
 }
 
