@@ -20,10 +20,11 @@
 # one socket each); say which when quoting the numbers.
 #
 # The roof of the large sizes: before the runs of each rank count, that
-# many processes copy ROOF_BYTES (default 256 MiB) with memcpy at once
-# (scripts/memcpy-rate.c, compiled with cc where there is one), and the
-# header gives each one's rate; a single-copy sendrecv moves its bytes
-# with one such copy per rank.
+# many processes copy ROOF_BYTES (default 256 MiB) at once, with memcpy
+# and then from another process with process_vm_readv as the single copy
+# does (scripts/memcpy-rate.c, compiled with cc where there is one), and
+# the header gives each one's rate; a single-copy sendrecv moves its
+# bytes with one such copy per rank.
 set -eu
 usage() {
 	echo "usage: $0 [-n RANKS,...] [-C COLL,...] [-r REPEATS] [-o DIR] [-m MPIRUN-PLACEMENT]" \
@@ -75,11 +76,15 @@ else
 fi
 for n in ${nlist//,/ }; do
 	if [ -n "$roof" ]; then
-		for ((i = 0; i < n; i++)); do "$roof" "${ROOF_BYTES:-268435456}" >"$out/roof$i" & done
-		wait
-		echo "# memcpy of ${ROOF_BYTES:-268435456} bytes, $n processes at once, GB/s each:" \
-			"$(cat "$out"/roof* | tr '\n' ' ')"
-		rm -f "$out"/roof*
+		for how in memcpy cma; do
+			for ((i = 0; i < n; i++)); do
+				"$roof" "${ROOF_BYTES:-268435456}" 10 ${how#memcpy} >"$out/roof$i" &
+			done
+			wait
+			echo "# $how of ${ROOF_BYTES:-268435456} bytes, $n processes at once, GB/s each:" \
+				"$(cat "$out"/roof* | tr '\n' ' ')"
+			rm -f "$out"/roof*
+		done
 	fi
 	for c in ${colls//,/ }; do
 		dir=$out/$c-n$n
