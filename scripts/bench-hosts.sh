@@ -10,7 +10,7 @@
 # the link's payload rate), then runs smddp-allreduce-bench --compare mpi through smddp-run --hosts
 # (mpirun) REPEATS times and prints the medians per size, for each collective
 # in turn on the same hosts (-C sendrecv,alltoallv).  Root only; needs a
-# build in ./build with libfabric and Open MPI.  Everything is removed on exit
+# build in ./build (or $BUILD) with libfabric and Open MPI.  Everything is removed on exit
 # but the runs' JSON lines, which -o DIR keeps as DIR/COLL/runN.json.
 set -eu
 cd "$(dirname "$0")/.."
@@ -31,7 +31,7 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || set -- -b 8 -e 256M -f 4 -n 10 -w 3 -c 0
 [ "$(id -u)" = 0 ] || { echo "$0: network namespaces need root" >&2; exit 1; }
-export top_builddir=$PWD/build top_srcdir=$PWD
+export top_builddir=${BUILD:-$PWD/build} top_srcdir=$PWD
 bench=$top_builddir/cmd/bench/smddp-allreduce-bench
 [ -x "$bench" ] || { echo "$0: $bench not built: run scripts/demo.sh first" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

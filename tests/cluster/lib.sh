@@ -61,6 +61,10 @@ for tool in ip unshare timeout; do
 	command -v "$tool" >/dev/null 2>&1 || skip "$tool is not installed (Debian: iproute2, util-linux, coreutils)"
 done
 command -v mpirun >/dev/null 2>&1 || skip "mpirun is not installed (Debian: openmpi-bin)"
+# A launcher chosen in the environment (OMPI_MCA_plm=isolated, as some
+# images set) would start every rank on this host, in h1, instead of
+# through the agent that puts each in its namespace.
+unset OMPI_MCA_plm
 
 CL_DIR=$(mktemp -d "${TMPDIR:-/tmp}/smddp-cluster.XXXXXX") || exit 99
 # what smddp-run and its ranks keep in TMPDIR (the flight recorders' dumps
