@@ -305,10 +305,13 @@ def loaded_libstdcxx():
         with open("/proc/self/maps", encoding="utf-8") as f:
             for line in f:
                 fields = line.split(None, 5)
-                if len(fields) == 6:
-                    path = fields[5].strip()
-                    if os.path.basename(path).startswith("libstdc++.so"):
-                        return path
+                if len(fields) < 6:
+                    continue
+                path = fields[5].strip()
+                if path.endswith(" (deleted)"):
+                    path = path[: -len(" (deleted)")]
+                if os.path.basename(path).startswith("libstdc++.so") and os.path.exists(path):
+                    return path
     except OSError:
         pass
     return None
@@ -327,19 +330,34 @@ class BuildExt(cpp_extension.BuildExtension):
         # the shim's functions then run on that copy (python's LDSHARED has
         # -Bsymbolic-functions) and on torch's libstdc++.so.6 data: a
         # SIGSEGV formatting a number into a message, seen with a GCC in
-        # /opt/gcc.
-        driver = [a for a in (self.compiler.compiler_cxx or self.compiler.linker_so)
-                  if os.path.basename(a) not in ("ccache", "sccache")][:1]
+        # /opt/gcc.  The driver is asked as it links: C++ compiler and
+        # flags (--sysroot, -B... change the answer), less env and ccache.
+        driver = list(self.compiler.compiler_cxx or self.compiler.linker_so)
+        if driver and os.path.basename(driver[0]) == "env":
+            driver = driver[1:]
+            while driver and "=" in driver[0] and not driver[0].startswith("-"):
+                driver = driver[1:]
+        while driver and os.path.basename(driver[0]) in ("ccache", "sccache"):
+            driver = driver[1:]
         if not driver:
             return
-        out = subprocess.run(
-            driver + ["-print-file-name=libstdc++.so"], capture_output=True, text=True,
-            check=False,
-        ).stdout.strip()
-        if os.path.isabs(out) and os.path.exists(out):
+        try:
+            out = subprocess.run(
+                driver + ["-print-file-name=libstdc++.so"], capture_output=True, text=True,
+                check=False,
+            )
+        except OSError:
+            return  # the build itself will say that the compiler is missing
+        found = out.stdout.strip()
+        if out.returncode != 0 or (os.path.isabs(found) and os.path.exists(found)):
             return
         lib = loaded_libstdcxx()
         if lib is None:
+            print(
+                f"smddp: warning: {driver[0]} has no shared libstdc++ and torch loaded none; "
+                "the shim gets a static copy of libstdc++",
+                file=sys.stderr,
+            )
             return
         print(
             f"smddp: {driver[0]} has no shared libstdc++ (only the static one); "
@@ -347,7 +365,8 @@ class BuildExt(cpp_extension.BuildExtension):
             file=sys.stderr,
         )
         for ext in self.extensions:
-            ext.extra_link_args = list(ext.extra_link_args or []) + [lib]
+            if lib not in (ext.extra_link_args or []):
+                ext.extra_link_args = list(ext.extra_link_args or []) + [lib]
 
 
 ext, version = extension()

@@ -13,6 +13,8 @@
 # build in ./build (or $BUILD) with libfabric and Open MPI.  Everything is removed on exit
 # but the runs' JSON lines, which -o DIR keeps as DIR/COLL/runN.json.
 set -eu
+# BUILD as the caller names it, before the cd below
+[ -z "${BUILD:-}" ] || BUILD=$(cd "$BUILD" && pwd) || { echo "$0: BUILD=$BUILD: no such folder" >&2; exit 1; }
 cd "$(dirname "$0")/.."
 hosts=2 per=1 rate="" mtu="" repeats=3 coll=allreduce envs=() keep=
 while [ $# -gt 0 ]; do

@@ -69,21 +69,26 @@ echo "$0: JSON runs in $out" >&2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 echo "# $(uname -n): $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +'%F %H:%M UTC'); mpirun $place; bench args: $*"
 roof=
-if command -v cc >/dev/null && cc -O2 -o "$out/memcpy-rate" "$here/memcpy-rate.c" 2>"$out/cc.err"; then
-	roof=$out/memcpy-rate
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/smddp-roof.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+if command -v cc >/dev/null && cc -O2 -o "$tmp/memcpy-rate" "$here/memcpy-rate.c" 2>"$tmp/cc.err"; then
+	roof=$tmp/memcpy-rate
 else
-	echo "$0: no memcpy roof (no cc, or it failed: $(head -1 "$out/cc.err" 2>/dev/null))" >&2
+	echo "$0: no memcpy roof (no cc, or it failed: $(head -1 "$tmp/cc.err" 2>/dev/null))" >&2
 fi
 for n in ${nlist//,/ }; do
 	if [ -n "$roof" ]; then
 		for how in memcpy cma; do
+			pids=()
 			for ((i = 0; i < n; i++)); do
-				"$roof" "${ROOF_BYTES:-268435456}" 10 ${how#memcpy} >"$out/roof$i" &
+				"$roof" "${ROOF_BYTES:-268435456}" 10 ${how#memcpy} >"$tmp/roof$i" &
+				pids+=($!)
 			done
-			wait
-			echo "# $how of ${ROOF_BYTES:-268435456} bytes, $n processes at once, GB/s each:" \
-				"$(cat "$out"/roof* | tr '\n' ' ')"
-			rm -f "$out"/roof*
+			bad=0
+			for p in "${pids[@]}"; do wait "$p" || bad=$((bad + 1)); done
+			echo "# $how of ${ROOF_BYTES:-268435456} bytes, $n processes at once (unbound), GB/s each:" \
+				"$(cat "$tmp"/roof* | tr '\n' ' ')$([ "$bad" -eq 0 ] || echo "($bad failed)")"
+			rm -f "$tmp"/roof*
 		done
 	fi
 	for c in ${colls//,/ }; do

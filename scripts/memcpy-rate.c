@@ -1,6 +1,6 @@
 /* scripts/memcpy-rate.c - the roof of single-copy transfers: memcpy's rate, or process_vm_readv's.
  *
- * usage: memcpy-rate BYTES [REPEATS [cma]]
+ * usage: memcpy-rate BYTES [REPEATS [cma]]   (BYTES a plain number)
  * Copies BYTES between two buffers of its own REPEATS times (default 10)
  * after one untimed copy and prints the median rate in GB/s (10^9 bytes
  * per second).  With "cma" the source lies in a child process and is read
@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -32,13 +33,18 @@ static int cmp(const void *a, const void *b)
 static pid_t child_with(size_t bytes, uintptr_t *addr)
 {
 	int fd[2];
-	pid_t pid;
+	pid_t pid, parent = getpid();
 
 	if (pipe(fd) != 0)
 		return -1;
 	pid = fork();
 	if (pid == 0) {
-		char *src = malloc(bytes);
+		char *src;
+
+		/* gone with the parent, however it ends */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+			_exit(1);
+		src = malloc(bytes);
 		uintptr_t a = (uintptr_t)src;
 
 		if (src)
@@ -78,16 +84,19 @@ static int copy(pid_t pid, char *dst, const char *src, uintptr_t remote, size_t 
 
 int main(int argc, char **argv)
 {
-	size_t bytes;
+	size_t bytes = 0;
 	int reps, cma, bad = 0;
 	char *src = NULL, *dst;
 	double *secs;
 	uintptr_t remote = 0;
 	pid_t pid = 0;
 
+	char *end = NULL;
+
 	cma = argc == 4 && strcmp(argv[3], "cma") == 0;
-	if (argc < 2 || argc > 4 || (argc == 4 && !cma) ||
-	    (bytes = strtoull(argv[1], NULL, 0)) == 0 ||
+	if (argc >= 2)
+		bytes = strtoull(argv[1], &end, 0);
+	if (argc < 2 || argc > 4 || (argc == 4 && !cma) || bytes == 0 || *end ||
 	    (reps = argc >= 3 ? atoi(argv[2]) : 10) < 1) {
 		fprintf(stderr, "usage: memcpy-rate BYTES [REPEATS [cma]]\n");
 		return 2;
@@ -101,6 +110,10 @@ int main(int argc, char **argv)
 	if (!dst || !secs || (cma ? pid <= 0 : !src)) {
 		fprintf(stderr, "memcpy-rate: cannot set up 2 x %zu bytes%s\n", bytes,
 			cma ? " across two processes" : "");
+		if (pid > 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+		}
 		return 1;
 	}
 	memset(dst, 2, bytes);

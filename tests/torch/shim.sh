@@ -5,6 +5,8 @@
 rm -rf "$SITE" "$TDIR/src"
 cp -r "$top_srcdir/python" "$TDIR/src"
 chmod -R u+w "$TDIR/src"
+# a build left by pip install ./python would be taken as up to date
+rm -rf "$TDIR/src/build" "$TDIR"/src/*.egg-info
 t0=$(now)
 if SMDDP_BUILD_DIR=$top_builddir SMDDP_SOURCE_DIR=$top_srcdir MAX_JOBS=2 \
 	"$PY" -m pip install -q --no-build-isolation --no-deps --no-index --target "$SITE" \
@@ -16,6 +18,13 @@ else
 	finish
 fi
 need_shim
+# One C++ runtime in the process: strong std:: functions in _C.so would be
+# a copy of libstdc++ (tests/torch/runtime.sh).
+if command -v nm >/dev/null; then
+	copies=$(nm -D --defined-only "$SITE"/smddp/_C*.so | grep -c " T _ZNK\?S[a-z]")
+	[ "$copies" -eq 0 ] && pass "the shim carries no copy of libstdc++" ||
+		fail "the shim defines $copies strong std:: functions: a copy of libstdc++"
+fi
 out=$("$PY" -c 'import torch.distributed as dist, smddp.torch; print(dist.Backend.SMDDP if hasattr(dist.Backend, "SMDDP") else dist.Backend("smddp"))' 2>&1)
 [ "$out" = smddp ] && pass "import smddp.torch registers the backend" || fail "registration: $out"
 "$PY" -c 'import smdistributed.dataparallel.torch.torch_smddp' 2>&1 &&
