@@ -88,6 +88,8 @@ struct smddp_comm {
 	char jobid[64];
 	char last_error[1024];
 	uint64_t serial;   /* names it for this process's lifetime (0: an inner one) */
+	uint64_t uid;      /* the same on every member, unlike other communicators':
+			    * the order in which a group runs its communicators */
 	void *cuda;  /* lib/cuda state, NULL until a device call */
 	uint64_t wire;     /* fabric tags' sequence: one per call, one more per
 			    * chunk of a device call staged across hosts */

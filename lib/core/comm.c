@@ -130,6 +130,15 @@ static void host_identity(char *buf, size_t len)
 	snprintf(buf, len, "%s/%s", host, boot);
 }
 
+/* splitmix64's finaliser: agreed inputs give an agreed, well-spread uid. */
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
 static void set_jobid(struct smddp_comm *c, uint64_t nonce)
 {
 	const char *v = getenv("SMDDP_JOB_ID");
@@ -557,6 +566,7 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 	for (int r = 0; r < c->size; r++)
 		c->pids[r] = peers[r].pid;
 	set_jobid(c, nonce);
+	c->uid = mix64(nonce); /* rank 0's, the same on every rank */
 	for (int r = 0; r < c->size; r++) {
 		if (strcmp(peers[r].hostid, peers[0].hostid) != 0) {
 #ifdef HAVE_LIBFABRIC
@@ -692,6 +702,9 @@ static int comm_split(struct smddp_comm *comm, int color, int key, uint64_t time
 	if (c) {
 		c->cancel = &c->cancelled;
 		c->serial = sd_api_serial();
+		/* what every member knows alike: the parent, the split's call
+		 * number there, the color */
+		c->uid = mix64(comm->uid ^ mix64(comm->cur.seq ^ mix64((uint64_t)(uint32_t)color)));
 		c->tp = comm->tp;
 		c->size = n;
 		for (int i = 0; i < n; i++) {

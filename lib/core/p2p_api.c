@@ -129,6 +129,7 @@ struct grp_op {
 	struct sd_p2p_op op;
 	int *source;
 	void *stream;
+	int ran; /* its communicator's batch was taken up */
 };
 
 /* One thread-local struct, its address taken once per entry point and
@@ -176,6 +177,7 @@ static int grp_add(struct grp *gr, struct smddp_comm *c, const struct sd_p2p_op 
 	gr->ops[gr->n].op = *op;
 	gr->ops[gr->n].source = source;
 	gr->ops[gr->n].stream = stream;
+	gr->ops[gr->n].ran = 0;
 	gr->n++;
 	return SMDDP_OK;
 }
@@ -228,16 +230,25 @@ SD_EXPORT int smddp_group_end(void)
 				  "smddp_group_end without smddp_group_start");
 	if (--gr->depth > 0)
 		return SMDDP_OK;
-	/* One batch per communicator, in the order each first appears; a
-	 * broken communicator stops the rest (their peers would wait). */
-	for (int i = 0; i < gr->n && (!rc || rc == SMDDP_EMISMATCH); i++) {
-		int seen = 0, r;
+	/* One batch per communicator, in the order of their uids, which every
+	 * rank agrees on (ties: first appearance): then, however each rank
+	 * ordered its calls, the batch of the lowest uid still pending can
+	 * always finish, as with locks taken in one order.  A broken
+	 * communicator stops the rest (their peers would wait). */
+	for (;;) {
+		struct smddp_comm *c;
+		int next = -1, r;
 
-		for (int j = 0; j < i && !seen; j++)
-			seen = gr->ops[j].comm == gr->ops[i].comm;
-		if (seen)
-			continue;
-		r = grp_run_comm(gr, gr->ops[i].comm, i);
+		for (int i = 0; i < gr->n; i++)
+			if (!gr->ops[i].ran &&
+			    (next < 0 || gr->ops[i].comm->uid < gr->ops[next].comm->uid))
+				next = i;
+		if (next < 0 || (rc && rc != SMDDP_EMISMATCH))
+			break;
+		c = gr->ops[next].comm;
+		for (int i = next; i < gr->n; i++)
+			gr->ops[i].ran |= gr->ops[i].comm == c;
+		r = grp_run_comm(gr, c, next);
 		rc = rc ? rc : r;
 		if (r && r != SMDDP_EMISMATCH)
 			rc = r;

@@ -522,6 +522,48 @@ static int parse_counts(const char *s, size_t *out)
 	return n;
 }
 
+/* A group over two communicators whose batches wait for each other when
+ * run in the order of the calls: the world (A) and a copy of it whose
+ * ranks are numbered backwards (B).  Every rank receives from the previous
+ * rank and sends to the next on both; even ranks make their calls on A
+ * first, odd ranks on B first (rank 0 receives on A and sends on B while
+ * rank 1 does the opposite, as NCCL's groups allow). */
+static void two_comms(size_t n)
+{
+	struct smddp_comm *b = NULL;
+	int next = (me + 1) % np, prev = (me + np - 1) % np, src[2] = {-1, -1};
+	unsigned char *s[2] = {guarded(n), guarded(n)}, *r[2] = {guarded(n), guarded(n)};
+	char what[96];
+
+	snprintf(what, sizeof(what), "group over two communicators, %zu bytes", n);
+	if (!ok(smddp_comm_split(comm, 0, np - 1 - me, &b), what))
+		goto out;
+	for (int k = 0; k < 2; k++)
+		fill(s[k], n, me, next, 40 + k);
+	if (ok(smddp_group_start(), what)) {
+		for (int j = 0; j < 2; j++) {
+			int k = (j + me) % 2; /* 0: A, 1: B */
+			struct smddp_comm *on = k ? b : comm;
+			int to = k ? np - 1 - next : next, from = k ? np - 1 - prev : prev;
+
+			ok(smddp_recv(r[k], n, SMDDP_UINT8, from, 40 + k, &src[k], on, NULL), what);
+			ok(smddp_send(s[k], n, SMDDP_UINT8, to, 40 + k, on, NULL), what);
+		}
+		if (ok(smddp_group_end(), what))
+			for (int k = 0; k < 2; k++) {
+				expect(what, r[k], n, prev, me, 40 + k);
+				if (src[k] != (k ? np - 1 - prev : prev))
+					bad(what, "source %d on %s", src[k], k ? "B" : "A");
+			}
+	}
+	ok(smddp_comm_destroy(b), what);
+out:
+	for (int k = 0; k < 2; k++) {
+		release(s[k]);
+		release(r[k]);
+	}
+}
+
 static int matrix(const size_t *counts, int ncounts)
 {
 	static const enum smddp_dtype dts[] = {SMDDP_INT8,    SMDDP_UINT8,    SMDDP_INT32,
@@ -548,6 +590,10 @@ static int matrix(const size_t *counts, int ncounts)
 		}
 	}
 	errors();
+	if (np > 1) {
+		two_comms(100);
+		two_comms(300007); /* single copy, or pieces between hosts */
+	}
 	ok(smddp_barrier(comm), "final barrier");
 	printf("SUMMARY rank %d of %d: %d passed, %d failed\n", me, np, cases - failed, failed);
 	return failed ? 1 : 0;

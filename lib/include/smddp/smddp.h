@@ -219,9 +219,10 @@ int smddp_recv(void *buf, size_t count, enum smddp_dtype dtype, int peer, int ta
  * are done (or the first error; the others of that communicator then fail
  * too).  That is what lets a rank exchange with several peers at once
  * without deadlock.  Each communicator's calls run as one batch, the
- * communicators one after another: a group whose calls on one wait for
- * calls on another (unlike NCCL) times out, so use a group per
- * communicator.  A receive may write a send's buffer of the same group
+ * communicators one after another in an order all ranks agree on, so a
+ * group may span communicators as NCCL's do (rank 0 receives on A and
+ * sends on B, rank 1 the opposite) as long as every rank groups the same
+ * calls together.  A receive may write a send's buffer of the same group
  * (an exchange in place): that send goes from a copy.  Other calls inside
  * a group run when called. */
 int smddp_group_start(void);
