@@ -647,13 +647,14 @@ SD_EXPORT int smddp_init(struct smddp_comm **out)
 
 struct split_rec {
 	int32_t color, key;
+	uint64_t seq; /* the split's call number on this rank */
 };
 
 /* timeout_ns: the new communicator's deadline, 0: the parent's. */
 static int comm_split(struct smddp_comm *comm, int color, int key, uint64_t timeout_ns,
 		      struct smddp_comm **out)
 {
-	struct split_rec mine = {color, key}, *all = NULL;
+	struct split_rec mine = {color, key, 0}, *all = NULL;
 	struct smddp_comm *c = NULL;
 	int *members = NULL, n = 0, rc;
 
@@ -679,6 +680,7 @@ static int comm_split(struct smddp_comm *comm, int color, int key, uint64_t time
 		rc = sd_comm_error(comm, SMDDP_ENOMEM, "out of memory");
 		goto out;
 	}
+	mine.seq = comm->cur.seq;
 	SD_CHECK_GOTO(sd_coll_allgather(comm, &mine, all, sizeof(mine), SMDDP_UINT8), rc, out);
 	if (color >= 0) {
 		/* Members of my color by key, then parent rank: insertion sort
@@ -702,9 +704,11 @@ static int comm_split(struct smddp_comm *comm, int color, int key, uint64_t time
 	if (c) {
 		c->cancel = &c->cancelled;
 		c->serial = sd_api_serial();
-		/* what every member knows alike: the parent, the split's call
-		 * number there, the color */
-		c->uid = mix64(comm->uid ^ mix64(comm->cur.seq ^ mix64((uint64_t)(uint32_t)color)));
+		/* What every member knows alike: the parent, the color, and the
+		 * call number of the split on its first member (ranks' own
+		 * numbers may differ after a rank-local error). */
+		c->uid = mix64(comm->uid ^ mix64(all[members[0]].seq ^
+						  mix64((uint64_t)(uint32_t)color)));
 		c->tp = comm->tp;
 		c->size = n;
 		for (int i = 0; i < n; i++) {

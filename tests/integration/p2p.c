@@ -524,14 +524,22 @@ static int parse_counts(const char *s, size_t *out)
 
 /* A group over two communicators whose batches wait for each other when
  * run in the order of the calls: the world (A) and a copy of it whose
- * ranks are numbered backwards (B).  Every rank receives from the previous
- * rank and sends to the next on both; even ranks make their calls on A
- * first, odd ranks on B first (rank 0 receives on A and sends on B while
- * rank 1 does the opposite, as NCCL's groups allow). */
+ * ranks are numbered backwards (B).  Ranks 2i and 2i + 1 exchange on both
+ * (a last odd rank with itself); the even one makes its calls on A first,
+ * the odd one on B first (rank 0 receives on A and sends on B while rank
+ * 1 does the opposite, as NCCL's groups allow). */
+static int ok_on(struct smddp_comm *on, int rc, const char *what)
+{
+	if (rc == SMDDP_OK)
+		return 1;
+	bad(what, "%s: %s", smddp_strerror(rc), smddp_last_error(on));
+	return 0;
+}
+
 static void two_comms(size_t n)
 {
 	struct smddp_comm *b = NULL;
-	int next = (me + 1) % np, prev = (me + np - 1) % np, src[2] = {-1, -1};
+	int peer = (me ^ 1) < np ? me ^ 1 : me, src[2] = {-1, -1};
 	unsigned char *s[2] = {guarded(n), guarded(n)}, *r[2] = {guarded(n), guarded(n)};
 	char what[96];
 
@@ -539,20 +547,26 @@ static void two_comms(size_t n)
 	if (!ok(smddp_comm_split(comm, 0, np - 1 - me, &b), what))
 		goto out;
 	for (int k = 0; k < 2; k++)
-		fill(s[k], n, me, next, 40 + k);
+		fill(s[k], n, me, peer, 40 + k);
 	if (ok(smddp_group_start(), what)) {
 		for (int j = 0; j < 2; j++) {
 			int k = (j + me) % 2; /* 0: A, 1: B */
 			struct smddp_comm *on = k ? b : comm;
-			int to = k ? np - 1 - next : next, from = k ? np - 1 - prev : prev;
+			int other = k ? np - 1 - peer : peer;
 
-			ok(smddp_recv(r[k], n, SMDDP_UINT8, from, 40 + k, &src[k], on, NULL), what);
-			ok(smddp_send(s[k], n, SMDDP_UINT8, to, 40 + k, on, NULL), what);
+			ok_on(on, smddp_recv(r[k], n, SMDDP_UINT8, other, 40 + k, &src[k], on, NULL),
+			      what);
+			ok_on(on, smddp_send(s[k], n, SMDDP_UINT8, other, 40 + k, on, NULL), what);
 		}
-		if (ok(smddp_group_end(), what))
+		int rc = smddp_group_end();
+
+		if (rc != SMDDP_OK)
+			bad(what, "%s: on A: %s; on B: %s", smddp_strerror(rc),
+			    smddp_last_error(comm), smddp_last_error(b));
+		else
 			for (int k = 0; k < 2; k++) {
-				expect(what, r[k], n, prev, me, 40 + k);
-				if (src[k] != (k ? np - 1 - prev : prev))
+				expect(what, r[k], n, peer, me, 40 + k);
+				if (src[k] != (k ? np - 1 - peer : peer))
 					bad(what, "source %d on %s", src[k], k ? "B" : "A");
 			}
 	}
