@@ -182,6 +182,7 @@ struct cwait {
 	cudaError_t (*query)(void *);
 	void *obj;
 	cudaError_t *err;
+	const int *cancel; /* the communicator's smddp_comm_cancel word, or NULL */
 };
 
 static int cuda_ready(void *arg, int *rc)
@@ -210,10 +211,18 @@ static int cuda_sleep(void *arg, uint64_t ns, int *rc)
 	return SD_WAIT_NOT_YET;
 }
 
-int sd_cuda_wait(cudaError_t (*query)(void *), void *obj, uint64_t timeout_ns, const int *stop,
-		 cudaError_t *err)
+/* Asked after the first 100 us, then before every nap. */
+static int cuda_cancel_asked(void *arg)
 {
-	struct cwait cw = {.query = query, .obj = obj, .err = err};
+	const struct cwait *w = arg;
+
+	return __atomic_load_n(w->cancel, __ATOMIC_ACQUIRE) ? SMDDP_EABORTED : SMDDP_OK;
+}
+
+int sd_cuda_wait_cancel(cudaError_t (*query)(void *), void *obj, uint64_t timeout_ns,
+			const int *stop, const int *cancel, cudaError_t *err)
+{
+	struct cwait cw = {.query = query, .obj = obj, .err = err, .cancel = cancel};
 	/* Yield for 100 us (the GPU often finishes within that), then
 	 * sleep from 2 us up to about half a millisecond at a time: the
 	 * proxy thread must not take a core from the ranks. */
@@ -227,11 +236,17 @@ int sd_cuda_wait(cudaError_t (*query)(void *), void *obj, uint64_t timeout_ns, c
 		.stop = stop,
 		.ready = cuda_ready,
 		.sleep = cuda_sleep,
-		.health = NULL,
+		.health = cancel ? cuda_cancel_asked : NULL,
 		.arg = &cw,
 	};
 
 	return sd_wait(&w);
+}
+
+int sd_cuda_wait(cudaError_t (*query)(void *), void *obj, uint64_t timeout_ns, const int *stop,
+		 cudaError_t *err)
+{
+	return sd_cuda_wait_cancel(query, obj, timeout_ns, stop, NULL, err);
 }
 
 struct word_wait {
@@ -254,11 +269,11 @@ static cudaError_t q_word(void *arg)
 }
 
 int sd_cuda_wait_word(const volatile uint32_t *w, uint32_t t, cudaStream_t st, uint64_t timeout_ns,
-		      const int *stop, cudaError_t *err)
+		      const int *stop, const int *cancel, cudaError_t *err)
 {
 	struct word_wait ww = {w, t, st};
 
-	return sd_cuda_wait(q_word, &ww, timeout_ns, stop, err);
+	return sd_cuda_wait_cancel(q_word, &ww, timeout_ns, stop, cancel, err);
 }
 
 cudaError_t sd_cuda_q_event(void *e)

@@ -30,6 +30,11 @@ int sd_cuda_check_call(struct smddp_comm *c, const struct sd_cuda_call *k, int *
  * words it. */
 int sd_cuda_wait(cudaError_t (*query)(void *), void *obj, uint64_t timeout_ns, const int *stop,
 		 cudaError_t *err);
+/* ... and SMDDP_EABORTED once *cancel (smddp_comm_cancel's word; NULL:
+ * none) is set: for the waits that do not involve the peers yet, which
+ * the transport's health checks would not see. */
+int sd_cuda_wait_cancel(cudaError_t (*query)(void *), void *obj, uint64_t timeout_ns,
+			const int *stop, const int *cancel, cudaError_t *err);
 cudaError_t sd_cuda_q_event(void *event);
 
 #endif

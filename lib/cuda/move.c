@@ -397,7 +397,10 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	c->cur = o->desc;
 	c->last_error[0] = 0;
 	/* 1. The stream reached the call: the input is there. */
-	rc = sd_cuda_wait(sd_cuda_q_event, cu->ev_in[o->slot], c->timeout_ns, &cu->stop, &e);
+	rc = sd_cuda_wait_cancel(sd_cuda_q_event, cu->ev_in[o->slot], c->timeout_ns, &cu->stop,
+				 c->cancel, &e);
+	if (rc == SMDDP_EABORTED && sd_comm_cancel_asked(c))
+		return sd_comm_cancelled(c);
 	if (rc == SMDDP_EABORTED)
 		return sd_comm_error(c, SMDDP_EABORTED, "the communicator was destroyed or aborted "
 							"before this call ran");
@@ -542,7 +545,8 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	if (!rc && o->queued) {
 		sd_cuda_release(cu, o->seq);
 		GPU_STEP("arguments written, stream released");
-		rc = sd_cuda_wait_word(cu->upw, o->seq, cu->st, c->timeout_ns, &cu->stop, &e);
+		rc = sd_cuda_wait_word(cu->upw, o->seq, cu->st, c->timeout_ns, &cu->stop, NULL,
+				       &e);
 		if (rc == SMDDP_EABORTED) {
 			/* The kernels are let go and write the peers' outputs:
 			 * peers told of the abort must not reuse those buffers
@@ -551,7 +555,8 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 			uint64_t grace = 10ull * 1000000000ull;
 
 			(void)sd_cuda_wait_word(cu->upw, o->seq, cu->st,
-						c->timeout_ns < grace ? c->timeout_ns : grace, NULL, &e);
+						c->timeout_ns < grace ? c->timeout_ns : grace, NULL,
+						NULL, &e);
 			return sd_comm_error(c, rc, "the communicator was destroyed or aborted "
 						    "during this call");
 		}

@@ -349,7 +349,12 @@ int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
 	for (size_t i = 0; i < p.nch; i++) {
 		uint32_t t = p.t0 + (uint32_t)i;
 
-		rc = sd_cuda_wait_word(cu->upw, t, cu->st, c->timeout_ns, &cu->stop, &e);
+		/* The first chunk waits for the stream to reach the call: a
+		 * cancel is seen there too (the peers are not involved yet). */
+		rc = sd_cuda_wait_word(cu->upw, t, cu->st, c->timeout_ns, &cu->stop,
+				       i ? NULL : c->cancel, &e);
+		if (rc == SMDDP_EABORTED && sd_comm_cancel_asked(c))
+			return sd_comm_cancelled(c);
 		if (rc == SMDDP_EABORTED)
 			return sd_comm_error(c, SMDDP_EABORTED, "the communicator was destroyed or "
 								"aborted during this call");

@@ -29,6 +29,9 @@
  *   gpu-conformance abortq                  rank 0 queues a call rank 1 has not made and
  *                                           aborts: it returns in seconds, rank 1's call
  *                                           fails naming rank 0 (FAULT-OK lines)
+ *   gpu-conformance cancelq                 both ranks hold their stream 3 s and queue a
+ *                                           call; rank 0 cancels: its error within 2 s
+ *                                           (FAULT-OK lines)
  *   gpu-conformance twostreams              calls on two streams, the first held 300 ms:
  *                                           both right (the second waited for the first)
  *   gpu-conformance overlap                 the call returns within 10 % of the GPU
@@ -563,6 +566,8 @@ int main(int argc, char **argv)
 		order();
 	} else if (!strcmp(mode, "abortq")) {
 		return abortq();
+	} else if (!strcmp(mode, "cancelq")) {
+		return cancelq();
 	} else if (!strcmp(mode, "twostreams")) {
 		twostreams();
 	} else if (!strcmp(mode, "overlap")) {
@@ -590,7 +595,7 @@ int main(int argc, char **argv)
 		signal(SIGTERM, SIG_IGN);
 		return dead(atoi(argv[2]));
 	} else {
-		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | twostreams | abortq | overlap | "
+		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | twostreams | abortq | cancelq | overlap | "
 				"p2p [--perf] | p2pdead VICTIM | mismatch | errors | dead VICTIM | badbuf VICTIM | cudafail VICTIM CALL | mixed]\n");
 		return 2;
 	}

@@ -45,7 +45,7 @@ void matrix(size_t large, int quick, int small);
 /* ---- gpu-order.c: stream ordering ---- */
 /* Does a device call return once queued (smddp(7)'s rule, applied here)? */
 int queued_mode(void);
-/* A host function that holds its stream 300 ms. */
+/* A host function that holds its stream 300 ms (arg NULL) or *(int *)arg ms. */
 void CUDART_CB hold(void *arg);
 void order(void);
 void twostreams(void);
@@ -59,6 +59,7 @@ void verdict(int ok, int rc, double took, const char *msg);
 int await_async_error(double t0, double secs);
 int badbuf(int victim);
 int abortq(void);
+int cancelq(void);
 int mixed(void);
 int dead(int victim);
 int p2pdead(int victim);

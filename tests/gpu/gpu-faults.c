@@ -197,6 +197,50 @@ int abortq(void)
 	return 0;
 }
 
+/* cancelq: both ranks hold their stream 3 s, then queue an allreduce;
+ * rank 0 calls smddp_comm_cancel 0.2 s later.  Its proxy, waiting for the
+ * stream to reach the call, gives up at once: smddp_comm_get_async_error
+ * says "cancelled" within 2 s, not after the hold.  Rank 1 fails naming
+ * rank 0 once its proxy meets it; both streams are released.  FAULT-OK /
+ * FAULT-BAD lines, as dead. */
+int cancelq(void)
+{
+	static int ms = 3000;
+	size_t count = 1 << 16;
+	struct timespec fifth = {0, 200 * 1000000L};
+	double t0;
+	int rc;
+
+	/* The first call on one node is done blocking (it shows where the
+	 * peers are): the cancel is for a queued one. */
+	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	CK(cudaStreamSynchronize(stream));
+	if (rc || !queued_mode()) {
+		verdict(rc == SMDDP_OK, rc, 0.0,
+			"the blocking mode: no queued call to cancel (SMDDP_CUDA_ASYNC=1 or MPS)");
+		smddp_comm_abort(comm);
+		return 0;
+	}
+	t0 = now_s();
+	CK(cudaLaunchHostFunc(stream, hold, &ms));
+	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (rank == 0 && !rc) {
+		nanosleep(&fifth, NULL);
+		rc = smddp_comm_cancel(comm);
+	}
+	if (!rc)
+		rc = await_async_error(t0, 20);
+	double took = now_s() - t0;
+	const char *msg = smddp_last_error(comm);
+
+	verdict(rank == 0 ? rc == SMDDP_EABORTED && strstr(msg, "cancelled") && took < 2
+			  : rc != SMDDP_OK && strstr(msg, "rank 0") && took < 20,
+		rc, took, msg);
+	CK(cudaStreamSynchronize(stream));
+	smddp_comm_abort(comm);
+	return 0;
+}
+
 /* ---- ranks disagree on the kind of memory (between hosts) -------------------------- */
 
 /* Rank 0 on device memory, the others on host memory, SMDDP_CHECK_COLL=1:

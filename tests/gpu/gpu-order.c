@@ -49,9 +49,9 @@ int queued_mode(void)
 
 void CUDART_CB hold(void *arg)
 {
-	struct timespec ts = {0, 300 * 1000000L};
+	int ms = arg ? *(const int *)arg : 300;
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 
-	(void)arg;
 	nanosleep(&ts, NULL);
 }
 
