@@ -62,7 +62,8 @@
 # (default: info tests sanitizer kernel bench).  Environment: B (build tree),
 # CARRY (carried libraries), OUT (log folder, default ./gpu-logs), SANITIZE_SECS
 # (each sanitizer run's deadline, default 200), GPU_TESTS
-# (the tests stage's list, default: errors order p2p dead staged matrix-n1 matrix-n2 matrix-n4 matrix-n8).
+# (the tests stage's list, default: errors order overlap mismatch p2p dead cancel staged matrix-n1
+# matrix-n2 matrix-n4 matrix-n8).
 # Exit: 0 all stages passed, 1 a stage failed.
 # Through the device tool, which brings back at most 8 files, keep the logs
 # elsewhere and bring back one archive:
@@ -145,7 +146,7 @@ for s in $stages; do
 		say "info: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
 		;;
 	tests)
-		for t in ${GPU_TESTS:-errors order overlap mismatch p2p dead staged matrix-n1 matrix-n2 matrix-n4 matrix-n8}; do
+		for t in ${GPU_TESTS:-errors order overlap mismatch p2p dead cancel staged matrix-n1 matrix-n2 matrix-n4 matrix-n8}; do
 			secs=200
 			[ "$t" = staged ] && secs=450
 			[ "$t" = p2p ] && secs=400
@@ -242,7 +243,7 @@ for s in $stages; do
 				"$GPU_CONFORMANCE_BIN" order
 			grep -h "GPU call\|^\[.\] FAIL\|SUMMARY\|mode" "$TMPD/mps-async$mode-order.log" |
 				head -12 | tee -a "$summary"
-			for t in ${MPS_TESTS:-order overlap mismatch dead matrix-n2 matrix-n4 matrix-n8}; do
+			for t in ${MPS_TESTS:-order overlap mismatch dead cancel matrix-n2 matrix-n4 matrix-n8}; do
 				stage "mps-async$mode-$t" 200 env SMDDP_CUDA_ASYNC=$mode bash "$ROOT/tests/gpu/$t.sh"
 				grep -h "^FAIL\|FAULT-BAD" "$TMPD/mps-async$mode-$t.log" | head -5 | tee -a "$summary"
 			done
