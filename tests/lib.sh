@@ -21,6 +21,14 @@
 #                   it into the array args (both declared local by the
 #                   caller), for "env VAR=VALUE... PROGRAM ARGS..." helpers.
 #
+# And for fault tests whose ranks print FAULT-OK / FAULT-BAD lines into
+# $TDIR/NAME.out (FAIL_GOES_ON=1):
+#
+#   expect_faults NAME WHAT RANK...
+#                   each RANK printed a FAULT-OK line, nobody FAULT-BAD,
+#   expect_no_leftovers JOB
+#                   nothing of SMDDP_JOB_ID JOB is left in /dev/shm.
+#
 # Paths, temporary folders and cleanup traps stay with each folder's helper
 # file: they differ from folder to folder.
 
@@ -75,5 +83,21 @@ expect_summary() {
 		pass "$1: every one of $2 ranks passed"
 	else
 		fail "$1: exit $status, $s of $2 ranks printed a clean summary"
+	fi
+}
+
+expect_faults() {
+	local name=$1 what=$2 r
+	shift 2
+	for r in "$@"; do
+		grep -q "FAULT-OK rank=$r " "$TDIR/$name.out" && pass "$name: rank $r $what" ||
+			fail "$name: rank $r did not report: $what"
+	done
+	! grep -q FAULT-BAD "$TDIR/$name.out" || fail "$(grep FAULT-BAD "$TDIR/$name.out" | head -3)"
+}
+
+expect_no_leftovers() {
+	if ls /dev/shm | grep -q "smddp-$1"; then
+		fail "left behind: $(ls /dev/shm | grep "smddp-$1")"
 	fi
 }

@@ -5,16 +5,7 @@
 export SMDDP_TIMEOUT=30 SMDDP_JOB_ID=gpudead$$
 LAUNCH_OPTS="--grace 30"
 run_gpu dead 60 4 dead 1
-for r in 0 2 3; do
-	if grep -q "FAULT-OK rank=$r " "$TDIR/dead.out"; then
-		pass "rank $r saw the dead peer"
-	else
-		fail "rank $r did not report the dead peer"
-	fi
-done
-grep -q FAULT-BAD "$TDIR/dead.out" && fail "$(grep FAULT-BAD "$TDIR/dead.out" | head -3)"
+expect_faults dead "saw the dead peer" 0 2 3
 [ "$status" -ne 0 ] || fail "smddp-run exited 0 although a rank was killed"
-if ls /dev/shm | grep -q "smddp-$SMDDP_JOB_ID"; then
-	fail "left behind: $(ls /dev/shm | grep "smddp-$SMDDP_JOB_ID")"
-fi
+expect_no_leftovers "$SMDDP_JOB_ID"
 finish

@@ -43,17 +43,6 @@ fake() {
 	expect_summary "$name" "$n"
 }
 
-# expect_faults NAME WHAT RANK...: each RANK printed a FAULT-OK line, nobody FAULT-BAD
-expect_faults() {
-	local name=$1 what=$2 r
-	shift 2
-	for r in "$@"; do
-		grep -q "FAULT-OK rank=$r " "$TDIR/$name.out" && pass "$name: rank $r $what" ||
-			fail "$name: rank $r did not report: $what"
-	done
-	! grep -q FAULT-BAD "$TDIR/$name.out" || fail "$(grep FAULT-BAD "$TDIR/$name.out" | head -3)"
-}
-
 # expect_rewound NAME RANK...: each RANK started its GPU tickets over (SMDDP_DEBUG=INFO,
 # FAKECUDA_TICKET_LIMIT), so the case reached that path
 expect_rewound() {
@@ -66,9 +55,3 @@ expect_rewound() {
 	done
 }
 
-# expect_no_leftovers JOB: nothing of SMDDP_JOB_ID JOB in /dev/shm
-expect_no_leftovers() {
-	if ls /dev/shm | grep -q "smddp-$1"; then
-		fail "left behind: $(ls /dev/shm | grep "smddp-$1")"
-	fi
-}

@@ -5,15 +5,6 @@
 export SMDDP_TIMEOUT=30 SMDDP_JOB_ID=gpumis$$
 LAUNCH_OPTS="--grace 30"
 run_gpu mismatch 60 3 mismatch
-for r in 0 1 2; do
-	if grep -q "FAULT-OK rank=$r " "$TDIR/mismatch.out"; then
-		pass "rank $r was told of the mismatch"
-	else
-		fail "rank $r was not told of the mismatch"
-	fi
-done
-grep -q FAULT-BAD "$TDIR/mismatch.out" && fail "$(grep FAULT-BAD "$TDIR/mismatch.out" | head -3)"
-if ls /dev/shm | grep -q "smddp-$SMDDP_JOB_ID"; then
-	fail "left behind: $(ls /dev/shm | grep "smddp-$SMDDP_JOB_ID")"
-fi
+expect_faults mismatch "was told of the mismatch" 0 1 2
+expect_no_leftovers "$SMDDP_JOB_ID"
 finish

@@ -48,8 +48,12 @@ expect_faults mismatch-queued "was told of the mismatch" 0 1 2
 LAUNCH_OPTS="--grace 30" run_fake abort-queued 60 2 SMDDP_CUDA_ASYNC=1 -- abortq
 expect_faults abort-queued "aborted in time, or was told" 0 1
 # smddp_comm_cancel while the proxy waits for a held stream to reach the call
-LAUNCH_OPTS="--grace 30" run_fake cancel-queued 60 2 SMDDP_CUDA_ASYNC=1 -- cancelq
+LAUNCH_OPTS="--grace 30" run_fake cancel-queued 60 2 SMDDP_CUDA_ASYNC=1 SMDDP_JOB_ID=${job}c \
+	-- cancelq
 expect_faults cancel-queued "cancelled within 2 s, or was told" 0 1
+[ "$(grep -c "STREAM-OK rank=" "$TDIR/cancel-queued.out")" -eq 2 ] ||
+	fail "cancel-queued: a rank's stream was not released"
+expect_no_leftovers "${job}c"
 LAUNCH_OPTS="--grace 30" run_fake dead-queued 60 4 SMDDP_CUDA_ASYNC=1 SMDDP_JOB_ID=${job}d -- dead 1
 expect_faults dead-queued "saw the dead peer" 0 2 3
 [ "$status" -ne 0 ] || fail "dead-queued: smddp-run exited 0 although a rank was killed"

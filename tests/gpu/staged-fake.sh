@@ -58,8 +58,12 @@ done
 LAUNCH_OPTS="--grace 30" run_fake staged-abort 60 2 CONFORMANCE_PER_HOST=1 -- abortq
 expect_faults staged-abort "aborted in time, or was told" 0 1
 # rank 0 cancels while its proxy waits for the held stream's first chunk
-LAUNCH_OPTS="--grace 30" run_fake staged-cancel 60 2 CONFORMANCE_PER_HOST=1 -- cancelq
+LAUNCH_OPTS="--grace 30" run_fake staged-cancel 60 2 CONFORMANCE_PER_HOST=1 \
+	SMDDP_JOB_ID=fakecancel$$ -- cancelq
 expect_faults staged-cancel "cancelled within 2 s, or was told" 0 1
+[ "$(grep -c "STREAM-OK rank=" "$TDIR/staged-cancel.out")" -eq 2 ] ||
+	fail "staged-cancel: a rank's stream was not released"
+expect_no_leftovers fakecancel$$
 
 # a rank dies: the others' next call fails naming it, streams released
 job=fakestaged$$
