@@ -19,7 +19,9 @@ The library's directory goes into the extension's rpath, so nothing needs
 LD_LIBRARY_PATH.  The shim shares torch's C++ runtime: where the compiler
 has only a static libstdc++ (a GCC built with --disable-shared, say), the
 libstdc++.so.6 that torch loaded is linked instead, since a second copy of
-libstdc++ in the process crashes in its locale code.  With a CUDA build of torch and the CUDA toolkit's headers
+libstdc++ in the process crashes in its locale code.
+
+With a CUDA build of torch and the CUDA toolkit's headers
 (CUDA_HOME, else /usr/local/cuda), the CUDA path is compiled too
 (SMDDP_TORCH_CUDA=0 leaves it out, =1 makes its absence an error).
 """

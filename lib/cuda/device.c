@@ -182,7 +182,7 @@ struct cwait {
 	cudaError_t (*query)(void *);
 	void *obj;
 	cudaError_t *err;
-	const int *cancel; /* the communicator's smddp_comm_cancel word, or NULL */
+	const struct smddp_comm *cancel_of; /* whose smddp_comm_cancel ends it, or NULL */
 };
 
 static int cuda_ready(void *arg, int *rc)
@@ -216,13 +216,13 @@ static int cuda_cancel_asked(void *arg)
 {
 	const struct cwait *w = arg;
 
-	return __atomic_load_n(w->cancel, __ATOMIC_ACQUIRE) ? SMDDP_EABORTED : SMDDP_OK;
+	return sd_comm_cancel_asked(w->cancel_of) ? SMDDP_EABORTED : SMDDP_OK;
 }
 
 int sd_cuda_wait_cancel(cudaError_t (*query)(void *), void *obj, uint64_t timeout_ns,
-			const int *stop, const int *cancel, cudaError_t *err)
+			const int *stop, const struct smddp_comm *cancel_of, cudaError_t *err)
 {
-	struct cwait cw = {.query = query, .obj = obj, .err = err, .cancel = cancel};
+	struct cwait cw = {.query = query, .obj = obj, .err = err, .cancel_of = cancel_of};
 	/* Yield for 100 us (the GPU often finishes within that), then
 	 * sleep from 2 us up to about half a millisecond at a time: the
 	 * proxy thread must not take a core from the ranks. */
@@ -236,7 +236,7 @@ int sd_cuda_wait_cancel(cudaError_t (*query)(void *), void *obj, uint64_t timeou
 		.stop = stop,
 		.ready = cuda_ready,
 		.sleep = cuda_sleep,
-		.health = cancel ? cuda_cancel_asked : NULL,
+		.health = cancel_of ? cuda_cancel_asked : NULL,
 		.arg = &cw,
 	};
 
@@ -269,11 +269,19 @@ static cudaError_t q_word(void *arg)
 }
 
 int sd_cuda_wait_word(const volatile uint32_t *w, uint32_t t, cudaStream_t st, uint64_t timeout_ns,
-		      const int *stop, const int *cancel, cudaError_t *err)
+		      const int *stop, const struct smddp_comm *cancel_of, cudaError_t *err)
 {
 	struct word_wait ww = {w, t, st};
 
-	return sd_cuda_wait_cancel(q_word, &ww, timeout_ns, stop, cancel, err);
+	return sd_cuda_wait_cancel(q_word, &ww, timeout_ns, stop, cancel_of, err);
+}
+
+int sd_cuda_stopped(struct smddp_comm *c, const char *when)
+{
+	if (sd_comm_cancel_asked(c))
+		return sd_comm_cancelled(c);
+	return sd_comm_error(c, SMDDP_EABORTED, "the communicator was destroyed or aborted %s",
+			     when);
 }
 
 cudaError_t sd_cuda_q_event(void *e)

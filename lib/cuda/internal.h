@@ -30,11 +30,16 @@ int sd_cuda_check_call(struct smddp_comm *c, const struct sd_cuda_call *k, int *
  * words it. */
 int sd_cuda_wait(cudaError_t (*query)(void *), void *obj, uint64_t timeout_ns, const int *stop,
 		 cudaError_t *err);
-/* ... and SMDDP_EABORTED once *cancel (smddp_comm_cancel's word; NULL:
- * none) is set: for the waits that do not involve the peers yet, which
+struct smddp_comm;
+/* ... and SMDDP_EABORTED once smddp_comm_cancel is called on cancel_of
+ * (NULL: none): for the waits that do not involve the peers yet, which
  * the transport's health checks would not see. */
 int sd_cuda_wait_cancel(cudaError_t (*query)(void *), void *obj, uint64_t timeout_ns,
-			const int *stop, const int *cancel, cudaError_t *err);
+			const int *stop, const struct smddp_comm *cancel_of, cudaError_t *err);
+/* The SMDDP_EABORTED of such a wait as the call's result: the cancel's
+ * sentence if smddp_comm_cancel was called on c, else "the communicator
+ * was destroyed or aborted <when>". */
+int sd_cuda_stopped(struct smddp_comm *c, const char *when);
 cudaError_t sd_cuda_q_event(void *event);
 
 #endif

@@ -397,13 +397,10 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	c->cur = o->desc;
 	c->last_error[0] = 0;
 	/* 1. The stream reached the call: the input is there. */
-	rc = sd_cuda_wait_cancel(sd_cuda_q_event, cu->ev_in[o->slot], c->timeout_ns, &cu->stop,
-				 c->cancel, &e);
-	if (rc == SMDDP_EABORTED && sd_comm_cancel_asked(c))
-		return sd_comm_cancelled(c);
+	rc = sd_cuda_wait_cancel(sd_cuda_q_event, cu->ev_in[o->slot], c->timeout_ns, &cu->stop, c,
+				 &e);
 	if (rc == SMDDP_EABORTED)
-		return sd_comm_error(c, SMDDP_EABORTED, "the communicator was destroyed or aborted "
-							"before this call ran");
+		return sd_cuda_stopped(c, "before this call ran");
 	if (rc == SMDDP_ECUDA)
 		return sd_comm_error(c, SMDDP_ECUDA,
 				     "the stream failed before this call: %s (%s)",
@@ -557,8 +554,7 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 			(void)sd_cuda_wait_word(cu->upw, o->seq, cu->st,
 						c->timeout_ns < grace ? c->timeout_ns : grace, NULL,
 						NULL, &e);
-			return sd_comm_error(c, rc, "the communicator was destroyed or aborted "
-						    "during this call");
+			return sd_cuda_stopped(c, "during this call");
 		}
 		if (rc == SMDDP_ECUDA)
 			return sd_comm_error(c, rc, "a kernel of this call failed: %s (%s)",

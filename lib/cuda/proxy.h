@@ -200,9 +200,10 @@ int sd_cuda_wait32(cudaStream_t st, CUdeviceptr addr, uint32_t value);
 int sd_cuda_write32(cudaStream_t st, CUdeviceptr addr, uint32_t value);
 /* Until *w reaches t (a stream wrote it): SMDDP_OK, SMDDP_ECUDA (the
  * context failed, as st shows: *err), SMDDP_ETIMEDOUT after timeout_ns,
- * SMDDP_EABORTED once *stop or *cancel (NULL: none) is set. */
+ * SMDDP_EABORTED once *stop is set or smddp_comm_cancel is called on
+ * cancel_of (NULL: none). */
 int sd_cuda_wait_word(const volatile uint32_t *w, uint32_t t, cudaStream_t st, uint64_t timeout_ns,
-		      const int *stop, const int *cancel, cudaError_t *err);
+		      const int *stop, const struct smddp_comm *cancel_of, cudaError_t *err);
 
 /* ---- ipc.c ---- */
 

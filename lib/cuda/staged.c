@@ -352,12 +352,9 @@ int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
 		/* The first chunk waits for the stream to reach the call: a
 		 * cancel is seen there too (the peers are not involved yet). */
 		rc = sd_cuda_wait_word(cu->upw, t, cu->st, c->timeout_ns, &cu->stop,
-				       i ? NULL : c->cancel, &e);
-		if (rc == SMDDP_EABORTED && sd_comm_cancel_asked(c))
-			return sd_comm_cancelled(c);
+				       i ? NULL : c, &e);
 		if (rc == SMDDP_EABORTED)
-			return sd_comm_error(c, SMDDP_EABORTED, "the communicator was destroyed or "
-								"aborted during this call");
+			return sd_cuda_stopped(c, "during this call");
 		if (rc == SMDDP_ECUDA)
 			return sd_comm_error(c, rc, "a copy between the GPU and host memory failed: "
 						    "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));

@@ -29,6 +29,22 @@ need_shim() {
 	fi
 }
 
+# copy_python DEST: python/ copied to DEST, writable, without the build a
+# `pip install ./python` may have left there (pip would take it as up to date).
+copy_python() {
+	rm -rf "$1"
+	cp -r "$top_srcdir/python" "$1"
+	chmod -R u+w "$1"
+	rm -rf "$1/build" "$1"/*.egg-info
+}
+
+# std_copies SO: how many strong std:: functions SO defines.  Those come
+# from libstdc++ itself (the shim's own template instantiations are weak):
+# a copy of libstdc++ in the shim, beside the one torch loaded.
+std_copies() {
+	nm -D --defined-only "$1" | grep -c " T _ZNK\?S[a-z]"
+}
+
 # torch_job NAME SECONDS NRANKS SCRIPT ARGS...: smddp-run -n NRANKS python SCRIPT;
 # every rank must print TORCH-OK and the job exit 0.
 torch_job() {

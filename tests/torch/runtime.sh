@@ -18,10 +18,7 @@ exec $(command -v $cc) "\$@"
 WRAP
 	chmod +x "$TDIR/static-$cc"
 done
-cp -r "$top_srcdir/python" "$TDIR/src"
-chmod -R u+w "$TDIR/src"
-# a build left by pip install ./python would be taken as up to date
-rm -rf "$TDIR/src/build" "$TDIR"/src/*.egg-info
+copy_python "$TDIR/src"
 t0=$(now)
 if ! CC=$TDIR/static-gcc CXX=$TDIR/static-g++ SMDDP_BUILD_DIR=$top_builddir \
 	SMDDP_SOURCE_DIR=$top_srcdir MAX_JOBS=2 "$PY" -m pip install -v --no-build-isolation \
@@ -35,9 +32,7 @@ grep -h "smddp: .* has no shared libstdc++" "$TDIR/pip.out" | sed 's/^ *//' | he
 	pass "setup.py says it links torch's libstdc++" ||
 	fail "setup.py did not say that the compiler has no shared libstdc++"
 so=$(ls "$TDIR"/site/smddp/_C*.so)
-# strong definitions of std:: functions come from libstdc++ itself (the
-# shim's own template instantiations are weak)
-copies=$(nm -D --defined-only "$so" | grep -c " T _ZNK\?S[a-z]")
+copies=$(std_copies "$so")
 [ "$copies" -eq 0 ] && pass "_C.so defines no libstdc++ function" ||
 	fail "_C.so carries libstdc++: $copies strong std:: functions, e.g. $(nm -D --defined-only "$so" | grep -m1 " T _ZNK\?S[a-z]" | cut -d' ' -f3)"
 readelf -d "$so" | grep -q "NEEDED.*\[libstdc++\.so\.6\]" &&

@@ -2,11 +2,8 @@
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 # `pip install --no-build-isolation ./python` does, into a folder of the build tree.
 . "$top_srcdir/tests/torch/lib.sh"
-rm -rf "$SITE" "$TDIR/src"
-cp -r "$top_srcdir/python" "$TDIR/src"
-chmod -R u+w "$TDIR/src"
-# a build left by pip install ./python would be taken as up to date
-rm -rf "$TDIR/src/build" "$TDIR"/src/*.egg-info
+rm -rf "$SITE"
+copy_python "$TDIR/src"
 t0=$(now)
 if SMDDP_BUILD_DIR=$top_builddir SMDDP_SOURCE_DIR=$top_srcdir MAX_JOBS=2 \
 	"$PY" -m pip install -q --no-build-isolation --no-deps --no-index --target "$SITE" \
@@ -18,10 +15,9 @@ else
 	finish
 fi
 need_shim
-# One C++ runtime in the process: strong std:: functions in _C.so would be
-# a copy of libstdc++ (tests/torch/runtime.sh).
+# One C++ runtime in the process (tests/torch/runtime.sh).
 if command -v nm >/dev/null; then
-	copies=$(nm -D --defined-only "$SITE"/smddp/_C*.so | grep -c " T _ZNK\?S[a-z]")
+	copies=$(std_copies "$SITE"/smddp/_C*.so)
 	[ "$copies" -eq 0 ] && pass "the shim carries no copy of libstdc++" ||
 		fail "the shim defines $copies strong std:: functions: a copy of libstdc++"
 fi

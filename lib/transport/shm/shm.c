@@ -86,7 +86,9 @@ static int open_pidfds(struct smddp_comm *c, struct shm_state *s)
 /* Map the pages of [p, p + len) into this process now. */
 static void populate(void *p, size_t len)
 {
-	uintptr_t pg = 4096, a = (uintptr_t)p & ~(pg - 1), e = ((uintptr_t)p + len + pg - 1) & ~(pg - 1);
+	long sz = sysconf(_SC_PAGESIZE);
+	uintptr_t pg = sz > 0 ? (uintptr_t)sz : 4096;
+	uintptr_t a = (uintptr_t)p & ~(pg - 1), e = ((uintptr_t)p + len + pg - 1) & ~(pg - 1);
 
 	if (madvise((void *)a, e - a, MADV_POPULATE_WRITE) == 0)
 		return;
