@@ -29,6 +29,10 @@
 #   footprint  the allreduce bench at 2-8 ranks up to 2 GiB, and the copy;
 #              4 ranks at 512 MiB with the buffers at 0, 4K and 68K apart
 #              (that alone with FOOTPRINT_SCAN=0)
+#   pages      tests/gpu/ipc-pages: the one-GPU allreduce's kernel over peers'
+#              buffers mapped by legacy IPC, by cuMemMap (2 MiB and 1 GiB
+#              units) and all local, 4 ranks x 256 MiB and 2 x 512 MiB,
+#              $PAGES_ROUNDS rounds (default 6) of fresh allocations
 #   mps        under the CUDA MPS daemon: the order test traced, $MPS_TESTS and
 #              the allreduce bench, with SMDDP_CUDA_ASYNC in $MPS_MODES (auto 0)
 #   nccl       tests/gpu/multigpu-vs-nccl.sh with one rank per GPU
@@ -334,6 +338,16 @@ for s in $stages; do
 			done
 		done
 		;;
+	pages)
+		# the dip's hypothesis (gpu-measurements.md): if it is the
+		# translation of IPC mappings, only "ipc" shows two speeds
+		for nb in "4 256M" "2 512M"; do
+			set -- $nb
+			stage "pages-n$1" 300 "$B/tests/gpu/ipc-pages" -N "$1" -b "$2" -n 20 \
+				-r "${PAGES_ROUNDS:-6}"
+			tee -a "$summary" <"$TMPD/pages-n$1.log"
+		done
+		;;
 	torch)
 		cp -r "$ROOT/python" "$TMPD/pysrc"
 		stage torch-build 500 env SMDDP_BUILD_DIR="$B" SMDDP_SOURCE_DIR="$ROOT" \
@@ -453,7 +467,7 @@ for s in $stages; do
 		[ "$n" = 0 ] || rc=1
 		;;
 	*)
-		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench p2p staged async mps modes footprint nccl torch torch-errors tsan)" >&2
+		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench p2p staged async mps modes footprint pages nccl torch torch-errors tsan)" >&2
 		exit 2
 		;;
 	esac
