@@ -95,6 +95,9 @@ struct smddp_comm {
 			    * chunk of a device call staged across hosts */
 	uint64_t p2p_calls; /* sends, receives and groups so far (for messages:
 			     * they are not collective, so not in seq) */
+	uint32_t dev_calls; /* collectives on device memory so far, those refused
+			     * on this rank's own arguments and those of count 0
+			     * too: the number the ranks meet by (lib/cuda/move.c) */
 	struct sd_trace *trace; /* the flight recorder (lib/core/trace.c), or NULL */
 	/* The ranks the current call waited for when it failed (a timeout,
 	 * a death), as messages name them: set by the transport's wait, kept

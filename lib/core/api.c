@@ -141,7 +141,8 @@ static int classify(const struct smddp_comm *c, const struct sd_cuda_call *k, ch
 	}
 	if (ndev)
 		return MEM_DEVICE;
-	if (k->stream && k->count) {
+	/* NULL buffers alone say nothing of the memory: the NULL is the error */
+	if (k->stream && nhost) {
 		/* "Not supported by this memory": host calls are not
 		 * stream-ordered. */
 		snprintf(msg, len,
@@ -346,6 +347,17 @@ static int host_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
 	return sd_api_leave(comm, rc);
 }
 
+/* A device call takes its number even when this rank refuses it on its own
+ * arguments (or it has count 0): the peers that made it meet this rank's
+ * next call by number, see a number ahead of theirs and fail it with
+ * SMDDP_EMISMATCH naming this rank, rather than pair it with this rank's
+ * next call and move the wrong data. */
+static void count_device_call(struct smddp_comm *comm, int rc)
+{
+	if (!comm->failed && (rc == SMDDP_OK || rc == SMDDP_EINVAL || rc == SMDDP_EUNSUPPORTED))
+		comm->dev_calls++;
+}
+
 /* Device memory: checked and queued; see lib/cuda/proxy.c.  The error of an
  * earlier queued call comes first. */
 static int device_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
@@ -356,6 +368,7 @@ static int device_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
 	if (!rc)
 		rc = api_enter(comm, k->coll, k->count, k->dtype, k->op, k->root, MEM_DEVICE, 0, k, 0,
 			       NULL);
+	count_device_call(comm, rc);
 	if (rc)
 		return sd_api_leave(comm, rc);
 	if (k->count == 0)
@@ -394,6 +407,8 @@ static int collective(struct smddp_comm *comm, int coll, const void *sendbuf, vo
 
 	if (!rc)
 		rc = api_enter(comm, coll, count, dtype, op, root, MEM_HOST, 1, NULL, kind, msg);
+	if (stream) /* meant for device memory */
+		count_device_call(comm, rc);
 	return sd_api_leave(comm, rc);
 }
 

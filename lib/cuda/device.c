@@ -159,19 +159,23 @@ int sd_cuda_check_call(struct smddp_comm *c, const struct sd_cuda_call *k, int *
 		int overlap = s0 < r1 && r0 < s1, ok = !overlap || s0 == r0;
 		uint64_t m = (uint64_t)k->count * es;
 
+		/* An allgather's input is block rank of recvbuf in place; the
+		 * same pointer elsewhere is block 0, which rank 0's data
+		 * overwrites before the peers have read it. */
 		if (k->coll == SD_COLL_ALLGATHER)
-			ok = ok || s0 == r0 + (uint64_t)c->rank * m;
+			ok = !overlap || s0 == r0 + (uint64_t)c->rank * m;
 		if (k->coll == SD_COLL_REDUCE_SCATTER)
 			ok = ok || r0 == s0 + (uint64_t)c->rank * m;
 		if (!ok)
 			return sd_comm_error(c, SMDDP_EINVAL,
-					     "sendbuf and recvbuf overlap, but not in place (same "
-					     "pointer%s): use separate buffers",
+					     "sendbuf and recvbuf overlap, but not in place (%s): use "
+					     "separate buffers",
 					     k->coll == SD_COLL_ALLGATHER
-						     ? ", or sendbuf = recvbuf + rank * count"
+						     ? "sendbuf = recvbuf + rank * sendcount"
 					     : k->coll == SD_COLL_REDUCE_SCATTER
-						     ? ", or recvbuf = sendbuf + rank * recvcount"
-						     : "");
+						     ? "the same pointer, or recvbuf = sendbuf + rank * "
+						       "recvcount"
+						     : "the same pointer");
 	}
 	*devp = dev;
 	return SMDDP_OK;

@@ -473,11 +473,24 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	for (int q = 0; q < n; q++) {
 		const struct pub *p = pubs[q];
 
-		if (p->magic != PUB_MAGIC || p->call != o->call)
+		if (p->magic != PUB_MAGIC)
 			return sd_comm_error(c, SMDDP_EMISMATCH,
-					     "rank %d is at another call on the GPU (its call %u, ours "
-					     "%u): did every rank make the same calls on device memory?",
-					     q, p->call, o->call);
+					     "rank %d met this rank without a device call: did every "
+					     "rank make the same calls on device memory?",
+					     q);
+		if (p->call != o->call) {
+			/* Calls refused on a rank's own arguments, and those of
+			 * count 0, take their numbers too (lib/core/api.c). */
+			int ahead = (int32_t)(p->call - o->call) > 0;
+
+			return sd_comm_error(c, SMDDP_EMISMATCH,
+					     "rank %d is at device call %u, this rank at %u: %s made "
+					     "%u more device call(s) (one refused on a rank's own "
+					     "arguments, or of count 0 on it, counts too): every rank "
+					     "must make the same calls on device memory",
+					     q, p->call, o->call, ahead ? "it" : "this rank",
+					     ahead ? p->call - o->call : o->call - p->call);
+		}
 		if (c->check_coll && memcmp(&p->desc, &o->desc, sizeof(o->desc)) && !mismatch) {
 			sd_coll_describe(&p->desc, theirs, sizeof(theirs));
 			snprintf(msg, sizeof(msg), "rank %d called %s", q, theirs);

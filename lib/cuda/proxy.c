@@ -271,6 +271,9 @@ static int state_init(struct smddp_comm *c, int dev)
 	c->cuda = cu;
 	if (cu->async && (rc = start_proxy(c, cu)) != SMDDP_OK) {
 		c->cuda = NULL;
+		pthread_cond_destroy(&cu->cv_done);
+		pthread_cond_destroy(&cu->cv);
+		pthread_mutex_destroy(&cu->mu);
 		goto fail;
 	}
 	if (old >= 0 && old != dev)
@@ -564,15 +567,55 @@ static int queue_on_stream(struct smddp_comm *c, struct sd_cuda *cu, struct op *
 	return SMDDP_OK;
 }
 
+/* A communicator of one rank: nothing to meet, a copy on the user's stream
+ * does it.  SMDDP_CUDA_ASYNC=0 returns when it is done, as with peers. */
+static int one_rank(struct smddp_comm *c, const struct sd_cuda_call *k, int dev)
+{
+	void *dst = k->recvbuf;
+	const void *src = k->coll == SD_COLL_BROADCAST ? k->recvbuf : k->sendbuf;
+	cudaStream_t st = (cudaStream_t)k->stream;
+	cudaEvent_t ev = NULL;
+	cudaError_t e;
+	int old = -1, rc = SMDDP_OK;
+
+	if (k->coll == SD_COLL_BROADCAST || dst == src)
+		return SMDDP_OK;
+	cudaGetDevice(&old);
+	cudaSetDevice(dev);
+	e = cudaMemcpyAsync(dst, src, k->count * dtsize(k->dtype), cudaMemcpyDeviceToDevice, st);
+	if (e != cudaSuccess) {
+		rc = cuda_error(c, e, "cannot queue the copy on the stream");
+		goto out;
+	}
+	if (async_param() != 0)
+		goto out;
+	if ((e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)) != cudaSuccess ||
+	    (e = cudaEventRecord(ev, st)) != cudaSuccess) {
+		rc = cuda_error(c, e, "cannot record an event on the stream");
+		goto out;
+	}
+	rc = sd_cuda_wait(sd_cuda_q_event, ev, c->timeout_ns, NULL, &e);
+	if (rc == SMDDP_ECUDA)
+		rc = cuda_error(c, e, "the copy failed");
+	else if (rc)
+		rc = sd_comm_error(c, rc, "the copy did not finish within %s: is the work "
+					  "queued before it on the stream stuck?",
+				   c->timeout_from);
+out:
+	if (ev)
+		cudaEventDestroy(ev);
+	if (old >= 0 && old != dev)
+		cudaSetDevice(old);
+	return rc;
+}
+
 int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 {
 	struct sd_cuda *cu = c->cuda;
 	struct buf_pub b[2], sbp;
-	size_t sb, rb, es = dtsize(k->dtype);
+	size_t sb, rb;
 	int dev = cu ? cu->dev : -1, old = -1, staged = c->net != NULL, rc;
-	cudaStream_t st = (cudaStream_t)k->stream;
 	void *scratch = NULL;
-	cudaError_t e;
 
 	if (!staged && c->size > SD_CUDA_MAX_RANKS)
 		return sd_comm_error(c, SMDDP_EUNSUPPORTED,
@@ -583,23 +626,8 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 	if (rc)
 		return staged ? refuse_between_hosts(c, rc) : rc;
 	sd_cuda_extents(k, c->size, c->rank, &sb, &rb);
-	if (c->size == 1) {
-		/* Nothing to meet: a copy on the user's stream does it. */
-		void *dst = k->recvbuf;
-		const void *src = k->coll == SD_COLL_BROADCAST ? k->recvbuf : k->sendbuf;
-		size_t len = k->count * es;
-
-		if (k->coll == SD_COLL_BROADCAST || dst == src)
-			return SMDDP_OK;
-		cudaGetDevice(&old);
-		cudaSetDevice(dev);
-		e = cudaMemcpyAsync(dst, src, len, cudaMemcpyDeviceToDevice, st);
-		if (old >= 0 && old != dev)
-			cudaSetDevice(old);
-		if (e != cudaSuccess)
-			return cuda_error(c, e, "cannot queue the copy on the stream");
-		return SMDDP_OK;
-	}
+	if (c->size == 1)
+		return one_rank(c, k, dev);
 	if (!cu) {
 		SD_CHECK(state_init(c, dev));
 		cu = c->cuda;
@@ -639,7 +667,7 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 
 	memset(o, 0, sizeof(*o));
 	o->seq = cu->enq + 1;
-	o->call = cu->calls + 1;
+	o->call = c->dev_calls;
 	o->desc = c->cur;
 	o->k = *k;
 	o->b[0] = b[0];
@@ -662,7 +690,6 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 	if (rc && !o->broken)
 		return rc;
 	cu->enq = o->last;
-	cu->calls = o->call;
 	if (!cu->async) {
 		/* This thread runs the call, and returns when the collective is
 		 * done, with its own error; work queued on the stream before

@@ -53,7 +53,8 @@ static inline size_t sd_cuda_scratch_size(size_t have, size_t need)
 
 struct op {
 	uint32_t call; /* the device call's number on this communicator, the same on
-			* every rank (tickets are not: a mode takes its own number) */
+			* every rank (tickets are not: a mode takes its own number);
+			* c->dev_calls when it was made */
 	uint32_t seq;  /* the value of the release word that lets the stream go */
 	uint32_t last; /* ... its last one (staged.c: one per chunk; else seq) */
 	uint64_t wire; /* staged.c: the call's first number on the wire */
@@ -99,7 +100,6 @@ struct sd_cuda {
 	volatile uint32_t *upw;   /* staged.c: the last ticket copied up (the stream writes it) */
 	CUdeviceptr up_dev;
 	uint32_t enq;             /* tickets taken so far (a call takes one, or one per chunk) */
-	uint32_t calls;           /* device calls queued so far (op.call) */
 	uint64_t xwire;           /* wire numbers the runs took beyond one per call
 				   * (staged.c's chunks), not yet in c->wire */
 	cudaStream_t last_st;     /* queued calls: the stream of the last, */

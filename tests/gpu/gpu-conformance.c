@@ -42,6 +42,12 @@
  *                                           the call or (queued) within 2 s from
  *                                           smddp_comm_get_async_error; streams
  *                                           released (FAULT-OK lines)
+ *   gpu-conformance refused short|zero|gather
+ *                                           rank 1 alone refuses a call (a short
+ *                                           recvbuf, count 0, an allgather with
+ *                                           sendbuf == recvbuf): every rank fails
+ *                                           the call that meets its next one with
+ *                                           SMDDP_EMISMATCH (FAULT-OK lines)
  *   gpu-conformance p2p [--large N] [--perf]
  *                                           a ring of sends and receives in a group,
  *                                           alltoallv, gather and scatter from every
@@ -553,6 +559,8 @@ int main(int argc, char **argv)
 	CK(cudaSetDevice(dev));
 	CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 	cap_bytes = (size_t)nranks * (large + 64) * 8 + 4096;
+	if (cap_bytes < ((size_t)4 << 20) + 4096) /* order's 4 MiB, on one rank too */
+		cap_bytes = ((size_t)4 << 20) + 4096;
 	CK(cudaMalloc((void **)&dsend, cap_bytes));
 	CK(cudaMalloc((void **)&drecv, cap_bytes));
 	CK(cudaMallocHost((void **)&hbuf, cap_bytes));
@@ -574,6 +582,8 @@ int main(int argc, char **argv)
 		overlap();
 	} else if (!strcmp(mode, "mismatch")) {
 		return mismatch();
+	} else if (!strcmp(mode, "refused") && argc > 2) {
+		return refused(argv[2]);
 	} else if (!strcmp(mode, "p2p")) {
 		p2p(large);
 		if (perf && nranks >= 2)
@@ -596,7 +606,7 @@ int main(int argc, char **argv)
 		return dead(atoi(argv[2]));
 	} else {
 		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | twostreams | abortq | cancelq | overlap | "
-				"p2p [--perf] | p2pdead VICTIM | mismatch | errors | dead VICTIM | badbuf VICTIM | cudafail VICTIM CALL | mixed]\n");
+				"p2p [--perf] | p2pdead VICTIM | mismatch | refused HOW | errors | dead VICTIM | badbuf VICTIM | cudafail VICTIM CALL | mixed]\n");
 		return 2;
 	}
 	printf("SUMMARY rank %d of %d: %d passed, %d failed\n", rank, nranks, passed, failures);

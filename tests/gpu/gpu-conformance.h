@@ -65,6 +65,7 @@ int dead(int victim);
 int p2pdead(int victim);
 int cudafail(int victim, int call);
 int mismatch(void);
+int refused(const char *how);
 
 /* ---- gpu-p2p.c: sends, receives, alltoallv, gather, scatter ---- */
 void p2p(size_t large);

@@ -54,6 +54,8 @@ void errors(void)
 	       SMDDP_EINVAL);
 	expect("NULL sendbuf", smddp_allreduce(NULL, drecv, 16, SMDDP_FLOAT32, SMDDP_SUM, comm,
 					       stream), SMDDP_EINVAL);
+	expect("NULL buffers with a stream",
+	       smddp_allreduce(NULL, NULL, 16, SMDDP_FLOAT32, SMDDP_SUM, comm, stream), SMDDP_EINVAL);
 	/* The communicator still works, on a stream and on stream NULL. */
 	CK(cudaMemsetAsync(dsend, 0, 4096, stream));
 	expect("allreduce after the errors",
@@ -484,6 +486,69 @@ int mismatch(void)
 	if (again == SMDDP_OK)
 		printf("FAULT-BAD rank=%d a call after the mismatch returned SMDDP_OK\n", rank);
 	CK(cudaStreamSynchronize(stream));
+	smddp_comm_abort(comm);
+	return 0;
+}
+
+/* Rank 1 alone refuses a call on its own arguments (HOW: "short", a
+ * recvbuf shorter than the call; "zero", count 0; "gather", an allgather
+ * with sendbuf == recvbuf, in place on rank 0 only), which the others make.
+ * The refused call takes its number on rank 1 too, so the others' call
+ * meets rank 1's next one by number and every rank fails with
+ * SMDDP_EMISMATCH naming a peer, at once or (queued) from
+ * smddp_comm_get_async_error; no rank moves rank 1's next call's data as
+ * this one's.  FAULT-OK lines; streams released. */
+int refused(const char *how)
+{
+	size_t count = 1024;
+	int rc, err = -1, bad = -1, zero = !strcmp(how, "zero"), gather = !strcmp(how, "gather");
+	char *small = NULL, want[32];
+
+	if (!zero && !gather && strcmp(how, "short")) {
+		fprintf(stderr, "gpu-conformance refused: short, zero or gather, not %s\n", how);
+		return 2;
+	}
+	rc = smddp_allreduce(dsend, drecv, 16, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (!rc)
+		CK(cudaStreamSynchronize(stream));
+	if (!rc)
+		rc = smddp_comm_get_async_error(comm, &err);
+	if (rc || err) {
+		printf("FAULT-BAD rank=%d a good call failed: %s (async error %d): %s\n", rank,
+		       smddp_strerror(rc), err, smddp_last_error(comm));
+		return 1;
+	}
+	CK(cudaMalloc((void **)&small, 256));
+	double t0 = now_s();
+	if (rank == 1) {
+		if (gather)
+			bad = smddp_allgather(drecv, drecv, count, SMDDP_FLOAT32, comm, stream);
+		else
+			bad = smddp_allreduce(dsend, zero ? drecv : small, zero ? 0 : count,
+					      SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+		if (bad != (zero ? SMDDP_OK : SMDDP_EINVAL)) {
+			printf("FAULT-BAD rank=1 the %s call returned %s: %s\n", how,
+			       smddp_strerror(bad), smddp_last_error(comm));
+			return 1;
+		}
+	}
+	/* The others' call, and rank 1's next, alike in all but their number:
+	 * without it they would pair. */
+	if (gather)
+		rc = smddp_allgather(drecv + (size_t)rank * count * sizeof(float), drecv, count,
+				     SMDDP_FLOAT32, comm, stream);
+	else
+		rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (!rc)
+		rc = await_async_error(t0, 10);
+	double took = now_s() - t0;
+	const char *msg = smddp_last_error(comm);
+
+	snprintf(want, sizeof(want), "rank %d", rank == 1 ? 0 : 1);
+	verdict((rc == SMDDP_EMISMATCH || rc == SMDDP_EABORTED) && strstr(msg, want) && took < 5, rc,
+		took, msg);
+	CK(cudaStreamSynchronize(stream));
+	cudaFree(small);
 	smddp_comm_abort(comm);
 	return 0;
 }

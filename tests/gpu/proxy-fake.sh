@@ -14,6 +14,9 @@ fake node-n2 2 -- matrix --quick
 fake node-n3-queued 3 SMDDP_CUDA_ASYNC=1 FAKECUDA_JITTER_US=200 -- matrix --quick
 FAKE_SECS=60
 fake order-n2 2 -- order
+# one rank: a copy on the stream, which SMDDP_CUDA_ASYNC=0 waits for like any call
+fake order-n1-blocking 1 SMDDP_CUDA_ASYNC=0 -- order
+fake order-n1 1 -- order
 fake order-n2-queued 2 SMDDP_CUDA_ASYNC=1 -- order
 fake errors-n2-queued 2 SMDDP_CUDA_ASYNC=1 -- errors
 fake twostreams-n2-queued 2 SMDDP_CUDA_ASYNC=1 -- twostreams
@@ -45,6 +48,16 @@ export SMDDP_TIMEOUT=30
 LAUNCH_OPTS="--grace 30" run_fake mismatch-queued 60 3 SMDDP_CUDA_ASYNC=1 SMDDP_JOB_ID=${job}m \
 	-- mismatch
 expect_faults mismatch-queued "was told of the mismatch" 0 1 2
+# rank 1 alone refuses a call (its own arguments, or count 0): the call still takes its
+# number there, and every rank fails the call that meets rank 1's next one, blocking or
+# queued, rather than pair them and move the wrong data
+for how in short zero gather; do
+	LAUNCH_OPTS="--grace 30" run_fake refused-$how 60 3 SMDDP_JOB_ID=${job}r -- refused $how
+	expect_faults refused-$how "failed the call that met rank 1's next" 0 1 2
+	LAUNCH_OPTS="--grace 30" run_fake refused-$how-queued 60 3 SMDDP_CUDA_ASYNC=1 \
+		SMDDP_JOB_ID=${job}r -- refused $how
+	expect_faults refused-$how-queued "failed the call that met rank 1's next" 0 1 2
+done
 LAUNCH_OPTS="--grace 30" run_fake abort-queued 60 2 SMDDP_CUDA_ASYNC=1 -- abortq
 expect_faults abort-queued "aborted in time, or was told" 0 1
 # smddp_comm_cancel while the proxy waits for a held stream to reach the call
