@@ -113,6 +113,7 @@ struct run {
 	cpu_set_t *cpus;        /* --bind on one machine: per local rank; else NULL */
 	int nstarted;
 	int nlive;              /* started and not yet exited */
+	bool tstp_sent;         /* Ctrl-Z forwarded, no SIGCONT yet: rank stops are ours */
 
 	struct outq qout, qerr;
 	struct outq *qmsg;      /* where smddp-run's own messages go when tagging */

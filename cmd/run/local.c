@@ -141,6 +141,7 @@ static char **build_env(const struct run *r, int lr)
 static void child_exec(const struct run *r, int errfd, int outfd, int errfd2, int infd,
                        char **env, int lr)
 {
+	struct sigaction ign = { .sa_handler = SIG_IGN };
 	int e;
 
 	setpgid(0, 0);
@@ -152,6 +153,10 @@ static void child_exec(const struct run *r, int errfd, int outfd, int errfd2, in
 		goto fail;
 	sigaction(SIGPIPE, &r->origpipe, NULL);
 	sigaction(SIGCHLD, &r->origchld, NULL);
+	/* A rank is not in the terminal's foreground group (its own, above):
+	 * writing to the terminal under "stty tostop", or setting its modes,
+	 * would stop it for good. Ignored, both work as from a foreground job. */
+	sigaction(SIGTTOU, &ign, NULL);
 	sigprocmask(SIG_SETMASK, &r->origmask, NULL);
 	if (r->raised_nofile)
 		setrlimit(RLIMIT_NOFILE, &r->orignofile);
@@ -244,7 +249,7 @@ int start_rank(struct run *r, struct rank *rk, int lr)
 	}
 	/* Rank 0 reads smddp-run's stdin (as under mpirun) unless that is a
 	 * terminal: ranks are not in the terminal's foreground group and would
-	 * be stopped by SIGTTIN. */
+	 * be stopped by SIGTTIN (loop.c fails the job if one is anyway). */
 	int infd = (lr == 0 && r->lay.node_rank == 0 && !isatty(0)) ? -1 : r->devnull;
 
 	pid_t pid = fork();

@@ -133,7 +133,50 @@ static void rank_exited(struct run *r, struct rank *rk, const siginfo_t *si)
 	stop_ranks(r);
 }
 
-/* After SIGCHLD: note ranks that ended (leaving them zombies), reap orphans. */
+/* A rank (or mpirun) stopped. Reading the terminal (SIGTTIN), or writing to
+ * it with SIGTTOU set back to the default, stops it for good: nobody can
+ * bring its group to the foreground, so the job fails instead of hanging.
+ * SIGSTOP or SIGTSTP from elsewhere is a pause asked for (kill -STOP, a
+ * debugger): said, and waited out. */
+static void rank_stopped(struct run *r, struct rank *rk, int sig)
+{
+	char who[64];
+	if (r->mpirun)
+		snprintf(who, sizeof who, "%s (pid %d)", r->engine, (int)rk->pid);
+	else
+		snprintf(who, sizeof who, "rank %d (pid %d)", rk->rank, (int)rk->pid);
+
+	if (sig != SIGTTIN && sig != SIGTTOU) {
+		if (sig == SIGTSTP && r->tstp_sent)
+			return;   /* our own Ctrl-Z, on its way to the whole job */
+		if (r->phase == PH_RUN)
+			tool_warn("%s was stopped by signal %d (%s); the job waits for it "
+			          "('kill -CONT %d' resumes it)", who, sig, strsignal(sig), (int)rk->pid);
+		return;
+	}
+	if (r->cause != CAUSE_NONE) {
+		/* already stopping: SIGKILL ends it after the grace period */
+		return;
+	}
+	const char *name = sig == SIGTTIN ? "SIGTTIN" : "SIGTTOU";
+	const char *what = sig == SIGTTIN
+		? "it read from the terminal, which smddp-run's ranks do not own; "
+		  "give it stdin from a file"
+		: "it wrote to the terminal or set its modes with SIGTTOU not ignored, "
+		  "and smddp-run's ranks do not own the terminal";
+	r->cause = CAUSE_RANK;
+	r->status = 128 + sig;   /* as a shell reports a stopped job */
+	snprintf(r->why, sizeof r->why, "%s was stopped by %s (%s)", who, name, what);
+	if (r->nlive > 1)
+		tool_warn("%s; stopping %d other rank%s", r->why, r->nlive - 1,
+		          r->nlive == 2 ? "" : "s");
+	else
+		tool_warn("%s", r->why);
+	stop_ranks(r);   /* SIGTERM, then SIGCONT so that the stopped rank sees it */
+}
+
+/* After SIGCHLD: note ranks that ended (leaving them zombies) or stopped,
+ * reap orphans. */
 static void check_children(struct run *r)
 {
 	for (int i = 0; i < r->nranks; i++) {
@@ -142,8 +185,15 @@ static void check_children(struct run *r)
 			continue;
 		siginfo_t si;
 		memset(&si, 0, sizeof si);
-		if (waitid(P_PID, rk->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == rk->pid)
+		if (waitid(P_PID, rk->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == rk->pid) {
 			rank_exited(r, rk, &si);
+			continue;
+		}
+		/* A stop is reported once (no WNOWAIT): it is consumed here. */
+		memset(&si, 0, sizeof si);
+		if (waitid(P_PID, rk->pid, &si, WSTOPPED | WNOHANG) == 0 && si.si_pid == rk->pid &&
+		    si.si_code == CLD_STOPPED)
+			rank_stopped(r, rk, si.si_status);
 	}
 
 	pid_t kids[4096];
@@ -239,11 +289,15 @@ static void got_signal(struct run *r, int sig)
 		/* Ctrl-Z reaches only us (the ranks are not in the terminal's
 		 * foreground group): stop the ranks, then ourselves, so that the
 		 * shell's job control works on the whole job. */
+		r->tstp_sent = true;
 		signal_groups(r, SIGTSTP);
 		raise(SIGSTOP);
 		return;
 	}
 	if (sig == SIGCONT) {
+		/* the ranks' stops by our SIGTSTP were read before this (SIGCHLD
+		 * is dequeued first: lower number) */
+		r->tstp_sent = false;
 		signal_groups(r, SIGCONT);
 		return;
 	}
