@@ -90,4 +90,11 @@ check "$R" 'd["verdict"], d["storage"][0]["status"], d["storage"][0]["region"]' 
 AWS_EC2_METADATA_SERVICE_ENDPOINT="$EMU_URL/disabled" az --mounts "$FIX/mounts-fsx-in"
 expect_rc 1 "single-host check with IMDS turned off"
 [ ! -s "$T/out" ] || fail "single-host failure: stdout: $(cat "$T/out")"
+# with --json, the verdict all the same: the error record, undecided (1)
+AWS_EC2_METADATA_SERVICE_ENDPOINT="$EMU_URL/disabled" az --json --mounts "$FIX/mounts-fsx-in"
+expect_rc 1 "single-host --json with IMDS turned off"
+check "$R" 'd["verdict"], d["exit_status"], len(d["hosts"])' "('undecided', 1, 1)"
+check "$R" '"turned off" in d["hosts"][0]["error"]' True
+check "$R" 'any("turned off" in u for u in d["undecided"])' True
+grep -q '403 Forbidden.*turned off' "$T/err" || fail "single-host --json failure: stderr: $(cat "$T/err")"
 exit 0
