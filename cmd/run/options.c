@@ -2,7 +2,9 @@
 #include "config.h"
 
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,6 +24,54 @@ enum {
 	OPT_RDZV_ENDPOINT, OPT_RDZV_ID, OPT_RDZV_BACKEND, OPT_STANDALONE, OPT_LAUNCHER_PORT,
 	OPT_JOIN_TIMEOUT, OPT_LAUNCHER, OPT_SRUN_ARGS, OPT_UNBUFFERED, OPT_NO_PYTHON,
 	OPT_MAX_RESTARTS, OPT_TRACE_DIR,
+	OPT_END
+};
+
+/* torchrun reads each of its options from PET_<OPTION> when the command line
+ * lacks it (torch/distributed/argparse_util.py); the Kubeflow PyTorchJob
+ * operator sets these instead of passing options. Flags take an integer,
+ * non-zero for on. The command line wins over them. */
+static const struct pet {
+	const char *var;
+	int opt;
+	const char *name;       /* the option, for messages */
+	bool flag;
+} pet_vars[] = {
+	{ "PET_NPROC_PER_NODE", 'n',               "--nproc-per-node", false },
+	{ "PET_NNODES",         OPT_NNODES,        "--nnodes",         false },
+	{ "PET_NODE_RANK",      OPT_NODE_RANK,     "--node-rank",      false },
+	{ "PET_MASTER_ADDR",    OPT_MASTER_ADDR,   "--master-addr",    false },
+	{ "PET_MASTER_PORT",    OPT_MASTER_PORT,   "--master-port",    false },
+	{ "PET_RDZV_ENDPOINT",  OPT_RDZV_ENDPOINT, "--rdzv-endpoint",  false },
+	{ "PET_RDZV_ID",        OPT_RDZV_ID,       "--rdzv-id",        false },
+	{ "PET_RDZV_BACKEND",   OPT_RDZV_BACKEND,  "--rdzv-backend",   false },
+	{ "PET_MAX_RESTARTS",   OPT_MAX_RESTARTS,  "--max-restarts",   false },
+	{ "PET_STANDALONE",     OPT_STANDALONE,    "--standalone",     true },
+	{ "PET_NO_PYTHON",      OPT_NO_PYTHON,     "--no-python",      true },
+};
+
+/* The PET_ variable whose value is being parsed; NULL: the command line's. */
+static const struct pet *from_env;
+
+/* A bad option value, named as it was given: on the command line, or in a
+ * PET_ variable. */
+static noreturn TOOL_PRINTF(1, 2) void opt_error(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (from_env)
+		tool_usage_error("%s: %s (torchrun's %s, from the environment; fix or unset %s)",
+		                 from_env->var, msg, from_env->name, from_env->var);
+	tool_usage_error("%s", msg);
+}
+
+/* What the checks after the command line need to know of it. */
+struct seen {
+	bool addr, endpoint;    /* --master-addr, --rdzv-endpoint (or from PET_) */
+	bool cmdline[OPT_END];  /* options given on the command line */
 };
 
 static void usage(void)
@@ -77,6 +127,9 @@ static void usage(void)
 "  --master_port, --rdzv_endpoint, --rdzv_id; --rdzv-backend, --no-python and\n"
 "  --max-restarts 0 are accepted and change nothing (PROGRAM runs as it is given:\n"
 "  a Python script as 'python3 train.py')\n"
+"  As with torchrun, PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE, PET_MASTER_ADDR,\n"
+"  PET_MASTER_PORT, PET_RDZV_ENDPOINT, PET_RDZV_ID... give the options the command\n"
+"  line does not (Kubeflow's PyTorchJob sets them)\n"
 "\n"
 "Across hosts (through mpirun):\n"
 "      --hosts H1[:N],H2[:N]...  run N ranks on each of these hosts\n"
@@ -115,7 +168,7 @@ static enum bind parse_bind(const char *s)
 		return BIND_CORE;
 	if (strcmp(s, "numa") == 0)
 		return BIND_NUMA;
-	tool_usage_error("invalid --bind '%s': expected none, core or numa", s);
+	opt_error("invalid --bind '%s': expected none, core or numa", s);
 }
 
 /* -n's value: a number, or torchrun's auto (the default), gpu, cpu. */
@@ -127,7 +180,7 @@ static long parse_nproc(const char *arg)
 	if (strcmp(arg, "gpu") == 0) {
 		n = count_gpus();
 		if (n == 0)
-			tool_usage_error("--nproc-per-node gpu: no NVIDIA GPU here (no /dev/nvidiaN); "
+			opt_error("--nproc-per-node gpu: no NVIDIA GPU here (no /dev/nvidiaN); "
 			                 "give a number");
 		return n > MAX_NPROC ? MAX_NPROC : n;
 	}
@@ -136,7 +189,7 @@ static long parse_nproc(const char *arg)
 		return n < 1 ? 1 : n > MAX_NPROC ? MAX_NPROC : n;
 	}
 	if (tool_parse_long(arg, 1, MAX_NPROC, &n) < 0)
-		tool_usage_error("invalid number of ranks '%s': expected 1 to %d, auto, gpu or cpu",
+		opt_error("invalid number of ranks '%s': expected 1 to %d, auto, gpu or cpu",
 		                 arg, MAX_NPROC);
 	return n;
 }
@@ -149,7 +202,7 @@ static void parse_endpoint(const char *arg, struct options *o)
 	if (arg[0] == '[') {
 		const char *close = strchr(arg, ']');
 		if (!close || close == arg + 1 || (close[1] && close[1] != ':'))
-			tool_usage_error("invalid --rdzv-endpoint '%s': expected HOST[:PORT] or "
+			opt_error("invalid --rdzv-endpoint '%s': expected HOST[:PORT] or "
 			                 "[IPV6]:PORT", arg);
 		host = strndup(arg + 1, close - arg - 1);
 		port = close[1] ? close + 2 : NULL;
@@ -163,10 +216,228 @@ static void parse_endpoint(const char *arg, struct options *o)
 	if (!host)
 		out_of_memory();
 	if (!*host)
-		tool_usage_error("invalid --rdzv-endpoint '%s': no host", arg);
+		opt_error("invalid --rdzv-endpoint '%s': no host", arg);
 	o->master_addr = host;
 	if (port && tool_parse_long(port, 1, 65535, &o->master_port) < 0)
-		tool_usage_error("invalid --rdzv-endpoint '%s': the port must be 1 to 65535", arg);
+		opt_error("invalid --rdzv-endpoint '%s': the port must be 1 to 65535", arg);
+}
+
+/* Option C with its value ARG (NULL for a flag), from the command line or a
+ * PET_ variable. */
+static void set_option(struct options *o, struct seen *s, int c, const char *arg)
+{
+	switch (c) {
+	case 'n':
+		o->nproc = parse_nproc(arg);
+		break;
+	case OPT_TAG:
+		o->tag = 1;
+		break;
+	case OPT_NO_TAG:
+		o->tag = 0;
+		break;
+	case OPT_MASTER_ADDR:
+		if (!*arg)
+			opt_error("empty --master-addr");
+		o->master_addr = arg;
+		s->addr = true;
+		break;
+	case OPT_MASTER_PORT:
+		if (tool_parse_long(arg, 1, 65535, &o->master_port) < 0)
+			opt_error("invalid port '%s': expected 1 to 65535", arg);
+		break;
+	case OPT_GRACE:
+		if (tool_parse_double(arg, 0, 86400, &o->grace_s) < 0)
+			opt_error("invalid --grace '%s': expected 0 to 86400 seconds",
+			                 arg);
+		break;
+	case OPT_TIMEOUT:
+		if (tool_parse_double(arg, 0, 1e9, &o->timeout_s) < 0 || o->timeout_s <= 0)
+			opt_error("invalid --timeout '%s': expected a positive number of seconds",
+			                 arg);
+		o->timeout_arg = arg;
+		break;
+	case OPT_HOSTS:
+		o->hosts = arg;
+		break;
+	case OPT_HOSTFILE:
+		o->hostfile = arg;
+		break;
+	case OPT_DRY_RUN:
+		o->dry_run = true;
+		break;
+	case OPT_MPIRUN_ARGS:
+		if (split_words(arg, &o->mpirun_args) < 0)
+			opt_error("--mpirun-args '%s': a quote is not closed", arg);
+		break;
+	case OPT_ENV: {
+		size_t n = strcspn(arg, "=");
+		if (!valid_env_name(arg, n))
+			opt_error("invalid --env '%s': expected VAR or VAR=VALUE, VAR made of "
+			                 "letters, digits and '_'", arg);
+		if (is_rank_env_name(arg, n))
+			opt_error("--env '%s': smddp-run sets %.*s itself (see --master-addr, "
+			                 "--master-port, --nproc)", arg, (int)n, arg);
+		if (!arg[n] && !getenv(arg))
+			opt_error("--env %s: %s is not set; give a value with --env %s=VALUE",
+			                 arg, arg, arg);
+		strv_add(&o->envs, arg);
+		break;
+	}
+	case OPT_BIND:
+		o->bind = parse_bind(arg);
+		break;
+	case OPT_NETIF:
+		if (!*arg || strlen(arg) >= 16 || strpbrk(arg, " \t/,:'\"\\"))
+			opt_error("invalid --network-interface '%s': expected an interface "
+			                 "name such as eth0", arg);
+		o->netif = arg;
+		break;
+	case OPT_SAGEMAKER:
+		o->sagemaker = 1;
+		break;
+	case OPT_NO_SAGEMAKER:
+		o->sagemaker = 0;
+		break;
+	case OPT_RESOURCE_CONFIG:
+		o->resource_config = arg;
+		break;
+	case OPT_HYPERPARAMETERS:
+		o->hyperparameters = arg;
+		break;
+	case OPT_DISTRIBUTION:
+		o->distribution = arg;
+		break;
+	case OPT_WORKER_WAIT:
+		if (tool_parse_double(arg, 0, 1e9, &o->worker_wait_s) < 0)
+			opt_error("invalid --worker-wait '%s': expected a number of seconds",
+			                 arg);
+		break;
+	case OPT_NNODES: {
+		/* torchrun's MIN:MAX, as long as it is one number */
+		char *colon = strchr(arg, ':');
+		long lo, hi;
+		if (colon) {
+			char *a = strndup(arg, colon - arg);
+			if (!a)
+				out_of_memory();
+			if (tool_parse_long(a, 1, 65536, &lo) < 0 ||
+			    tool_parse_long(colon + 1, 1, 65536, &hi) < 0)
+				opt_error("invalid --nnodes '%s': expected N from 1 to 65536",
+				                 arg);
+			free(a);
+			if (lo != hi)
+				opt_error("--nnodes %s: elastic jobs (a range of nodes) are not "
+				                 "supported; give one number", arg);
+		} else if (tool_parse_long(arg, 1, 65536, &lo) < 0) {
+			opt_error("invalid --nnodes '%s': expected N from 1 to 65536", arg);
+		}
+		o->nnodes = lo;
+		break;
+	}
+	case OPT_NODE_RANK:
+		if (tool_parse_long(arg, 0, 65535, &o->node_rank) < 0)
+			opt_error("invalid --node-rank '%s': expected 0 to N-1", arg);
+		break;
+	case OPT_RDZV_ENDPOINT:
+		parse_endpoint(arg, o);
+		s->endpoint = true;
+		break;
+	case OPT_RDZV_ID:
+		if (!*arg || strlen(arg) >= NODES_ID_MAX || strpbrk(arg, " \t\n="))
+			opt_error("invalid --rdzv-id '%s': expected 1 to %d characters, no "
+			                 "blanks", arg, NODES_ID_MAX - 1);
+		o->job_id = arg;
+		break;
+	case OPT_RDZV_BACKEND:
+		if (strcmp(arg, "static") != 0 && strcmp(arg, "c10d") != 0)
+			opt_error("--rdzv-backend %s: only static and c10d are accepted "
+			                 "(both mean smddp-run's own rendezvous)", arg);
+		break;
+	case OPT_STANDALONE:
+		o->standalone = true;
+		break;
+	case OPT_LAUNCHER_PORT:
+		if (tool_parse_long(arg, 1, 65535, &o->launcher_port) < 0)
+			opt_error("invalid --launcher-port '%s': expected 1 to 65535", arg);
+		break;
+	case OPT_JOIN_TIMEOUT:
+		if (tool_parse_double(arg, 0, 1e7, &o->join_timeout_s) < 0 ||
+		    o->join_timeout_s <= 0)
+			opt_error("invalid --join-timeout '%s': expected a positive number "
+			                 "of seconds", arg);
+		break;
+	case OPT_UNBUFFERED:
+		o->unbuffered = true;
+		break;
+	case OPT_TRACE_DIR:
+		if (!*arg)
+			opt_error("--trace-dir: empty directory name");
+		if (strlen(arg) > 900)
+			opt_error("--trace-dir: a name of at most 900 characters");
+		o->trace_dir = arg;
+		break;
+	case OPT_NO_PYTHON:
+		break;   /* smddp-run never adds a python */
+	case OPT_MAX_RESTARTS: {
+		long n;
+		if (tool_parse_long(arg, 0, 1000000, &n) < 0)
+			opt_error("invalid --max-restarts '%s': expected 0", arg);
+		if (n > 0)
+			opt_error("--max-restarts %s: restarting failed ranks is not "
+			                 "supported; a failure ends the job (give 0)", arg);
+		break;
+	}
+	case OPT_LAUNCHER:
+		if (strcmp(arg, "auto") == 0)
+			o->launcher = LAUNCH_AUTO;
+		else if (strcmp(arg, "slurm") == 0)
+			o->launcher = LAUNCH_SLURM;
+		else if (strcmp(arg, "none") == 0)
+			o->launcher = LAUNCH_NONE;
+		else
+			opt_error("invalid --launcher '%s': expected auto, slurm or none", arg);
+		break;
+	case OPT_SRUN_ARGS:
+		if (split_words(arg, &o->srun_args) < 0)
+			opt_error("--srun-args '%s': a quote is not closed", arg);
+		break;
+	}
+}
+
+/* torchrun's PET_ variables, for the options the command line did not give. */
+static void options_from_env(struct options *o, struct seen *s)
+{
+	/* One rendezvous address: a command line that names one (or a
+	 * --standalone job) leaves every PET_ address and size alone, and
+	 * PET_MASTER_ADDR wins over PET_RDZV_ENDPOINT. */
+	bool addr_cmdline = s->cmdline[OPT_MASTER_ADDR] || s->cmdline[OPT_RDZV_ENDPOINT];
+	bool standalone = s->cmdline[OPT_STANDALONE];
+	for (size_t i = 0; i < sizeof pet_vars / sizeof pet_vars[0]; i++) {
+		const struct pet *p = &pet_vars[i];
+		const char *v = getenv(p->var);
+		if (!v || !*v || s->cmdline[p->opt])
+			continue;
+		bool addr = p->opt == OPT_MASTER_ADDR || p->opt == OPT_RDZV_ENDPOINT ||
+		            p->opt == OPT_MASTER_PORT;
+		if (addr && addr_cmdline)
+			continue;
+		if (standalone && (addr || p->opt == OPT_NNODES || p->opt == OPT_NODE_RANK))
+			continue;
+		if (p->opt == OPT_RDZV_ENDPOINT && s->addr)
+			continue;
+		from_env = p;
+		if (p->flag) {
+			long on;
+			if (tool_parse_long(v, 0, LONG_MAX, &on) < 0)
+				opt_error("invalid value '%s': expected 0 (off) or 1 (on)", v);
+			if (on)
+				set_option(o, s, p->opt, NULL);
+		} else {
+			set_option(o, s, p->opt, v);
+		}
+		from_env = NULL;
+	}
 }
 
 void parse_options(int argc, char **argv, struct options *o)
@@ -229,197 +500,29 @@ void parse_options(int argc, char **argv, struct options *o)
 	o->worker_wait_s = DEFAULT_WORKER_WAIT_S;
 	o->node_rank = -1;
 	o->join_timeout_s = DEFAULT_JOIN_TIMEOUT_S;
-	bool addr_given = false, endpoint_given = false;
+	struct seen s;
+	memset(&s, 0, sizeof s);
 
 	opterr = 0;
 	/* '+': stop at PROGRAM, whose own options are not ours. */
 	while ((c = getopt_long(argc, argv, "+:n:hV", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'n':
-			o->nproc = parse_nproc(optarg);
-			break;
-		case OPT_TAG:
-			o->tag = 1;
-			break;
-		case OPT_NO_TAG:
-			o->tag = 0;
-			break;
-		case OPT_MASTER_ADDR:
-			if (!*optarg)
-				tool_usage_error("empty --master-addr");
-			o->master_addr = optarg;
-			addr_given = true;
-			break;
-		case OPT_MASTER_PORT:
-			if (tool_parse_long(optarg, 1, 65535, &o->master_port) < 0)
-				tool_usage_error("invalid port '%s': expected 1 to 65535", optarg);
-			break;
-		case OPT_GRACE:
-			if (tool_parse_double(optarg, 0, 86400, &o->grace_s) < 0)
-				tool_usage_error("invalid --grace '%s': expected 0 to 86400 seconds",
-				                 optarg);
-			break;
-		case OPT_TIMEOUT:
-			if (tool_parse_double(optarg, 0, 1e9, &o->timeout_s) < 0 || o->timeout_s <= 0)
-				tool_usage_error("invalid --timeout '%s': expected a positive number of seconds",
-				                 optarg);
-			o->timeout_arg = optarg;
-			break;
-		case OPT_HOSTS:
-			o->hosts = optarg;
-			break;
-		case OPT_HOSTFILE:
-			o->hostfile = optarg;
-			break;
-		case OPT_DRY_RUN:
-			o->dry_run = true;
-			break;
-		case OPT_MPIRUN_ARGS:
-			if (split_words(optarg, &o->mpirun_args) < 0)
-				tool_usage_error("--mpirun-args '%s': a quote is not closed", optarg);
-			break;
-		case OPT_ENV: {
-			size_t n = strcspn(optarg, "=");
-			if (!valid_env_name(optarg, n))
-				tool_usage_error("invalid --env '%s': expected VAR or VAR=VALUE, VAR made of "
-				                 "letters, digits and '_'", optarg);
-			if (is_rank_env_name(optarg, n))
-				tool_usage_error("--env '%s': smddp-run sets %.*s itself (see --master-addr, "
-				                 "--master-port, --nproc)", optarg, (int)n, optarg);
-			if (!optarg[n] && !getenv(optarg))
-				tool_usage_error("--env %s: %s is not set; give a value with --env %s=VALUE",
-				                 optarg, optarg, optarg);
-			strv_add(&o->envs, optarg);
-			break;
-		}
-		case OPT_BIND:
-			o->bind = parse_bind(optarg);
-			break;
-		case OPT_NETIF:
-			if (!*optarg || strlen(optarg) >= 16 || strpbrk(optarg, " \t/,:'\"\\"))
-				tool_usage_error("invalid --network-interface '%s': expected an interface "
-				                 "name such as eth0", optarg);
-			o->netif = optarg;
-			break;
-		case OPT_SAGEMAKER:
-			o->sagemaker = 1;
-			break;
-		case OPT_NO_SAGEMAKER:
-			o->sagemaker = 0;
-			break;
-		case OPT_RESOURCE_CONFIG:
-			o->resource_config = optarg;
-			break;
-		case OPT_HYPERPARAMETERS:
-			o->hyperparameters = optarg;
-			break;
-		case OPT_DISTRIBUTION:
-			o->distribution = optarg;
-			break;
-		case OPT_WORKER_WAIT:
-			if (tool_parse_double(optarg, 0, 1e9, &o->worker_wait_s) < 0)
-				tool_usage_error("invalid --worker-wait '%s': expected a number of seconds",
-				                 optarg);
-			break;
-		case OPT_NNODES: {
-			/* torchrun's MIN:MAX, as long as it is one number */
-			char *colon = strchr(optarg, ':');
-			long lo, hi;
-			if (colon) {
-				char *a = strndup(optarg, colon - optarg);
-				if (!a)
-					out_of_memory();
-				if (tool_parse_long(a, 1, 65536, &lo) < 0 ||
-				    tool_parse_long(colon + 1, 1, 65536, &hi) < 0)
-					tool_usage_error("invalid --nnodes '%s': expected N from 1 to 65536",
-					                 optarg);
-				free(a);
-				if (lo != hi)
-					tool_usage_error("--nnodes %s: elastic jobs (a range of nodes) are not "
-					                 "supported; give one number", optarg);
-			} else if (tool_parse_long(optarg, 1, 65536, &lo) < 0) {
-				tool_usage_error("invalid --nnodes '%s': expected N from 1 to 65536", optarg);
-			}
-			o->nnodes = lo;
-			break;
-		}
-		case OPT_NODE_RANK:
-			if (tool_parse_long(optarg, 0, 65535, &o->node_rank) < 0)
-				tool_usage_error("invalid --node-rank '%s': expected 0 to N-1", optarg);
-			break;
-		case OPT_RDZV_ENDPOINT:
-			parse_endpoint(optarg, o);
-			endpoint_given = true;
-			break;
-		case OPT_RDZV_ID:
-			if (!*optarg || strlen(optarg) >= NODES_ID_MAX || strpbrk(optarg, " \t\n="))
-				tool_usage_error("invalid --rdzv-id '%s': expected 1 to %d characters, no "
-				                 "blanks", optarg, NODES_ID_MAX - 1);
-			o->job_id = optarg;
-			break;
-		case OPT_RDZV_BACKEND:
-			if (strcmp(optarg, "static") != 0 && strcmp(optarg, "c10d") != 0)
-				tool_usage_error("--rdzv-backend %s: only static and c10d are accepted "
-				                 "(both mean smddp-run's own rendezvous)", optarg);
-			break;
-		case OPT_STANDALONE:
-			o->standalone = true;
-			break;
-		case OPT_LAUNCHER_PORT:
-			if (tool_parse_long(optarg, 1, 65535, &o->launcher_port) < 0)
-				tool_usage_error("invalid --launcher-port '%s': expected 1 to 65535", optarg);
-			break;
-		case OPT_JOIN_TIMEOUT:
-			if (tool_parse_double(optarg, 0, 1e7, &o->join_timeout_s) < 0 ||
-			    o->join_timeout_s <= 0)
-				tool_usage_error("invalid --join-timeout '%s': expected a positive number "
-				                 "of seconds", optarg);
-			break;
-		case OPT_UNBUFFERED:
-			o->unbuffered = true;
-			break;
-		case OPT_TRACE_DIR:
-			if (!*optarg)
-				tool_usage_error("--trace-dir: empty directory name");
-			if (strlen(optarg) > 900)
-				tool_usage_error("--trace-dir: a name of at most 900 characters");
-			o->trace_dir = optarg;
-			break;
-		case OPT_NO_PYTHON:
-			break;   /* smddp-run never adds a python */
-		case OPT_MAX_RESTARTS: {
-			long n;
-			if (tool_parse_long(optarg, 0, 1000000, &n) < 0)
-				tool_usage_error("invalid --max-restarts '%s': expected 0", optarg);
-			if (n > 0)
-				tool_usage_error("--max-restarts %s: restarting failed ranks is not "
-				                 "supported; a failure ends the job (give 0)", optarg);
-			break;
-		}
-		case OPT_LAUNCHER:
-			if (strcmp(optarg, "auto") == 0)
-				o->launcher = LAUNCH_AUTO;
-			else if (strcmp(optarg, "slurm") == 0)
-				o->launcher = LAUNCH_SLURM;
-			else if (strcmp(optarg, "none") == 0)
-				o->launcher = LAUNCH_NONE;
-			else
-				tool_usage_error("invalid --launcher '%s': expected auto, slurm or none", optarg);
-			break;
-		case OPT_SRUN_ARGS:
-			if (split_words(optarg, &o->srun_args) < 0)
-				tool_usage_error("--srun-args '%s': a quote is not closed", optarg);
-			break;
 		case 'h':
 			usage();
 			exit(TOOL_EXIT_OK);
 		case 'V':
 			tool_print_version();
 			exit(TOOL_EXIT_OK);
-		default:
+		case ':':
+		case '?':
 			tool_getopt_error_long(c, optopt, argv, optind, longopts);
+		default:
+			if (c > 0 && c < OPT_END)
+				s.cmdline[c] = true;
+			set_option(o, &s, c, optarg);
 		}
 	}
+	options_from_env(o, &s);
 	if (optind >= argc)
 		tool_usage_error("no program given");
 	o->argv = argv + optind;
@@ -436,9 +539,9 @@ void parse_options(int argc, char **argv, struct options *o)
 	if (sm_flags)
 		o->sagemaker = 1;
 
-	if (addr_given && endpoint_given)
+	if (s.addr && s.endpoint)
 		tool_usage_error("--master-addr and --rdzv-endpoint exclude each other");
-	if (o->standalone && (o->nnodes > 1 || o->node_rank > 0 || addr_given || endpoint_given))
+	if (o->standalone && (o->nnodes > 1 || o->node_rank > 0 || s.addr || s.endpoint))
 		tool_usage_error("--standalone is one node on 127.0.0.1: it excludes --nnodes N > 1, "
 		                 "--node-rank, --master-addr and --rdzv-endpoint");
 	if (o->node_rank >= 0 && !o->nnodes)
