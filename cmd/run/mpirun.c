@@ -393,14 +393,23 @@ int rank_wrapper(int argc, char **argv)
 		tool_warn_errno("rank %d on host %s: cannot execute '%s'", rank, host, argv[0]);
 	}
 
-	int stopped_by = 0;   /* the signal mpirun (or someone) sent us */
+	/* The stop signal mpirun (or someone) sent us: the rank's end is then
+	 * expected, and mpirun reports the job. SIGUSR1/SIGUSR2, which mpirun
+	 * forwards too, ask the rank for something else (a flight-recorder
+	 * dump): a crash after them is still the rank's to report.
+	 *
+	 * The rank stays in our process group: Open MPI's orted makes each
+	 * process it starts (us) a group leader and signals, and at the end
+	 * kills, the whole group, which so reaches the rank's own children. */
+	int stopped_by = 0;
 	for (;;) {
 		siginfo_t si;
 		int sig = sigwaitinfo(&mask, &si);
 		if (sig < 0)
 			continue;   /* EINTR */
 		if (sig != SIGCHLD) {
-			if (sig != SIGCONT && !stopped_by)
+			if ((sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT) &&
+			    !stopped_by)
 				stopped_by = sig;
 			kill(pid, sig);
 			continue;

@@ -51,6 +51,26 @@ rc=0
 env -u OMPI_COMM_WORLD_RANK timeout 60 "$RUN" --rank-wrapper -- true 2>"$T/err" || rc=$?
 [ "$rc" -eq 2 ] && grep -q 'OMPI_COMM_WORLD_RANK is not set: this mode runs under Open MPI' "$T/err" ||
 	fail "--rank-wrapper: $rc $(cat "$T/err")"
+# a crash after a forwarded SIGUSR1 (a dump request) is still reported with
+# host, rank and status; after SIGTERM (a stop) it is mpirun's to report
+for sig in USR1 TERM; do
+	mkdir "$T/w$sig"
+	# env execs the wrapper: BG is its pid
+	start_bg env OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=1 OMPI_COMM_WORLD_LOCAL_RANK=0 \
+		OMPI_COMM_WORLD_LOCAL_SIZE=1 "$RUN" --rank-wrapper -- "$PROG" ignore 10 ignore 15 pid "$T/w$sig" \
+		waitn "$T/w$sig" 2 exit-if 0 3 2>"$T/w$sig/err"
+	wrapper=$BG
+	wait_files 1 "$T/w$sig/pid"
+	# pending before the rank can exit: the wrapper takes it first (lower number)
+	kill -"$sig" "$wrapper"
+	# the second file waitn counts; the rank's pid, for cleanup to kill
+	cp "$T/w$sig/pid.0" "$T/w$sig/pid.1"
+	wait_bg "$wrapper" 60
+	[ "$RC" -eq 3 ] || fail "--rank-wrapper, SIG$sig: exit status $RC: $(cat "$T/w$sig/err")"
+done
+grep -Fxq "smddp-run: rank 0 on host $(hostname) (pid $(cat "$T/wUSR1/pid.0")) exited with status 3" \
+	"$T/wUSR1/err" || fail "--rank-wrapper, SIGUSR1: no report: $(cat "$T/wUSR1/err")"
+[ ! -s "$T/wTERM/err" ] || fail "--rank-wrapper, SIGTERM: $(cat "$T/wTERM/err")"
 
 # ---- a hostfile with comments, blank lines and max_slots, in a --dry-run
 cat >"$T/hosts" <<'HF'
