@@ -35,7 +35,9 @@ cleanup() {
 		kill -KILL $all 2>/dev/null
 	done
 	for f in $(find "$T" -name 'pid.*' -o -name 'child.*' 2>/dev/null); do
-		kill -KILL "$(cat "$f")" 2>/dev/null
+		p=$(cat "$f")
+		# a pid only: 0 or -N would be this shell's process group, or another's
+		[[ $p =~ ^[1-9][0-9]*$ ]] && kill -KILL "$p" 2>/dev/null
 	done
 	rm -rf "$T"
 }
