@@ -36,6 +36,8 @@
 #include <strings.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 
 #include "common/flight.h"
 #include "common/tool.h"
@@ -408,20 +410,71 @@ static bool catches(pid_t pid, int sig)
 	return yes;
 }
 
+static void file_job_id(const char *id, char *out, size_t len);
+
+/* The inode of rank's dump in the trace directory, 0 while there is none:
+ * the library writes a dump aside and renames it into place, so a new
+ * inode is a whole new dump. */
+static ino_t dump_inode(const struct run *r, const char *job, int rank)
+{
+	char path[sizeof r->trace_dir + 96];
+	struct stat st;
+
+	snprintf(path, sizeof path, "%s/smddp-trace.%s.%d.jsonl", r->trace_dir, job, rank);
+	return stat(path, &st) == 0 ? st.st_ino : 0;
+}
+
 /* Just before the ranks are stopped: those that handle SIGUSR1 (the
  * library's handler, where SMDDP_TRACE_SIGNAL=1) write their recorders.
- * The stopping signal sent next waits for the handler (it blocks them),
- * and a process that does not handle SIGUSR1 never gets it, so this never
- * kills a rank early. */
+ * A process that does not handle SIGUSR1 never gets it, so this never
+ * kills a rank early.  The handler blocks the stopping signals, but only
+ * once it runs: Linux delivers a pending SIGHUP or SIGINT (lower numbers)
+ * before SIGUSR1, and in a threaded rank another thread takes a SIGTERM
+ * while one dumps.  So the stopping signal waits, at most DUMP_WAIT_MS,
+ * until each signalled rank has a new dump or has ended. */
+#define DUMP_WAIT_MS 1000
 void trace_signal_ranks(struct run *r)
 {
+	ino_t before[r->nranks > 0 ? r->nranks : 1];
+	bool asked[r->nranks > 0 ? r->nranks : 1];
+	char job[40];
+	int pending = 0;
+
 	if (!r->trace_signal || r->mpirun)
 		return;
+	file_job_id(r->job_id, job, sizeof job);
 	for (int i = 0; i < r->nranks; i++) {
 		struct rank *rk = &r->ranks[i];
 
-		if (rk->pid > 0 && !rk->exited && catches(rk->pid, SIGUSR1))
-			kill(rk->pid, SIGUSR1);
+		asked[i] = rk->pid > 0 && !rk->exited && catches(rk->pid, SIGUSR1);
+		if (!asked[i])
+			continue;
+		before[i] = r->trace_dir[0] ? dump_inode(r, job, rk->rank) : 0;
+		if (kill(rk->pid, SIGUSR1) == 0)
+			pending++;
+		else
+			asked[i] = false;
+	}
+	if (!r->trace_dir[0] || !job[0])
+		return; /* nowhere to look: the handler's own blocking must do */
+	for (int64_t end = now_ms() + DUMP_WAIT_MS; pending && now_ms() < end;) {
+		struct timespec ts = {0, 5 * 1000000L};
+
+		nanosleep(&ts, NULL);
+		for (int i = 0; i < r->nranks; i++) {
+			struct rank *rk = &r->ranks[i];
+			siginfo_t si;
+
+			if (!asked[i])
+				continue;
+			memset(&si, 0, sizeof si);
+			if (dump_inode(r, job, rk->rank) != before[i] ||
+			    (waitid(P_PID, rk->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+			     si.si_pid == rk->pid)) {
+				asked[i] = false;
+				pending--;
+			}
+		}
 	}
 }
 

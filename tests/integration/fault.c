@@ -840,6 +840,8 @@ int main(int argc, char **argv)
 			/* stuck for good: only the launcher's SIGKILL (after --grace)
 			 * ends it, so that no witness sees it die before its own
 			 * timeout, which would rightly be SMDDP_EPEER */
+			printf("FAULT rank=%d asleep\n", rank);
+			fflush(stdout);
 			sleep_s(arg);
 			printf("FAULT rank=%d woke up after %.0f s\n", rank, arg);
 			return 0;

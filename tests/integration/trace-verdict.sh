@@ -84,6 +84,32 @@ run_job jobtimeout 8 3 "$FAULT" hang 1 60
 verdict jobtimeout '^smddp-run: verdict: rank 1 never entered call 3 \(allreduce, 4099 x float32, sum\); ranks 0,2 waited in it$'
 no_private_dir jobtimeout
 
+# smddp-run is hung up on (SIGHUP) while rank 1 sleeps: every rank dumps before
+# the forwarded SIGHUP, which Linux would deliver before the pending SIGUSR1
+# and so kill the rank undumped
+mkdir "$TDIR/hup"
+SMDDP_TRACE_DIR=$TDIR/hup timeout -k 5 120 "$RUN" -n 3 --timeout 100 --grace 5 \
+	"$FAULT" hang 1 60 >"$TDIR/hup.out" 2>&1 &
+hup_pid=$!
+for ((i = 0; i < 600; i++)); do
+	grep -q "FAULT rank=1 asleep" "$TDIR/hup.out" && break
+	sleep 0.1
+done
+kill -HUP "$hup_pid"
+wait "$hup_pid"
+status=$?
+echo "--- hup: smddp-run -n 3, SIGHUP once rank 1 sleeps -> exit $status"
+sed 's/^/    /' "$TDIR/hup.out"
+[ "$status" -eq 129 ] || fail "hup: smddp-run exited $status, not 129 (SIGHUP)"
+for r in 0 1 2; do
+	[ -s "$TDIR"/hup/smddp-trace.*."$r".jsonl ] || fail "hup: rank $r wrote no dump"
+done
+if grep -q "no dump from" "$TDIR/hup.out"; then
+	fail "hup: $(grep verdict "$TDIR/hup.out")"
+else
+	pass "hup: every rank dumped before the SIGHUP"
+fi
+
 # A mismatch (SMDDP_CHECK_COLL): every rank dumps the call they disagree on
 export SMDDP_TIMEOUT=60
 WANT_STATUS=42
