@@ -199,6 +199,14 @@ void plan_env(const struct options *o, struct plan *p)
 	/* --unbuffered: Python's own buffering too, unless the user decided */
 	if (o->unbuffered && !getenv("PYTHONUNBUFFERED") && !strv_has(&p->fwd, "PYTHONUNBUFFERED"))
 		envv_set(&p->env, "PYTHONUNBUFFERED", "1", false);
+	/* The PSM libraries that some libfabric builds link (Debian's) catch
+	 * SIGTERM, SIGINT, SIGSEGV, SIGBUS, SIGILL and SIGABRT at load and exit
+	 * from the handler: a stopped rank then exits 1 or hangs.  Off, as
+	 * Open MPI turns them off, unless the user decided. */
+	static const char *const psm[] = { "IPATH_NO_BACKTRACE", "HFI_NO_BACKTRACE" };
+	for (int i = 0; i < 2; i++)
+		if (!getenv(psm[i]) && !strv_has(&p->fwd, psm[i]))
+			envv_set(&p->env, psm[i], "1", false);
 	int rdma = efa_rdma(p->instance_type);
 	if (rdma >= 0) {
 		static const char *const efa[][2] = {

@@ -465,6 +465,7 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 	}
 	*out = NULL;
 	sd_log_init();
+	sd_check_signals();
 	rc = sd_params_load(sd_init_err());
 	if (rc && how && how->listen_fd >= 0)
 		close(how->listen_fd);

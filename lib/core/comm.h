@@ -21,6 +21,9 @@ struct sd_init_how {
 	uint64_t timeout_ns;             /* 0: SMDDP_TIMEOUT */
 };
 int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how);
+/* Warns, once per process, when a library loaded with libfabric has taken
+ * the stopping signals (signals.c). */
+void sd_check_signals(void);
 
 /* Entry of every collective call: checks the communicator and the arguments
  * that do not depend on buffers, counts the call, and with SMDDP_CHECK_COLL

@@ -36,6 +36,7 @@ init_method (env://, tcp://, file://) and the backend rendezvouses through it.
 
 import atexit
 import inspect
+import os
 
 import torch
 import torch.distributed as dist
@@ -56,6 +57,13 @@ BACKEND_NAME = "smddp"
 
 #: The version of this package (that of the libsmddp headers it was built with).
 __version__ = smddp.__version__
+
+# Some libfabric builds (Debian's) link PSM libraries that, unless these are
+# set, catch SIGTERM, SIGINT (so KeyboardInterrupt), SIGSEGV, ... when they
+# load (with _C, through libsmddp) and exit from the handler.  Off unless
+# the user decided, as Open MPI and smddp-run do.
+for _var in ("IPATH_NO_BACKTRACE", "HFI_NO_BACKTRACE"):
+    os.environ.setdefault(_var, "1")
 
 try:
     from smddp import _C

@@ -23,6 +23,13 @@ if command -v nm >/dev/null; then
 fi
 out=$("$PY" -c 'import torch.distributed as dist, smddp.torch; print(dist.Backend.SMDDP if hasattr(dist.Backend, "SMDDP") else dist.Backend("smddp"))' 2>&1)
 [ "$out" = smddp ] && pass "import smddp.torch registers the backend" || fail "registration: $out"
+# libinfinipath, which some libfabric builds link, must not take SIGTERM when _C
+# loads libsmddp (smddp.torch sets IPATH_NO_BACKTRACE first)
+sig=$(env -u IPATH_NO_BACKTRACE -u HFI_NO_BACKTRACE "$PY" -c 'import re, smddp.torch
+m = re.search(r"SigCgt:\s*(\w+)", open("/proc/self/status").read())
+print(int(m.group(1), 16) >> 14 & 1)' 2>&1)
+[ "$sig" = 0 ] && pass "no library took SIGTERM when the backend loaded" ||
+	fail "after import smddp.torch, SIGTERM is caught by a handler: $sig"
 "$PY" -c 'import smdistributed.dataparallel.torch.torch_smddp' 2>&1 &&
 	pass "the SageMaker module path imports" || fail "smdistributed.dataparallel.torch.torch_smddp"
 finish
