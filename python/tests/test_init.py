@@ -16,6 +16,11 @@ Usage:
                                          at the timeout, and the work raises (shutdown: the
                                          abort comes while a thread's shutdown() waits for
                                          the all_reduce, and that shutdown ends too)
+  test_init.py coalesced                 2 ranks spawned, SMDDP_CHECK_COLL=1; inside
+                                         _coalescing_manager(device=cpu) the ranks all_reduce
+                                         tensors of different sizes: every rank raises
+                                         DistBackendError saying so, 5 times out of 5, and
+                                         the group then gives gloo's answer
   test_init.py splittimeout              2 ranks spawned, timeout=120 s; a split_group with
                                          timeout=3 s, whose next call rank 1 skips: rank 0
                                          raises after the split's 3 s, not the parent's 120
@@ -207,6 +212,41 @@ def main():
         good = took < 10 and raised != "no exception"
         return report(good, r, f"abort of a group inside {kind} returned after {took:.2f} s; "
                       f"the work: {raised}")
+    if mode == "coalesced":
+        url = f"tcp://127.0.0.1:{free_port()}"
+        return spawn(lambda r: ["coalesced-child", url, str(r)], 2)
+    if mode == "coalesced-child":
+        # Read by libsmddp when the first communicator is made.
+        os.environ["SMDDP_CHECK_COLL"] = "1"
+        import smddp.torch  # noqa: F401
+        url, r = sys.argv[2], int(sys.argv[3])
+        dist, r, n, ok = work(url, r, 2, timeout=60)
+        import torch
+        gloo = dist.new_group(backend="gloo")
+        cpu = torch.device("cpu")
+        bad = []
+        for i in range(5):
+            t = torch.ones(4 + r)  # a size per rank: the library refuses the call
+            try:
+                with dist._coalescing_manager(device=cpu):
+                    dist.all_reduce(t)
+                bad.append(f"try {i}: no error, t={t.tolist()}")
+            except dist.DistBackendError as e:
+                if "disagree" not in str(e):
+                    bad.append(f"try {i}: {str(e)[:200]}")
+        # EMISMATCH leaves the group usable: the same window, agreed, is right
+        xs, want = [torch.full((k,), float(r + 1)) for k in (3, 5)], []
+        for x in xs:
+            want.append(x.clone())
+            dist.all_reduce(want[-1], group=gloo)
+        with dist._coalescing_manager(device=cpu):
+            for x in xs:
+                dist.all_reduce(x)
+        if not all(torch.equal(x, w) for x, w in zip(xs, want)):
+            bad.append(f"the agreed window after them: {[x.tolist() for x in xs]}")
+        dist.destroy_process_group()
+        return report(ok and not bad, r, "an error inside the coalescing manager: " +
+                      ("raised every time" if not bad else "; ".join(bad)))
     if mode == "splittimeout":
         url = f"tcp://127.0.0.1:{free_port()}"
         return spawn(lambda r: ["splittimeout-child", url, str(r)], 2)

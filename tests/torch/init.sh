@@ -51,6 +51,13 @@ for kind in coll recv shutdown; do
 		fail "abort-$kind: exit $status"
 	fi
 done
+# an error of a collective inside _coalescing_manager(device=...) reaches
+# the work torch waits on (it was lost when a completer had not run yet)
+run_alone coalesced 120 PYTHONPATH="$PYTHONPATH" SMDDP_CONFIG=/dev/null -- \
+	"$PY" "$TESTS_PY/test_init.py" coalesced
+[ "$status" -eq 0 ] && [ "$(grep -o TORCH-OK "$TDIR/coalesced.out" | wc -l)" -eq 2 ] &&
+	pass "an error inside the coalescing manager is raised on every rank" ||
+	fail "coalesced: exit $status"
 # a split_group's own timeout bounds its calls (smddp_comm_split_config)
 run_alone splittimeout 120 PYTHONPATH="$PYTHONPATH" SMDDP_CONFIG=/dev/null -- \
 	"$PY" "$TESTS_PY/test_init.py" splittimeout

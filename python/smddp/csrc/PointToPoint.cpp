@@ -184,11 +184,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::endCoalescing() {
     // Only collectives (torch's coalescing manager over all_reduce, as
     // DeepSpeed uses it): torch waits on this work alone.  It runs after
     // them (one queue, in order) and fails with the first one's error.
+    // That is runError(), which the worker set before running this; their
+    // exception() is set later, by a completer, and may not be yet.
     auto body = [colls](RunContext& ctx) {
       ctx.recoverable = true;
-      for (const auto& w : colls)
-        if (auto e = w->exception())
+      for (const auto& w : colls) {
+        std::exception_ptr e = w->runError();
+        if (!e)
+          continue;
+        try {
           std::rethrow_exception(e);
+        } catch (const c10::DistBackendError&) {
+          throw;
+        } catch (const c10::Error& x) {
+          throwBackendError(x.what_without_backtrace());
+        } catch (const std::exception& x) {
+          throwBackendError(std::string("smddp: ") + x.what());
+        }
+      }
     };
     return enqueue(
         c10d::OpType::COALESCED, "coalesced collectives", coalescedDevice_, {}, {},

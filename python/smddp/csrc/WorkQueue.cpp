@@ -283,6 +283,12 @@ bool WorkSMDDP::isSuccess() const {
   return !exception_ && !deviceError_;
 }
 
+std::exception_ptr WorkSMDDP::runError() const {
+  WorkSMDDP::TsanUse use(this);
+  std::lock_guard<std::mutex> lock(mutex_);
+  return runError_;
+}
+
 std::exception_ptr WorkSMDDP::exception() const {
   WorkSMDDP::TsanUse use(this);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -765,6 +771,12 @@ void WorkQueue::finishDeviceChecks(std::chrono::steady_clock::time_point deadlin
 // ---- WorkQueue: completers ---------------------------------------------------------
 
 void WorkQueue::post(c10::intrusive_ptr<WorkSMDDP> work, std::exception_ptr error) {
+  if (error) {
+    // Before the completer runs: the next item on the worker may be the
+    // end of a coalescing window, whose result is this error.
+    std::lock_guard<std::mutex> lock(work->mutex_);
+    work->runError_ = error;
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   completions_.push_back({std::move(work), error});
   if (static_cast<int>(completions_.size()) <= idleCompleters_) {

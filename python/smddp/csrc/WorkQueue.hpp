@@ -199,6 +199,12 @@ class WorkSMDDP : public c10d::Work {
     source_.store(rank);
   }
 
+  // The error its body ended with (or why it was not run), null while it
+  // has not run or if it succeeded.  Set by the worker before the work is
+  // handed to a completer, so that later bodies on the worker see it at
+  // once, while exception() may still be null (the completer has not run).
+  std::exception_ptr runError() const;
+
   // Works that start and complete with this one (the sends and receives of
   // a batch); set before it is queued.
   void setMembers(std::vector<c10::intrusive_ptr<WorkSMDDP>> members) {
@@ -264,6 +270,8 @@ class WorkSMDDP : public c10d::Work {
   }
   at::ThreadLocalState tls_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  // See runError(); under mutex_.
+  std::exception_ptr runError_;
   // When the worker started it; under mutex_.
   std::optional<std::chrono::steady_clock::time_point> started_;
   // CUDA work: passed the device check; under mutex_.
