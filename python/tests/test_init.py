@@ -8,6 +8,9 @@ Usage:
   test_init.py sagemaker                 env://, through smdistributed.dataparallel.torch.torch_smddp
   test_init.py exit                      one rank (smddp-run): issues work, drops it unwaited
                                          and exits without destroy_process_group: exit status 0
+  test_init.py exitidle                  one rank (smddp-run): 30 times, an smddp group does a
+                                         synchronous all_reduce, then the exit hook runs at
+                                         once: it must release the idle group, not abort it
   test_init.py timeout                   2 ranks spawned, timeout=3 s; rank 1 skips a call:
                                          rank 0 raises DistBackendError in seconds
   test_init.py abort coll|recv|shutdown  2 ranks spawned, timeout=120 s; rank 0 queues an
@@ -145,6 +148,32 @@ def main():
         store.add("exit-issued", 1)
         store_wait(store, "exit-issued", n)
         return report(ok, r, f"exit without destroy_process_group, {n} ranks")
+    if mode == "exitidle":
+        import torch
+        import torch.distributed as dist
+        import smddp.torch  # noqa: F401
+        from smddp import _C
+        # The world is gloo: the hook stops every smddp group there is.
+        dist.init_process_group(backend="gloo")
+        r, n = dist.get_rank(), dist.get_world_size()
+        bad = []
+        for i in range(30):
+            g = dist.new_group(backend="smddp")
+            x = torch.ones(16)
+            dist.all_reduce(x, group=g)  # returns once the work completed
+            _C._stop_all_at_exit()  # what the interpreter's exit runs
+            try:
+                dist.all_reduce(x, group=g)
+                bad.append(f"try {i}: a call after the exit hook succeeded")
+            except RuntimeError as e:
+                # "shut down", not "failed earlier ... still queued"
+                if "still queued" in str(e) or "failed" in str(e):
+                    bad.append(f"try {i}: {str(e)[:240]}")
+            dist.destroy_process_group(g)
+        ok = not bad
+        dist.destroy_process_group()
+        return report(ok, r, "the exit hook releases idle groups" if ok else
+                      f"{len(bad)} of 30 idle groups aborted at exit, first: {bad[0]}")
     if mode == "timeout":
         url = f"tcp://127.0.0.1:{free_port()}"
         return spawn(lambda r: ["timeout-child", url, str(r)], 2)

@@ -11,6 +11,9 @@ torch_job sagemaker-2 120 2 test_init.py sagemaker
 for i in 1 2 3; do
 	torch_job exit-3-$i 120 3 test_init.py exit
 done
+# Right after a synchronous call the queue is idle though its threads
+# have not looped back yet: the exit hook must release it, not abort it.
+torch_job exitidle-2 120 2 test_init.py exitidle
 for kind in tcp file; do
 	run_alone "$kind" 120 PYTHONPATH="$PYTHONPATH" SMDDP_CONFIG=/dev/null -- "$PY" "$TESTS_PY/test_init.py" spawn "$kind" 3
 	[ "$status" -eq 0 ] && [ "$(grep -o TORCH-OK "$TDIR/$kind.out" | wc -l)" -eq 3 ] &&

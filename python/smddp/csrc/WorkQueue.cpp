@@ -230,7 +230,7 @@ void WorkSMDDP::checkDeviceIfDone() {
 #endif
 }
 
-void WorkSMDDP::complete(std::exception_ptr error) {
+void WorkSMDDP::complete(std::exception_ptr error, const std::function<void()>& beforeFinish) {
   WorkSMDDP::TsanUse use(this);
   if (!error) {
     // The device check may have failed it while its completion was queued.
@@ -260,6 +260,7 @@ void WorkSMDDP::complete(std::exception_ptr error) {
     if (!future_->completed())
       future_->setErrorIfNeeded(error);
   }
+  beforeFinish();
   finish(error);
 }
 
@@ -429,8 +430,7 @@ void WorkQueue::stopAllAtExit() {
     bool idle;
     {
       std::lock_guard<std::mutex> lock(q->mutex_);
-      idle = q->queue_.empty() && !q->busy_ && q->completions_.empty() &&
-          q->runningCompletions_ == 0;
+      idle = q->outstanding_ == 0;
     }
     // Work nobody waited for: the peers must not wait for this rank at
     // their timeout, so they learn that it left (SMDDP_EABORTED).
@@ -493,6 +493,7 @@ void WorkQueue::enqueue(
         work->name_,
         " on a process group that was shut down or aborted");
     queue_.push_back(work);
+    outstanding_ += 1 + static_cast<int64_t>(work->members_.size());
   }
   workCv_.notify_one();
 }
@@ -795,8 +796,15 @@ void WorkQueue::post(c10::intrusive_ptr<WorkSMDDP> work, std::exception_ptr erro
     Completion c = std::move(completions_.back());
     completions_.pop_back();
     lock.unlock();
-    c.work->complete(c.error);
+    completeOne(c.work, c.error);
   }
+}
+
+void WorkQueue::completeOne(const c10::intrusive_ptr<WorkSMDDP>& work, std::exception_ptr error) {
+  work->complete(error, [this] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --outstanding_;
+  });
 }
 
 void WorkQueue::completerLoop() {
@@ -813,7 +821,7 @@ void WorkQueue::completerLoop() {
     completions_.pop_front();
     ++runningCompletions_;
     lock.unlock();
-    c.work->complete(c.error);
+    completeOne(c.work, c.error);
     c.work.reset();
     lock.lock();
     --runningCompletions_;

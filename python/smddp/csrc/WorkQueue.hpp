@@ -223,8 +223,8 @@ class WorkSMDDP : public c10d::Work {
   // done and it is not checked yet.
   void checkDeviceIfDone();
   // On a completer thread: completes the future (running its callbacks),
-  // then the work.
-  void complete(std::exception_ptr error);
+  // calls beforeFinish, then completes the work (waking wait()).
+  void complete(std::exception_ptr error, const std::function<void()>& beforeFinish);
   // The caller's current stream waits for the end event (CUDA work).
   void blockCurrentStreamOnEnd();
 
@@ -353,6 +353,8 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   // completer is busy).
   void post(c10::intrusive_ptr<WorkSMDDP> work, std::exception_ptr error);
   void completerLoop();
+  // work->complete(), then one work fewer outstanding.
+  void completeOne(const c10::intrusive_ptr<WorkSMDDP>& work, std::exception_ptr error);
   void stopCompleters(std::chrono::steady_clock::time_point deadline);
   void freeComm();
 #ifdef SMDDP_TORCH_CUDA
@@ -409,6 +411,11 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   int idleCompleters_ = 0;
   int runningCompletions_ = 0;
   int liveCompleters_ = 0;
+  // Completions owed: one per work queued and per member of it, less the
+  // ones done.  Counted down before the work's waiters wake, so that a
+  // script that exits right after a wait() finds the queue idle; busy_
+  // and runningCompletions_ still say busy for a moment then.
+  int64_t outstanding_ = 0;
   bool completersStop_ = false;
 
 #ifdef SMDDP_TORCH_CUDA
