@@ -176,6 +176,56 @@ for dtype in (torch.int8, torch.int64, torch.float16, torch.bfloat16, torch.floa
                 dist.all_to_all_single(got_a, D(a2a_in), eq, eq)
                 check(same(H(got_a), want_a), f"all_to_all_single equal splits {dtype} {count}")
 
+# The calls that only move data take the dtypes libsmddp cannot reduce
+# (moved as bytes).  gloo has no int16 or float8: its reference moves
+# the same bytes as uint8.
+MOVED = [torch.int16, torch.bool]
+for name in ("uint16", "float8_e4m3fn", "float8_e5m2"):
+    if hasattr(torch, name):
+        MOVED.append(getattr(torch, name))
+
+
+def moved_data(count, dtype, salt):
+    g = torch.Generator().manual_seed(1000 * salt + 7 * R + count)
+    # every bit pattern, the float8 NaNs included (compared bit for bit)
+    return torch.randint(0, 256, (count * dtype.itemsize,), generator=g,
+                         dtype=torch.uint8).view(dtype)
+
+
+def as_bytes(t):
+    return t.view(torch.uint8)
+
+
+for dtype in MOVED:
+    for count in (0, 7, 4099):
+        salt += 1
+        x = moved_data(count, dtype, salt)
+        for root in range(N):
+            want, got = x.clone(), D(x)
+            dist.broadcast(as_bytes(want), root, group=gloo)
+            dist.broadcast(got, root)
+            check(same(H(got), want), f"broadcast {dtype} count {count} root {root}")
+        want = [torch.empty_like(x) for _ in range(N)]
+        got = [torch.empty_like(x, device=dev) for _ in range(N)]
+        dist.all_gather([as_bytes(w) for w in want], as_bytes(x), group=gloo)
+        dist.all_gather(got, D(x))
+        check(all(same(H(a), b) for a, b in zip(got, want)), f"all_gather {dtype} {count}")
+        want_t = torch.empty(N * count, dtype=dtype)
+        got_t = torch.empty(N * count, dtype=dtype, device=dev)
+        dist.all_gather_into_tensor(as_bytes(want_t), as_bytes(x), group=gloo)
+        dist.all_gather_into_tensor(got_t, D(x))
+        check(same(H(got_t), want_t), f"all_gather_into_tensor {dtype} {count}")
+    ins = [moved_data(c, dtype, salt + 1) for c in (3, 4099)]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        outs = [torch.empty(N * t.numel(), dtype=dtype, device=dev) for t in ins]
+        for o, i in zip(outs, ins):
+            dist.all_gather_into_tensor(o, D(i))
+    cm.wait()
+    for o, i in zip(outs, ins):
+        want = torch.empty(N * i.numel(), dtype=dtype)
+        dist.all_gather_into_tensor(as_bytes(want), as_bytes(i), group=gloo)
+        check(same(H(o), want), f"allgather_into_tensor_coalesced {dtype}")
+
 # coalesced tensor forms, through torch's coalescing manager where it has one
 ins = [data(c, torch.float32, 5) for c in (3, 4099)]
 with dist._coalescing_manager(async_ops=True) as cm:

@@ -14,7 +14,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from common import check, finish
+from common import check, finish, same
 
 dist.init_process_group(backend="smddp")
 R, N = dist.get_rank(), dist.get_world_size()
@@ -105,6 +105,23 @@ variants = {
 }
 for name, kw in variants.items():
     compare(name, train(None, ddp, **kw), train(gloo, ddp, **kw), 1e-3 if "16" in name else 1e-5)
+
+# A buffer of a dtype libsmddp cannot reduce (int16): DDP broadcasts the
+# buffers from rank 0 when it wraps the model and before each forward.
+# The reference is gloo moving the same buffer's bytes.
+def with_int16_buffer():
+    torch.manual_seed(0)
+    model = Net().to(dev)
+    model.register_buffer("steps", (torch.arange(6, dtype=torch.int16) * 1000 * (R + 1)).to(dev))
+    return model
+
+
+want = with_int16_buffer().steps.cpu()
+dist.broadcast(want.view(torch.uint8), 0, group=gloo)
+m = ddp(with_int16_buffer(), None)
+check(same(m.module.steps.cpu(), want), "DDP wrapping a model with an int16 buffer")
+m(torch.randn(2, 32).to(dev)).sum().backward()
+check(same(m.module.steps.cpu(), want), "the int16 buffer after a DDP step")
 
 if DEVICE == "cuda":
     finish(f"on {torch.cuda.get_device_name()}")

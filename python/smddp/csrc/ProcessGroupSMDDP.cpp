@@ -262,13 +262,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::broadcast(
   checkRoot(opts.rootRank, size_, op);
   at::Device device = deviceOf(tensors, op);
   at::Tensor t = tensors[0];
-  Dtype dt = toSmddpDtype(t.scalar_type(), op);
+  // Only moved: any dtype (DDP broadcasts every buffer of a module).
+  Moved mv = movedAs(t.scalar_type());
   int root = static_cast<int>(opts.rootRank);
   bool isRoot = root == rank_;
-  auto body = [t, dt, root, isRoot](RunContext& ctx) {
+  auto body = [t, mv, root, isRoot](RunContext& ctx) {
     at::Tensor data = staged(t);
     ctx.check(
-        smddp_broadcast(data.data_ptr(), countOf(data, dt), dt.dtype, root, ctx.comm, ctx.stream),
+        smddp_broadcast(data.data_ptr(), unitsOf(data, mv), mv.dtype, root, ctx.comm, ctx.stream),
         "smddp_broadcast");
     if (!isRoot)
       copyBack(t, data);
@@ -330,13 +331,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allgather(
         o.numel(),
         " elements, the input ",
         in.numel());
-  Dtype dt = toSmddpDtype(in.scalar_type(), op);
+  Moved mv = movedAs(in.scalar_type());
   int size = size_;
-  auto body = [in, outs, dt, size](RunContext& ctx) {
+  auto body = [in, outs, mv, size](RunContext& ctx) {
     at::Tensor src = staged(in);
     at::Tensor flat = at::empty({size * in.numel()}, in.options());
     ctx.check(
-        smddp_allgather(src.data_ptr(), flat.data_ptr(), countOf(src, dt), dt.dtype, ctx.comm,
+        smddp_allgather(src.data_ptr(), flat.data_ptr(), unitsOf(src, mv), mv.dtype, ctx.comm,
                         ctx.stream),
         "smddp_allgather");
     for (int r = 0; r < size; r++)
@@ -360,13 +361,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::_allgather_base(
       size_,
       " x ",
       input.numel());
-  Dtype dt = toSmddpDtype(input.scalar_type(), op);
+  Moved mv = movedAs(input.scalar_type());
   at::Tensor in = input, out = output;
-  auto body = [in, out, dt](RunContext& ctx) {
+  auto body = [in, out, mv](RunContext& ctx) {
     at::Tensor src = staged(in);
     at::Tensor dst = staged(out);
     ctx.check(
-        smddp_allgather(src.data_ptr(), dst.data_ptr(), countOf(src, dt), dt.dtype, ctx.comm,
+        smddp_allgather(src.data_ptr(), dst.data_ptr(), unitsOf(src, mv), mv.dtype, ctx.comm,
                         ctx.stream),
         "smddp_allgather");
     copyBack(out, dst);
@@ -383,14 +384,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allgather_into_tensor_coalesce
   std::vector<at::Tensor> all = outputs;
   all.insert(all.end(), inputs.begin(), inputs.end());
   at::Device device = deviceOf(all, op);
-  std::vector<Dtype> dts = checkCoalescedPairs(outputs, inputs, true, size_, op);
+  checkCoalescedPairs(outputs, inputs, true, size_, op);
+  std::vector<Moved> mvs;
+  for (const auto& in : inputs)
+    mvs.push_back(movedAs(in.scalar_type()));
   std::vector<at::Tensor> ins = inputs, outs = outputs;
-  auto body = [ins, outs, dts](RunContext& ctx) {
+  auto body = [ins, outs, mvs](RunContext& ctx) {
     for (size_t i = 0; i < ins.size(); i++) {
       at::Tensor src = staged(ins[i]);
       at::Tensor dst = staged(outs[i]);
       ctx.check(
-          smddp_allgather(src.data_ptr(), dst.data_ptr(), countOf(src, dts[i]), dts[i].dtype,
+          smddp_allgather(src.data_ptr(), dst.data_ptr(), unitsOf(src, mvs[i]), mvs[i].dtype,
                           ctx.comm, ctx.stream),
           "smddp_allgather");
       copyBack(outs[i], dst);
@@ -485,10 +489,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::reduce_scatter_tensor_coalesce
   std::vector<at::Tensor> all = outputs;
   all.insert(all.end(), inputs.begin(), inputs.end());
   at::Device device = deviceOf(all, op);
-  std::vector<Dtype> dts = checkCoalescedPairs(outputs, inputs, false, size_, op);
+  checkCoalescedPairs(outputs, inputs, false, size_, op);
+  std::vector<Dtype> dts;
   std::vector<Reduction> reds;
-  for (const Dtype& dt : dts)
-    reds.push_back(toSmddpReduction(opts.reduceOp, dt, op));
+  for (const auto& in : inputs) {
+    dts.push_back(toSmddpDtype(in.scalar_type(), op));
+    reds.push_back(toSmddpReduction(opts.reduceOp, dts.back(), op));
+  }
   std::vector<at::Tensor> ins = inputs, outs = outputs;
   auto body = [ins, outs, dts, reds](RunContext& ctx) {
     for (size_t i = 0; i < ins.size(); i++) {

@@ -131,8 +131,9 @@ class ProcessGroupSMDDP : public c10d::Backend {
       std::vector<std::vector<at::Tensor>>& outputs,
       std::vector<at::Tensor>& inputs,
       const c10d::GatherOptions& opts = c10d::GatherOptions()) override;
-  // Data-moving calls (these and send/recv) take every dtype (Types.hpp,
-  // movedAs); all_to_all lists of any sizes go through smddp_alltoallv.
+  // Data-moving calls (these, broadcast, the all_gather forms and
+  // send/recv) take every dtype (Types.hpp, movedAs); all_to_all lists of
+  // any sizes go through smddp_alltoallv.
   c10::intrusive_ptr<c10d::Work> scatter(
       std::vector<at::Tensor>& outputs,
       std::vector<std::vector<at::Tensor>>& inputs,

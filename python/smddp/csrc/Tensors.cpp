@@ -66,7 +66,7 @@ void checkSameDtype(const std::vector<at::Tensor>& tensors, const char* op) {
         "; they must all be the same");
 }
 
-std::vector<Dtype> checkCoalescedPairs(
+void checkCoalescedPairs(
     const std::vector<at::Tensor>& outputs,
     const std::vector<at::Tensor>& inputs,
     bool outputsLarger,
@@ -81,7 +81,6 @@ std::vector<Dtype> checkCoalescedPairs(
       " outputs for ",
       inputs.size(),
       " inputs");
-  std::vector<Dtype> dts;
   for (size_t i = 0; i < inputs.size(); i++) {
     checkSameDtype({outputs[i], inputs[i]}, op);
     const at::Tensor& large = outputsLarger ? outputs[i] : inputs[i];
@@ -98,9 +97,7 @@ std::vector<Dtype> checkCoalescedPairs(
         size,
         " x ",
         small.numel());
-    dts.push_back(toSmddpDtype(inputs[i].scalar_type(), op));
   }
-  return dts;
 }
 
 size_t countOf(const at::Tensor& t, const Dtype& dt) {

@@ -24,8 +24,9 @@ void checkSameDtype(const std::vector<at::Tensor>& tensors, const char* op);
 
 // The coalesced tensor forms: as many outputs as inputs, each pair of one
 // dtype, the larger of each pair (the output when outputsLarger) size times
-// the other.  Returns the pairs' libsmddp dtypes.
-std::vector<Dtype> checkCoalescedPairs(
+// the other.  The dtype is the caller's to check: any moves, not any
+// reduces.
+void checkCoalescedPairs(
     const std::vector<at::Tensor>& outputs,
     const std::vector<at::Tensor>& inputs,
     bool outputsLarger,

@@ -39,10 +39,11 @@ struct Reduction {
 Dtype toSmddpDtype(at::ScalarType type, const char* opName);
 
 // How the elements of a tensor travel in the calls that only move data
-// (send and recv, gather, scatter, all-to-all, sparse all-reduce): as their
-// libsmddp dtype where they have one (so that a count mismatch is reported
-// in elements), else as bytes, so that every dtype moves (int16, uint16,
-// float8...).  units: library elements per torch element.
+// (send and recv, broadcast, the all-gathers, gather, scatter, all-to-all,
+// sparse all-reduce): as their libsmddp dtype where they have one (so that
+// a count mismatch is reported in elements), else as bytes, so that every
+// dtype moves (int16, uint16, float8...).  units: library elements per
+// torch element.
 struct Moved {
   smddp_dtype dtype;
   size_t units;
