@@ -24,6 +24,10 @@ Usage:
                                          tensors of different sizes: every rank raises
                                          DistBackendError saying so, 5 times out of 5, and
                                          the group then gives gloo's answer
+  test_init.py reinit                    3 ranks spawned, one TCPStore: init, all_reduce,
+                                         destroy 3 times (the second time without rank 2),
+                                         rank 0 arriving 0.5 s late each time (the group's
+                                         store prefix comes back)
   test_init.py splittimeout              2 ranks spawned, timeout=120 s; a split_group with
                                          timeout=3 s, whose next call rank 1 skips: rank 0
                                          raises after the split's 3 s, not the parent's 120
@@ -276,6 +280,39 @@ def main():
         dist.destroy_process_group()
         return report(ok and not bad, r, "an error inside the coalescing manager: " +
                       ("raised every time" if not bad else "; ".join(bad)))
+    if mode == "reinit":
+        port = free_port()
+        return spawn(lambda r: ["reinit-child", str(port), str(r)], 3)
+    if mode == "reinit-child":
+        import torch
+        import torch.distributed as dist
+        import smddp.torch  # noqa: F401
+        port, r = int(sys.argv[2]), int(sys.argv[3])
+        store = dist.TCPStore("127.0.0.1", port, 3, is_master=r == 0,
+                              timeout=datetime.timedelta(seconds=60))
+        bad = []
+        for i, n in enumerate((3, 2, 3)):
+            if r >= n:
+                store_wait(store, f"reinit-{i}-done", n)
+                continue
+            if r == 0:
+                time.sleep(0.5)  # the others look for the id first
+            t0 = time.monotonic()
+            try:
+                dist.init_process_group(backend="smddp", store=store, rank=r, world_size=n,
+                                        timeout=datetime.timedelta(seconds=10))
+                x = torch.full((1000,), float(r + 1))
+                dist.all_reduce(x)
+                store.add(f"reinit-{i}-done", 1)
+                if not torch.equal(x, torch.full((1000,), n * (n + 1) / 2)):
+                    bad.append(f"group {i}: all_reduce gave {x[:3].tolist()}")
+                dist.destroy_process_group()
+            except Exception as e:  # noqa: BLE001
+                bad.append(f"group {i}: {type(e).__name__} after {time.monotonic() - t0:.1f} s: "
+                           f"{str(e).splitlines()[0][:200]}")
+                break
+        return report(not bad, r, "groups of 3, 2, 3 ranks one after the other on one store: " +
+                      ("OK" if not bad else bad[0]))
     if mode == "splittimeout":
         url = f"tcp://127.0.0.1:{free_port()}"
         return spawn(lambda r: ["splittimeout-child", url, str(r)], 2)

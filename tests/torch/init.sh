@@ -61,6 +61,12 @@ run_alone coalesced 120 PYTHONPATH="$PYTHONPATH" SMDDP_CONFIG=/dev/null -- \
 [ "$status" -eq 0 ] && [ "$(grep -o TORCH-OK "$TDIR/coalesced.out" | wc -l)" -eq 2 ] &&
 	pass "an error inside the coalescing manager is raised on every rank" ||
 	fail "coalesced: exit $status"
+# a group made again on the same store (same prefix after
+# destroy_process_group) must not read the earlier group's id
+run_alone reinit 120 PYTHONPATH="$PYTHONPATH" SMDDP_CONFIG=/dev/null -- \
+	"$PY" "$TESTS_PY/test_init.py" reinit
+[ "$status" -eq 0 ] && [ "$(grep -o TORCH-OK "$TDIR/reinit.out" | wc -l)" -eq 3 ] &&
+	pass "groups of 3, 2, 3 ranks one after the other on one store" || fail "reinit: exit $status"
 # a split_group's own timeout bounds its calls (smddp_comm_split_config)
 run_alone splittimeout 120 PYTHONPATH="$PYTHONPATH" SMDDP_CONFIG=/dev/null -- \
 	"$PY" "$TESTS_PY/test_init.py" splittimeout

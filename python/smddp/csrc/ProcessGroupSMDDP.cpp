@@ -23,7 +23,20 @@ namespace {
 // The store key of the communicator id, under the prefix torch gives the
 // group.  The value is 'I' and the id, or 'E' and why rank 0 could not make
 // one, so that the other ranks fail with the cause instead of a timeout.
-constexpr const char* kIdKey = "smddp/uid";
+//
+// One key per generation: after destroy_process_group() torch names its
+// groups from the start again, so a group made again on the same store
+// has the prefix of an earlier one, and a rank that came before rank 0
+// would read the earlier group's id (and fail at the group timeout).  So
+// the groups of each size made under the prefix are counted, per group
+// rank, in the store (which outlives the processes' groups): every rank of
+// a group counts it, so the n-th group of that size reads the n-th id of
+// that size, whatever groups of other sizes the prefix had between them.
+std::string idKey(c10d::Store& store, int rank, int size) {
+  const std::string sz = std::to_string(size);
+  int64_t generation = store.add("smddp/generation/" + sz + "/" + std::to_string(rank), 1);
+  return "smddp/uid/" + sz + "/" + std::to_string(generation);
+}
 
 } // namespace
 
@@ -42,7 +55,8 @@ ProcessGroupSMDDP::ProcessGroupSMDDP(
   TORCH_CHECK_VALUE(timeout.count() > 0, "smddp: the group timeout must be positive");
   state_ = std::make_shared<GroupState>(rank, size, timeout);
 
-  smddp_unique_id id = rendezvous(*store);
+  const std::string key = idKey(*store, rank, size);
+  smddp_unique_id id = rendezvous(*store, key);
 
   smddp_config config;
   std::memset(&config, 0, sizeof(config));
@@ -56,6 +70,15 @@ ProcessGroupSMDDP::ProcessGroupSMDDP(
         "smddp: could not create the communicator of " + state_->who() + ": " +
         (detail.empty() ? std::string(smddp_strerror(rc)) : detail) + " (" +
         smddp_strerror(rc) + ")");
+  }
+  if (rank == 0) {
+    // Every rank has read the id by now: they reached rank 0 with it.
+    // Only tidiness (the key is never read again), and not every store
+    // can delete.
+    try {
+      store->deleteKey(key);
+    } catch (const std::exception&) {
+    }
   }
   start(comm);
 }
@@ -80,7 +103,7 @@ ProcessGroupSMDDP::~ProcessGroupSMDDP() {
   queue_->stop(false);
 }
 
-smddp_unique_id ProcessGroupSMDDP::rendezvous(c10d::Store& store) {
+smddp_unique_id ProcessGroupSMDDP::rendezvous(c10d::Store& store, const std::string& key) {
   smddp_unique_id id;
   std::memset(&id, 0, sizeof(id));
   if (rank_ == 0) {
@@ -91,20 +114,20 @@ smddp_unique_id ProcessGroupSMDDP::rendezvous(c10d::Store& store) {
           (detail.empty() ? std::string(smddp_strerror(rc)) : detail) + " (" +
           smddp_strerror(rc) + ")";
       std::string value = "E" + msg;
-      store.set(kIdKey, std::vector<uint8_t>(value.begin(), value.end()));
+      store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
       throwBackendError("smddp: " + msg);
     }
     std::vector<uint8_t> value(1 + sizeof(id.internal));
     value[0] = 'I';
     std::memcpy(value.data() + 1, id.internal, sizeof(id.internal));
-    store.set(kIdKey, value);
+    store.set(key, value);
     return id;
   }
 
   std::vector<uint8_t> value;
   try {
-    store.wait({kIdKey}, timeout_);
-    value = store.get(kIdKey);
+    store.wait({key}, timeout_);
+    value = store.get(key);
   } catch (const c10::Error& e) {
     throwBackendError(
         "smddp: " + state_->who() + " waited " + std::to_string(timeout_.count()) +
@@ -118,7 +141,7 @@ smddp_unique_id ProcessGroupSMDDP::rendezvous(c10d::Store& store) {
   TORCH_CHECK(
       value.size() == 1 + sizeof(id.internal) && value[0] == 'I',
       "smddp: the store holds a malformed communicator id under '",
-      kIdKey,
+      key,
       "' (",
       value.size(),
       " bytes); is another program using the same store prefix?");

@@ -206,7 +206,8 @@ class ProcessGroupSMDDP : public c10d::Backend {
       WorkSMDDP::Body body,
       std::vector<c10::intrusive_ptr<WorkSMDDP>> members = {});
 
-  smddp_unique_id rendezvous(c10d::Store& store);
+  // Rank 0 publishes a new id under key, the others read it.
+  smddp_unique_id rendezvous(c10d::Store& store, const std::string& key);
   void start(smddp_comm* comm);
   c10::intrusive_ptr<c10d::Work> p2p(
       bool isSend,
