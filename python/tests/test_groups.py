@@ -13,7 +13,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from common import check, finish
+from common import check, expect_error, finish
 
 dist.init_process_group(backend="smddp")
 R, N = dist.get_rank(), dist.get_world_size()
@@ -64,6 +64,16 @@ def shm():
 
 
 dist.barrier()
+# A call on a group that was shut down raises DistBackendError (the
+# backend's errors), saying what to do
+g = dist.new_group(backend="smddp")
+dist.all_reduce(torch.ones(2), group=g)
+g.shutdown()
+expect_error(lambda: dist.all_reduce(torch.ones(2), group=g), ["smddp", "shut down", "new"],
+             "a call after shutdown", kind=dist.DistBackendError)
+dist.destroy_process_group(g)
+del g
+
 fd0, t0, slowest = fds(), time.monotonic(), 0.0
 for i in range(300):
     if i == 20:

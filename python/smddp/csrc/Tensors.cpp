@@ -16,7 +16,8 @@ void checkTensor(const at::Tensor& t, const char* op) {
   if (t.is_sparse_csr())
     layout = "sparse compressed (" + c10::str(t.layout()) + ")";
   throwNotSupported(
-      std::string(op) + " on " + layout + " tensors", "Only dense (strided) tensors are.");
+      std::string(op) + " on " + layout + " tensors",
+      "Pass a dense (strided) tensor (.to_dense()), or " + std::string(kOtherBackendLower));
 }
 
 void checkDevice(const at::Device& device, const char* op) {
@@ -30,7 +31,8 @@ void checkDevice(const at::Device& device, const char* op) {
   } else if (!device.is_cpu()) {
     throwNotSupported(
         std::string(op) + " on " + c10::DeviceTypeName(device.type()) + " tensors",
-        "CPU and CUDA tensors are.");
+        "Move the tensors to the CPU or to a CUDA device, or " +
+            std::string(kOtherBackendLower));
   }
 }
 

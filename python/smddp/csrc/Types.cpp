@@ -8,10 +8,8 @@
 namespace smddp_torch {
 
 void throwNotSupported(const std::string& what, const std::string& hint) {
-  std::string msg = "smddp: " + what +
-      " is not supported by the smddp backend yet; a later release adds it.";
-  if (!hint.empty())
-    msg += " " + hint;
+  std::string msg = "smddp: " + what + " is not supported by the smddp backend. " +
+      (hint.empty() ? std::string(kOtherBackend) : hint);
   C10_THROW_ERROR(NotImplementedError, msg);
 }
 
@@ -92,8 +90,10 @@ Dtype toSmddpDtype(at::ScalarType type, const char* opName) {
     return *dt;
   throwNotSupported(
       std::string(opName) + " on " + dtypeName(type) + " tensors",
-      "Supported: int8, uint8, int32, int64, uint32, uint64, float16, bfloat16, "
-      "float32, float64, bool, complex64 and complex128.");
+      "Cast the tensor to a dtype it reduces (int8, uint8, int32, int64, uint32, uint64, "
+      "float16, bfloat16, float32, float64, bool, complex64 or complex128; int16 and "
+      "uint16 to int32, float8 to float16 or bfloat16), or " +
+          std::string(kOtherBackendLower));
 }
 
 Moved movedAs(at::ScalarType type) {
@@ -198,12 +198,15 @@ Reduction toSmddpReduction(const c10d::ReduceOp& op, const Dtype& dtype, const c
       return {SMDDP_MAX};
     case c10d::ReduceOp::PREMUL_SUM:
       if (!dtype.isFloat)
-        throwNotSupported(where + " on integer tensors", "Use SUM and scale the result.");
+        throwNotSupported(
+            where + " on integer tensors",
+            "Use SUM and scale the result, or cast the tensor to a floating point dtype.");
       return premulSum(op, opName);
     case c10d::ReduceOp::BAND:
     case c10d::ReduceOp::BOR:
     case c10d::ReduceOp::BXOR:
-      throwNotSupported(where, "libsmddp has no bitwise reductions.");
+      throwNotSupported(
+          where, "libsmddp has no bitwise reductions: " + std::string(kOtherBackendLower));
     default:
       throwNotSupported(where);
   }

@@ -62,8 +62,18 @@ std::string dtypeName(at::ScalarType type);
 std::string reduceOpName(const c10d::ReduceOp& op);
 
 // Raises c10::NotImplementedError: "smddp: <what> is not supported by the
-// smddp backend yet; a later release adds it.<hint>"
+// smddp backend. <hint>", the hint saying what to do instead (by default,
+// kOtherBackend).
 [[noreturn]] void throwNotSupported(const std::string& what, const std::string& hint = "");
+
+// What to do about a call this backend cannot do: a sentence, and the same
+// to end one.
+constexpr const char* kOtherBackend =
+    "Run this call on a gloo or nccl process group instead "
+    "(e.g. dist.new_group(backend=\"gloo\")).";
+constexpr const char* kOtherBackendLower =
+    "run this call on a gloo or nccl process group instead "
+    "(e.g. dist.new_group(backend=\"gloo\")).";
 
 // Raises c10::DistBackendError with msg (which starts with "smddp: ").
 [[noreturn]] void throwBackendError(const std::string& msg);

@@ -452,14 +452,13 @@ void WorkQueue::prepare(
         ": this process group failed earlier and cannot be used any more (destroy "
         "it and create a new one); the root cause: " +
         state_->rootCause());
+  bool stopped;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    TORCH_CHECK(
-        !stopped_,
-        "smddp: ",
-        work->name_,
-        " on a process group that was shut down or aborted");
+    stopped = stopped_;
   }
+  if (stopped)
+    throwStopped(*work);
 #ifdef SMDDP_TORCH_CUDA
   if (work->device_.is_cuda()) {
     c10::DeviceIndex device = work->device_.index();
@@ -481,17 +480,23 @@ void WorkQueue::prepare(
 #endif
 }
 
+void WorkQueue::throwStopped(const WorkSMDDP& work) const {
+  throwBackendError(
+      "smddp: " + std::string(work.name_) + " on " + state_->who() +
+      ": the process group was shut down or aborted and runs no more calls; make a new "
+      "one (dist.new_group, or init_process_group after destroy_process_group)");
+}
+
 void WorkQueue::enqueue(
     const c10::intrusive_ptr<WorkSMDDP>& work,
     const std::vector<at::Tensor>& deviceTensors) {
   prepare(work, deviceTensors);
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    TORCH_CHECK(
-        !stopped_,
-        "smddp: ",
-        work->name_,
-        " on a process group that was shut down or aborted");
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (stopped_) {
+      lock.unlock();
+      throwStopped(*work);
+    }
     queue_.push_back(work);
     outstanding_ += 1 + static_cast<int64_t>(work->members_.size());
   }

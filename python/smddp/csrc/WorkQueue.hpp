@@ -334,6 +334,8 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   static constexpr std::chrono::milliseconds kDevicePoll{100};
 
  private:
+  // Raises DistBackendError: work came after the queue was stopped.
+  [[noreturn]] void throwStopped(const WorkSMDDP& work) const;
   void loop();
   // The check itself, with commMutex_ held; say: the line for stderr, if
   // it found the first async error.
