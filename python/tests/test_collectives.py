@@ -115,6 +115,16 @@ for dtype in (torch.float32, torch.float64, torch.bfloat16):
     got = D(x)
     dist.all_reduce(got, op=dist._make_nccl_premul_sum(2.0))
     check(same(H(got), want), f"PREMUL_SUM {dtype}")
+    # the factor as a one-element tensor on the device (kept alive for
+    # the side stream on CUDA)
+    got = D(x)
+    dist.all_reduce(got, op=dist._make_nccl_premul_sum(torch.tensor(2.0, dtype=dtype, device=dev)))
+    check(same(H(got), want), f"PREMUL_SUM by a tensor {dtype}")
+    want_rs = reference_reduce_scatter(data(N * 5, dtype, 98) * 2, 5)
+    got_rs = torch.empty(5, dtype=dtype, device=dev)
+    dist.reduce_scatter_tensor(got_rs, D(data(N * 5, dtype, 98)),
+                               op=dist._make_nccl_premul_sum(torch.tensor(2.0, dtype=dtype, device=dev)))
+    check(same(H(got_rs), want_rs), f"reduce_scatter_tensor PREMUL_SUM by a tensor {dtype}")
 
 # all_reduce_coalesced
 ts = [data(c, torch.float32, 7) for c in (5, 0, 4099)]

@@ -167,7 +167,7 @@ c10::intrusive_ptr<WorkSMDDP> ProcessGroupSMDDP::makeWork(
       device,
       std::move(outputs),
       timeout.count() > 0 ? timeout : timeout_,
-      seq_ + 1,
+      seq_.load() + 1,
       std::move(body));
 }
 
@@ -227,7 +227,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allreduce(
         "smddp_allreduce");
     copyBack(t, data);
   };
-  return enqueue(c10d::OpType::ALLREDUCE, op, device, {t}, {t}, opts.timeout, std::move(body));
+  return enqueue(
+      c10d::OpType::ALLREDUCE, op, device, {t}, withFactor({t}, red), opts.timeout,
+      std::move(body));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allreduce_coalesced(
@@ -270,8 +272,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allreduce_coalesced(
       copyBack(ts[i], data);
     }
   };
+  std::vector<at::Tensor> touched = reds.empty() ? ts : withFactor(ts, reds[0]);
   return enqueue(
-      c10d::OpType::ALLREDUCE_COALESCED, op, device, ts, ts, opts.timeout, std::move(body));
+      c10d::OpType::ALLREDUCE_COALESCED, op, device, ts, touched, opts.timeout, std::move(body));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::broadcast(
@@ -325,7 +328,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::reduce(
     if (isRoot)
       copyBack(t, data);
   };
-  return enqueue(c10d::OpType::REDUCE, op, device, {t}, {t}, opts.timeout, std::move(body));
+  return enqueue(
+      c10d::OpType::REDUCE, op, device, {t}, withFactor({t}, red), opts.timeout, std::move(body));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allgather(
@@ -467,7 +471,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::reduce_scatter(
     copyBack(out, dst);
   };
   return enqueue(
-      c10d::OpType::REDUCE_SCATTER, op, device, {out}, all, opts.timeout, std::move(body));
+      c10d::OpType::REDUCE_SCATTER, op, device, {out}, withFactor(all, red), opts.timeout,
+      std::move(body));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::_reduce_scatter_base(
@@ -500,8 +505,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::_reduce_scatter_base(
     copyBack(out, dst);
   };
   return enqueue(
-      c10d::OpType::_REDUCE_SCATTER_BASE, op, device, {out}, {out, in}, opts.timeout,
-      std::move(body));
+      c10d::OpType::_REDUCE_SCATTER_BASE, op, device, {out}, withFactor({out, in}, red),
+      opts.timeout, std::move(body));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::reduce_scatter_tensor_coalesced(
@@ -533,6 +538,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::reduce_scatter_tensor_coalesce
       copyBack(outs[i], dst);
     }
   };
+  if (!reds.empty())
+    all = withFactor(all, reds[0]);
   return enqueue(
       c10d::OpType::COALESCED, op, device, outs, all, opts.timeout,
       std::move(body));
@@ -666,7 +673,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupSMDDP::split(
 void ProcessGroupSMDDP::setSequenceNumberForGroup() {}
 
 uint64_t ProcessGroupSMDDP::getSequenceNumberForGroup() {
-  return seq_;
+  return seq_.load();
 }
 
 void ProcessGroupSMDDP::shutdown() {

@@ -28,6 +28,7 @@
 // the argument checks and staged tensors they share are in Tensors.cpp.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -223,7 +224,9 @@ class ProcessGroupSMDDP : public c10d::Backend {
   std::chrono::milliseconds timeout_;
   std::shared_ptr<GroupState> state_;
   std::shared_ptr<WorkQueue> queue_;
-  uint64_t seq_ = 0;
+  // Calls issued; written by the issuing thread, read from any
+  // (getSequenceNumberForGroup: torch's watchdog, the flight recorder).
+  std::atomic<uint64_t> seq_{0};
 
   // The batch being coalesced (caller's thread only).
   bool coalescing_ = false;

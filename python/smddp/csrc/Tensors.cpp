@@ -139,6 +139,12 @@ at::Tensor premultiplied(const at::Tensor& data, const Reduction& red) {
   return data.mul(red.factor).contiguous();
 }
 
+std::vector<at::Tensor> withFactor(std::vector<at::Tensor> touched, const Reduction& red) {
+  if (red.factorTensor && red.factorTensor->defined() && red.factorTensor->is_cuda())
+    touched.push_back(*red.factorTensor);
+  return touched;
+}
+
 at::Tensor flatOf(const std::vector<at::Tensor>& tensors) {
   std::vector<at::Tensor> flat;
   flat.reserve(tensors.size());

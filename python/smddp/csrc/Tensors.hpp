@@ -57,6 +57,11 @@ void fillFromBytes(const at::Tensor& t, const at::Tensor& bytes);
 // tensor (the caller's input is left as it is, as NCCL does).
 at::Tensor premultiplied(const at::Tensor& data, const Reduction& red);
 
+// touched and, for a PREMUL_SUM by a CUDA tensor, the factor: the side
+// stream reads it (premultiplied()), so the caching allocator must not
+// reuse its memory before the side stream is done.
+std::vector<at::Tensor> withFactor(std::vector<at::Tensor> touched, const Reduction& red);
+
 // Output buffers every rank's part of which has numel elements, flattened.
 at::Tensor flatOf(const std::vector<at::Tensor>& tensors);
 
