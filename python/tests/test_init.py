@@ -28,6 +28,9 @@ Usage:
                                          destroy 3 times (the second time without rank 2),
                                          rank 0 arriving 0.5 s late each time (the group's
                                          store prefix comes back)
+  test_init.py settimeout                2 ranks spawned, timeout=120 s, then
+                                         dist.set_timeout(3 s), without a warning; rank 1
+                                         skips a call: rank 0 raises after about 3 s, not 120
   test_init.py splittimeout              2 ranks spawned, timeout=120 s; a split_group with
                                          timeout=3 s, whose next call rank 1 skips: rank 0
                                          raises after the split's 3 s, not the parent's 120
@@ -313,6 +316,41 @@ def main():
                 break
         return report(not bad, r, "groups of 3, 2, 3 ranks one after the other on one store: " +
                       ("OK" if not bad else bad[0]))
+    if mode == "settimeout":
+        url = f"tcp://127.0.0.1:{free_port()}"
+        return spawn(lambda r: ["settimeout-child", url, str(r)], 2)
+    if mode == "settimeout-child":
+        import warnings
+        import smddp.torch  # noqa: F401
+        url, r = sys.argv[2], int(sys.argv[3])
+        dist, r, n, ok = work(url, r, 2, timeout=120)
+        import torch
+        if not hasattr(dist, "set_timeout"):
+            sys.stdout.write(f"TORCH-SKIP rank={r} torch {torch.__version__} has no set_timeout\n")
+            return 0
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            dist.set_timeout(datetime.timedelta(seconds=3))
+        ignored = [str(w.message) for w in said if "timeout" in str(w.message)]
+        store = dist.distributed_c10d._get_default_store()
+        if r == 1:
+            # skips the next call until rank 0 gave up on it
+            store_wait(store, "gave-up")
+            store.add("seen", 1)
+            os._exit(0)
+        t0 = time.monotonic()
+        try:
+            dist.all_reduce(torch.ones(4))
+            good, what = False, "an all_reduce that rank 1 never joined succeeded"
+        except dist.DistBackendError as e:
+            took = time.monotonic() - t0
+            good = 2.5 < took < 10 and "3000 ms" in str(e)
+            what = f"DistBackendError after {took:.1f} s: {str(e)[:300]}"
+        store.add("gave-up", 1)
+        store_wait(store, "seen")
+        if ignored:
+            good, what = False, f"set_timeout warned: {ignored[0][:200]}; " + what
+        return report(good, r, "set_timeout(3 s): " + what)
     if mode == "splittimeout":
         url = f"tcp://127.0.0.1:{free_port()}"
         return spawn(lambda r: ["splittimeout-child", url, str(r)], 2)

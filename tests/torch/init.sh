@@ -67,6 +67,16 @@ run_alone reinit 120 PYTHONPATH="$PYTHONPATH" SMDDP_CONFIG=/dev/null -- \
 	"$PY" "$TESTS_PY/test_init.py" reinit
 [ "$status" -eq 0 ] && [ "$(grep -o TORCH-OK "$TDIR/reinit.out" | wc -l)" -eq 3 ] &&
 	pass "groups of 3, 2, 3 ranks one after the other on one store" || fail "reinit: exit $status"
+# dist.set_timeout: the calls issued after it wait for the new timeout
+run_alone settimeout 120 PYTHONPATH="$PYTHONPATH" SMDDP_CONFIG=/dev/null -- \
+	"$PY" "$TESTS_PY/test_init.py" settimeout
+if grep -q "TORCH-SKIP rank=0" "$TDIR/settimeout.out"; then
+	echo "settimeout: not run: $(grep -o 'torch .* has no set_timeout' "$TDIR/settimeout.out" | head -1)"
+elif [ "$status" -eq 0 ] && grep -q "TORCH-OK rank=0" "$TDIR/settimeout.out"; then
+	pass "dist.set_timeout bounds the calls issued after it"
+else
+	fail "settimeout: exit $status"
+fi
 # a split_group's own timeout bounds its calls (smddp_comm_split_config)
 run_alone splittimeout 120 PYTHONPATH="$PYTHONPATH" SMDDP_CONFIG=/dev/null -- \
 	"$PY" "$TESTS_PY/test_init.py" splittimeout

@@ -126,11 +126,11 @@ smddp_unique_id ProcessGroupSMDDP::rendezvous(c10d::Store& store, const std::str
 
   std::vector<uint8_t> value;
   try {
-    store.wait({key}, timeout_);
+    store.wait({key}, timeout_.load());
     value = store.get(key);
   } catch (const c10::Error& e) {
     throwBackendError(
-        "smddp: " + state_->who() + " waited " + std::to_string(timeout_.count()) +
+        "smddp: " + state_->who() + " waited " + std::to_string(timeout_.load().count()) +
         " ms for rank 0 of the group to publish the communicator id in the store: " +
         e.what_without_backtrace());
   }
@@ -150,7 +150,7 @@ smddp_unique_id ProcessGroupSMDDP::rendezvous(c10d::Store& store, const std::str
 }
 
 c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupSMDDP::getBackendOptions() {
-  return c10::make_intrusive<c10d::Backend::Options>("smddp", timeout_);
+  return c10::make_intrusive<c10d::Backend::Options>("smddp", timeout_.load());
 }
 
 c10::intrusive_ptr<WorkSMDDP> ProcessGroupSMDDP::makeWork(
@@ -166,7 +166,7 @@ c10::intrusive_ptr<WorkSMDDP> ProcessGroupSMDDP::makeWork(
       name,
       device,
       std::move(outputs),
-      timeout.count() > 0 ? timeout : timeout_,
+      timeout.count() > 0 ? timeout : timeout_.load(),
       seq_.load() + 1,
       std::move(body));
 }
@@ -628,7 +628,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupSMDDP::split(
   }
   // The new group's own timeout is its communicator's deadline too.
   std::chrono::milliseconds timeout =
-      opts && opts->timeout.count() > 0 ? opts->timeout : timeout_;
+      opts && opts->timeout.count() > 0 ? opts->timeout : timeout_.load();
   smddp_config config;
   std::memset(&config, 0, sizeof(config));
   config.size = sizeof(config);
@@ -674,6 +674,15 @@ void ProcessGroupSMDDP::setSequenceNumberForGroup() {}
 
 uint64_t ProcessGroupSMDDP::getSequenceNumberForGroup() {
   return seq_.load();
+}
+
+void ProcessGroupSMDDP::setTimeout(std::chrono::milliseconds timeout) {
+  TORCH_CHECK_VALUE(
+      timeout.count() > 0,
+      "smddp: set_timeout: the timeout must be positive, not ",
+      timeout.count(),
+      " ms");
+  timeout_.store(timeout);
 }
 
 void ProcessGroupSMDDP::shutdown() {

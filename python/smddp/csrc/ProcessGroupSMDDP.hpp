@@ -174,6 +174,15 @@ class ProcessGroupSMDDP : public c10d::Backend {
       const std::vector<int>& ranks,
       const c10::intrusive_ptr<c10d::Backend::Options>& opts);
 
+  // dist.set_timeout: the works issued after it wait() for at most the new
+  // timeout (from when the worker starts them), and split groups take it
+  // as their default.  libsmddp's own deadline, of each wait inside a call,
+  // is fixed when the communicator is made: a call still fails at the
+  // timeout the group was made with when that is shorter, and shutdown()
+  // is bounded by it.  Overrides Backend::setTimeout in the torch versions
+  // that have it.
+  void setTimeout(std::chrono::milliseconds timeout);
+
   // Sequence numbers start at 0 on every rank; this is a no-op.
   void setSequenceNumberForGroup() override;
   uint64_t getSequenceNumberForGroup() override;
@@ -221,7 +230,9 @@ class ProcessGroupSMDDP : public c10d::Backend {
       const at::Tensor& tensor,
       const c10d::AllreduceOptions& opts);
 
-  std::chrono::milliseconds timeout_;
+  // The group timeout of the works issued from now on (set_timeout may
+  // change it from any thread).
+  std::atomic<std::chrono::milliseconds> timeout_;
   std::shared_ptr<GroupState> state_;
   std::shared_ptr<WorkQueue> queue_;
   // Calls issued; written by the issuing thread, read from any
