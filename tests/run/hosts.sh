@@ -90,6 +90,8 @@ expected=$(cat <<'EXP'
 # smddp-run --dry-run: hosts through mpirun, 2 hosts x 4 ranks
 export BAR='x y'
 export GLOO_SOCKET_IFNAME=ens5
+export HFI_NO_BACKTRACE=1
+export IPATH_NO_BACKTRACE=1
 export MASTER_ADDR=node-a
 export MASTER_PORT=1234
 export NCCL_SOCKET_IFNAME=ens5
@@ -108,6 +110,8 @@ mpirun \
   -x BAR \
   -x FOO \
   -x GLOO_SOCKET_IFNAME \
+  -x HFI_NO_BACKTRACE \
+  -x IPATH_NO_BACKTRACE \
   -x MASTER_ADDR \
   -x MASTER_PORT \
   -x NCCL_SOCKET_IFNAME \
