@@ -281,43 +281,6 @@ res = fut.wait()
 check(isinstance(res, list) and same(H(res[0]), torch.full((5,), float(N * (N + 1) // 2))),
       "get_future() gives the reduced tensor")
 
-# Slow callbacks on many futures: the completer pool stays capped (it grew
-# by one thread per busy completion, 101 threads for this)
-def completers():
-    names = []
-    for t in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{t}/comm") as f:
-                names.append(f.read().strip())
-        except OSError:
-            pass
-    return names.count("pt_smddp_done")
-
-
-import time  # noqa: E402
-
-xs = [D(torch.full((4,), float(R + 1))) for _ in range(500)]
-futs = [dist.all_reduce(x, async_op=True).get_future().then(lambda f: time.sleep(0.001))
-        for x in xs]
-torch.futures.wait_all(futs)
-want = torch.full((4,), float(R + 1))
-dist.all_reduce(want, group=gloo)
-check(all(same(H(x), want) for x in xs), "500 all_reduce with slow callbacks")
-check(completers() <= 16, f"{completers()} completer threads after 500 slow callbacks")
-# ... yet callbacks that all wait for work completed after theirs (more of
-# them than the cap) do not wait for ever: the stalled pool grows
-xs = [D(torch.full((4,), float(R + 1))) for _ in range(20)]
-if R == 1:
-    time.sleep(0.5)  # rank 0's works wait for it: its callbacks are attached first
-works = [dist.all_reduce(x, async_op=True) for x in xs]
-t0 = time.monotonic()
-futs = [w.get_future().then(lambda f: works[-1].wait()) for w in works[:-1]]
-torch.futures.wait_all(futs)
-took = time.monotonic() - t0
-print(f"rank {R}: 20 callbacks that wait for the last work: {took:.2f} s", flush=True)
-check(took < 30, f"20 callbacks that wait for the last work took {took:.1f} s")
-check(all(same(H(x), want) for x in xs), "all_reduce whose callbacks wait for later work")
-
 # What the backend does not do says so, instead of a wrong answer (point
 # to point, gather, scatter and uneven all-to-all: test_p2p.py)
 # ... and what to do instead

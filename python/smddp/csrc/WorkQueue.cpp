@@ -523,21 +523,15 @@ void WorkQueue::loop() {
       busy_ = false;
       idleCv_.notify_all();
       while (queue_.empty() && !stopping_) {
-        // Only the worker posts completions: it also sees to it that a
-        // pool at its cap whose completers all stall gets another one.
-        addCompleterIfNeeded();
-        const bool stallWatch = !completions_.empty() && idleCompleters_ == 0;
-        if (!watching_.load(std::memory_order_relaxed) && !stallWatch) {
+        if (!watching_.load(std::memory_order_relaxed)) {
           workCv_.wait(lock);
           continue;
         }
         // CUDA work may still fail on the GPU, and nobody may call us
         // again to learn of it: look every kDevicePoll.
-        workCv_.wait_for(lock, std::min(kDevicePoll, kCompleterStall));
+        workCv_.wait_for(lock, kDevicePoll);
         if (!queue_.empty() || stopping_)
           break;
-        if (!watching_.load(std::memory_order_relaxed))
-          continue;
         lock.unlock();
         checkDevice(true);
         lock.lock();
@@ -790,38 +784,25 @@ void WorkQueue::post(c10::intrusive_ptr<WorkSMDDP> work, std::exception_ptr erro
     work->runError_ = error;
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  if (completions_.empty())
-    lastProgress_ = std::chrono::steady_clock::now();
   completions_.push_back({std::move(work), error});
-  taskCv_.notify_one();
-  if (addCompleterIfNeeded() || liveCompleters_ > 0)
-    return; // a completer gets to it
-  // No thread to be had: complete it here, callbacks and all.
-  Completion c = std::move(completions_.back());
-  completions_.pop_back();
-  lock.unlock();
-  completeOne(c.work, c.error);
-}
-
-bool WorkQueue::addCompleterIfNeeded() {
-  if (static_cast<int>(completions_.size()) <= idleCompleters_)
-    return true;
-  auto now = std::chrono::steady_clock::now();
-  // Below the cap a busy pool grows at once.  At the cap, only when no
-  // completion was taken for kCompleterStall: the busy completers may all
-  // be waiting, in callbacks, for work whose completion is queued behind
-  // them (which would wait for ever), or merely be slow (which another
-  // thread would not help much).
-  if (liveCompleters_ >= kMaxCompleters && now - lastProgress_ < kCompleterStall)
-    return true;
+  if (static_cast<int>(completions_.size()) <= idleCompleters_) {
+    taskCv_.notify_one();
+    return;
+  }
   try {
     completers_.emplace_back([self = shared_from_this()] { self->completerLoop(); });
+    ++liveCompleters_;
   } catch (const std::system_error&) {
-    return false;
+    if (liveCompleters_ > 0) {
+      taskCv_.notify_one(); // a busy completer gets to it later
+      return;
+    }
+    // No thread to be had: complete it here, callbacks and all.
+    Completion c = std::move(completions_.back());
+    completions_.pop_back();
+    lock.unlock();
+    completeOne(c.work, c.error);
   }
-  ++liveCompleters_;
-  lastProgress_ = now; // one more at the cap per kCompleterStall at most
-  return true;
 }
 
 void WorkQueue::completeOne(const c10::intrusive_ptr<WorkSMDDP>& work, std::exception_ptr error) {
@@ -843,7 +824,6 @@ void WorkQueue::completerLoop() {
       break;
     Completion c = std::move(completions_.front());
     completions_.pop_front();
-    lastProgress_ = std::chrono::steady_clock::now();
     ++runningCompletions_;
     lock.unlock();
     completeOne(c.work, c.error);

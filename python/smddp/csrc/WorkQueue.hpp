@@ -11,11 +11,8 @@
 // callbacks chained on it (then(), DDP communication hooks) inline, and a
 // callback may wait for a collective it issues itself (PowerSGD does), which
 // only the worker can run.  So completions go to completer threads: a
-// completion that finds every completer busy starts another one, up to
-// kMaxCompleters; beyond that, only when no completion was taken for
-// kCompleterStall (every completer blocked in a callback that waits for
-// queued work), so that slow callbacks do not grow the pool without bound.
-// A work's Work::wait() returns once its future is complete.
+// completion that finds every completer busy (blocked in a callback) starts
+// another one.  A work's Work::wait() returns once its future is complete.
 //
 // Failure is sticky: the first error that leaves this rank out of step with
 // its peers (any library error but EINVAL, EUNSUPPORTED and EMISMATCH, which
@@ -335,10 +332,6 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
 
   // How often the idle worker checks while CUDA work is unverified.
   static constexpr std::chrono::milliseconds kDevicePoll{100};
-  // The completers a busy pool grows to at once, and how long its
-  // completions may wait untaken before it grows beyond.
-  static constexpr int kMaxCompleters = 8;
-  static constexpr std::chrono::milliseconds kCompleterStall{100};
 
  private:
   // Raises DistBackendError: work came after the queue was stopped.
@@ -362,9 +355,6 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   // completer is busy).
   void post(c10::intrusive_ptr<WorkSMDDP> work, std::exception_ptr error);
   void completerLoop();
-  // With mutex_ held: starts a completer if completions wait and the pool
-  // may grow (see the top of this file).  False if no thread could be had.
-  bool addCompleterIfNeeded();
   // work->complete(), then one work fewer outstanding.
   void completeOne(const c10::intrusive_ptr<WorkSMDDP>& work, std::exception_ptr error);
   void stopCompleters(std::chrono::steady_clock::time_point deadline);
@@ -428,9 +418,6 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   // script that exits right after a wait() finds the queue idle; busy_
   // and runningCompletions_ still say busy for a moment then.
   int64_t outstanding_ = 0;
-  // When a completer last took a completion, or one was posted to an empty
-  // list, or a completer was added at the cap.
-  std::chrono::steady_clock::time_point lastProgress_;
   bool completersStop_ = false;
 
 #ifdef SMDDP_TORCH_CUDA
