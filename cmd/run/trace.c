@@ -44,7 +44,22 @@
 #include "run/launch.h"
 #include "run/run.h"
 
-static void file_job_id(const char *id, char *out, size_t len);
+/* The job id as the library puts it in file names (comm.c, set_jobid). */
+static void file_job_id(const char *id, char *out, size_t len)
+{
+	size_t n = 0;
+
+	for (; *id && n < 32 && n + 1 < len; id++)
+		if (isalnum((unsigned char)*id) || *id == '_' || *id == '-')
+			out[n++] = *id;
+	out[n] = 0;
+}
+
+/* A rank's dump file, "smddp-trace.JOB.RANK.jsonl" (lib/core/trace.c). */
+static void dump_name(char *out, size_t len, const char *job, int rank)
+{
+	snprintf(out, len, "smddp-trace.%s.%d.jsonl", job, rank);
+}
 
 /* Through mpirun without a dump directory: the one each rank's wrapper
  * names on its host, "TMPDIR/smddp-trace.JOB" (TMPDIR as the process
@@ -271,7 +286,7 @@ static void send_dumps(struct run *r)
 		ssize_t len;
 		bool first = true;
 
-		snprintf(name, sizeof name, "smddp-trace.%s.%d.jsonl", job, r->ranks[i].rank);
+		dump_name(name, sizeof name, job, r->ranks[i].rank);
 		snprintf(path, sizeof path, "%s/%s", r->trace_dir, name);
 		FILE *f = fopen(path, "re");
 		if (!f)
@@ -410,17 +425,16 @@ static bool catches(pid_t pid, int sig)
 	return yes;
 }
 
-static void file_job_id(const char *id, char *out, size_t len);
-
 /* The inode of rank's dump in the trace directory, 0 while there is none:
  * the library writes a dump aside and renames it into place, so a new
  * inode is a whole new dump. */
 static ino_t dump_inode(const struct run *r, const char *job, int rank)
 {
-	char path[sizeof r->trace_dir + 96];
+	char name[96], path[sizeof r->trace_dir + sizeof name];
 	struct stat st;
 
-	snprintf(path, sizeof path, "%s/smddp-trace.%s.%d.jsonl", r->trace_dir, job, rank);
+	dump_name(name, sizeof name, job, rank);
+	snprintf(path, sizeof path, "%s/%s", r->trace_dir, name);
 	return stat(path, &st) == 0 ? st.st_ino : 0;
 }
 
@@ -476,17 +490,6 @@ void trace_signal_ranks(struct run *r)
 			}
 		}
 	}
-}
-
-/* The job id as the library puts it in file names (comm.c, set_jobid). */
-static void file_job_id(const char *id, char *out, size_t len)
-{
-	size_t n = 0;
-
-	for (; *id && n < 32 && n + 1 < len; id++)
-		if (isalnum((unsigned char)*id) || *id == '_' || *id == '-')
-			out[n++] = *id;
-	out[n] = 0;
 }
 
 static void remove_private(struct run *r)
