@@ -86,6 +86,27 @@ def store_wait(store, key, n=1, limit=60):
         time.sleep(0.01)
 
 
+def skipped_call(dist, store, r, call, check):
+    """Rank 1 stays away from call() until rank 0 has given up on it and
+    leaves; rank 0 expects a DistBackendError after about 3 s that
+    check(message) accepts. Returns (good, what) on rank 0."""
+    if r == 1:
+        store_wait(store, "gave-up")
+        store.add("seen", 1)
+        os._exit(0)
+    t0 = time.monotonic()
+    try:
+        call()
+        good, what = False, "an all_reduce that rank 1 never joined succeeded"
+    except dist.DistBackendError as e:
+        took = time.monotonic() - t0
+        good = 2.5 < took < 10 and check(str(e))
+        what = f"DistBackendError after {took:.1f} s: {str(e)[:300]}"
+    store.add("gave-up", 1)
+    store_wait(store, "seen")
+    return good, what
+
+
 def spawn(argv_of_rank, n, limit=120):
     procs = [subprocess.Popen([sys.executable, __file__] + argv_of_rank(r)) for r in range(n)]
     t0, rc = time.monotonic(), 0
@@ -337,21 +358,8 @@ def main():
             dist.set_timeout(datetime.timedelta(seconds=3))
         ignored = [str(w.message) for w in said if "timeout" in str(w.message)]
         store = dist.distributed_c10d._get_default_store()
-        if r == 1:
-            # skips the next call until rank 0 gave up on it
-            store_wait(store, "gave-up")
-            store.add("seen", 1)
-            os._exit(0)
-        t0 = time.monotonic()
-        try:
-            dist.all_reduce(torch.ones(4))
-            good, what = False, "an all_reduce that rank 1 never joined succeeded"
-        except dist.DistBackendError as e:
-            took = time.monotonic() - t0
-            good = 2.5 < took < 10 and "3000 ms" in str(e)
-            what = f"DistBackendError after {took:.1f} s: {str(e)[:300]}"
-        store.add("gave-up", 1)
-        store_wait(store, "seen")
+        good, what = skipped_call(dist, store, r, lambda: dist.all_reduce(torch.ones(4)),
+                                  lambda msg: "3000 ms" in msg)
         if ignored:
             good, what = False, f"set_timeout warned: {ignored[0][:200]}; " + what
         return report(good, r, "set_timeout(3 s): " + what)
@@ -370,21 +378,8 @@ def main():
         sub = dist.split_group(split_ranks=[[0, 1]], timeout=datetime.timedelta(seconds=3))
         x = torch.ones(4)
         dist.all_reduce(x, group=sub)
-        if r == 1:
-            # skips the next call on the split group until rank 0 gave up on it
-            store_wait(store, "gave-up")
-            store.add("seen", 1)
-            os._exit(0)
-        t0 = time.monotonic()
-        try:
-            dist.all_reduce(x, group=sub)
-            good, what = False, "an all_reduce that rank 1 never joined succeeded"
-        except dist.DistBackendError as e:
-            took = time.monotonic() - t0
-            good = 2.5 < took < 10 and re.search(r"ranks?(\(s\))? 1\b", str(e)) is not None
-            what = f"DistBackendError after {took:.1f} s: {str(e)[:300]}"
-        store.add("gave-up", 1)
-        store_wait(store, "seen")
+        good, what = skipped_call(dist, store, r, lambda: dist.all_reduce(x, group=sub),
+                                  lambda msg: re.search(r"ranks?(\(s\))? 1\b", msg) is not None)
         return report(good, r, "split_group(timeout=3 s): " + what)
     print(__doc__, file=sys.stderr)
     return 2
