@@ -273,6 +273,16 @@ dist.barrier()
 work = dist.barrier(async_op=True)
 work.wait()
 check(work.is_completed(), "barrier work completed")
+if DEVICE == "cuda":
+    # As NCCL's: a barrier ends once the collectives queued before it are
+    # done on the GPU, here behind ~0.2 s of GPU sleep on the caller's stream.
+    x = D(torch.full((1 << 20,), float(R + 1)))
+    torch.cuda._sleep(int(3e8))
+    work = dist.all_reduce(x, async_op=True)
+    dist.barrier()
+    check(work.is_completed(), "an all_reduce queued before a barrier is done after it")
+    check(same(H(x), torch.full((1 << 20,), float(N * (N + 1) // 2))),
+          "the all_reduce before the barrier")
 
 # A future with the result, as DDP's hooks use it
 x = D(torch.ones(5) * (R + 1))

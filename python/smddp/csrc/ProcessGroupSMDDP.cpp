@@ -579,8 +579,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::alltoall_base(
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::barrier(const c10d::BarrierOptions& opts) {
-  // A host barrier, run after the work queued before it (device work
-  // included: the library call of each returned before the next starts).
+  // A host barrier, run once this rank's work queued before it is done,
+  // on the GPU too (WorkQueue::run), as NCCL's barrier().wait() is.
   auto body = [](RunContext& ctx) { ctx.check(smddp_barrier(ctx.comm), "smddp_barrier"); };
   return enqueue(
       c10d::OpType::BARRIER, "barrier", at::Device(at::kCPU), {}, {}, opts.timeout,

@@ -550,7 +550,9 @@ void WorkQueue::loop() {
     detached = detached_;
   }
   if (detached) {
-    finishDeviceChecks(std::chrono::steady_clock::now() + state_->timeout);
+    finishDeviceChecks(
+        std::chrono::steady_clock::now() + state_->timeout, state_->timeout,
+        "the process group was shut down");
     freeComm();
     stopCompleters(std::chrono::steady_clock::now() + state_->timeout);
   }
@@ -561,6 +563,12 @@ void WorkQueue::run(const c10::intrusive_ptr<WorkSMDDP>& work) {
   work->markStarted();
   for (const auto& m : work->members_)
     m->markStarted();
+  // NCCL's barrier ends when this rank's collectives queued before it are
+  // done on the GPU; scripts time steps and save checkpoints after it.
+  if (work->retrieveOpType() == c10d::OpType::BARRIER)
+    finishDeviceChecks(
+        std::chrono::steady_clock::now() + work->getTimeout(), work->getTimeout(),
+        "barrier");
   // A failure of queued CUDA work is named as such, not as this call's.
   checkDevice(true);
   if (state_->failed() || !comm_) {
@@ -749,7 +757,10 @@ void WorkQueue::failUnverified() {
         "queued on the GPU; the root cause: " + state_->rootCause()));
 }
 
-void WorkQueue::finishDeviceChecks(std::chrono::steady_clock::time_point deadline) {
+void WorkQueue::finishDeviceChecks(
+    std::chrono::steady_clock::time_point deadline,
+    std::chrono::milliseconds timeout,
+    const std::string& what) {
   auto pause = std::chrono::milliseconds(1);
   for (;;) {
     std::string say;
@@ -759,9 +770,9 @@ void WorkQueue::finishDeviceChecks(std::chrono::steady_clock::time_point deadlin
       checkDeviceLocked(say);
       if (!unverified_.empty() && std::chrono::steady_clock::now() >= deadline) {
         state_->fail(
-            "smddp: the process group was shut down on " + state_->who() +
-            " with work queued on the GPU not done after the group timeout of " +
-            std::to_string(state_->timeout.count()) + " ms");
+            "smddp: " + what + " on " + state_->who() +
+            ": work queued on the GPU was not done after the timeout of " +
+            std::to_string(timeout.count()) + " ms");
         failUnverified();
       }
       left = !unverified_.empty();
@@ -918,7 +929,7 @@ void WorkQueue::stop(bool abort) {
     thread_.join();
   // Before the communicator goes: a failure of the last GPU work is still
   // told (stderr, the works), and the peers learn of it (abort).
-  finishDeviceChecks(deadline);
+  finishDeviceChecks(deadline, state_->timeout, "the process group was shut down");
   freeComm();
   stopCompleters(std::max(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(1)));
 }

@@ -347,9 +347,14 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   // Fails every unverified work with the group's root cause (commMutex_
   // held).
   void failUnverified();
-  // After the worker: waits, until deadline, for the unverified works'
-  // device part, checking, then fails what is left.
-  void finishDeviceChecks(std::chrono::steady_clock::time_point deadline);
+  // Waits until the unverified works' device part is checked (after the
+  // worker, and before a barrier), or until deadline: then the group
+  // fails, "smddp: WHAT on GROUP: work queued on the GPU was not done
+  // after the timeout of TIMEOUT ms", and so does what is left.
+  void finishDeviceChecks(
+      std::chrono::steady_clock::time_point deadline,
+      std::chrono::milliseconds timeout,
+      const std::string& what);
   void run(const c10::intrusive_ptr<WorkSMDDP>& work);
   // Hands work's completion to a completer thread (starting one if every
   // completer is busy).
