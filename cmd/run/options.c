@@ -72,7 +72,15 @@ static noreturn TOOL_PRINTF(1, 2) void opt_error(const char *fmt, ...)
 struct seen {
 	bool addr, endpoint;    /* --master-addr, --rdzv-endpoint (or from PET_) */
 	bool cmdline[OPT_END];  /* options given on the command line */
+	const struct pet *env[OPT_END]; /* options taken from a PET_ variable */
 };
+
+/* How option OPT (FLAG on the command line) was given, for the checks made
+ * once all are parsed: "--nnodes", or "PET_NNODES". */
+static const char *given(const struct seen *s, int opt, const char *flag)
+{
+	return opt > 0 && opt < OPT_END && s->env[opt] ? s->env[opt]->var : flag;
+}
 
 static void usage(void)
 {
@@ -436,6 +444,7 @@ static void options_from_env(struct options *o, struct seen *s)
 		} else {
 			set_option(o, s, p->opt, v);
 		}
+		s->env[p->opt] = p;
 		from_env = NULL;
 	}
 }
@@ -541,14 +550,20 @@ void parse_options(int argc, char **argv, struct options *o)
 
 	if (s.addr && s.endpoint)
 		tool_usage_error("--master-addr and --rdzv-endpoint exclude each other");
+	const char *nnodes = given(&s, OPT_NNODES, "--nnodes");
+	const char *node_rank = given(&s, OPT_NODE_RANK, "--node-rank");
 	if (o->standalone && (o->nnodes > 1 || o->node_rank > 0 || s.addr || s.endpoint))
-		tool_usage_error("--standalone is one node on 127.0.0.1: it excludes --nnodes N > 1, "
-		                 "--node-rank, --master-addr and --rdzv-endpoint");
+		tool_usage_error("%s is one node on 127.0.0.1: it excludes --nnodes N > 1, "
+		                 "--node-rank, --master-addr and --rdzv-endpoint (%s)",
+		                 given(&s, OPT_STANDALONE, "--standalone"),
+		                 o->nnodes > 1 ? nnodes : o->node_rank > 0 ? node_rank :
+		                 s.addr ? given(&s, OPT_MASTER_ADDR, "--master-addr") :
+		                 given(&s, OPT_RDZV_ENDPOINT, "--rdzv-endpoint"));
 	if (o->node_rank >= 0 && !o->nnodes)
-		tool_usage_error("--node-rank needs --nnodes");
+		tool_usage_error("%s needs --nnodes", node_rank);
 	if (o->nnodes && o->node_rank >= o->nnodes)
-		tool_usage_error("--node-rank %ld: expected 0 to %ld (--nnodes %ld)", o->node_rank,
-		                 o->nnodes - 1, o->nnodes);
+		tool_usage_error("%s %ld: expected 0 to %ld (%s %ld)", node_rank, o->node_rank,
+		                 o->nnodes - 1, nnodes, o->nnodes);
 	if (o->nnodes > 1 && slurm_in_step()) {
 		/* one smddp-run per node of a Slurm step (see slurm_argv()) */
 		const char *id = getenv("SLURM_NODEID"), *list = getenv("SLURM_STEP_NODELIST");
@@ -570,19 +585,20 @@ void parse_options(int argc, char **argv, struct options *o)
 		                    (o->sagemaker == 1) ? "SageMaker's configuration" :
 		                    o->mpirun_args.n ? "--mpirun-args" : NULL;
 		if (other)
-			tool_usage_error("--nnodes (one smddp-run per node) and %s exclude each other",
-			                 other);
+			tool_usage_error("%s (one smddp-run per node) and %s exclude each other",
+			                 nnodes, other);
 		if (!o->master_addr)
-			tool_usage_error("--nnodes %ld: give node 0's address with --master-addr (or "
-			                 "--rdzv-endpoint), the same on every node", o->nnodes);
+			tool_usage_error("%s %ld: give node 0's address with --master-addr (or "
+			                 "--rdzv-endpoint), the same on every node", nnodes, o->nnodes);
 		if (o->node_rank < 0)
-			tool_usage_error("--nnodes %ld: give this node's place with --node-rank (0 to "
-			                 "%ld)", o->nnodes, o->nnodes - 1);
+			tool_usage_error("%s %ld: give this node's place with --node-rank (0 to "
+			                 "%ld)", nnodes, o->nnodes, o->nnodes - 1);
 		o->sagemaker = 0;
 	}
 	if (o->launcher == LAUNCH_SLURM) {
 		const char *other = o->hosts ? "--hosts" : o->hostfile ? "--hostfile" :
-		                    o->nnodes ? "--nnodes" : o->standalone ? "--standalone" :
+		                    o->nnodes ? nnodes :
+		                    o->standalone ? given(&s, OPT_STANDALONE, "--standalone") :
 		                    (o->sagemaker == 1) ? "SageMaker's configuration" :
 		                    o->mpirun_args.n ? "--mpirun-args" : NULL;
 		if (other)

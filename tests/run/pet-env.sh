@@ -61,4 +61,12 @@ bad "^smddp-run: PET_NNODES: invalid --nnodes 'abc': .*fix or unset PET_NNODES" 
 bad "^smddp-run: PET_NPROC_PER_NODE: invalid number of ranks 'x'" PET_NPROC_PER_NODE=x
 bad "^smddp-run: PET_STANDALONE: invalid value 'yes'" PET_STANDALONE=yes
 bad "^smddp-run: PET_MAX_RESTARTS: --max-restarts 3: restarting" PET_MAX_RESTARTS=3
+# the checks made once all options are read name the variable too
+bad "^smddp-run: PET_NODE_RANK needs --nnodes" PET_NODE_RANK=1
+bad "^smddp-run: PET_NODE_RANK 3: expected 0 to 1 (PET_NNODES 2)" PET_NNODES=2 PET_NODE_RANK=3
+bad "^smddp-run: PET_NNODES 2: give node 0's address" PET_NNODES=2 PET_NODE_RANK=1
+rc=0
+timeout 60 "$RUN" --node-rank 0 "$PROG" >"$T/out" 2>"$T/err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q "^smddp-run: --node-rank needs --nnodes" "$T/err" ||
+	fail "--node-rank alone: exit status $rc: $(cat "$T/err")"
 exit 0
