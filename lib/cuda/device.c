@@ -24,23 +24,27 @@ typedef CUresult (*pfn_attrs)(unsigned int, CUpointer_attribute *, void **, CUde
 typedef CUresult (*pfn_range)(CUdeviceptr *, size_t *, CUdeviceptr);
 typedef CUresult (*pfn_wait32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 typedef CUresult (*pfn_write32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+typedef CUresult (*pfn_sdev)(CUstream, CUdevice *);
+typedef CUresult (*pfn_devget)(CUdevice *, int);
 
 static struct {
 	pfn_attrs attrs;
 	pfn_range range;
 	pfn_wait32 wait32;
 	pfn_write32 write32;
+	pfn_sdev sdev; /* NULL before CUDA 12.8: a stream's GPU is not checked */
+	pfn_devget devget;
 	int rc;
 	char err[160];
 } drv;
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 
-static void *entry(const char *name)
+static void *entry(const char *name, unsigned int version)
 {
 	void *fn = NULL;
 	enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
 
-	if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) !=
+	if (cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &q) !=
 		    cudaSuccess ||
 	    q != cudaDriverEntryPointSuccess)
 		return NULL;
@@ -49,10 +53,12 @@ static void *entry(const char *name)
 
 static void drv_load(void)
 {
-	drv.attrs = (pfn_attrs)entry("cuPointerGetAttributes");
-	drv.range = (pfn_range)entry("cuMemGetAddressRange");
-	drv.wait32 = (pfn_wait32)entry("cuStreamWaitValue32");
-	drv.write32 = (pfn_write32)entry("cuStreamWriteValue32");
+	drv.attrs = (pfn_attrs)entry("cuPointerGetAttributes", 12000);
+	drv.range = (pfn_range)entry("cuMemGetAddressRange", 12000);
+	drv.wait32 = (pfn_wait32)entry("cuStreamWaitValue32", 12000);
+	drv.write32 = (pfn_write32)entry("cuStreamWriteValue32", 12000);
+	drv.sdev = (pfn_sdev)entry("cuStreamGetDevice", 12080);
+	drv.devget = (pfn_devget)entry("cuDeviceGet", 12000);
 	if (!drv.attrs || !drv.range || !drv.wait32 || !drv.write32) {
 		drv.rc = SMDDP_ECUDA;
 		snprintf(drv.err, sizeof(drv.err),
@@ -176,6 +182,19 @@ int sd_cuda_check_call(struct smddp_comm *c, const struct sd_cuda_call *k, int *
 						     ? "the same pointer, or recvbuf = sendbuf + rank * "
 						       "recvcount"
 						     : "the same pointer");
+	}
+	/* A stream of another GPU would fail at its first use, with part of
+	 * the call queued; the special handles (NULL, legacy, per-thread) are
+	 * the current GPU's, which the call makes the buffers'. */
+	if (dev >= 0 && drv.sdev && drv.devget && (uintptr_t)k->stream > 2) {
+		CUdevice sdev, bdev;
+
+		if (drv.sdev((CUstream)k->stream, &sdev) == CUDA_SUCCESS &&
+		    drv.devget(&bdev, dev) == CUDA_SUCCESS && sdev != bdev)
+			return sd_comm_error(c, SMDDP_EINVAL,
+					     "the stream is of GPU %d and the buffers are on GPU %d: "
+					     "pass a stream of the buffers' GPU",
+					     (int)sdev, dev);
 	}
 	*devp = dev;
 	return SMDDP_OK;

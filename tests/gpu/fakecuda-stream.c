@@ -76,6 +76,7 @@ struct fstream {
 	unsigned int flags;
 	int started, dying;
 	int conn; /* its hardware queue (FAKECUDA_CONNECTIONS) */
+	int dev;  /* the GPU current at its creation (FAKECUDA_DEVICES) */
 	pthread_cond_t cv; /* to the worker: work, or destroyed */
 };
 
@@ -332,6 +333,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned int flags)
 	if (!s)
 		return cudaErrorMemoryAllocation;
 	s->flags = flags;
+	s->dev = fake_current_device();
 	pthread_cond_init(&s->cv, NULL);
 	pthread_mutex_lock(&fake_mu);
 	conn_init();
@@ -553,6 +555,14 @@ CUresult fake_wait32(CUstream st, CUdeviceptr addr, cuuint32_t v, unsigned int f
 	w->addr = (volatile uint32_t *)(uintptr_t)addr;
 	w->value = v;
 	return fake_put((cudaStream_t)st, w) == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult fake_stream_device(CUstream st, CUdevice *dev)
+{
+	struct fstream *s = sof((cudaStream_t)st);
+
+	*dev = s == &legacy ? fake_current_device() : s->dev;
+	return CUDA_SUCCESS;
 }
 
 CUresult fake_write32(CUstream st, CUdeviceptr addr, cuuint32_t v, unsigned int flags)

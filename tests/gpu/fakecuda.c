@@ -57,6 +57,10 @@
  * them on queue k % N (the legacy stream is on queue 0), by any stream.
  * A stream held by a wait then holds back the other streams of its queue:
  * the false dependencies that a real GPU may or may not show.
+ * FAKECUDA_DEVICES=N (1..8): the process sees N GPUs; cudaSetDevice picks
+ * the thread's current one and a stream belongs to the GPU current at its
+ * creation (cuStreamGetDevice), memory to the GPU current at its
+ * allocation; all GPUs are one (the same UUID, the same memory).
  * FAKECUDA_TICKET_LIMIT=N: the library starts its tickets over once N are
  * taken (sd_cuda_ticket_limit, proxy.c), not near 2^32.
  * FAKECUDA_FAIL=R:launch:N or R:record:N: on rank R the Nth kernel launch
@@ -109,6 +113,7 @@ struct alloc {
 	size_t size;
 	unsigned long long id;
 	int pool;
+	int dev; /* the GPU current at its allocation (FAKECUDA_DEVICES) */
 };
 
 static struct alloc allocs[FAKE_ALLOCS];
@@ -221,6 +226,7 @@ static cudaError_t fake_alloc(void **out, size_t size, int pool)
 	allocs[nallocs].size = size;
 	allocs[nallocs].id = (unsigned long long)nallocs + 1;
 	allocs[nallocs].pool = pool;
+	allocs[nallocs].dev = fake_current_device();
 	nallocs++;
 	*out = (void *)next_free;
 	next_free += len;
@@ -394,22 +400,39 @@ cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr attr, int dev)
 	return cudaSuccess;
 }
 
+static __thread int cur_dev;
+
+static int ndevices(void)
+{
+	int n = fake_env_int("FAKECUDA_DEVICES", 1);
+
+	return n < 1 ? 1 : n > 8 ? 8 : n;
+}
+
 cudaError_t cudaGetDeviceCount(int *n)
 {
 	fake_init();
-	*n = 1;
+	*n = ndevices();
 	return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int d)
 {
-	return d == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+	if (d < 0 || d >= ndevices())
+		return cudaErrorInvalidDevice;
+	cur_dev = d;
+	return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int *d)
 {
-	*d = 0;
+	*d = cur_dev;
 	return cudaSuccess;
+}
+
+int fake_current_device(void)
+{
+	return cur_dev;
 }
 
 static void fake_uuid(unsigned char *u)
@@ -498,7 +521,7 @@ static CUresult fake_attrs(unsigned int n, CUpointer_attribute *at, void **val, 
 			*(unsigned int *)val[i] = in_region((uintptr_t)p) ? CU_MEMORYTYPE_DEVICE : 0;
 			break;
 		case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-			*(int *)val[i] = 0;
+			*(int *)val[i] = a ? a->dev : 0;
 			break;
 		case CU_POINTER_ATTRIBUTE_BUFFER_ID:
 			*(unsigned long long *)val[i] = a ? a->id : 0;
@@ -519,6 +542,17 @@ static CUresult fake_attr(void *val, CUpointer_attribute at, CUdeviceptr p)
 	if (at != CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE || !a)
 		return CUDA_ERROR_INVALID_VALUE;
 	*(int *)val = !a->pool;
+	return CUDA_SUCCESS;
+}
+
+static CUresult fake_device_get(CUdevice *d, int ordinal)
+{
+	int n;
+
+	cudaGetDeviceCount(&n);
+	if (ordinal < 0 || ordinal >= n)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*d = ordinal;
 	return CUDA_SUCCESS;
 }
 
@@ -544,6 +578,8 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char *name, void **fn, unsign
 	      : !strcmp(name, "cuMemGetAddressRange")  ? (void *)fake_range
 	      : !strcmp(name, "cuStreamWaitValue32")   ? (void *)fake_wait32
 	      : !strcmp(name, "cuStreamWriteValue32")  ? (void *)fake_write32
+	      : !strcmp(name, "cuStreamGetDevice")     ? (void *)fake_stream_device
+	      : !strcmp(name, "cuDeviceGet")           ? (void *)fake_device_get
 						       : NULL;
 	*q = *fn ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
 	return cudaSuccess;

@@ -15,6 +15,8 @@ extern pthread_mutex_t fake_mu;
 extern pthread_cond_t fake_progress;
 
 int fake_env_int(const char *name, int dflt);
+/* The calling thread's GPU (cudaSetDevice; FAKECUDA_DEVICES). */
+int fake_current_device(void);
 /* Is p in pinned host memory? */
 int fake_is_pinned(uintptr_t p);
 /* Does a copy touching dst and src return only when done (pageable memory)? */
@@ -33,5 +35,7 @@ cudaError_t fake_launch_owned(cudaStream_t st, void (*fn)(void *), void *arg);
  * fetches them (lib/cuda/device.c). */
 CUresult fake_wait32(CUstream st, CUdeviceptr addr, cuuint32_t v, unsigned int flags);
 CUresult fake_write32(CUstream st, CUdeviceptr addr, cuuint32_t v, unsigned int flags);
+/* cuStreamGetDevice: the GPU current when the stream was made. */
+CUresult fake_stream_device(CUstream st, CUdevice *dev);
 
 #endif

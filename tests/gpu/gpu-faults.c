@@ -56,6 +56,26 @@ void errors(void)
 					       stream), SMDDP_EINVAL);
 	expect("NULL buffers with a stream",
 	       smddp_allreduce(NULL, NULL, 16, SMDDP_FLOAT32, SMDDP_SUM, comm, stream), SMDDP_EINVAL);
+	/* A stream of another GPU than the buffers': refused before anything
+	 * is queued on it (seen without a GPU: FAKECUDA_DEVICES=2). */
+	int ndev = 0, dev = 0;
+	CK(cudaGetDeviceCount(&ndev));
+	CK(cudaGetDevice(&dev));
+	if (ndev > 1) {
+		cudaStream_t other;
+
+		CK(cudaSetDevice((dev + 1) % ndev));
+		CK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+		CK(cudaSetDevice(dev));
+		expect("a stream of another GPU",
+		       smddp_allreduce(dsend, drecv, 16, SMDDP_FLOAT32, SMDDP_SUM, comm, other),
+		       SMDDP_EINVAL);
+		CK(cudaSetDevice((dev + 1) % ndev));
+		CK(cudaStreamDestroy(other));
+		CK(cudaSetDevice(dev));
+	} else if (rank == 0) {
+		printf("not run: a stream of another GPU (one GPU)\n");
+	}
 	/* The communicator still works, on a stream and on stream NULL. */
 	CK(cudaMemsetAsync(dsend, 0, 4096, stream));
 	expect("allreduce after the errors",

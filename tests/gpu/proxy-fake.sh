@@ -19,6 +19,11 @@ fake order-n1-blocking 1 SMDDP_CUDA_ASYNC=0 -- order
 fake order-n1 1 -- order
 fake order-n2-queued 2 SMDDP_CUDA_ASYNC=1 -- order
 fake errors-n2-queued 2 SMDDP_CUDA_ASYNC=1 -- errors
+# two GPUs seen: a call with a stream of the other GPU is refused up front
+fake errors-n2-twogpus 2 SMDDP_CUDA_ASYNC=1 FAKECUDA_DEVICES=2 -- errors
+grep -q "ok: a stream of another GPU -> .*the stream is of GPU 1 and the buffers are on GPU 0" \
+	"$TDIR/errors-n2-twogpus.out" && pass "errors-n2-twogpus: the stream of GPU 1 refused" ||
+	fail "errors-n2-twogpus: the stream of GPU 1 was not refused"
 fake twostreams-n2-queued 2 SMDDP_CUDA_ASYNC=1 -- twostreams
 # every stream of a process in one hardware queue (FAKECUDA_CONNECTIONS=1): the queued
 # call's kernels wait on the user's stream itself, so the held stream holds back nothing
