@@ -33,6 +33,9 @@
 #              buffers mapped by legacy IPC, by cuMemMap (2 MiB and 1 GiB
 #              units) and all local, 4 ranks x 256 MiB and 2 x 512 MiB,
 #              $PAGES_ROUNDS rounds (default 6) of fresh allocations
+#   dip        the 4 GiB dip against the probe, $DIP_REPS times (default 2): the
+#              allreduce bench, 4 ranks, blocking without MPS, 256M..512M and
+#              512M alone, then ipc-pages 4 x 512 MiB (ipc and local)
 #   mps        under the CUDA MPS daemon: the order test traced, $MPS_TESTS and
 #              the allreduce bench, with SMDDP_CUDA_ASYNC in $MPS_MODES (auto 0)
 #   nccl       tests/gpu/multigpu-vs-nccl.sh with one rank per GPU
@@ -336,6 +339,24 @@ for s in $stages; do
 				echo "--offset $off: $(grep "^\[0\] *[0-9]" "$TMPD/fp-off$off-$i.log")" |
 					tee -a "$summary"
 			done
+		done
+		;;
+	dip)
+		# the library's 4 x 512 MiB allreduce took 1.79 ms where the
+		# probe's kernel over the same mappings took 1.09 (2026-12-06):
+		# is it the sweep before it, or the library around the kernel?
+		for rep in $(seq "${DIP_REPS:-2}"); do
+			for how in "sweep -b 256M -e 512M -f 2" "alone -b 512M -e 512M"; do
+				set -- $how
+				name=dip-$1-$rep
+				shift
+				stage "$name" 120 env SMDDP_CUDA_ASYNC=0 "$RUN" -n 4 --timeout 110 "$BENCH" \
+					--device cuda "$@" -n 20 -w 3 -c 0
+				grep -E '^\[0\] +[0-9]' "$TMPD/$name.log" | tee -a "$summary"
+			done
+			stage "dip-probe-$rep" 120 "$B/tests/gpu/ipc-pages" -N 4 -b 512M -n 20 -r 2 \
+				-m ipc,local
+			tee -a "$summary" <"$TMPD/dip-probe-$rep.log"
 		done
 		;;
 	pages)
