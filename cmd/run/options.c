@@ -568,8 +568,9 @@ void parse_options(int argc, char **argv, struct options *o)
 		/* one smddp-run per node of a Slurm step (see slurm_argv()) */
 		const char *id = getenv("SLURM_NODEID"), *list = getenv("SLURM_STEP_NODELIST");
 		if (o->node_rank < 0 && id && tool_parse_long(id, 0, o->nnodes - 1, &o->node_rank) < 0)
-			tool_usage_error("--nnodes %ld in a Slurm step: SLURM_NODEID='%s' is not a node "
-			                 "rank 0 to %ld; give --node-rank", o->nnodes, id, o->nnodes - 1);
+			tool_usage_error("%s %ld in a Slurm step: SLURM_NODEID='%s' is not a node "
+			                 "rank 0 to %ld; give --node-rank", nnodes, o->nnodes, id,
+			                 o->nnodes - 1);
 		if (!o->master_addr && list && *list) {
 			char err[256];
 			size_t n;

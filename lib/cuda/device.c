@@ -183,9 +183,11 @@ int sd_cuda_check_call(struct smddp_comm *c, const struct sd_cuda_call *k, int *
 						       "recvcount"
 						     : "the same pointer");
 	}
-	/* A stream of another GPU would fail at its first use, with part of
-	 * the call queued; the special handles (NULL, legacy, per-thread) are
-	 * the current GPU's, which the call makes the buffers'. */
+	/* A stream of another GPU than the buffers' is refused whatever the
+	 * communicator's size: with peers it would fail at its first use,
+	 * with part of the call queued.  The special handles (NULL, legacy,
+	 * per-thread) are the current GPU's, which the call makes the
+	 * buffers'. */
 	if (dev >= 0 && drv.sdev && drv.devget && (uintptr_t)k->stream > 2) {
 		CUdevice sdev, bdev;
 

@@ -560,15 +560,23 @@ void WorkQueue::loop() {
 
 void WorkQueue::run(const c10::intrusive_ptr<WorkSMDDP>& work) {
   WorkSMDDP::TsanUse use(work.get());
+  // NCCL's barrier ends when this rank's collectives queued before it are
+  // done on the GPU; scripts time steps and save checkpoints after it.
+  // Looked at every millisecond (a step's time), before the barrier's
+  // own timeout starts; if the wait fails the group, the peers, already
+  // in the barrier, are told now.
+  if (work->retrieveOpType() == c10d::OpType::BARRIER && !state_->failed()) {
+    finishDeviceChecks(
+        std::chrono::steady_clock::now() + work->getTimeout(), work->getTimeout(), "barrier",
+        std::chrono::milliseconds(1));
+    if (state_->failed()) {
+      std::lock_guard<std::mutex> commLock(commMutex_);
+      abortComm();
+    }
+  }
   work->markStarted();
   for (const auto& m : work->members_)
     m->markStarted();
-  // NCCL's barrier ends when this rank's collectives queued before it are
-  // done on the GPU; scripts time steps and save checkpoints after it.
-  if (work->retrieveOpType() == c10d::OpType::BARRIER)
-    finishDeviceChecks(
-        std::chrono::steady_clock::now() + work->getTimeout(), work->getTimeout(),
-        "barrier");
   // A failure of queued CUDA work is named as such, not as this call's.
   checkDevice(true);
   if (state_->failed() || !comm_) {
@@ -760,7 +768,8 @@ void WorkQueue::failUnverified() {
 void WorkQueue::finishDeviceChecks(
     std::chrono::steady_clock::time_point deadline,
     std::chrono::milliseconds timeout,
-    const std::string& what) {
+    const std::string& what,
+    std::chrono::milliseconds maxPause) {
   auto pause = std::chrono::milliseconds(1);
   for (;;) {
     std::string say;
@@ -781,7 +790,7 @@ void WorkQueue::finishDeviceChecks(
     if (!left)
       return;
     std::this_thread::sleep_for(pause);
-    pause = std::min<std::chrono::milliseconds>(pause * 2, kDevicePoll);
+    pause = std::min<std::chrono::milliseconds>(pause * 2, maxPause);
   }
 }
 

@@ -348,13 +348,15 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   // held).
   void failUnverified();
   // Waits until the unverified works' device part is checked (after the
-  // worker, and before a barrier), or until deadline: then the group
-  // fails, "smddp: WHAT on GROUP: work queued on the GPU was not done
-  // after the timeout of TIMEOUT ms", and so does what is left.
+  // worker, and before a barrier), looking at most maxPause apart, or
+  // until deadline: then the group fails, "smddp: WHAT on GROUP: work
+  // queued on the GPU was not done after the timeout of TIMEOUT ms", and
+  // so does what is left.
   void finishDeviceChecks(
       std::chrono::steady_clock::time_point deadline,
       std::chrono::milliseconds timeout,
-      const std::string& what);
+      const std::string& what,
+      std::chrono::milliseconds maxPause = kDevicePoll);
   void run(const c10::intrusive_ptr<WorkSMDDP>& work);
   // Hands work's completion to a completer thread (starting one if every
   // completer is busy).
