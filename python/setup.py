@@ -233,12 +233,35 @@ def find_cuda():
                 break
         if home is None:
             why = "no CUDA toolkit headers (set CUDA_HOME to the toolkit)"
+        else:
+            why = cuda_mismatch(home)
+            home = None if why else home
     if home is None:
         if want == "1":
             raise SystemExit(f"smddp: SMDDP_TORCH_CUDA=1 but {why}")
         print(f"smddp: building without the CUDA path: {why}", file=sys.stderr)
         return None
     return home
+
+
+def cuda_mismatch(home):
+    """Why the toolkit in home cannot build against this torch, or None.
+
+    The extension links libcudart by soname, which carries the major
+    version: another major than torch's would load a second runtime
+    beside torch's (torch.utils.cpp_extension refuses it too)."""
+    with open(os.path.join(home, "include", "cuda_runtime_api.h"), encoding="utf-8") as f:
+        m = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", f.read())
+    if not m:
+        return f"{home}/include/cuda_runtime_api.h defines no CUDART_VERSION"
+    major = str(int(m.group(1)) // 1000)
+    want = torch.version.cuda.split(".")[0]
+    if major != want:
+        return (
+            f"the CUDA toolkit in {home} is CUDA {major}, torch {torch.__version__} was "
+            f"built with CUDA {torch.version.cuda} (set CUDA_HOME to a CUDA {want} toolkit)"
+        )
+    return None
 
 
 def cuda_flags(home):
@@ -252,16 +275,6 @@ def cuda_flags(home):
     )
     if libdir is None:
         raise SystemExit(f"smddp: no libcudart.so under {home}")
-    m = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", open(
-        os.path.join(home, "include", "cuda_runtime_api.h"), encoding="utf-8").read())
-    if m and torch.version.cuda:
-        major = int(m.group(1)) // 1000
-        if str(major) != torch.version.cuda.split(".")[0]:
-            print(
-                f"smddp: warning: the CUDA toolkit in {home} is CUDA {major}, "
-                f"torch was built with CUDA {torch.version.cuda}",
-                file=sys.stderr,
-            )
     return {
         "define_macros": [("SMDDP_TORCH_CUDA", "1")],
         "include_dirs": [os.path.join(home, "include")],

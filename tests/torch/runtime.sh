@@ -19,8 +19,25 @@ WRAP
 	chmod +x "$TDIR/static-$cc"
 done
 copy_python "$TDIR/src"
+# A CUDA toolkit of another major version than torch's (its header only):
+# the build leaves the CUDA path out, and says why; forced, it refuses.
+tcuda=$("$PY" -c 'import torch; print((torch.version.cuda or "").split(".")[0])')
+mkdir -p "$TDIR/cuda/include"
+fake=$(( ${tcuda:-13} - 1 ))
+echo "#define CUDART_VERSION ${fake}080" >"$TDIR/cuda/include/cuda_runtime_api.h"
+if [ -n "$tcuda" ]; then
+	CUDA_HOME=$TDIR/cuda SMDDP_TORCH_CUDA=1 SMDDP_BUILD_DIR=$top_builddir \
+		SMDDP_SOURCE_DIR=$top_srcdir "$PY" -m pip install -v --no-build-isolation --no-deps \
+		--no-index --target "$TDIR/site-forced" "$TDIR/src" >"$TDIR/forced.out" 2>&1
+	st=$?
+	want="SMDDP_TORCH_CUDA=1 but the CUDA toolkit in $TDIR/cuda is CUDA $fake, torch [^ ]* was built with CUDA $tcuda[.0-9]* (set CUDA_HOME to a CUDA $tcuda toolkit)"
+	[ "$st" -ne 0 ] && grep -q "smddp: $want" "$TDIR/forced.out" &&
+		pass "a CUDA $fake toolkit with SMDDP_TORCH_CUDA=1 is refused, saying why" ||
+		fail "SMDDP_TORCH_CUDA=1 with a CUDA $fake toolkit: exit $st; $(grep -m1 "smddp: " "$TDIR/forced.out")"
+	copy_python "$TDIR/src"
+fi
 t0=$(now)
-if ! CC=$TDIR/static-gcc CXX=$TDIR/static-g++ SMDDP_BUILD_DIR=$top_builddir \
+if ! CUDA_HOME=$TDIR/cuda CC=$TDIR/static-gcc CXX=$TDIR/static-g++ SMDDP_BUILD_DIR=$top_builddir \
 	SMDDP_SOURCE_DIR=$top_srcdir MAX_JOBS=2 "$PY" -m pip install -v --no-build-isolation \
 	--no-deps --no-index --target "$TDIR/site" "$TDIR/src" >"$TDIR/pip.out" 2>&1; then
 	tail -40 "$TDIR/pip.out"
@@ -28,6 +45,9 @@ if ! CC=$TDIR/static-gcc CXX=$TDIR/static-g++ SMDDP_BUILD_DIR=$top_builddir \
 	finish
 fi
 pass "built with a static-only libstdc++ in $(since "$t0") s"
+[ -z "$tcuda" ] || grep -q "smddp: building without the CUDA path: the CUDA toolkit in $TDIR/cuda is CUDA $fake, " "$TDIR/pip.out" &&
+	pass "a CUDA $fake toolkit leaves the CUDA path out, saying why" ||
+	fail "a CUDA $fake toolkit: no line saying the CUDA path is left out"
 grep -h "smddp: .* has no shared libstdc++" "$TDIR/pip.out" | sed 's/^ *//' | head -1 | grep . &&
 	pass "setup.py says it links torch's libstdc++" ||
 	fail "setup.py did not say that the compiler has no shared libstdc++"
