@@ -275,7 +275,9 @@ work.wait()
 check(work.is_completed(), "barrier work completed")
 if DEVICE == "cuda":
     # As NCCL's: a barrier ends once the collectives queued before it are
-    # done on the GPU, here behind ~0.2 s of GPU sleep on the caller's stream.
+    # done on the GPU, here behind ~0.2 s of GPU sleep on the caller's stream
+    # (a test of the barrier in the queued mode only: a blocking call is done
+    # when it returns).
     x = D(torch.full((1 << 20,), float(R + 1)))
     torch.cuda._sleep(int(3e8))
     work = dist.all_reduce(x, async_op=True)

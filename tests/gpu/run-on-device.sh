@@ -40,8 +40,9 @@
 #              the allreduce bench, with SMDDP_CUDA_ASYNC in $MPS_MODES (auto 0)
 #   nccl       tests/gpu/multigpu-vs-nccl.sh with one rank per GPU
 #   torch      the PyTorch backend (python/) built there against its torch and
-#              this build; $TORCH_TESTS (default: collectives ddp p2p pipeline)
-#              on CUDA tensors against gloo, 2
+#              this build; $TORCH_TESTS (default: collectives collectives-queued
+#              ddp p2p pipeline; NAME-queued: with SMDDP_CUDA_ASYNC=1, since two
+#              ranks on one GPU without MPS block) on CUDA tensors against gloo, 2
 #              ranks on the GPU(s); python/bench/torch_bench.py on CUDA
 #   torch-errors  the backend's error paths (tests/gpu/torch_errors.py) on CPU
 #              and CUDA tensors, 2 ranks: raised, or a crash (then its stack,
@@ -375,9 +376,11 @@ for s in $stages; do
 			SMDDP_TORCH_CUDA=1 MAX_JOBS=8 python3 -m pip install -q --no-build-isolation \
 			--no-deps --no-index --target "$TMPD/site" "$TMPD/pysrc"
 		export PYTHONPATH=$TMPD/site:$ROOT/python/tests PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
-		for t in ${TORCH_TESTS:-collectives ddp p2p pipeline}; do
-			stage "torch-$t" 300 env DEVICE=cuda "$RUN" -n 2 --timeout 290 python3 \
-				"$ROOT/python/tests/test_$t.py"
+		for t in ${TORCH_TESTS:-collectives collectives-queued ddp p2p pipeline}; do
+			queued=
+			case $t in *-queued) queued=SMDDP_CUDA_ASYNC=1 ;; esac
+			stage "torch-$t" 300 env DEVICE=cuda $queued "$RUN" -n 2 --timeout 290 python3 \
+				"$ROOT/python/tests/test_${t%-queued}.py"
 			grep -h "TORCH-\|max difference" "$TMPD/torch-$t.log" | head -12 | tee -a "$summary"
 		done
 		# DDP step of a ~100 M parameter MLP (3 layers of 5760 x 5760), batch 8

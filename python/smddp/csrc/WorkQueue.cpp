@@ -561,18 +561,19 @@ void WorkQueue::loop() {
 void WorkQueue::run(const c10::intrusive_ptr<WorkSMDDP>& work) {
   WorkSMDDP::TsanUse use(work.get());
   // NCCL's barrier ends when this rank's collectives queued before it are
-  // done on the GPU; scripts time steps and save checkpoints after it.
+  // done on the GPU (and say so); scripts time steps and save checkpoints
+  // after it.
   // Looked at every millisecond (a step's time), before the barrier's
   // own timeout starts; if the wait fails the group, the peers, already
   // in the barrier, are told now.
   if (work->retrieveOpType() == c10d::OpType::BARRIER && !state_->failed()) {
-    finishDeviceChecks(
-        std::chrono::steady_clock::now() + work->getTimeout(), work->getTimeout(), "barrier",
-        std::chrono::milliseconds(1));
+    const auto deadline = std::chrono::steady_clock::now() + work->getTimeout();
+    finishDeviceChecks(deadline, work->getTimeout(), "barrier", std::chrono::milliseconds(1));
     if (state_->failed()) {
       std::lock_guard<std::mutex> commLock(commMutex_);
       abortComm();
     }
+    awaitCompletions(deadline);
   }
   work->markStarted();
   for (const auto& m : work->members_)
@@ -795,6 +796,14 @@ void WorkQueue::finishDeviceChecks(
 }
 
 // ---- WorkQueue: completers ---------------------------------------------------------
+
+void WorkQueue::awaitCompletions(std::chrono::steady_clock::time_point deadline) {
+  // Past the deadline a callback is still running: the barrier goes on
+  // (a slow callback is not a failure of the group).
+  std::unique_lock<std::mutex> lock(mutex_);
+  idleCv_.wait_until(
+      lock, deadline, [&] { return completions_.empty() && runningCompletions_ == 0; });
+}
 
 void WorkQueue::post(c10::intrusive_ptr<WorkSMDDP> work, std::exception_ptr error) {
   if (error) {

@@ -357,6 +357,11 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
       std::chrono::milliseconds timeout,
       const std::string& what,
       std::chrono::milliseconds maxPause = kDevicePoll);
+  // Waits until every completion posted so far has run (callbacks and
+  // all), or until deadline: several completer threads may finish them
+  // out of order, and after a barrier every earlier work must say it is
+  // completed.  Worker thread only (nothing is posted meanwhile).
+  void awaitCompletions(std::chrono::steady_clock::time_point deadline);
   void run(const c10::intrusive_ptr<WorkSMDDP>& work);
   // Hands work's completion to a completer thread (starting one if every
   // completer is busy).
