@@ -8,6 +8,8 @@ reference from the same inputs.  Values are small integers, so sums come
 out exact in any order and results compare bit for bit.
 """
 import os
+import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -285,6 +287,17 @@ if DEVICE == "cuda":
     check(work.is_completed(), "an all_reduce queued before a barrier is done after it")
     check(same(H(x), torch.full((1 << 20,), float(N * (N + 1) // 2))),
           "the all_reduce before the barrier")
+
+# A callback that waits for a later collective (a barrier) on the thread
+# that completes works: the barrier waits for earlier callbacks, but not
+# for one that waits for it (else both would wait out the group's 60 s).
+slow = dist.new_group(backend="smddp", timeout=timedelta(seconds=60))
+t0 = time.monotonic()
+fut = dist.all_reduce(D(torch.ones(4)), group=slow, async_op=True).get_future()
+fut.then(lambda f: dist.barrier(group=slow)).wait()
+check(time.monotonic() - t0 < 30,
+      f"a barrier inside a future's callback took {time.monotonic() - t0:.1f} s")
+dist.destroy_process_group(slow)
 
 # A future with the result, as DDP's hooks use it
 x = D(torch.ones(5) * (R + 1))

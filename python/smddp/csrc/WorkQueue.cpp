@@ -4,6 +4,8 @@
 
 #include "WorkQueue.hpp"
 
+#include <c10/util/ScopeExit.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <system_error>
@@ -298,6 +300,17 @@ std::exception_ptr WorkSMDDP::exception() const {
 
 bool WorkSMDDP::wait(std::chrono::milliseconds timeout) {
   WorkSMDDP::TsanUse use(this);
+  // On a completer of this work's queue: a callback waiting for a later
+  // work, which a barrier between them must not wait for in turn.
+  std::shared_ptr<WorkQueue> queue = owner_.lock();
+  if (!queue || completerOf != queue.get())
+    queue.reset();
+  if (queue)
+    queue->completerWaits(1);
+  auto unmark = c10::make_scope_exit([&] {
+    if (queue)
+      queue->completerWaits(-1);
+  });
   std::unique_lock<std::mutex> lock(mutex_);
   if (timeout != kNoTimeout) {
     if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
@@ -459,13 +472,13 @@ void WorkQueue::prepare(
   }
   if (stopped)
     throwStopped(*work);
+  work->owner_ = weak_from_this();
 #ifdef SMDDP_TORCH_CUDA
   if (work->device_.is_cuda()) {
     c10::DeviceIndex device = work->device_.index();
     DeviceStreams streams = streamsFor(device);
     work->stream_ = streams.run;
     work->doneStream_ = streams.done;
-    work->owner_ = weak_from_this();
     work->startEvent_ = std::make_unique<CudaEvent>();
     work->endEvent_ = std::make_unique<CudaEvent>();
     work->startEvent_->record(c10::cuda::getCurrentCUDAStream(device));
@@ -801,8 +814,17 @@ void WorkQueue::awaitCompletions(std::chrono::steady_clock::time_point deadline)
   // Past the deadline a callback is still running: the barrier goes on
   // (a slow callback is not a failure of the group).
   std::unique_lock<std::mutex> lock(mutex_);
-  idleCv_.wait_until(
-      lock, deadline, [&] { return completions_.empty() && runningCompletions_ == 0; });
+  idleCv_.wait_until(lock, deadline, [&] {
+    return completions_.empty() && runningCompletions_ <= waitingCompleters_;
+  });
+}
+
+void WorkQueue::completerWaits(int delta) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    waitingCompleters_ += delta;
+  }
+  idleCv_.notify_all();
 }
 
 void WorkQueue::post(c10::intrusive_ptr<WorkSMDDP> work, std::exception_ptr error) {

@@ -279,7 +279,8 @@ class WorkSMDDP : public c10d::Work {
   // The failure the device check found after the work completed, which
   // exception() reports (finish() would overwrite exception_); under mutex_.
   std::exception_ptr deviceError_;
-  // The queue of a CUDA work (set by prepare()), for its device checks.
+  // The queue of a work (set by prepare()): for the device checks of a
+  // CUDA work, and to tell a wait() on one of its completers.
   std::weak_ptr<WorkQueue> owner_;
 #ifdef SMDDP_TORCH_CUDA
   std::unique_ptr<CudaEvent> startEvent_;
@@ -330,6 +331,11 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   // false: skipped when another thread uses the communicator.
   void checkDevice(bool wait);
 
+  // A completer of this queue blocks in wait() on a work (a callback
+  // that waits for a later collective): a barrier does not wait for it
+  // (awaitCompletions).  delta +1 before the wait, -1 after.
+  void completerWaits(int delta);
+
   // How often the idle worker checks while CUDA work is unverified.
   static constexpr std::chrono::milliseconds kDevicePoll{100};
 
@@ -360,7 +366,9 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   // Waits until every completion posted so far has run (callbacks and
   // all), or until deadline: several completer threads may finish them
   // out of order, and after a barrier every earlier work must say it is
-  // completed.  Worker thread only (nothing is posted meanwhile).
+  // completed.  Callbacks blocked in wait() are not waited for (they may
+  // wait for this very barrier).  Worker thread only (nothing is posted
+  // meanwhile).
   void awaitCompletions(std::chrono::steady_clock::time_point deadline);
   void run(const c10::intrusive_ptr<WorkSMDDP>& work);
   // Hands work's completion to a completer thread (starting one if every
@@ -424,6 +432,7 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   std::vector<std::thread> completers_;
   int idleCompleters_ = 0;
   int runningCompletions_ = 0;
+  int waitingCompleters_ = 0; // of those, blocked in WorkSMDDP::wait
   int liveCompleters_ = 0;
   // Completions owed: one per work queued and per member of it, less the
   // ones done.  Counted down before the work's waiters wake, so that a
