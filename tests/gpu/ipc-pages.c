@@ -25,6 +25,7 @@
  * vmm1g only the fast one.
  *
  * Usage: ipc-pages [-N RANKS] [-b BYTES] [-n ITERS] [-r ROUNDS] [-m MODE,...]
+ *                  [-p const|bench]   (the inputs: one byte repeated, or the bench's data)
  * Exit 0; 1 on a CUDA or system error or a wrong sum; 2 usage; 77 without a GPU.
  */
 #include <errno.h>
@@ -277,6 +278,47 @@ static int cmpf(const void *a, const void *b)
 }
 
 #define FILL 0x3c /* every byte: each float32 is 0x3c3c3c3c, about 0.0115 */
+/* -p bench: the inputs hold smddp-allreduce-bench's float sum pattern
+ * (bench_data.c: integers -8..8, period 17, shifted by rank) in chunks of
+ * CHUNK elements, as the bench's buffers do, instead of one byte repeated:
+ * does the data set the speed? */
+#define CHUNK (256u << 10)
+static int bench_data;
+
+static float pattern(int q, size_t i)
+{
+	return (float)((int)((i % CHUNK * 7 + (size_t)q * 13 + 5) % 17) - 8);
+}
+
+static void fill_input(void *p, size_t bytes, int q)
+{
+	static float *h;
+
+	if (!bench_data) {
+		CK(cudaMemset(p, FILL, bytes));
+		return;
+	}
+	if (!h && !(h = malloc(CHUNK * sizeof(float))))
+		die("malloc", strerror(errno));
+	for (size_t i = 0; i < CHUNK; i++)
+		h[i] = pattern(q, i);
+	for (size_t off = 0; off < bytes; off += CHUNK * sizeof(float)) {
+		size_t n = bytes - off < CHUNK * sizeof(float) ? bytes - off : CHUNK * sizeof(float);
+
+		CK(cudaMemcpy((char *)p + off, h, n, cudaMemcpyHostToDevice));
+	}
+}
+
+/* The sum the kernel leaves at element i of every output. */
+static float want_at(size_t i)
+{
+	float v, want = 0;
+
+	memset(&v, FILL, sizeof(v));
+	for (int q = 0; q < nranks; q++)
+		want += bench_data ? pattern(q, i) : v;
+	return want;
+}
 
 /* Process 0: the kernel over the 2N buffers, -n times; the median in us. */
 static float run_kernel(struct buf *in, struct buf *out, size_t bytes, int iters)
@@ -284,7 +326,7 @@ static float run_kernel(struct buf *in, struct buf *out, size_t bytes, int iters
 	struct sd_cuda_kargs a;
 	cudaStream_t st;
 	cudaEvent_t e0, e1;
-	float ms[1000], v, want = 0, got[4];
+	float ms[1000], want, got[4];
 
 	memset(&a, 0, sizeof(a));
 	for (int q = 0; q < nranks; q++) {
@@ -306,15 +348,12 @@ static float run_kernel(struct buf *in, struct buf *out, size_t bytes, int iters
 		CK(cudaEventElapsedTime(&ms[i], e0, e1));
 	}
 	/* the sum, left to right as the kernel adds, at both ends of every output */
-	memset(&v, FILL, sizeof(v));
-	for (int q = 0; q < nranks; q++)
-		want += v;
 	for (int q = 0; q < nranks; q++) {
 		CK(cudaMemcpy(&got[0], out[q].p, 2 * sizeof(float), cudaMemcpyDeviceToHost));
 		CK(cudaMemcpy(&got[2], (char *)out[q].p + bytes - 2 * sizeof(float),
 			      2 * sizeof(float), cudaMemcpyDeviceToHost));
 		for (int i = 0; i < 4; i++)
-			if (got[i] != want) {
+			if (got[i] != (want = want_at(i < 2 ? (size_t)i : a.count - 4 + (size_t)i))) {
 				char m[96];
 
 				snprintf(m, sizeof(m), "output of rank %d holds %g, not %g", q,
@@ -341,7 +380,7 @@ static void one(enum mode m, int round, size_t bytes, int iters)
 		for (int q = m == M_LOCAL ? 0 : rank; q < (m == M_LOCAL ? nranks : rank + 1); q++) {
 			alloc_buf(&in[q], bytes, m);
 			alloc_buf(&out[q], bytes, m);
-			CK(cudaMemset(in[q].p, FILL, bytes));
+			fill_input(in[q].p, bytes, q);
 			CK(cudaMemset(out[q].p, 0, bytes));
 		}
 	CK(cudaDeviceSynchronize());
@@ -404,7 +443,7 @@ static void one(enum mode m, int round, size_t bytes, int iters)
 static int usage(FILE *f, int rc)
 {
 	fprintf(f, "usage: ipc-pages [-N RANKS (2-%d)] [-b BYTES] [-n ITERS (<=1000)] "
-		   "[-r ROUNDS] [-m ipc,local,vmm,vmm1g]\n",
+		   "[-r ROUNDS] [-m ipc,local,vmm,vmm1g] [-p const|bench]\n",
 		MAXR);
 	return rc;
 }
@@ -418,7 +457,7 @@ int main(int argc, char **argv)
 	int64_t v;
 
 	nranks = 4;
-	while ((opt = getopt(argc, argv, "N:b:n:r:m:h")) != -1) {
+	while ((opt = getopt(argc, argv, "N:b:n:r:m:p:h")) != -1) {
 		switch (opt) {
 		case 'N':
 			if (sd_parse_int(optarg, &v) || v < 2 || v > MAXR)
@@ -450,6 +489,11 @@ int main(int argc, char **argv)
 					return usage(stderr, 2);
 				want[k] = 1;
 			}
+			break;
+		case 'p':
+			if (strcmp(optarg, "const") && strcmp(optarg, "bench"))
+				return usage(stderr, 2);
+			bench_data = !strcmp(optarg, "bench");
 			break;
 		case 'h':
 			return usage(stdout, 0);
