@@ -26,7 +26,8 @@ void checkDevice(const at::Device& device, const char* op) {
     throwNotSupported(
         std::string(op) + " on CUDA tensors in this build",
         "This smddp torch extension was built without CUDA; reinstall it with a CUDA build "
-        "of torch and the CUDA toolkit (CUDA_HOME) present.");
+        "of torch and a CUDA toolkit of torch's major version (CUDA_HOME) present "
+        "(SMDDP_TORCH_CUDA=1 makes the build say why it cannot).");
 #endif
   } else if (!device.is_cpu()) {
     throwNotSupported(
