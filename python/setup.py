@@ -250,7 +250,8 @@ def cuda_mismatch(home):
     The extension links libcudart by soname, which carries the major
     version: another major than torch's would load a second runtime
     beside torch's (torch.utils.cpp_extension refuses it too)."""
-    with open(os.path.join(home, "include", "cuda_runtime_api.h"), encoding="utf-8") as f:
+    with open(os.path.join(home, "include", "cuda_runtime_api.h"), encoding="utf-8",
+              errors="replace") as f:
         m = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", f.read())
     if not m:
         return f"{home}/include/cuda_runtime_api.h defines no CUDART_VERSION"

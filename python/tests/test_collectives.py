@@ -8,6 +8,7 @@ reference from the same inputs.  Values are small integers, so sums come
 out exact in any order and results compare bit for bit.
 """
 import os
+import threading
 import time
 from datetime import timedelta
 
@@ -291,12 +292,30 @@ if DEVICE == "cuda":
 # A callback that waits for a later collective (a barrier) on the thread
 # that completes works: the barrier waits for earlier callbacks, but not
 # for one that waits for it (else both would wait out the group's 60 s).
+# The other ranks join the all_reduce only once rank 0 has chained its
+# callback, which therefore runs on a completer, not inline.
 slow = dist.new_group(backend="smddp", timeout=timedelta(seconds=60))
+ran_on_main = []
+
+
+def barrier_in_callback(f):
+    ran_on_main.append(threading.current_thread() is threading.main_thread())
+    dist.barrier(group=slow)
+
+
 t0 = time.monotonic()
-fut = dist.all_reduce(D(torch.ones(4)), group=slow, async_op=True).get_future()
-fut.then(lambda f: dist.barrier(group=slow)).wait()
+go = torch.zeros(1)
+if R != 0:
+    dist.broadcast(go, 0, group=gloo)
+chained = dist.all_reduce(D(torch.ones(4)), group=slow, async_op=True).get_future().then(
+    barrier_in_callback)
+if R == 0:
+    dist.broadcast(go, 0, group=gloo)
+chained.wait()
 check(time.monotonic() - t0 < 30,
       f"a barrier inside a future's callback took {time.monotonic() - t0:.1f} s")
+if R == 0 and N > 1:
+    check(ran_on_main == [False], "rank 0's callback ran on a completer thread")
 dist.destroy_process_group(slow)
 
 # A future with the result, as DDP's hooks use it

@@ -300,10 +300,16 @@ std::exception_ptr WorkSMDDP::exception() const {
 
 bool WorkSMDDP::wait(std::chrono::milliseconds timeout) {
   WorkSMDDP::TsanUse use(this);
-  // On a completer of this work's queue: a callback waiting for a later
+  // On a completer of this work's queue, for a work not yet started (a
+  // barrier running, or one after it): a callback waiting for a later
   // work, which a barrier between them must not wait for in turn.
   std::shared_ptr<WorkQueue> queue = owner_.lock();
-  if (!queue || completerOf != queue.get())
+  bool later;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    later = !started_ && !completed_;
+  }
+  if (!queue || completerOf != queue.get() || !later)
     queue.reset();
   if (queue)
     queue->completerWaits(1);
@@ -812,10 +818,14 @@ void WorkQueue::finishDeviceChecks(
 
 void WorkQueue::awaitCompletions(std::chrono::steady_clock::time_point deadline) {
   // Past the deadline a callback is still running: the barrier goes on
-  // (a slow callback is not a failure of the group).
+  // (a slow callback is not a failure of the group).  A callback that
+  // waits on a later work's future (not on the work) is not seen, and
+  // holds the barrier that long, as it would hold gloo's for ever.  A
+  // stop() ends the wait: the order no longer matters then.
   std::unique_lock<std::mutex> lock(mutex_);
   idleCv_.wait_until(lock, deadline, [&] {
-    return completions_.empty() && runningCompletions_ <= waitingCompleters_;
+    return stopRequested_ ||
+        (completions_.empty() && runningCompletions_ <= waitingCompleters_);
   });
 }
 
@@ -927,6 +937,7 @@ void WorkQueue::stop(bool abort) {
     return;
   }
   stopRequested_ = true;
+  idleCv_.notify_all(); // a barrier's awaitCompletions
   const bool onWorker = thread_.joinable() && std::this_thread::get_id() == thread_.get_id();
   const int self = completerOf == this ? 1 : 0;
   auto deadline = std::chrono::steady_clock::now() + state_->timeout;
