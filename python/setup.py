@@ -53,6 +53,7 @@ CSRC = [
     "smddp/csrc/Tensors.cpp",
     "smddp/csrc/Types.cpp",
     "smddp/csrc/WorkQueue.cpp",
+    "smddp/csrc/WorkCompleters.cpp",
 ]
 
 

@@ -165,6 +165,9 @@ class RunContext {
 
 class WorkQueue;
 
+// The queue whose completer this thread is, if any (WorkCompleters.cpp).
+extern thread_local const WorkQueue* completerOf;
+
 class WorkSMDDP : public c10d::Work {
  public:
   using Body = std::function<void(RunContext&)>;
