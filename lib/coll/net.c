@@ -764,21 +764,55 @@ struct addr_rec {
 	uint32_t len;
 	char name[SD_FAB_NAME_MAX];
 	char msg[240];
+	struct sd_fab_kind kind;
+	char ip[48]; /* what the endpoint was bound to */
 };
 
+/* The address this host's fabric endpoint binds to: the local end of a
+ * bootstrap connection, which is the address the peers' routes lead to.
+ * A dual-stack listener (rank 0 of a unique id listens on "::") sees IPv4
+ * peers as IPv4-mapped IPv6 (::ffff:a.b.c.d); libfabric would take that
+ * for an IPv6 address and open another domain, of another address format,
+ * than its peers', so it is spelled as the IPv4 address it is.  Loopback
+ * is taken only when no connection has another address: a host with
+ * several ranks may have some of them meet rank 0 over lo. */
 void sd_net_boot_ip(struct sd_boot *b, char *buf, size_t len)
 {
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	int fds[4];
+	int fds[64], n = sd_boot_fds(b, fds, 64);
 
 	buf[0] = 0;
-	if (sd_boot_fds(b, fds, 4) < 1 || getsockname(fds[0], (struct sockaddr *)&ss, &sl))
-		return;
-	if (ss.ss_family == AF_INET)
-		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, buf, (socklen_t)len);
-	else if (ss.ss_family == AF_INET6)
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, buf, (socklen_t)len);
+	for (int i = 0; i < n; i++) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		struct in_addr v4;
+		int loop;
+
+		if (getsockname(fds[i], (struct sockaddr *)&ss, &sl))
+			continue;
+		if (ss.ss_family == AF_INET6) {
+			struct in6_addr *a6 = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+
+			if (IN6_IS_ADDR_V4MAPPED(a6)) {
+				memcpy(&v4, &a6->s6_addr[12], sizeof(v4));
+				loop = (ntohl(v4.s_addr) >> 24) == 127;
+				if (!loop || !buf[0])
+					inet_ntop(AF_INET, &v4, buf, (socklen_t)len);
+			} else {
+				loop = IN6_IS_ADDR_LOOPBACK(a6);
+				if (!loop || !buf[0])
+					inet_ntop(AF_INET6, a6, buf, (socklen_t)len);
+			}
+		} else if (ss.ss_family == AF_INET) {
+			v4 = ((struct sockaddr_in *)&ss)->sin_addr;
+			loop = (ntohl(v4.s_addr) >> 24) == 127;
+			if (!loop || !buf[0])
+				inet_ntop(AF_INET, &v4, buf, (socklen_t)len);
+		} else {
+			continue;
+		}
+		if (!loop)
+			return;
+	}
 }
 
 static int parse_algo(void)
@@ -813,6 +847,34 @@ static int agree(struct smddp_comm *c, struct smddp_comm *via, sd_gather_fn gath
 		if (a->status)
 			*lrc = sd_comm_error(c, a->status, "rank %d could not %s: %s", r, what,
 					     a->msg);
+	}
+	return SMDDP_OK;
+}
+
+/* Every rank must have opened the same provider with the same address
+ * format, or the addresses cannot be inserted (or worse, are read as
+ * something else).  Each rank chose alone, from its own environment and
+ * the address it reaches rank 0 by, so this is where a difference shows;
+ * all ranks compare the same table with rank 0's choice and so fail with
+ * the same sentence, naming who chose what. */
+static int same_kind(struct smddp_comm *c, const struct addr_rec *all, const int *members)
+{
+	const struct addr_rec *z = &all[members ? members[0] : 0];
+
+	for (int r = 1; r < c->size; r++) {
+		const struct addr_rec *a = &all[members ? members[r] : r];
+
+		if (!strcmp(a->kind.prov, z->kind.prov) && !strcmp(a->kind.format, z->kind.format))
+			continue;
+		return sd_comm_error(c, SMDDP_ENETWORK,
+				     "the ranks opened different libfabric endpoints: rank 0 %s "
+				     "(%s, domain %s, bound to %s), rank %d %s (%s, domain %s, bound "
+				     "to %s); all must use one provider and address format: set "
+				     "SMDDP_FABRIC_PROVIDER (or FI_PROVIDER) alike on every rank, and "
+				     "let the ranks meet over one address family (SMDDP_BOOT_ADDR, "
+				     "MASTER_ADDR; FI_TCP_IFACE for tcp)",
+				     z->kind.prov, z->kind.format, z->kind.domain, z->ip, r,
+				     a->kind.prov, a->kind.format, a->kind.domain, a->ip);
 	}
 	return SMDDP_OK;
 }
@@ -863,11 +925,15 @@ int sd_net_setup(struct smddp_comm *c, struct smddp_comm *node, struct smddp_com
 			if (!mine.len)
 				lrc = sd_comm_error(c, SMDDP_ENETWORK,
 						    "libfabric: the endpoint has no name (fi_getname)");
+			sd_fab_kind(n->fab, &mine.kind);
+			snprintf(mine.ip, sizeof(mine.ip), "%s", src_ip && *src_ip ? src_ip : "any");
 		}
 	}
 	rc = agree(c, via, gather, members, &mine, all, &lrc, "open its fabric endpoint");
 	if (rc)
 		goto out;
+	if (c && !lrc)
+		lrc = same_kind(c, all, members);
 	if (c && !lrc) {
 		if (!lrc) {
 			/* Compact the members' records for the address vector. */

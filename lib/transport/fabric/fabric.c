@@ -308,6 +308,15 @@ const char *sd_fab_describe(struct sd_fab *f)
 	return f->desc;
 }
 
+void sd_fab_kind(struct sd_fab *f, struct sd_fab_kind *k)
+{
+	memset(k, 0, sizeof(*k));
+	snprintf(k->prov, sizeof(k->prov), "%s", f->info->fabric_attr->prov_name);
+	snprintf(k->domain, sizeof(k->domain), "%s", f->info->domain_attr->name);
+	snprintf(k->format, sizeof(k->format), "%s",
+		 fi_tostr(&f->info->addr_format, FI_TYPE_ADDR_FORMAT));
+}
+
 int sd_fab_insert(struct smddp_comm *c, struct sd_fab *f, const void *names, size_t stride, int n)
 {
 	f->addrs = calloc((size_t)n, sizeof(*f->addrs));

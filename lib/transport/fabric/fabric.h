@@ -43,6 +43,15 @@ int sd_fab_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **out);
 size_t sd_fab_name(struct sd_fab *f, void *buf, size_t len);
 /* Provider and domain, for messages: "tcp;ofi_rxm on eth0". */
 const char *sd_fab_describe(struct sd_fab *f);
+/* What was chosen, to compare with the peers' choices: the provider and
+ * the address format must be the same on every rank (the domain, an
+ * interface's name for tcp, may differ from host to host). */
+struct sd_fab_kind {
+	char prov[40];
+	char domain[40];
+	char format[24];
+};
+void sd_fab_kind(struct sd_fab *f, struct sd_fab_kind *k);
 /* Insert the n peers' names (stride bytes apart, each starting with a
  * uint32_t length) into the address vector: comm rank r is names[r]. */
 int sd_fab_insert(struct smddp_comm *c, struct sd_fab *f, const void *names, size_t stride, int n);
