@@ -144,6 +144,36 @@ int sd_boot_listen(int *fd, int *port, struct sd_err *err)
 	return sd_err_set(err, SMDDP_ESYSTEM, "cannot listen on a TCP port for the rendezvous: %s", strerror(e));
 }
 
+/* The local address of the route to host (no packet is sent: connecting a
+ * UDP socket only picks the route); 0 if there is one and it is not
+ * loopback. */
+static int route_to(const char *host, char *buf, size_t len)
+{
+	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *res = NULL;
+	struct sockaddr_in me;
+	socklen_t ml = sizeof(me);
+	int fd, rc = -1;
+
+	if (!host || !*host || getaddrinfo(host, "9", &hints, &res) != 0)
+		return -1;
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&me, &ml) == 0 &&
+	    (ntohl(me.sin_addr.s_addr) >> 24) != 127 &&
+	    inet_ntop(AF_INET, &me.sin_addr, buf, (socklen_t)len))
+		rc = 0;
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(res);
+	return rc;
+}
+
+/* The address a unique id tells the other ranks to connect to.  On a host
+ * with several interfaces the first one up may lead nowhere (a container
+ * bridge, a management network), so where the job names its master
+ * (torchrun, smddp-run and Slurm's scripts set MASTER_ADDR on every host)
+ * the address of the route to it is taken: on the master's own host that
+ * is the master address itself, elsewhere the interface facing it. */
 void sd_boot_local_addr(char *buf, size_t len)
 {
 	const char *v = sd_param_str("SMDDP_BOOT_ADDR");
@@ -154,6 +184,9 @@ void sd_boot_local_addr(char *buf, size_t len)
 		snprintf(buf, len, "%s", v);
 		return;
 	}
+	v = getenv("SMDDP_MASTER_ADDR");
+	if (route_to(v && *v ? v : getenv("MASTER_ADDR"), buf, len) == 0)
+		return;
 	if (getifaddrs(&ifa) != 0)
 		return;
 	for (struct ifaddrs *i = ifa; i; i = i->ifa_next) {

@@ -115,7 +115,8 @@ static struct param params[] = {
 	     "auto: 1 unless other ranks of the node share the GPU without MPS"),
 	TUNE("SMDDP_BOOT_ADDR", "boot_addr", SD_PARAM_STR, "", NULL, 0, 0, NULL, NULL, 0,
 	     "address of this host that smddp_get_unique_id() puts in the id for the other "
-	     "ranks to connect to (default: the first non-loopback IPv4 interface that is up)"),
+	     "ranks to connect to (default: the route's to MASTER_ADDR, else the first "
+	     "non-loopback IPv4 interface that is up)"),
 	TUNE("SMDDP_ALLOW_NO_TOKEN", "allow_no_token", SD_PARAM_BOOL, "0", NULL, 0, 1, NULL, NULL, 0,
 	     "rank 0 without SMDDP_JOB_TOKEN admits tokenless ranks from other hosts too (a trusted "
 	     "network only); 0: from loopback only"),

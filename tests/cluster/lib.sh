@@ -7,6 +7,9 @@
 #                         lives in a namespace of its own (smddp-PID-br), so the
 #                         machine's own interfaces and routes are never touched;
 #                         RATE (e.g. 1gbit) shapes every eth0 with tc tbf.
+#                         CL_HOST_HOOK, if set, is called as "HOOK N NS" for
+#                         each host before its eth0 exists (interfaces made
+#                         there come first in the host's list).
 #   on_host N CMD...      runs CMD in host N: its network namespace and a UTS
 #                         namespace of its own whose hostname is hN; bound it
 #                         with timeout(1).
@@ -101,6 +104,7 @@ cluster_up() {
 		ns="$CL_ID-h$i"
 		cl_ns "$ns" || fail "cannot create namespace $ns"
 		ip -n "$ns" link set lo up
+		[ -n "${CL_HOST_HOOK:-}" ] && "$CL_HOST_HOOK" "$i" "$ns"
 		ip -n "$br" link add "h$i" type veth peer name eth0 netns "$ns" ||
 			skip "no veth support in this kernel"
 		ip -n "$br" link set "h$i" master br0 up

@@ -3,7 +3,8 @@
 #
 # python/tests/test_hosts.py (collectives, sub-groups, send/recv and a DDP
 # training, each against gloo; HOSTS checks that the ranks span the hosts)
-# on hosts h1..h3 whose names resolve in each other (/etc/netns/NS/hosts):
+# on hosts h1..h3 whose names resolve in each other (/etc/netns/NS/hosts),
+# h1 with a first interface that leads nowhere (10.88.0.1, before eth0):
 #  - torchrun --nnodes 2, static rendezvous (--master-addr, --node-rank):
 #    2 x 1 and 2 x 2;
 #  - torchrun's c10d rendezvous (--rdzv-endpoint h1:PORT, node ranks
@@ -29,6 +30,15 @@ PYTHONPATH=$SITE:$TESTS_PY "$PY" -c 'import smddp.torch' 2>"$CL_DIR/import.err" 
 	fail "the backend built by tests/torch/shim.sh does not import: $(cat "$CL_DIR/import.err")"
 INITRANK=$top_builddir/tests/integration/initrank
 
+# h1 has an interface before eth0 that leads nowhere (a container bridge,
+# say): the unique id must carry the address other hosts reach.
+aux_first() {
+	[ "$1" = 1 ] || return 0
+	ip -n "$2" link add aux0 type veth peer name aux1 &&
+		ip -n "$2" link set aux0 up && ip -n "$2" link set aux1 up &&
+		ip -n "$2" addr add 10.88.0.1/24 dev aux0 || skip "cannot add a second interface to h1"
+}
+CL_HOST_HOOK=aux_first
 cluster_up 3
 # Host names that resolve on every host, as in a cluster's DNS: ip netns
 # exec mounts /etc/netns/NS/hosts over /etc/hosts.
