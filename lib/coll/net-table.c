@@ -68,6 +68,7 @@ const struct sd_transport_ops sd_transport_net = {
 	.peer_read = sd_no_peer_read,
 	.peer_write = sd_no_peer_write,
 	.p2p = sd_net_p2p,
+	.health = sd_no_health,
 	.abort = sd_net_abort,
 	.detach = sd_net_detach,
 };

@@ -118,14 +118,16 @@ __device__ __forceinline__ void reduce_one(const kargs &a, size_t i)
 		((S *)a.dst[d])[i] = out;
 }
 
+/* The reduction of a by the blocks blk of nblk that share it (the grid,
+ * or one block of the fast path). */
 template <typename Tr, int OP>
-__device__ __forceinline__ void reduce_body(const kargs &a)
+__device__ __forceinline__ void reduce_body(const kargs &a, unsigned blk, unsigned nblk)
 {
 	typedef typename Tr::S S;
 	typedef typename Tr::A A;
 	constexpr int V = 16 / sizeof(S);
-	const size_t nthreads = (size_t)gridDim.x * blockDim.x;
-	const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	const size_t nthreads = (size_t)nblk * blockDim.x;
+	const size_t tid = (size_t)blk * blockDim.x + threadIdx.x;
 	const size_t body_end = a.head + a.nvec * V;
 
 	/* Scalar elements: the head, then the tail. */
@@ -135,7 +137,7 @@ __device__ __forceinline__ void reduce_body(const kargs &a)
 
 	/* 16-byte vectors, UNROLL per thread per trip, strided by the block
 	 * so that a warp's loads stay contiguous. */
-	for (size_t base = (size_t)blockIdx.x * blockDim.x * UNROLL + threadIdx.x; base < a.nvec;
+	for (size_t base = (size_t)blk * blockDim.x * UNROLL + threadIdx.x; base < a.nvec;
 	     base += nthreads * UNROLL) {
 		A acc[UNROLL][V];
 		uint4 v[UNROLL];
@@ -189,7 +191,7 @@ __device__ __forceinline__ void reduce_body(const kargs &a)
 template <typename Tr, int OP>
 __global__ void __launch_bounds__(THREADS) k_reduce(const kargs a)
 {
-	reduce_body<Tr, OP>(a);
+	reduce_body<Tr, OP>(a, blockIdx.x, gridDim.x);
 }
 
 /* Scalar head and 16-byte vectors of a, where every pointer shares one
@@ -268,7 +270,7 @@ __global__ void __launch_bounds__(THREADS) k_reduce_at(const struct sd_cuda_karg
 		if (t)
 			load_task<Tr>(tasks, t, max, a, raw);
 		if (a.count)
-			reduce_body<Tr, OP>(a);
+			reduce_body<Tr, OP>(a, blockIdx.x, gridDim.x);
 		__syncthreads(); /* a is rewritten by the next load */
 	}
 }
@@ -281,10 +283,11 @@ struct pargs {
 	size_t bytes;
 };
 
-__device__ __forceinline__ void copy_body(const char *s, char *d, size_t bytes)
+__device__ __forceinline__ void copy_body(const char *s, char *d, size_t bytes, unsigned blk,
+					  unsigned nblk)
 {
-	const size_t nthreads = (size_t)gridDim.x * blockDim.x;
-	const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	const size_t nthreads = (size_t)nblk * blockDim.x;
+	const size_t tid = (size_t)blk * blockDim.x + threadIdx.x;
 	size_t head = 0, nvec = 0;
 
 	if ((((uintptr_t)s ^ (uintptr_t)d) & 15) == 0) {
@@ -303,7 +306,7 @@ __device__ __forceinline__ void copy_body(const char *s, char *d, size_t bytes)
 	}
 	const uint4 *vs = (const uint4 *)(s + head);
 	uint4 *vd = (uint4 *)(d + head);
-	for (size_t base = (size_t)blockIdx.x * blockDim.x * UNROLL + threadIdx.x; base < nvec;
+	for (size_t base = (size_t)blk * blockDim.x * UNROLL + threadIdx.x; base < nvec;
 	     base += nthreads * UNROLL) {
 		uint4 v[UNROLL];
 #pragma unroll
@@ -323,7 +326,7 @@ __device__ __forceinline__ void copy_body(const char *s, char *d, size_t bytes)
 
 __global__ void __launch_bounds__(THREADS) k_copy_pairs(const pargs a)
 {
-	copy_body(a.src[blockIdx.y], a.dst[blockIdx.y], a.bytes);
+	copy_body(a.src[blockIdx.y], a.dst[blockIdx.y], a.bytes, blockIdx.x, gridDim.x);
 }
 
 /* Pair blockIdx.y of group blockIdx.z, read when the kernel runs (as
@@ -346,7 +349,209 @@ __global__ void __launch_bounds__(THREADS) k_copy_pairs_at(const struct sd_cuda_
 		d = (char *)g->dst[blockIdx.y];
 	__syncthreads();
 	if ((int)blockIdx.y < npairs && bytes)
-		copy_body(s, d, bytes);
+		copy_body(s, d, bytes, blockIdx.x, gridDim.x);
+}
+
+/* ---- the fast path: kernels that meet their peers (kernels.h) -------------- */
+
+__device__ __forceinline__ uint64_t global_ns(void)
+{
+	uint64_t t;
+
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+/* Every few thousand polls: the deadline, the host's abort word, a peer
+ * or a sibling block that gave up. */
+__device__ __forceinline__ int fast_check(const sd_fast_args &a, int q, uint64_t deadline)
+{
+	if (a.host->abort)
+		return SD_FAST_ABORTED;
+	if (*(volatile uint32_t *)(a.win[q] + SD_FAST_GAVEUP) ||
+	    *(volatile uint32_t *)(a.win[a.rank] + SD_FAST_GAVEUP))
+		return SD_FAST_GAVE_UP;
+	if (global_ns() > deadline)
+		return SD_FAST_TIMEOUT;
+	return SD_FAST_OK;
+}
+
+/* Step 1: peer q has consumed block b's last push of this parity. */
+__device__ int fast_wait_consumed(const sd_fast_args &a, int q, uint64_t deadline, uint32_t *seen)
+{
+	const volatile uint32_t *f =
+		(const volatile uint32_t *)(a.win[a.rank] +
+					    sd_fast_consumed_off(a.nranks, a.par, q, blockIdx.x));
+	const uint32_t need = a.need[blockIdx.x];
+
+	for (unsigned spin = 1;; spin++) {
+		uint32_t v = *f;
+
+		if ((int32_t)(v - need) >= 0)
+			return SD_FAST_OK;
+		if ((spin & 2047) == 0) {
+			int e = fast_check(a, q, deadline);
+
+			if (e) {
+				*seen = v;
+				return e;
+			}
+		}
+	}
+}
+
+/* Step 3: peer q's chunk b of this call is in our inbox. */
+__device__ int fast_wait_arrived(const sd_fast_args &a, int q, uint64_t deadline, uint32_t *seen)
+{
+	const volatile uint64_t *f =
+		(const volatile uint64_t *)(a.win[a.rank] +
+					    sd_fast_arrive_off(a.nranks, a.par, q, blockIdx.x));
+
+	for (unsigned spin = 1;; spin++) {
+		uint64_t v = *f;
+		uint32_t call = (uint32_t)v;
+		int32_t d = (int32_t)(call - a.call);
+
+		if (d == 0) {
+			*seen = call;
+			if ((uint32_t)(v >> 32) != a.tag)
+				return SD_FAST_DESC;
+			/* Its data is here, but a peer that has given up (its
+			 * failure, or an abort) will not take ours: this call
+			 * fails too, rather than leave the next one waiting. */
+			return *(volatile uint32_t *)(a.win[q] + SD_FAST_GAVEUP) ? SD_FAST_GAVE_UP
+										 : SD_FAST_OK;
+		}
+		if (d > 0) {
+			*seen = call;
+			return SD_FAST_AHEAD;
+		}
+		if ((spin & 2047) == 0) {
+			int e = fast_check(a, q, deadline);
+
+			if (e) {
+				*seen = call;
+				return e;
+			}
+		}
+	}
+}
+
+/* A failure's weight: a root cause (a mismatch, then a deadline) before a
+ * peer's giving up or an abort, which may follow from it. */
+__device__ __forceinline__ int fast_weight(int e)
+{
+	return e == SD_FAST_AHEAD || e == SD_FAST_DESC ? 3 : e == SD_FAST_TIMEOUT ? 2 : 1;
+}
+
+/* Warp 0 (the waiting threads: n <= 32) agrees on the block's failure:
+ * the heaviest, then the lowest peer.  e: this thread's (0: none). */
+__device__ __forceinline__ void fast_pick(int e, int peer, uint32_t seen, int phase, int *fail,
+					 int *fail_peer, uint32_t *fail_seen, int *fail_phase)
+{
+	unsigned key = e ? (unsigned)fast_weight(e) << 8 | (unsigned)(31 - peer) : 0u;
+	unsigned top = __reduce_max_sync(0xffffffffu, key);
+
+	if (key && key == top) {
+		*fail = e;
+		*fail_peer = peer;
+		*fail_seen = seen;
+		*fail_phase = phase;
+	}
+}
+
+template <typename Tr, int OP>
+__global__ void __launch_bounds__(THREADS) k_fast_allreduce(const __grid_constant__ sd_fast_args a)
+{
+	typedef typename Tr::S S;
+	__shared__ int fail, fail_peer, fail_phase;
+	__shared__ uint32_t fail_seen;
+	__shared__ kargs k;
+	const int n = a.nranks, me = a.rank, b = blockIdx.x, t = threadIdx.x;
+	const size_t per = a.region / sizeof(S);
+	const size_t lo = (size_t)b * per;
+	const size_t cnt = a.count - lo < per ? a.count - lo : per;
+	const uint64_t deadline = global_ns() + a.timeout_ns;
+	uint32_t seen = 0;
+	int e;
+
+	if (t == 0)
+		fail = 0;
+	__syncthreads();
+	/* 1. Our last push of this parity into block b's regions is consumed. */
+	if (t < 32) {
+		e = t < n && t != me && a.need[b] ? fast_wait_consumed(a, t, deadline, &seen) : 0;
+		fast_pick(e, t, seen, 1, &fail, &fail_peer, &fail_seen, &fail_phase);
+	}
+	__syncthreads();
+	if (!fail) {
+		/* 2. Push chunk b into every peer's inbox, then say so. */
+		const char *src = (const char *)a.send + lo * sizeof(S);
+
+		for (int q = 0; q < n; q++)
+			if (q != me)
+				copy_body(src, a.win[q] + sd_fast_inbox_off(n, a.region, a.par, me, b),
+					  cnt * sizeof(S), 0, 1);
+		__syncthreads();
+		if (t == 0) {
+			const uint64_t v = (uint64_t)a.tag << 32 | a.call;
+
+			__threadfence_system();
+			for (int q = 0; q < n; q++)
+				if (q != me)
+					*(volatile uint64_t *)(a.win[q] +
+							       sd_fast_arrive_off(n, a.par, me, b)) = v;
+		}
+		/* 3. Every peer's chunk b is here. */
+		if (t < 32) {
+			e = t < n && t != me ? fast_wait_arrived(a, t, deadline, &seen) : 0;
+			fast_pick(e, t, seen, 3, &fail, &fail_peer, &fail_seen, &fail_phase);
+		}
+		__syncthreads();
+	}
+	if (!fail) {
+		/* 4. Reduce in rank order into recvbuf. */
+		__threadfence();
+		if (t == 0) {
+			for (int q = 0; q < n; q++)
+				k.src[q] = q == me ? (const char *)a.send + lo * sizeof(S)
+						   : a.win[me] + sd_fast_inbox_off(n, a.region, a.par, q, b);
+			k.dst[0] = (char *)a.recv + lo * sizeof(S);
+			k.nsrc = n;
+			k.ndst = 1;
+			k.count = cnt;
+			k.div = n;
+			split_vectors<Tr>(k);
+		}
+		__syncthreads();
+		reduce_body<Tr, OP>(k, 0, 1);
+		__syncthreads();
+		/* 5. Our inbox's block b is free again. */
+		if (t == 0) {
+			__threadfence_system();
+			for (int q = 0; q < n; q++)
+				if (q != me)
+					*(volatile uint32_t *)(a.win[q] +
+							       sd_fast_consumed_off(n, a.par, me, b)) = a.call;
+		}
+		return;
+	}
+	/* A failure: the first block to give up writes the host's record (its
+	 * "gave up" word, in this GPU's memory, picks it), then every peer
+	 * and sibling block sees that word at its next check. */
+	if (t == 0) {
+		unsigned *gave = (unsigned *)(a.win[me] + SD_FAST_GAVEUP);
+
+		if (atomicCAS(gave, 0u, a.call ? a.call : 1u) == 0u) {
+			a.host->call = a.call;
+			a.host->peer = fail_peer;
+			a.host->theirs = fail_seen;
+			a.host->phase = (uint32_t)fail_phase;
+			__threadfence_system();
+			a.host->code = (uint32_t)fail;
+		}
+		__threadfence_system();
+	}
 }
 
 /* ---- launch ------------------------------------------------------------- */
@@ -487,6 +692,11 @@ static cudaError_t load_ops()
 	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce_at<Tr, SMDDP_MIN>);
 	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce_at<Tr, SMDDP_MAX>);
 	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce_at<Tr, SMDDP_AVG>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast_allreduce<Tr, SMDDP_SUM>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast_allreduce<Tr, SMDDP_PROD>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast_allreduce<Tr, SMDDP_MIN>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast_allreduce<Tr, SMDDP_MAX>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast_allreduce<Tr, SMDDP_AVG>);
 	return e;
 }
 
@@ -558,4 +768,17 @@ extern "C" int sd_cuda_kernel_pairs_at(const struct sd_cuda_kpairs *groups, int 
 	dim3 grid(grid_for((max_bytes / 16 + UNROLL - 1) / UNROLL + 1, per), (unsigned)max_pairs,
 		  (unsigned)ngroups);
 	return launch_kernel(k_copy_pairs_at, grid, (cudaStream_t)stream, groups);
+}
+
+extern "C" int sd_cuda_kernel_fast_allreduce(const struct sd_fast_args *a, int dtype, int op,
+					     void *stream)
+{
+	if (a->nranks < 2 || a->nranks > SD_CUDA_MAX_RANKS || a->nblocks < 1 ||
+	    a->nblocks > SD_FAST_MAXB || a->region % 64)
+		return (int)cudaErrorInvalidValue;
+	sd_fast_args v = *a;
+	return by_type(dtype, op, [&](auto tr, auto o) {
+		return launch_kernel(k_fast_allreduce<decltype(tr), decltype(o)::value>,
+				     dim3((unsigned)v.nblocks), (cudaStream_t)stream, v);
+	});
 }

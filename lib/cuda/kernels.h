@@ -17,9 +17,16 @@
 #define SD_CUDA_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+#ifdef __CUDACC__
+#define SD_HD __host__ __device__
+#else
+#define SD_HD
 #endif
 
 #define SD_CUDA_MAX_RANKS 32 /* sources and destinations of one launch */
@@ -74,6 +81,95 @@ int sd_cuda_kernel_pairs_at(const struct sd_cuda_kpairs *groups, int ngroups, in
  * (SMDDP_CUDA_ASYNC) never returns.  So they are loaded before any stream
  * is made to wait.  Returns a cudaError_t. */
 int sd_cuda_kernels_load(void);
+
+
+/* ---- the fast path: kernels that meet their peers themselves (fast.c) ----
+ *
+ * Every rank of a communicator on one node has one window of device
+ * memory, mapped by every other rank through CUDA IPC once, when the
+ * communicator's first device call sets the path up (lib/cuda/fast.c).
+ * A window holds flags and, per parity of the fast call's index (calls
+ * alternate between two sets) and per sending rank, an inbox of
+ * SD_FAST_MAXB regions, one per block of the kernel.  Block b of rank r,
+ * in call s:
+ *   1. waits until every peer q has consumed what r pushed into q's
+ *      inbox region b of this parity before (consumed[par][q][b] in r's
+ *      window reaches need[b]);
+ *   2. copies its sendbuf's chunk b into region b of its inbox in every
+ *      peer's window, then stores (tag << 32 | s) into arrive[par][r][b]
+ *      of every peer's window (after a system fence);
+ *   3. waits until arrive[par][q][b] of its own window holds s for every
+ *      peer q (a later call number or another tag is a mismatch);
+ *   4. reduces chunk b of every rank's data in rank order (its own from
+ *      sendbuf, the peers' from its inbox) into its recvbuf, so that
+ *      every rank gets the same bits;
+ *   5. stores s into consumed[par][r][b] of every peer's window.
+ * Each wait polls its own GPU's memory and, every few thousand polls,
+ * the deadline (SMDDP_TIMEOUT from the kernel's start, %globaltimer), the
+ * host's abort word and the peers' "gave up" words: a failure is written
+ * once into the host record (the first one wins), the rank's own "gave
+ * up" word is set, and the kernel ends with its output undefined.
+ */
+#define SD_FAST_MAXB 32              /* blocks of a fast kernel at most */
+#define SD_FAST_FLAGS ((size_t)64 << 10) /* the flags' part of a window */
+#define SD_FAST_GAVEUP ((size_t)48 << 10) /* offset of the "gave up" word */
+
+/* What a failing kernel tells the host (fast.c words it). */
+enum sd_fast_err {
+	SD_FAST_OK,
+	SD_FAST_TIMEOUT,  /* peer did not arrive (or consume) within the deadline */
+	SD_FAST_AHEAD,    /* peer's flag holds a later call number: it made more calls */
+	SD_FAST_DESC,     /* peer's call has another tag: count, dtype or op differ */
+	SD_FAST_GAVE_UP,  /* peer gave up (its own failure) */
+	SD_FAST_ABORTED,  /* the host asked (abort, destroy, cancel, a failure it saw) */
+};
+
+/* Pinned host memory, mapped into the GPU: one per communicator. */
+struct sd_fast_host {
+	volatile uint32_t abort; /* host -> kernels: give up (nonzero) */
+	uint32_t pad0[15];
+	volatile uint32_t code;  /* kernels -> host: enum sd_fast_err of the first failure */
+	volatile uint32_t call;  /* ... in this call, */
+	volatile int32_t peer;   /* ... waiting on this rank, */
+	volatile uint32_t theirs; /* ... whose flag held this call number */
+	volatile uint32_t phase; /* 1: its consumption, 3: its arrival */
+	uint32_t pad1[11];
+};
+
+struct sd_fast_args {
+	char *win[SD_CUDA_MAX_RANKS]; /* every rank's window, as mapped here */
+	const void *send;
+	void *recv;
+	size_t count;                 /* elements */
+	size_t region;                /* bytes of a block's region (a multiple of 64) */
+	uint64_t timeout_ns;
+	struct sd_fast_host *host;    /* its device address */
+	int nranks, rank, nblocks, par;
+	uint32_t call, tag;
+	uint32_t need[SD_FAST_MAXB];  /* step 1's call number per block (0: none) */
+};
+
+/* Offsets in a window of n ranks with regions of region bytes. */
+static inline SD_HD size_t sd_fast_arrive_off(int n, int par, int q, int b)
+{
+	return (((size_t)par * (size_t)n + (size_t)q) * SD_FAST_MAXB + (size_t)b) * 8;
+}
+static inline SD_HD size_t sd_fast_consumed_off(int n, int par, int q, int b)
+{
+	return ((size_t)16 << 10) + (((size_t)par * (size_t)n + (size_t)q) * SD_FAST_MAXB + (size_t)b) * 4;
+}
+static inline SD_HD size_t sd_fast_inbox_off(int n, size_t region, int par, int q, int b)
+{
+	return SD_FAST_FLAGS + (((size_t)par * (size_t)n + (size_t)q) * SD_FAST_MAXB + (size_t)b) * region;
+}
+static inline SD_HD size_t sd_fast_window_bytes(int n, size_t region)
+{
+	return sd_fast_inbox_off(n, region, 2, 0, 0);
+}
+
+/* Launches the fast allreduce of a (a->nblocks blocks).  Returns a
+ * cudaError_t. */
+int sd_cuda_kernel_fast_allreduce(const struct sd_fast_args *a, int dtype, int op, void *stream);
 
 #ifdef __cplusplus
 }

@@ -374,6 +374,7 @@ int sd_cuda_collect(struct smddp_comm *c, int do_drain)
 
 	if (!cu)
 		return SMDDP_OK;
+	sd_cuda_fast_collect(c, cu);
 	if (do_drain) {
 		SD_CHECK(drain(c, cu));
 		sd_cuda_flush_stale(cu);
@@ -406,6 +407,12 @@ int sd_cuda_async_error(struct smddp_comm *c, struct sd_err *err)
 	if (rc)
 		sd_err_set(err, rc, "%s", cu->errmsg);
 	pthread_mutex_unlock(&cu->mu);
+	if (!rc) {
+		char msg[sizeof(cu->errmsg)];
+
+		if ((rc = sd_cuda_fast_async_error(cu, msg, sizeof(msg))))
+			sd_err_set(err, rc, "%s", msg);
+	}
 	return rc;
 }
 
@@ -458,6 +465,14 @@ int sd_cuda_settle(struct smddp_comm *c, int rc)
 	snprintf(why, sizeof(why), "%s", c->last_error);
 	if ((d = drain(c, cu)) != SMDDP_OK)
 		return d;
+	if (cu->fast_pending) {
+		/* The fast calls before it end everywhere first (or give up). */
+		cudaError_t e = cudaSuccess;
+
+		(void)sd_cuda_wait(sd_cuda_q_event, cu->fast_ev, c->timeout_ns + 30ull * 1000000000ull,
+				   NULL, &e);
+		sd_cuda_fast_collect(c, cu);
+	}
 	pthread_mutex_lock(&cu->mu);
 	if (cu->failed) {
 		/* The root cause: the proxy already told the peers so. */
@@ -533,10 +548,15 @@ static int wait_out(struct smddp_comm *c, struct sd_cuda *cu, const struct op *o
 
 /* Host thread, a queued call on stream st: after the last queued call on
  * the GPU when that was on another stream (its end event), as calls share
- * the staging slots, the scratch copy and the up word. */
-static cudaError_t after_last(struct sd_cuda *cu, cudaStream_t st)
+ * the staging slots, the scratch copy, the up word and the fast path's
+ * window. */
+cudaError_t sd_cuda_after_last(struct sd_cuda *cu, cudaStream_t st)
 {
-	if (cu->last_slot >= 0 && cu->last_st != st && cu->out_used[cu->last_slot] == OUT_RECORDED)
+	if (cu->last_st == st)
+		return cudaSuccess;
+	if (cu->last_fast)
+		return cudaStreamWaitEvent(st, cu->fast_ev, 0);
+	if (cu->last_slot >= 0 && cu->out_used[cu->last_slot] == OUT_RECORDED)
 		return cudaStreamWaitEvent(st, cu->ev_out[cu->last_slot], 0);
 	return cudaSuccess;
 }
@@ -551,7 +571,7 @@ static int queue_on_stream(struct smddp_comm *c, struct sd_cuda *cu, struct op *
 
 	/* Queued calls share the staging slots, the scratch copy and the up
 	 * word: a call on another stream than the last goes after it. */
-	if ((o->staged || cu->async) && (e = after_last(cu, st)) != cudaSuccess)
+	if ((o->staged || cu->async) && (e = sd_cuda_after_last(cu, st)) != cudaSuccess)
 		return cuda_error(c, e, "cannot order the stream after the last call on another "
 					"stream");
 	if (o->staged)
@@ -633,6 +653,28 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 		cu = c->cuda;
 	}
 	sd_cuda_flush_stale(cu);
+	if (!staged && !cu->fast_tried) {
+		/* Every rank, at its first device collective on this node. */
+		SD_CHECK(drain(c, cu));
+		cudaGetDevice(&old);
+		cudaSetDevice(dev);
+		rc = sd_cuda_fast_setup(c, cu, mps_active());
+		if (!rc && cu->fast_on && !cu->decided)
+			rc = decide(c, cu);
+		if (old >= 0 && old != dev)
+			cudaSetDevice(old);
+		if (rc)
+			return rc;
+	}
+	if (cu->async && sd_cuda_fast_takes(cu, k)) {
+		cudaGetDevice(&old);
+		if (old != dev)
+			cudaSetDevice(dev);
+		rc = sd_cuda_fast_allreduce(c, cu, k);
+		if (old >= 0 && old != dev)
+			cudaSetDevice(old);
+		return rc;
+	}
 	memset(&sbp, 0, sizeof(sbp));
 	if (!staged && k->coll == SD_COLL_ALLTOALL && b[0].base == b[1].base &&
 	    b[0].off < b[1].off + rb && b[1].off < b[0].off + sb)
@@ -788,8 +830,22 @@ static void *proxy_main(void *arg)
 	cudaSetDevice(cu->dev);
 	pthread_mutex_lock(&cu->mu);
 	for (;;) {
-		while (cu->head == cu->tail && !cu->stop && !(cu->abort_asked && !cu->aborted))
-			pthread_cond_wait(&cu->cv, &cu->mu);
+		while (cu->head == cu->tail && !cu->stop && !(cu->abort_asked && !cu->aborted)) {
+			if (!cu->fast_on) {
+				pthread_cond_wait(&cu->cv, &cu->mu);
+				continue;
+			}
+			/* Fast calls go past the proxy: it watches them. */
+			struct timespec ts;
+
+			ts_after(&ts, cu->sh.liveness_ns ? cu->sh.liveness_ns : 50000000ull);
+			if (pthread_cond_timedwait(&cu->cv, &cu->mu, &ts) != ETIMEDOUT ||
+			    cu->failed || !sd_cuda_fast_busy(cu))
+				continue;
+			pthread_mutex_unlock(&cu->mu);
+			sd_cuda_fast_watch(cu);
+			pthread_mutex_lock(&cu->mu);
+		}
 		if (cu->abort_asked && !cu->aborted) {
 			proxy_abort(cu);
 			continue;
@@ -815,6 +871,8 @@ void sd_cuda_abort(struct smddp_comm *c)
 {
 	struct sd_cuda *cu = c->cuda;
 
+	if (cu)
+		sd_cuda_fast_stop(cu);
 	if (!cu || !cu->thr_started || !c->net) {
 		/* No proxy, or shared memory: it takes an abort from any thread. */
 		c->tp->abort(c);
@@ -890,6 +948,7 @@ void sd_cuda_comm_free(struct smddp_comm *c)
 	/* What a stream may still read or wait on is leaked, not freed; so
 	 * are the peers' mappings and the scratch copy, since closing or
 	 * freeing them waits for the device, the stuck stream included. */
+	sd_cuda_fast_free(c, cu, stuck != NULL);
 	if (stuck)
 		SD_WARN(SD_SUB_COLL, "%s: its release word, kernel arguments, staging memory and "
 				     "the peers' mappings are left allocated",

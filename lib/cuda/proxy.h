@@ -17,6 +17,7 @@
 #include "base/comm-types.h"
 #include "cuda/cuda.h"
 #include "cuda/internal.h"
+#include "cuda/kernels.h"
 
 #define QCAP 128          /* calls queued at most */
 #define OWN_CACHE 64      /* IPC handles of our own allocations */
@@ -135,6 +136,21 @@ struct sd_cuda {
 	int mode;               /* SMDDP_CUDA_ASYNC: -1 auto, 0 blocking, 1 queue-and-return */
 	int decided;            /* async is final (auto waits for the first call) */
 	int shared;             /* other ranks on this GPU, as the last call showed */
+	/* fast.c: allreduces whose kernels meet the peers themselves */
+	int fast_tried;         /* set up (or found impossible) at the first collective */
+	int fast_on;            /* every rank maps every window: calls may take the path */
+	size_t fast_max;        /* bytes of the largest allreduce that takes it */
+	size_t fast_region;     /* bytes of a block's region in an inbox */
+	void *fast_win;         /* this rank's window */
+	char *fast_peer[SD_CUDA_MAX_RANKS]; /* every rank's window as mapped here */
+	struct sd_fast_host *fast_host;     /* pinned: the abort word, the kernels' record */
+	struct sd_fast_host *fast_host_dev; /* ... its address on the GPU */
+	uint32_t fast_k;        /* fast calls launched (their parity picks the inboxes) */
+	uint32_t fast_need[2][SD_FAST_MAXB]; /* the last call per parity and block */
+	cudaEvent_t fast_ev;    /* the end of the last fast call */
+	int fast_pending;       /* ... recorded */
+	int fast_stopped;       /* the abort word is set: the communicator is going */
+	int last_fast;          /* the last call was a fast one (on last_st) */
 	void **stale;           /* peers' mappings to close once no stream waits */
 	int nstale, maxstale;   /* under mu (nstale also read without it) */
 	unsigned char uuid[16];
@@ -169,6 +185,7 @@ static inline int sd_cuda_end_queued(struct sd_cuda *cu, cudaStream_t st, int s)
 		return 0;
 	}
 	cu->out_used[s] = OUT_RECORDED;
+	cu->last_fast = 0;
 	cu->last_st = st;
 	cu->last_slot = s;
 	return 1;
@@ -184,6 +201,35 @@ static inline size_t dtsize(int dt)
 /* Host thread, comm drained: c's device state, made on GPU dev if c has
  * none yet (an existing one keeps its own GPU). */
 int sd_cuda_state(struct smddp_comm *c, int dev, struct sd_cuda **out);
+
+/* Host thread: a queued call on stream st goes after the last queued
+ * call (of either path) when that was on another stream. */
+cudaError_t sd_cuda_after_last(struct sd_cuda *cu, cudaStream_t st);
+
+/* ---- fast.c ---- */
+
+/* Host thread, nothing queued, c->size > 1 on one node: the window, the
+ * exchange and the decision (two steps of the transport's slots, on every
+ * rank at its first device collective).  Sets cu->fast_on and cu->shared;
+ * mps: the MPS daemon serves this process. */
+int sd_cuda_fast_setup(struct smddp_comm *c, struct sd_cuda *cu, int mps);
+/* Does call k take the fast path (the same answer on every rank)? */
+int sd_cuda_fast_takes(const struct sd_cuda *cu, const struct sd_cuda_call *k);
+/* Host thread, call checked: launches it on its stream and returns. */
+int sd_cuda_fast_allreduce(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_cuda_call *k);
+/* Host thread: a failure the kernels recorded becomes cu->failed, and
+ * the peers are told. */
+void sd_cuda_fast_collect(struct smddp_comm *c, struct sd_cuda *cu);
+/* Any thread: the kernels' failure in words (buf), 0 when none. */
+int sd_cuda_fast_async_error(const struct sd_cuda *cu, char *buf, size_t len);
+/* Kernels in flight and later ones give up. */
+void sd_cuda_fast_stop(struct sd_cuda *cu);
+/* Proxy thread: is a fast call in flight; then the peers' health,
+ * smddp_comm_cancel and the kernels' record, every SMDDP_LIVENESS_MS. */
+int sd_cuda_fast_busy(struct sd_cuda *cu);
+void sd_cuda_fast_watch(struct sd_cuda *cu);
+/* comm_free: the window (kept where a peer or a stream may still use it). */
+void sd_cuda_fast_free(struct smddp_comm *c, struct sd_cuda *cu, int stuck);
 
 /* ---- device.c ---- */
 

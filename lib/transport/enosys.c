@@ -113,6 +113,12 @@ int sd_no_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 	return SMDDP_EUNSUPPORTED;
 }
 
+int sd_no_health(struct smddp_comm *c)
+{
+	(void)c;
+	return SMDDP_EUNSUPPORTED;
+}
+
 void sd_no_abort(struct smddp_comm *c)
 {
 	missing(c, "abort");

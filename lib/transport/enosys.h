@@ -30,6 +30,7 @@ void sd_no_get_addrs(struct smddp_comm *c, int r, uintptr_t *a, uintptr_t *b);
 int sd_no_peer_read(struct smddp_comm *c, int r, void *dst, uintptr_t src, size_t len);
 int sd_no_peer_write(struct smddp_comm *c, int r, uintptr_t dst, const void *src, size_t len);
 int sd_no_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n);
+int sd_no_health(struct smddp_comm *c);
 void sd_no_abort(struct smddp_comm *c);
 void sd_no_detach(struct smddp_comm *c);
 

@@ -106,6 +106,12 @@ struct sd_transport_ops {
 	 * checks.  A size mismatch fails that operation (SMDDP_EMISMATCH)
 	 * but the others still complete. */
 	int (*p2p)(struct smddp_comm *c, struct sd_p2p_op *ops, int n);
+	/* Without waiting: SMDDP_OK, or the failure a wait would meet now (a
+	 * peer's process ended, a peer aborted or gave up, with its words in
+	 * c->last_error).  For the watchers of work that waits elsewhere
+	 * than in this transport (lib/cuda/fast.c: kernels that wait on
+	 * their peers' flags). */
+	int (*health)(struct smddp_comm *c);
 	/* Tell peers this rank aborts; local, never blocks. */
 	void (*abort)(struct smddp_comm *c);
 	/* Unmap and free. */
@@ -119,7 +125,7 @@ struct sd_transport_ops {
 #define SD_TRANSPORT_OPS(X)                                                         \
 	X(attach) X(create) X(unlink) X(barrier) X(half_bytes) X(slot) X(tiny)      \
 	X(put_desc) X(get_desc) X(finish) X(put_addrs) X(get_addrs) X(peer_read)    \
-	X(peer_write) X(p2p) X(abort) X(detach)
+	X(peer_write) X(p2p) X(health) X(abort) X(detach)
 #define SD_TRANSPORT_OP_COUNT_(op) +1
 #define SD_TRANSPORT_NOPS (0 SD_TRANSPORT_OPS(SD_TRANSPORT_OP_COUNT_))
 _Static_assert(sizeof(struct sd_transport_ops) ==

@@ -113,6 +113,11 @@ static struct param params[] = {
 	     "1: device-memory calls return as soon as they are queued, the stream waiting on "
 	     "the GPU (cuStreamWaitValue32); 0: a call returns when its collective is done; "
 	     "auto: 1 unless other ranks of the node share the GPU without MPS"),
+	TUNE("SMDDP_CUDA_FAST", "cuda_fast", SD_PARAM_SIZE, "1M", NULL, 0, (int64_t)16 << 20,
+	     "expected a size from 0 to 16M, like 1M", NULL, 0,
+	     "bytes of the largest allreduce on device memory (one node, calls queued) whose "
+	     "kernels meet their peers through memory mapped once, with no host work but the "
+	     "launch; 0: every call takes the proxy's path"),
 	TUNE("SMDDP_BOOT_ADDR", "boot_addr", SD_PARAM_STR, "", NULL, 0, 0, NULL, NULL, 0,
 	     "address of this host that smddp_get_unique_id() puts in the id for the other "
 	     "ranks to connect to (default: the route's to MASTER_ADDR, else the first "

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <time.h>
 
 #include <cuda_runtime.h>
 
@@ -193,4 +195,178 @@ int sd_cuda_kernel_pairs_at(const struct sd_cuda_kpairs *groups, int ngroups, in
 	if (ngroups < 1 || max_pairs < 1 || max_pairs > SD_CUDA_MAX_RANKS)
 		return cudaErrorInvalidValue;
 	return max_bytes ? queue_at(k_pairs_at, NULL, groups, ngroups, 0, 0, stream) : 0;
+}
+
+/* ---- the fast path (kernels.h): the protocol of kernels.cu's k_fast_allreduce, step
+ * by step over all blocks, on the stream's thread; the flags are C11 atomics in the
+ * shared "device memory", and the waits poll (yielding, then napping) with the
+ * kernel's checks: the host's abort word, a "gave up" word, the deadline. */
+
+struct kfast {
+	struct sd_fast_args a;
+	int dtype, op;
+};
+
+static uint64_t fast_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int fast_check(const struct sd_fast_args *a, int q, uint64_t deadline)
+{
+	if (__atomic_load_n(&a->host->abort, __ATOMIC_ACQUIRE))
+		return SD_FAST_ABORTED;
+	if (__atomic_load_n((uint32_t *)(a->win[q] + SD_FAST_GAVEUP), __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n((uint32_t *)(a->win[a->rank] + SD_FAST_GAVEUP), __ATOMIC_ACQUIRE))
+		return SD_FAST_GAVE_UP;
+	return fast_now() > deadline ? SD_FAST_TIMEOUT : SD_FAST_OK;
+}
+
+static void fast_nap(unsigned spin)
+{
+	struct timespec ts = {0, 20000};
+
+	if (spin < 200)
+		sched_yield();
+	else
+		nanosleep(&ts, NULL);
+}
+
+/* Waits for peer q's flag of block b (arrived: its call and tag; else
+ * consumed: need or later); the failure, its call number in *seen. */
+static int fast_wait(const struct sd_fast_args *a, int q, int b, int arrived, uint64_t deadline,
+		     uint32_t *seen)
+{
+	int n = a->nranks;
+
+	for (unsigned spin = 0;; spin++) {
+		if (arrived) {
+			uint64_t v = __atomic_load_n(
+				(uint64_t *)(a->win[a->rank] + sd_fast_arrive_off(n, a->par, q, b)),
+				__ATOMIC_ACQUIRE);
+			int32_t d = (int32_t)((uint32_t)v - a->call);
+
+			*seen = (uint32_t)v;
+			if (d == 0 && (uint32_t)(v >> 32) != a->tag)
+				return SD_FAST_DESC;
+			if (d == 0)
+				return __atomic_load_n((uint32_t *)(a->win[q] + SD_FAST_GAVEUP),
+						       __ATOMIC_ACQUIRE)
+					       ? SD_FAST_GAVE_UP
+					       : SD_FAST_OK;
+			if (d > 0)
+				return SD_FAST_AHEAD;
+		} else {
+			uint32_t v = __atomic_load_n(
+				(uint32_t *)(a->win[a->rank] + sd_fast_consumed_off(n, a->par, q, b)),
+				__ATOMIC_ACQUIRE);
+
+			*seen = v;
+			if ((int32_t)(v - a->need[b]) >= 0)
+				return SD_FAST_OK;
+		}
+		int e = fast_check(a, q, deadline);
+
+		if (e)
+			return e;
+		fast_nap(spin);
+	}
+}
+
+static int fast_weight(int e)
+{
+	return e == SD_FAST_AHEAD || e == SD_FAST_DESC ? 3 : e == SD_FAST_TIMEOUT ? 2 : e ? 1 : 0;
+}
+
+/* Every peer of block b waited for; the heaviest failure, as kernels.cu's
+ * fast_pick. */
+static int fast_wait_all(const struct sd_fast_args *a, int b, int arrived, uint64_t deadline,
+			 int *peer, uint32_t *seen)
+{
+	int fail = 0;
+
+	for (int q = 0; q < a->nranks; q++) {
+		uint32_t s = 0;
+		int e;
+
+		if (q == a->rank || (!arrived && !a->need[b]))
+			continue;
+		e = fast_wait(a, q, b, arrived, deadline, &s);
+		if (fast_weight(e) > fast_weight(fail))
+			fail = e, *peer = q, *seen = s;
+	}
+	return fail;
+}
+
+static void k_fast(void *arg)
+{
+	struct kfast *k = arg;
+	const struct sd_fast_args *a = &k->a;
+	int n = a->nranks, me = a->rank, fail = 0, peer = -1, phase = 0;
+	size_t es = smddp_dtype_size((enum smddp_dtype)k->dtype), per = a->region / es;
+	uint64_t deadline = fast_now() + a->timeout_ns;
+	uint32_t seen = 0;
+
+	for (int b = 0; b < a->nblocks && !fail; b++)
+		if ((fail = fast_wait_all(a, b, 0, deadline, &peer, &seen)))
+			phase = 1;
+	for (int b = 0; b < a->nblocks && !fail; b++) {
+		size_t lo = (size_t)b * per, cnt = a->count - lo < per ? a->count - lo : per;
+		uint64_t v = (uint64_t)a->tag << 32 | a->call;
+
+		for (int q = 0; q < n; q++)
+			if (q != me)
+				memcpy(a->win[q] + sd_fast_inbox_off(n, a->region, a->par, me, b),
+				       (const char *)a->send + lo * es, cnt * es);
+		for (int q = 0; q < n; q++)
+			if (q != me)
+				__atomic_store_n((uint64_t *)(a->win[q] + sd_fast_arrive_off(n, a->par, me, b)),
+						 v, __ATOMIC_RELEASE);
+	}
+	for (int b = 0; b < a->nblocks && !fail; b++)
+		if ((fail = fast_wait_all(a, b, 1, deadline, &peer, &seen)))
+			phase = 3;
+	for (int b = 0; b < a->nblocks && !fail; b++) {
+		size_t lo = (size_t)b * per, cnt = a->count - lo < per ? a->count - lo : per;
+		const void *src[SD_CUDA_MAX_RANKS];
+
+		for (int q = 0; q < n; q++)
+			src[q] = q == me ? (const char *)a->send + lo * es
+					 : a->win[me] + sd_fast_inbox_off(n, a->region, a->par, q, b);
+		sd_reduce((char *)a->recv + lo * es, src, n, cnt, (enum smddp_dtype)k->dtype,
+			  (enum smddp_op)k->op, n);
+		for (int q = 0; q < n; q++)
+			if (q != me)
+				__atomic_store_n((uint32_t *)(a->win[q] + sd_fast_consumed_off(n, a->par, me, b)),
+						 a->call, __ATOMIC_RELEASE);
+	}
+	if (fail) {
+		uint32_t zero = 0;
+
+		if (__atomic_compare_exchange_n((uint32_t *)(a->win[me] + SD_FAST_GAVEUP), &zero,
+						a->call ? a->call : 1u, 0, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE)) {
+			a->host->call = a->call;
+			a->host->peer = peer;
+			a->host->theirs = seen;
+			a->host->phase = (uint32_t)phase;
+			__atomic_store_n(&a->host->code, (uint32_t)fail, __ATOMIC_RELEASE);
+		}
+	}
+	free(k);
+}
+
+int sd_cuda_kernel_fast_allreduce(const struct sd_fast_args *a, int dtype, int op, void *stream)
+{
+	struct kfast *k;
+
+	if (a->nranks < 2 || a->nranks > SD_CUDA_MAX_RANKS || a->nblocks < 1 ||
+	    a->nblocks > SD_FAST_MAXB || a->region % 64)
+		return cudaErrorInvalidValue;
+	if ((k = malloc(sizeof(*k))))
+		*k = (struct kfast){.a = *a, .dtype = dtype, .op = op};
+	return launch_kernel((cudaStream_t)stream, k_fast, k);
 }

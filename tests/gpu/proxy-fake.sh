@@ -1,4 +1,4 @@
-# proxy-fake.sh - device collectives on one node (lib/cuda/proxy.c, move.c) without a GPU:
+# proxy-fake.sh - device collectives on one node (lib/cuda/proxy.c, move.c, fast.c) without a GPU:
 # gpu-conformance linked with tests/gpu/fakecuda.c, whose kernels are host copies and
 # sd_reduce() queued on the fake's asynchronous streams.  Both modes of SMDDP_CUDA_ASYNC:
 # blocking (auto, as ranks share the one fake GPU) and queue-and-return (1: the call's
@@ -12,6 +12,14 @@ FAKE_SECS=120
 
 fake node-n2 2 -- matrix --quick
 fake node-n3-queued 3 SMDDP_CUDA_ASYNC=1 FAKECUDA_JITTER_US=200 -- matrix --quick
+# queued allreduces up to SMDDP_CUDA_FAST run on kernels that meet their peers themselves
+# (lib/cuda/fast.c); with it off every call takes the proxy's path, as before
+fake node-n3-queued-proxy 3 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 FAKECUDA_JITTER_US=200 -- \
+	matrix --quick
+fake fast-n4 4 SMDDP_CUDA_ASYNC=1 FAKECUDA_JITTER_US=100 SMDDP_DEBUG=INFO SMDDP_DEBUG_SUBSYS=COLL \
+	-- matrix --small
+[ "$(grep -c "run on kernels that meet their peers themselves" "$TDIR/fast-n4.out")" -eq 4 ] &&
+	pass "fast-n4: every rank took the fast path" || fail "fast-n4: a rank did not take the fast path"
 FAKE_SECS=60
 fake order-n2 2 -- order
 # one rank: a copy on the stream, which SMDDP_CUDA_ASYNC=0 waits for like any call
@@ -79,11 +87,12 @@ expect_faults dead-queued "saw the dead peer" 0 2 3
 # kernel's launch, its end event) or run blocking (the worker's kernel): every rank
 # fails in call 2 naming that rank and step, later calls fail at once; a slot whose end
 # could not be recorded is never freed under its stream
+# (SMDDP_CUDA_FAST=0: the proxy's ring; the fast path's launch fails below)
 LAUNCH_OPTS="--grace 30" run_fake cudafail-launch-queued 60 3 SMDDP_CUDA_ASYNC=1 \
-	FAKECUDA_FAIL=1:launch:2 -- cudafail 1 2
+	SMDDP_CUDA_FAST=0 FAKECUDA_FAIL=1:launch:2 -- cudafail 1 2
 expect_faults cudafail-launch-queued "failed in call 2, told of rank 1's kernel" 0 1 2
 LAUNCH_OPTS="--grace 30" run_fake cudafail-record-queued 60 3 SMDDP_CUDA_ASYNC=1 \
-	FAKECUDA_FAIL=1:record:4 -- cudafail 1 2
+	SMDDP_CUDA_FAST=0 FAKECUDA_FAIL=1:record:4 -- cudafail 1 2
 expect_faults cudafail-record-queued "failed in call 2, told of rank 1's event" 0 1 2
 grep -q "^\[1\].*could not be recorded: its release word, kernel arguments" \
 	"$TDIR/cudafail-record-queued.out" && pass "cudafail-record-queued: the blind slot is kept" ||

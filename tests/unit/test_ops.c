@@ -68,6 +68,7 @@ int main(void)
 	CHECK(sd_no_peer_write(&c, 1, 0, name, 0) == SMDDP_EUNSUPPORTED,
 	      "peer_write: EUNSUPPORTED (len 0 too: the probe)");
 	CHECK(sd_no_p2p(&c, NULL, 0) == SMDDP_EUNSUPPORTED, "p2p: EUNSUPPORTED");
+	CHECK(sd_no_health(&c) == SMDDP_EUNSUPPORTED, "health: EUNSUPPORTED");
 	/* The others log a warning each (an internal error) and answer nothing. */
 	CHECK(sd_no_half_bytes(&c) == 0, "half_bytes: 0");
 	CHECK(sd_no_slot(&c, 0, 0) == NULL, "slot: NULL");

@@ -26,6 +26,7 @@ const struct sd_transport_ops sd_transport_shm = {
 	.peer_read = sd_shm_peer_read,
 	.peer_write = sd_shm_peer_write,
 	.p2p = sd_shm_p2p,
+	.health = sd_shm_health,
 	.abort = sd_shm_abort,
 	.detach = sd_shm_detach,
 };

@@ -349,7 +349,16 @@ static int missing_ranks(struct smddp_comm *c, uint64_t target, char *missing, s
 
 /* Called while asleep: is any rank we still need dead or aborted, has the
  * bootstrap channel heard of a failure?  (The deadline is sd_wait's.) */
+static int check_peers(struct smddp_comm *c, uint64_t target, int boot);
+
 static int check_health(struct smddp_comm *c, uint64_t target)
+{
+	return check_peers(c, target, 1);
+}
+
+/* ... and with boot 0 without the bootstrap's channel (which belongs to
+ * the thread that waits in this transport). */
+static int check_peers(struct smddp_comm *c, uint64_t target, int boot)
 {
 	struct shm_state *s = ST(c);
 	char missing[256];
@@ -381,7 +390,7 @@ static int check_health(struct smddp_comm *c, uint64_t target)
 				return sd_shm_report_left(c, r);
 		}
 	}
-	if (c->boot) {
+	if (c->boot && boot) {
 		char err[512];
 		int who = -1;
 
@@ -391,6 +400,18 @@ static int check_health(struct smddp_comm *c, uint64_t target)
 			return sd_comm_error(c, rc, "%s", err);
 	}
 	return SMDDP_OK;
+}
+
+/* The transport's health op: check_health over every peer, as if this
+ * rank waited for all of them (its own abort is not a peer's failure). */
+int sd_shm_health(struct smddp_comm *c)
+{
+	struct shm_state *s = ST(c);
+
+	/* Once this rank has aborted, its own flag would be named. */
+	if (!s || !s->ctl || atomic_load_explicit(&s->ctl[c->rank].aborted, memory_order_acquire))
+		return SMDDP_OK;
+	return check_peers(c, UINT64_MAX, 0);
 }
 
 /* Inlined into sd_wait()'s first polls: the poll of the hot path. */

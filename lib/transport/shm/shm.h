@@ -192,6 +192,7 @@ int sd_shm_finish(struct smddp_comm *c);
 void sd_shm_put_addrs(struct smddp_comm *c, const void *a, const void *b);
 void sd_shm_get_addrs(struct smddp_comm *c, int r, uintptr_t *a, uintptr_t *b);
 int sd_shm_peer_write(struct smddp_comm *c, int r, uintptr_t dst, const void *src, size_t len);
+int sd_shm_health(struct smddp_comm *c);
 void sd_shm_abort(struct smddp_comm *c);
 void sd_shm_detach(struct smddp_comm *c);
 /* p2p.c */
