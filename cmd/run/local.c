@@ -43,6 +43,9 @@ static const char *const rank_env_names[] = {
 	"ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
 	"SMDDP_MASTER_ADDR", "SMDDP_MASTER_PORT", "SMDDP_JOB_TOKEN", "SMDDP_JOB_ID",
 	"TORCHELASTIC_RUN_ID",
+	/* what SageMaker's launcher (smddprun) sets, for scripts written for it:
+	 * Hugging Face's Trainer reads SMDATAPARALLEL_LOCAL_RANK */
+	"SMDATAPARALLEL_LOCAL_RANK", "SMDATAPARALLEL_SERVER_ADDR", "SMDATAPARALLEL_SERVER_PORT",
 };
 #define NRANK_ENV (sizeof rank_env_names / sizeof rank_env_names[0])
 
@@ -101,6 +104,9 @@ static char **build_env(const struct run *r, int lr)
 	snprintf(v[15], sizeof v[15], "%s", r->token);
 	snprintf(v[16], sizeof v[16], "%s", r->job_id);
 	snprintf(v[17], sizeof v[17], "%s", r->job_id);
+	snprintf(v[18], sizeof v[18], "%d", lr);
+	/* 19: the address, below */
+	snprintf(v[20], sizeof v[20], "%s", r->master_port);
 
 	const struct strv *extra = &r->plan->env;
 	for (char **e = environ; *e; e++)
@@ -121,7 +127,7 @@ static char **build_env(const struct run *r, int lr)
 	if (r->plan->tf_config[0])
 		env[k++] = r->plan->tf_config[lr ? 1 : 0];
 	for (size_t i = 0; i < NRANK_ENV; i++) {
-		const char *val = (i == 11 || i == 13) ? r->opt.master_addr : v[i];
+		const char *val = (i == 11 || i == 13 || i == 19) ? r->opt.master_addr : v[i];
 		size_t len = strlen(rank_env_names[i]) + 1 + strlen(val) + 1;
 		char *s = malloc(len);
 		if (!s) {

@@ -49,6 +49,8 @@ void mpirun_environment(const struct run *r, struct strv *set, struct strv *name
 	envv_set(set, "MASTER_PORT", r->master_port, true);
 	envv_set(set, "SMDDP_MASTER_ADDR", p->master_addr, true);
 	envv_set(set, "SMDDP_MASTER_PORT", r->master_port, true);
+	envv_set(set, "SMDATAPARALLEL_SERVER_ADDR", p->master_addr, true);
+	envv_set(set, "SMDATAPARALLEL_SERVER_PORT", r->master_port, true);
 	envv_set(set, "SMDDP_JOB_ID", r->job_id, true);
 	envv_set(set, "SMDDP_JOB_TOKEN", r->token, true);
 	for (size_t i = 0; i < p->env.n; i++) {
@@ -261,6 +263,8 @@ void dry_run_local(const struct run *r)
 	envv_set(&set, "SMDDP_MASTER_ADDR", p->master_addr, true);
 	envv_set(&set, "MASTER_PORT", r->master_port, true);
 	envv_set(&set, "SMDDP_MASTER_PORT", r->master_port, true);
+	envv_set(&set, "SMDATAPARALLEL_SERVER_ADDR", p->master_addr, true);
+	envv_set(&set, "SMDATAPARALLEL_SERVER_PORT", r->master_port, true);
 	if (own_id) {
 		envv_set(&set, "SMDDP_JOB_ID", r->job_id, true);
 		envv_set(&set, "TORCHELASTIC_RUN_ID", r->job_id, true);
@@ -271,8 +275,8 @@ void dry_run_local(const struct run *r)
 	print_exports(&set);
 	for (int lr = 0; lr < l->local_size; lr++) {
 		int rank = l->node_rank * l->local_size + lr;
-		printf("# rank %d: RANK=%d SMDDP_RANK=%d ROLE_RANK=%d LOCAL_RANK=%d SMDDP_LOCAL_RANK=%d",
-		       rank, rank, rank, rank, lr, lr);
+		printf("# rank %d: RANK=%d SMDDP_RANK=%d ROLE_RANK=%d LOCAL_RANK=%d SMDDP_LOCAL_RANK=%d "
+		       "SMDATAPARALLEL_LOCAL_RANK=%d", rank, rank, rank, rank, lr, lr, lr);
 		if (p->tf_config[0]) {
 			fputs(" ", stdout);
 			print_quoted(stdout, p->tf_config[lr ? 1 : 0]);
@@ -331,6 +335,7 @@ int rank_wrapper(int argc, char **argv)
 		{ "SMDDP_RANK", rank }, { "RANK", rank }, { "ROLE_RANK", rank },
 		{ "SMDDP_WORLD_SIZE", size }, { "WORLD_SIZE", size }, { "ROLE_WORLD_SIZE", size },
 		{ "SMDDP_LOCAL_RANK", lrank }, { "LOCAL_RANK", lrank },
+		{ "SMDATAPARALLEL_LOCAL_RANK", lrank },
 		{ "SMDDP_LOCAL_WORLD_SIZE", lsize }, { "LOCAL_WORLD_SIZE", lsize },
 		{ "GROUP_RANK", rank / lsize },
 	};

@@ -163,7 +163,8 @@ static void usage(void)
 "  -V, --version           show the version and exit\n"
 "\n"
 "Each rank gets SMDDP_RANK, SMDDP_WORLD_SIZE, SMDDP_LOCAL_RANK, RANK, WORLD_SIZE,\n"
-"LOCAL_RANK, MASTER_ADDR, MASTER_PORT, SMDDP_JOB_ID, SMDDP_JOB_TOKEN and more;\n"
+"LOCAL_RANK, MASTER_ADDR, MASTER_PORT, SMDDP_JOB_ID, SMDDP_JOB_TOKEN, SageMaker's\n"
+"SMDATAPARALLEL_LOCAL_RANK and more;\n"
 "see smddp-run(1). When a rank fails, the others are stopped and smddp-run exits\n"
 "with the failed rank's status, after a verdict from the ranks' flight recorders.\n");
 }

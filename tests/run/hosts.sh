@@ -95,6 +95,8 @@ export IPATH_NO_BACKTRACE=1
 export MASTER_ADDR=node-a
 export MASTER_PORT=1234
 export NCCL_SOCKET_IFNAME=ens5
+export SMDATAPARALLEL_SERVER_ADDR=node-a
+export SMDATAPARALLEL_SERVER_PORT=1234
 export SMDDP_JOB_ID=job7
 export SMDDP_JOB_TOKEN=TOKEN
 export SMDDP_MASTER_ADDR=node-a
@@ -116,6 +118,8 @@ mpirun \
   -x MASTER_PORT \
   -x NCCL_SOCKET_IFNAME \
   -x PATH \
+  -x SMDATAPARALLEL_SERVER_ADDR \
+  -x SMDATAPARALLEL_SERVER_PORT \
   -x SMDDP_JOB_ID \
   -x SMDDP_JOB_TOKEN \
   -x SMDDP_MASTER_ADDR \
@@ -171,12 +175,15 @@ node0=$(cat /sys/devices/system/node/node0/cpulist 2>/dev/null) || node0=$allowe
 if command -v mpirun >/dev/null 2>&1; then
 	out=$(timeout 120 "$RUN" --hosts localhost:2 --no-tag-output \
 		--env SMDDP_TEST_X=1 "$PROG" env RANK env LOCAL_RANK env GROUP_RANK env WORLD_SIZE \
-		env SMDDP_TEST_X env SMDDP_JOB_TOKEN 2>"$T/err") || fail "mpirun: exit status $?: $(cat "$T/err")"
-	for kv in RANK=0 RANK=1 LOCAL_RANK=0 LOCAL_RANK=1 GROUP_RANK=0 WORLD_SIZE=2 SMDDP_TEST_X=1; do
+		env SMDDP_TEST_X env SMDDP_JOB_TOKEN env SMDATAPARALLEL_LOCAL_RANK \
+		env SMDATAPARALLEL_SERVER_ADDR 2>"$T/err") || fail "mpirun: exit status $?: $(cat "$T/err")"
+	for kv in RANK=0 RANK=1 LOCAL_RANK=0 LOCAL_RANK=1 GROUP_RANK=0 WORLD_SIZE=2 SMDDP_TEST_X=1 \
+		SMDATAPARALLEL_LOCAL_RANK=0 SMDATAPARALLEL_LOCAL_RANK=1; do
 		grep -Fxq "$kv" <<<"$out" || fail "mpirun: no '$kv' in: $out"
 	done
 	[ "$(grep -c '^SMDDP_JOB_TOKEN=[0-9a-f]\{32\}$' <<<"$out")" -eq 2 ] &&
 		[ "$(grep '^SMDDP_JOB_TOKEN=' <<<"$out" | sort -u | wc -l)" -eq 1 ] || fail "mpirun: token: $out"
+	[ "$(grep -c '^SMDATAPARALLEL_SERVER_ADDR=.' <<<"$out")" -eq 2 ] || fail "mpirun: server address: $out"
 	rc=0
 	timeout 120 "$RUN" --hosts localhost:3 "$PROG" exit-if 1 4 sleep 60 \
 		>"$T/out" 2>"$T/err" || rc=$?

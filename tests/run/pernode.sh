@@ -28,11 +28,13 @@ node() {
 # ---- two nodes x 2 ranks: global ranks, one job id and token from node 0
 PORT=$(free_ports)
 start_bg node 1 2 -- "$PROG" env RANK env WORLD_SIZE env LOCAL_RANK env LOCAL_WORLD_SIZE \
-	env GROUP_RANK env MASTER_PORT env SMDDP_JOB_ID env SMDDP_JOB_TOKEN >"$T/out1" 2>"$T/err1"
+	env GROUP_RANK env MASTER_PORT env SMDDP_JOB_ID env SMDDP_JOB_TOKEN \
+	env SMDATAPARALLEL_LOCAL_RANK env SMDATAPARALLEL_SERVER_PORT >"$T/out1" 2>"$T/err1"
 b1=$BG
 rc=0
 node 0 2 -- "$PROG" env RANK env WORLD_SIZE env LOCAL_RANK env LOCAL_WORLD_SIZE \
-	env GROUP_RANK env MASTER_PORT env SMDDP_JOB_ID env SMDDP_JOB_TOKEN >"$T/out0" 2>"$T/err0" || rc=$?
+	env GROUP_RANK env MASTER_PORT env SMDDP_JOB_ID env SMDDP_JOB_TOKEN \
+	env SMDATAPARALLEL_LOCAL_RANK env SMDATAPARALLEL_SERVER_PORT >"$T/out0" 2>"$T/err0" || rc=$?
 wait_bg "$b1" 30
 [ "$rc" -eq 0 ] && [ "$RC" -eq 0 ] || fail "2 x 2: exit status $rc and $RC: $(cat "$T"/err*)"
 [ ! -s "$T/err0" ] && [ ! -s "$T/err1" ] || fail "2 x 2: unexpected stderr: $(cat "$T"/err*)"
@@ -44,6 +46,8 @@ for r in 0 1 2 3; do
 	grep -qx "\[$r\] LOCAL_WORLD_SIZE=2" "$f" || fail "rank $r: $(cat "$f")"
 	grep -qx "\[$r\] GROUP_RANK=$((r / 2))" "$f" || fail "rank $r: $(cat "$f")"
 	grep -qx "\[$r\] MASTER_PORT=$PORT" "$f" || fail "rank $r: $(cat "$f")"
+	grep -qx "\[$r\] SMDATAPARALLEL_LOCAL_RANK=$((r % 2))" "$f" || fail "rank $r: $(cat "$f")"
+	grep -qx "\[$r\] SMDATAPARALLEL_SERVER_PORT=$PORT" "$f" || fail "rank $r: $(cat "$f")"
 done
 [ "$(sed -n 's/^\[[0-9]\] SMDDP_JOB_ID=//p' "$T/out0" "$T/out1" | sort -u | wc -l)" -eq 1 ] ||
 	fail "the nodes got different job ids: $(cat "$T"/out*)"
@@ -286,7 +290,7 @@ grep -qx '# smddp-run --dry-run: per-node on this host, node rank 2 of 3 hosts, 
 grep -qx "# joins node 0's launcher at 10.1.2.3:4001 (at most 300 s) and takes the job id and token from it" <<<"$out" ||
 	fail "torchrun spellings: $out"
 grep -qx 'export MASTER_PORT=4000' <<<"$out" && grep -qx 'export WORLD_SIZE=6' <<<"$out" &&
-	grep -qx '# rank 5: RANK=5 SMDDP_RANK=5 ROLE_RANK=5 LOCAL_RANK=1 SMDDP_LOCAL_RANK=1' <<<"$out" ||
+	grep -qx '# rank 5: RANK=5 SMDDP_RANK=5 ROLE_RANK=5 LOCAL_RANK=1 SMDDP_LOCAL_RANK=1 SMDATAPARALLEL_LOCAL_RANK=1' <<<"$out" ||
 	fail "torchrun spellings: $out"
 grep -q 'SMDDP_JOB_TOKEN' <<<"$out" && fail "a token made up before node 0 gave one: $out"
 out=$("$RUN" --nnodes 2 --node-rank 0 --master_addr h --master_port 7000 --launcher-port 9000 \

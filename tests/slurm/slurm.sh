@@ -29,7 +29,7 @@ plan() {
 	fi
 	sed -e 's/\(SMDDP_JOB_TOKEN=\)[0-9a-f]\{32\}$/\1TOKEN/' \
 		-e 's/\(SMDDP_JOB_ID=\|TORCHELASTIC_RUN_ID=\)[0-9a-f]\{12\}$/\1ID/' \
-		-e 's/\(MASTER_PORT=\)[0-9]*$/\1PORT/' -e "s|$RUN|SMDDP_RUN|g" "$T/raw" >"$T/out"
+		-e 's/\(MASTER_PORT=\|SERVER_PORT=\)[0-9]*$/\1PORT/' -e "s|$RUN|SMDDP_RUN|g" "$T/raw" >"$T/out"
 	if [ "${SMDDP_REGEN:-}" = 1 ]; then
 		cp "$T/out" "$S/expected/$name.out"
 	elif ! diff -u "$S/expected/$name.out" "$T/out" >&2; then

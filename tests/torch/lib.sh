@@ -11,6 +11,10 @@ PY=${TORCH_PYTHON:-python3}
 SITE=${TORCH_SITE:-$top_builddir/tests/torch/site}
 TESTS_PY=$top_srcdir/python/tests
 
+if [ "${SMDDP_TEST_TORCH:-1}" = 0 ]; then
+	echo "SKIP: the PyTorch backend's tests are left out (SMDDP_TEST_TORCH=0, scripts/test.sh --no-torch)"
+	exit 77
+fi
 if ! "$PY" -c 'import torch' 2>/dev/null; then
 	echo "SKIP: no torch for $PY (make a venv with scripts/torch-venv.sh and set TORCH_PYTHON)"
 	exit 77

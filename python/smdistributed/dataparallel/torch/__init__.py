@@ -1,2 +1,3 @@
-"""See smdistributed: libsmddp's stand-in for SageMaker's module path; only
-torch_smddp is provided.  Do not install beside AWS's smdistributed."""
+"""See smdistributed: libsmddp's stand-in for SageMaker's module path, with
+torch_smddp and the 1.x API (distributed, parallel).  Do not install beside
+AWS's smdistributed."""
