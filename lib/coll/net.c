@@ -777,6 +777,12 @@ void sd_net_boot_ip(struct sd_boot *b, char *buf, size_t len)
 		return;
 	if (ss.ss_family == AF_INET)
 		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, buf, (socklen_t)len);
+	else if (IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&ss)->sin6_addr))
+		/* An IPv4 peer on a dual-stack listener (smddp_get_unique_id's,
+		 * a shrink's): the provider takes the IPv4 address, not
+		 * ::ffff:a.b.c.d. */
+		inet_ntop(AF_INET, &((struct sockaddr_in6 *)&ss)->sin6_addr.s6_addr[12], buf,
+			  (socklen_t)len);
 	else if (ss.ss_family == AF_INET6)
 		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, buf, (socklen_t)len);
 }
