@@ -53,6 +53,15 @@ struct sd_coll_desc {
 struct sd_transport_ops;
 struct sd_net;
 struct sd_trace;
+struct sd_rejoin;
+
+/* Where rank r of a communicator listens for the rendezvous of a shrink
+ * (lib/core/shrink.c), learnt by every rank when it was made. */
+struct sd_rejoin_at {
+	char addr[64];  /* numeric; "" where the rank could not listen */
+	char port[8];
+	uint64_t host;  /* its host identity, hashed: equal on one host */
+};
 
 struct smddp_comm {
 	int rank, size;
@@ -104,6 +113,12 @@ struct smddp_comm {
 	 * by the flight recorder. */
 	int32_t waited_on[8];
 	int nwaited_on;
+	/* Shrinks (lib/core/shrink.c): this rank's listener and every rank's
+	 * address; NULL in communicators that cannot be shrunk (one rank,
+	 * a host's part of one that spans hosts). */
+	struct sd_rejoin *rejoin;
+	struct sd_rejoin_at *rejoin_at;
+	int shrinks;       /* shrinks made from it, for the new ones' names */
 };
 
 /* The number a message gives rank r: a host's communicator inside one that

@@ -210,6 +210,16 @@ static void give_up(struct sd_boot *b, int rc, const char *why)
 	sd_boot_frame_unref(f);
 }
 
+/* How long one poll may wait: until deadline, or with a gone() to ask,
+ * until its next question. */
+#define GONE_POLL_NS (100 * MS)
+static uint64_t gone_deadline(const struct sd_boot_params *p, uint64_t deadline)
+{
+	uint64_t next = sd_now_ns() + GONE_POLL_NS;
+
+	return p->gone && next < deadline ? next : deadline;
+}
+
 static int rendezvous0(struct sd_boot *b, const struct sd_boot_params *p, uint64_t *nonce, struct sd_err *err)
 {
 	uint64_t start = sd_now_ns();
@@ -236,11 +246,31 @@ static int rendezvous0(struct sd_boot *b, const struct sd_boot_params *p, uint64
 			have += b->conns[r] != NULL;
 		if (b->failed) {
 			rc = sd_boot_report_fail(b, NULL, err);
+			/* The ranks already in wait for the welcome: tell them why
+			 * it will not come (rank 0's own failure, not a death). */
+			if (b->key_differs != sd_boot_job_token_differs)
+				give_up(b, rc, b->fail_err);
 			break;
 		}
 		if (have == b->size) {
 			rc = SMDDP_OK;
 			break;
+		}
+		if (p->gone) {
+			char why[300], msg[512];
+			int r;
+
+			for (r = 1; r < b->size; r++)
+				if (!b->conns[r] && p->gone(p->gone_arg, r, why, sizeof(why)))
+					break;
+			if (r < b->size) {
+				snprintf(msg, sizeof(msg), "rendezvous on %s: rank %d of %d will not come: %s",
+					 b->where, r, b->size, why);
+				sd_err_set(err, SMDDP_EPEER, "%s", msg);
+				give_up(b, SMDDP_EPEER, msg);
+				rc = SMDDP_EPEER;
+				break;
+			}
 		}
 		if (sd_now_ns() >= p->deadline_ns) {
 			char list[200], msg[512];
@@ -256,9 +286,24 @@ static int rendezvous0(struct sd_boot *b, const struct sd_boot_params *p, uint64
 			rc = SMDDP_ETIMEDOUT;
 			break;
 		}
-		sd_boot_pump(b, p->deadline_ns, nonce);
+		sd_boot_pump(b, gone_deadline(p, p->deadline_ns), nonce);
 	}
 	free(missing);
+	if (rc && b->key_differs != sd_boot_job_token_differs) {
+		/* A failed shrink: survivors that come a little late would
+		 * otherwise wait for a challenge until their deadline.  Those
+		 * that come within a second are told why it failed. */
+		uint64_t until = sd_now_ns() + 1000 * MS;
+		char why[REASON_MAX];
+
+		snprintf(why, sizeof(why), "the rendezvous failed before this rank came: %s",
+			 err ? err->msg : smddp_strerror(rc));
+		b->refuse_why = why;
+		sd_boot_refuse_pending(b, why);
+		while (sd_now_ns() < until)
+			sd_boot_pump(b, until, NULL);
+		b->refuse_why = NULL;
+	}
 	/* The rendezvous is over either way: nobody else may come in. */
 	for (int i = 0; i < b->npending; i++) {
 		SD_INFO(SD_SUB_BOOT, "closing connection from %s: the rendezvous is over", b->pending[i]->addr);
@@ -389,6 +434,11 @@ static int connect_hub(struct sd_boot *b, const struct sd_boot_params *p, int *f
 					  b->rank, b->where, gai_strerror(gai));
 		}
 		uint64_t left = sd_boot_left_ns(p->deadline_ns);
+		char why[300];
+
+		if (p->gone && p->gone(p->gone_arg, 0, why, sizeof(why)))
+			return sd_err_set(err, SMDDP_EPEER, "rank %d cannot reach rank 0 at %s: %s", b->rank,
+					  b->where, why);
 		if (!left)
 			return sd_err_set(err, SMDDP_ETIMEDOUT,
 					  "could not reach rank 0 at %s within %g s (last error: %s): is rank 0 running, and are "
@@ -404,7 +454,7 @@ static int rendezvous(struct sd_boot *b, const struct sd_boot_params *p, uint64_
 	uint64_t start = sd_now_ns();
 	struct frame *f;
 	struct conn *c;
-	int fd, rc;
+	int fd = -1, rc;
 
 	rc = connect_hub(b, p, &fd, err);
 	if (rc != SMDDP_OK)
@@ -441,12 +491,19 @@ static int rendezvous(struct sd_boot *b, const struct sd_boot_params *p, uint64_
 	uint64_t until = p->deadline_ns + HUB_GRACE_NS;
 
 	while (!b->ready && !b->failed) {
+		char why[300];
+
 		if (sd_now_ns() >= until)
 			return sd_err_set(err, SMDDP_ETIMEDOUT,
 					  "rank 0 at %s took rank %d's hello but did not complete the rendezvous within %g s "
 					  "(are other ranks missing? rank 0's log names them)", b->where, b->rank,
 					  sd_boot_span(until, start));
-		sd_boot_pump(b, until, nonce);
+		/* A listener whose process died may hold the connection open
+		 * (its socket outlived it in a child): ask. */
+		if (p->gone && p->gone(p->gone_arg, 0, why, sizeof(why)))
+			return sd_err_set(err, SMDDP_EPEER, "rank 0 at %s will not complete the rendezvous: %s",
+					  b->where, why);
+		sd_boot_pump(b, gone_deadline(p, until), nonce);
 	}
 	if (b->failed)
 		return sd_boot_report_fail(b, NULL, err);
@@ -499,6 +556,7 @@ int sd_boot_init(const struct sd_boot_params *p, struct sd_boot **out, struct sd
 	b->size = p->size;
 	b->lfd = -1;
 	b->token = token;
+	b->key_differs = p->key_differs ? p->key_differs : sd_boot_job_token_differs;
 	b->hostid = hostid;
 	b->allow_no_token = p->allow_no_token;
 	b->ids[p->rank].pid = (int32_t)getpid();
@@ -560,6 +618,36 @@ int sd_boot_poll(struct sd_boot *b, int *rank, char *err, size_t errlen)
 		return rc;
 	}
 	return SMDDP_OK;
+}
+
+void sd_boot_own_addr(struct sd_boot *b, char *buf, size_t len)
+{
+	const char *v = sd_param_str("SMDDP_BOOT_ADDR");
+
+	buf[0] = 0;
+	if (!b || b->size < 2)
+		return;
+	if (v && *v) {
+		snprintf(buf, len, "%s", v);
+		return;
+	}
+	/* The address the peers already reach this rank by (rank 0's side of
+	 * every connection, or ours towards rank 0): one they can reach again.
+	 * Loopback only where nothing else is used (a job on one host). */
+	for (int r = 0; r < b->size; r++) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		struct conn *c = b->conns[r];
+		char host[NI_MAXHOST];
+
+		if (!c || c->fd < 0 || getsockname(c->fd, (struct sockaddr *)&ss, &sl) ||
+		    getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), NULL, 0, NI_NUMERICHOST))
+			continue;
+		/* "::ffff:a.b.c.d" (an IPv4 peer on rank 0's IPv6 socket) reads as a.b.c.d */
+		snprintf(buf, len, "%s", strncmp(host, "::ffff:", 7) || !strchr(host, '.') ? host : host + 7);
+		if (!sd_boot_is_loopback((struct sockaddr *)&ss))
+			return;
+	}
 }
 
 int sd_boot_fds(struct sd_boot *b, int *fds, int max)

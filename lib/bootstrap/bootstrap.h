@@ -41,6 +41,17 @@ struct sd_boot_params {
 	uint64_t deadline_ns; /* sd_now_ns() value after which rendezvous gives up */
 	int listen_fd;      /* rank 0: a socket from sd_boot_listen() (taken over
 			     * and closed), or -1 to listen at addr:port */
+	/* What a key that differs between ranks means, for the sentences of
+	 * a failed challenge; NULL: the job token (SMDDP_JOB_TOKEN) differs.
+	 * A shrink's key is made of the excluded ranks (lib/core/shrink.c). */
+	const char *key_differs;
+	/* Optional, for a rendezvous among ranks that already know each
+	 * other (a shrink): gone(gone_arg, r, why, len) returns 1, with a
+	 * sentence, once rank r is known dead.  Rank 0 asks it of the ranks
+	 * it still waits for, the others of rank 0, every poll_ns, so that a
+	 * death fails the rendezvous at once instead of at the deadline. */
+	int (*gone)(void *arg, int rank, char *why, size_t len);
+	void *gone_arg;
 };
 
 /* A listening socket on every interface, on a port the kernel picks (for
@@ -84,6 +95,11 @@ int sd_boot_allgather(struct sd_boot *b, const void *mine, void *all, size_t len
  * keeps returning the same.  Rank 0 relays deaths and aborts to every other
  * rank as soon as it sees them, here or in any other sd_boot_ call. */
 int sd_boot_poll(struct sd_boot *b, int *rank, char *err, size_t errlen);
+
+/* The numeric address of this host that the channel's connections use
+ * (a non-loopback one where there is one), for peers to reach this rank
+ * again later; "" when there is none (a single rank). */
+void sd_boot_own_addr(struct sd_boot *b, char *buf, size_t len);
 
 /* File descriptors worth waiting on (readable = something to poll); returns
  * their number, at most max. */

@@ -60,6 +60,13 @@ static void reject(struct sd_boot *b, struct conn *c, const char *reason, int cl
 	sd_boot_conn_close(c);
 }
 
+void sd_boot_refuse_pending(struct sd_boot *b, const char *why)
+{
+	for (int i = 0; i < b->npending; i++)
+		if (b->pending[i]->fd >= 0 && b->pending[i]->rank < 0)
+			reject(b, b->pending[i], why, b->pending[i]->challenged ? b->pending[i]->claim_rank : -1);
+}
+
 /* HELLO from a stranger: check the form, then challenge it.  Nothing
  * about the job is said before it has answered (on_auth). */
 static void on_hello(struct sd_boot *b, struct conn *c, const uint8_t *p, uint32_t len)
@@ -72,6 +79,10 @@ static void on_hello(struct sd_boot *b, struct conn *c, const uint8_t *p, uint32
 	char why[300];
 	struct frame *f;
 
+	if (b->refuse_why) {
+		reject(b, c, b->refuse_why, -1);
+		return;
+	}
 	if (!magic || memcmp(magic, HELLO_MAGIC, 8)) {
 		reject(b, c, "bad magic: not a libsmddp rank (is something else using MASTER_PORT?)", -1);
 		return;
@@ -117,7 +128,7 @@ static void on_auth(struct sd_boot *b, struct conn *c, const uint8_t *p, uint32_
 	const uint8_t *mac = sd_boot_rdbytes(&r, SD_SHA256_LEN);
 	int32_t pid = (int32_t)sd_boot_rd32(&r), rank = c->claim_rank, size = c->claim_size;
 	uint8_t want[SD_SHA256_LEN];
-	char hostid[SD_HOSTID_MAX], why[200];
+	char hostid[SD_HOSTID_MAX], why[400];
 
 	if (!mac || sd_boot_rdstr(&r, hostid, SD_HOSTID_MAX - 1) < 0 || r.off != r.n) {
 		reject(b, c, "malformed answer to the challenge", -1);
@@ -125,7 +136,17 @@ static void on_auth(struct sd_boot *b, struct conn *c, const uint8_t *p, uint32_
 	}
 	sd_boot_admission_mac(b->token, "rank", c->cnonce, c->snonce, rank, size, want);
 	if (!sd_memeq_ct(want, mac, SD_SHA256_LEN)) {
-		reject(b, c, "wrong job token (SMDDP_JOB_TOKEN differs between ranks)", (int)rank);
+		if (b->key_differs == sd_boot_job_token_differs)
+			snprintf(why, sizeof(why), "wrong job token (%s)", b->key_differs);
+		else
+			snprintf(why, sizeof(why), "wrong key: %s", b->key_differs);
+		reject(b, c, why, (int)rank);
+		/* A stranger with the wrong token is kept out and the job waits
+		 * for the right rank; in a shrink it is a survivor that
+		 * disagrees, who will never come right: all fail now. */
+		if (b->key_differs != sd_boot_job_token_differs)
+			sd_boot_fail(b, SMDDP_EMISMATCH, (int)rank, "the rank that says it is rank %d has "
+				     "another key: %s", (int)rank, b->key_differs);
 		return;
 	}
 	if (size != b->size) {
@@ -168,11 +189,16 @@ static void on_challenge(struct sd_boot *b, struct conn *c, const uint8_t *p, ui
 	}
 	sd_boot_admission_mac(token, "rank 0", b->cnonce, p, b->rank, b->size, want);
 	if (!sd_memeq_ct(want, p + NONCE_LEN, SD_SHA256_LEN)) {
-		sd_boot_fail(b, SMDDP_ECONFIG, 0,
-		     "rank 0 at %s and rank %d have different job tokens: rank 0's answer to the challenge does not "
-		     "match this rank's SMDDP_JOB_TOKEN%s (set the same token on every rank, or is another job "
-		     "using MASTER_PORT?)",
-		     b->where, b->rank, token[0] ? "" : " (this rank has none)");
+		if (b->key_differs != sd_boot_job_token_differs)
+			sd_boot_fail(b, SMDDP_EMISMATCH, 0,
+			     "rank 0 at %s and rank %d have different keys: %s", b->where, b->rank,
+			     b->key_differs);
+		else
+			sd_boot_fail(b, SMDDP_ECONFIG, 0,
+			     "rank 0 at %s and rank %d have different job tokens: rank 0's answer to the challenge "
+			     "does not match this rank's SMDDP_JOB_TOKEN%s (set the same token on every rank, or is "
+			     "another job using MASTER_PORT?)",
+			     b->where, b->rank, token[0] ? "" : " (this rank has none)");
 		sd_boot_conn_close(c);
 		return;
 	}
@@ -294,7 +320,9 @@ static int on_frame(struct sd_boot *b, struct conn *c, uint32_t type, uint8_t **
 	case F_REJECT:
 		if (sd_boot_rdstr(&r, reason, REASON_MAX) < 0)
 			snprintf(reason, sizeof(reason), "(malformed reason)");
-		sd_boot_fail(b, SMDDP_ECONFIG, 0, "rank 0 at %s refused rank %d: %s", b->where, b->rank, reason);
+		/* In a shrink every refusal is a disagreement of the survivors. */
+		sd_boot_fail(b, b->key_differs != sd_boot_job_token_differs ? SMDDP_EMISMATCH : SMDDP_ECONFIG, 0,
+			     "rank 0 at %s refused rank %d: %s", b->where, b->rank, reason);
 		sd_boot_conn_close(c);
 		return 1;
 	case F_GIVEUP: {
@@ -412,12 +440,27 @@ static void conn_read(struct sd_boot *b, struct conn *c, uint64_t *nonce)
 				int e = n < 0 ? errno : 0;
 
 				if (c->rank < 0 && b->rank == 0) {
-					if (c->challenged && n == 0)
-						reject(b, c,
-						       "closed without answering the challenge: its job token "
-						       "(SMDDP_JOB_TOKEN) differs from rank 0's, or it is no rank of "
-						       "this job",
-						       c->claim_rank);
+					if (c->challenged && n == 0) {
+						char why[400];
+
+						if (b->key_differs == sd_boot_job_token_differs)
+							snprintf(why, sizeof(why),
+								 "closed without answering the challenge: its job token "
+								 "(SMDDP_JOB_TOKEN) differs from rank 0's, or it is no "
+								 "rank of this job");
+						else
+							snprintf(why, sizeof(why),
+								 "closed without answering the challenge: its key "
+								 "differs (%s)", b->key_differs);
+						reject(b, c, why, c->claim_rank);
+						/* In a shrink: a survivor found that our key
+						 * differs from its own (as on_auth) */
+						if (b->key_differs != sd_boot_job_token_differs)
+							sd_boot_fail(b, SMDDP_EMISMATCH, c->claim_rank,
+								     "the rank that says it is rank %d has "
+								     "another key: %s", c->claim_rank,
+								     b->key_differs);
+					}
 					else if (c->hdr_got || n < 0)
 						reject(b, c, n < 0 ? strerror(e) : "closed before completing its hello",
 						       -1);

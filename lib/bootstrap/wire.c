@@ -30,6 +30,8 @@ const char *sd_boot_type_name(uint32_t t)
 	return t < sizeof(names) / sizeof(names[0]) ? names[t] : "?";
 }
 
+const char sd_boot_job_token_differs[] = "SMDDP_JOB_TOKEN differs between ranks";
+
 /* ---- small helpers ---------------------------------------------------- */
 
 void sd_boot_fail(struct sd_boot *b, int rc, int rank, const char *fmt, ...)

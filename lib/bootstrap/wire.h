@@ -94,6 +94,8 @@ struct sd_boot {
 	struct conn **pending;
 	int npending;
 	const char *token;
+	const char *key_differs; /* sd_boot_params' (not NULL) */
+	const char *refuse_why;  /* rank 0, a failed shrink: every hello gets this */
 	int allow_no_token;
 	char last_reject[300];
 	/* rejected-connection WARN lines: at most WARN_PER_WINDOW per window */
@@ -122,6 +124,9 @@ struct rd {
 	size_t n, off;
 	int bad;
 };
+
+/* The default of sd_boot_params.key_differs. */
+extern const char sd_boot_job_token_differs[];
 
 /* ---- wire.c: helpers, frames, connections ---- */
 void sd_boot_admission_mac(const char *token, const char *label, const uint8_t *cnonce, const uint8_t *snonce,
@@ -167,6 +172,8 @@ double sd_boot_span(uint64_t deadline, uint64_t start);
 /* Moves frames until deadline (0: what is ready now); nonce: a WELCOME's. */
 void sd_boot_drain_output(struct sd_boot *b, uint64_t wait_ns);
 int sd_boot_output_pending(struct sd_boot *b);
+/* Rank 0: every connection not admitted yet is refused, with why. */
+void sd_boot_refuse_pending(struct sd_boot *b, const char *why);
 void sd_boot_pump(struct sd_boot *b, uint64_t deadline, uint64_t *nonce);
 
 #endif

@@ -139,6 +139,16 @@ static uint64_t mix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
+/* A host identity as a number (FNV-1a): equal on one host. */
+static uint64_t host_hash(const char *hostid)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (; *hostid; hostid++)
+		h = (h ^ (uint8_t)*hostid) * 0x100000001b3ull;
+	return h;
+}
+
 static void set_jobid(struct smddp_comm *c, uint64_t nonce)
 {
 	const char *v = getenv("SMDDP_JOB_ID");
@@ -322,6 +332,7 @@ static void comm_free(struct smddp_comm *c, int clean)
 	}
 #endif
 	sd_trace_close(c);
+	sd_rejoin_free(c);
 	if (c->tp && c->tp_state)
 		c->tp->detach(c);
 	if (c->boot)
@@ -452,10 +463,10 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 {
 	struct smddp_comm *c = NULL;
 	struct sd_boot_peer *peers = NULL;
-	char hostid[SD_HOSTID_MAX];
+	char hostid[SD_HOSTID_MAX], trace_id[48] = "0";
 	struct sd_err err;
 	uint64_t nonce = 0;
-	int rc, listen_fd = -1;
+	int rc, listen_fd = -1, trace_rank, trace_size;
 
 	sd_err_clear(sd_init_err());
 	if (!out) {
@@ -513,8 +524,14 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 		if (rc)
 			goto fail;
 	}
-	sd_log_set_rank(c->rank);
-	read_tunables(c);
+	if (!how || !how->parent) /* a shrink's log lines keep the job's rank */
+		sd_log_set_rank(c->rank);
+	trace_rank = c->rank;
+	trace_size = c->size;
+	if (how && how->parent)
+		inherit_tunables(c, how->parent); /* a shrink: the parent's settings */
+	else
+		read_tunables(c);
 	if (how && how->timeout_ns) {
 		c->timeout_ns = how->timeout_ns;
 		c->timeout_from = "the communicator's timeout_ms";
@@ -549,6 +566,9 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 		bp.hostid = hostid;
 		bp.deadline_ns = sd_now_ns() + c->timeout_ns;
 		bp.listen_fd = listen_fd;
+		bp.key_differs = how ? how->key_differs : NULL;
+		bp.gone = how ? how->gone : NULL;
+		bp.gone_arg = how ? how->gone_arg : NULL;
 		listen_fd = -1; /* sd_boot_init's now, whatever happens */
 		rc = sd_boot_init(&bp, &c->boot, peers, &nonce, &err);
 		if (rc) {
@@ -566,8 +586,25 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 	}
 	for (int r = 0; r < c->size; r++)
 		c->pids[r] = peers[r].pid;
-	set_jobid(c, nonce);
+	if (!how || !how->parent) /* a shrink keeps its parent's (inherit_tunables) */
+		set_jobid(c, nonce);
 	c->uid = mix64(nonce); /* rank 0's, the same on every rank */
+	if (how && how->parent) {
+		/* Its records name the job's ranks as the parent's do. */
+		snprintf(trace_id, sizeof(trace_id), "%s.shrink%d", sd_trace_id(how->parent),
+			 how->parent->shrinks + 1);
+		trace_rank = sd_trace_world_rank(how->parent, &trace_size);
+	}
+	if (c->size > 1) {
+		/* Ready for a shrink of this one: a shrink's key comes from the
+		 * job's (or the id's) token, never from another shrink's key. */
+		const char *token = how ? (how->parent ? sd_rejoin_token(how->parent) : how->token)
+					: getenv("SMDDP_JOB_TOKEN");
+
+		rc = sd_rejoin_setup(c, c, NULL, token ? token : "", host_hash(hostid), boot_gather);
+		if (rc)
+			goto fail;
+	}
 	for (int r = 0; r < c->size; r++) {
 		if (strcmp(peers[r].hostid, peers[0].hostid) != 0) {
 #ifdef HAVE_LIBFABRIC
@@ -591,7 +628,7 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 			if (rc)
 				goto fail;
 			memset(&c->cur, 0, sizeof(c->cur));
-			sd_trace_open(c, "0", c->rank, c->size);
+			sd_trace_open(c, trace_id, trace_rank, trace_size);
 			SD_INFO(SD_SUB_INIT, "communicator ready: rank %d of %d (local %d of %d), "
 					     "job %s, several hosts",
 				c->rank, c->size, c->local_rank, c->local_size, c->jobid);
@@ -623,7 +660,7 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 	if (rc)
 		goto fail;
 	memset(&c->cur, 0, sizeof(c->cur));
-	sd_trace_open(c, "0", c->rank, c->size);
+	sd_trace_open(c, trace_id, trace_rank, trace_size);
 	SD_INFO(SD_SUB_INIT, "communicator ready: rank %d of %d, job %s, shared memory, spin %d",
 		c->rank, c->size, c->jobid, c->spin);
 	free(peers);
@@ -723,6 +760,17 @@ static int comm_split(struct smddp_comm *comm, int color, int key, uint64_t time
 		if (timeout_ns) {
 			c->timeout_ns = timeout_ns;
 			c->timeout_from = "the communicator's timeout_ms";
+		}
+	}
+	/* Ready for a shrink of the new one (every rank of the parent takes
+	 * part, as in the set-up below). */
+	if (comm->rejoin_at) {
+		rc = sd_rejoin_setup(c, comm, members, sd_rejoin_token(comm),
+				     comm->rejoin_at[comm->rank].host, coll_gather);
+		if (rc) {
+			comm_free(c, 0);
+			c = NULL;
+			goto out;
 		}
 	}
 #ifdef HAVE_LIBFABRIC

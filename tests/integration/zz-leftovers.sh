@@ -7,7 +7,7 @@
 set -u
 : "${top_builddir:?top_builddir is not set: run me through make check}"
 
-names='^(lt-)?(conformance|fault|smddp-run)$'
+names='^(lt-)?(conformance|fault|shrink|smddp-run)$'
 
 ours() { # pid: does it run from this build tree?
 	local exe cmd

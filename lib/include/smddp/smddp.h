@@ -171,6 +171,33 @@ int smddp_comm_split_config(struct smddp_comm *comm, int color, int key,
  * comm is NULL. */
 int smddp_comm_release(struct smddp_comm *comm);
 
+/* ---- shrinking around dead ranks (man 3 smddp: Shrinking) -----------------
+ * Every surviving rank of comm calls smddp_comm_shrink() with the same set
+ * of ranks to exclude (in any order); the excluded ranks do not call it.
+ * *out is a new communicator of the survivors, ranked in their order in
+ * comm, with comm's settings and deadline.  No new launch is needed and
+ * nothing of comm's rank 0 is: the lowest survivor coordinates, at an
+ * address every rank learnt when comm was made.  It works on a communicator
+ * broken by a dead peer and on a healthy one; comm takes no calls after it
+ * and is freed with smddp_comm_abort() (or smddp_comm_destroy(), local then).
+ * flags: SMDDP_SHRINK_DEFAULT: no other thread is inside a call on comm;
+ * device work queued on comm runs first (failing at once where a peer is
+ * dead), then comm is broken (SMDDP_EABORTED) and the peers told, so that
+ * an excluded rank still alive fails its calls on comm at once.
+ * SMDDP_SHRINK_ABORT: a call of another thread may be in progress on comm:
+ * it is cancelled first (smddp_comm_cancel) and fails within about
+ * SMDDP_LIVENESS_MS.  Errors: SMDDP_EINVAL (bad flags, no rank, a rank out
+ * of range or twice, the caller's own rank, every rank), SMDDP_EMISMATCH
+ * (survivors passed different sets), SMDDP_EPEER (a survivor died during
+ * the shrink: call it again without that rank too), SMDDP_ETIMEDOUT (a
+ * survivor never came, within comm's deadline), SMDDP_EUNSUPPORTED (comm
+ * has one rank, or the coordinator could not listen); the sentence is in
+ * smddp_last_error(comm).  A failed shrink may be called again on comm. */
+#define SMDDP_SHRINK_DEFAULT 0
+#define SMDDP_SHRINK_ABORT 1
+int smddp_comm_shrink(struct smddp_comm *comm, const int *exclude, int nexclude, int flags,
+		      struct smddp_comm **out);
+
 int smddp_comm_rank(const struct smddp_comm *comm);
 int smddp_comm_size(const struct smddp_comm *comm);
 int smddp_comm_local_rank(const struct smddp_comm *comm);
