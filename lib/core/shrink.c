@@ -220,14 +220,14 @@ SD_EXPORT int smddp_comm_shrink(struct smddp_comm *comm, const int *exclude, int
 	 * it, and that call fails, breaking it, within SMDDP_LIVENESS_MS.
 	 * Without, no call is in progress (the caller's promise, as for
 	 * destroy): device work queued on it runs to its end (a dead peer
-	 * fails it at once), then it is broken with this shrink as the cause. */
-	if (flags & SMDDP_SHRINK_ABORT) {
+	 * fails it at once); it is broken with this shrink as the cause once
+	 * the survivors have met: not before, since a survivor may still be
+	 * finishing the parent's last collective, which this rank has left,
+	 * and must not see it fail under it. */
+	if (flags & SMDDP_SHRINK_ABORT)
 		smddp_comm_cancel(comm);
-	} else {
-		if (!comm->failed)
-			(void)sd_cuda_collect(comm, 1);
-		revoke_parent(comm, list);
-	}
+	else if (!comm->failed)
+		(void)sd_cuda_collect(comm, 1);
 	if (!at->port[0]) {
 		rc = sd_comm_error(comm, SMDDP_EUNSUPPORTED,
 				   "smddp_comm_shrink without rank(s) %s: rank %d, the coordinator (the "
@@ -273,6 +273,8 @@ SD_EXPORT int smddp_comm_shrink(struct smddp_comm *comm, const int *exclude, int
 		goto out;
 	}
 	comm->shrinks++;
+	if (!(flags & SMDDP_SHRINK_ABORT))
+		revoke_parent(comm, list);
 out:
 	free(sorted);
 	free(survivors);
