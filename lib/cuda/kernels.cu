@@ -620,15 +620,25 @@ __device__ uint64_t direct_resolve(const sd_direct_args &a, int q, uint32_t j, u
 				   uint64_t deadline, int *err)
 {
 	const struct sd_reg_tab *x = &a.tab[(size_t)q * SD_REG_SLOTS + (j < SD_REG_SLOTS ? j : 0)];
+	/* Our own copy, in the window: (q, j, g) always means one mapping
+	 * (generations are never reused), so a copy never goes stale. */
+	volatile struct sd_reg_tab *c = (volatile struct sd_reg_tab *)(a.win[a.rank] + SD_DIRECT_CACHE) +
+					(size_t)q * SD_REG_SLOTS + (j < SD_REG_SLOTS ? j : 0);
 
 	if (j >= SD_REG_SLOTS) {
 		*err = SD_FAST_DESC;
 		return 0;
 	}
+	if (c->gen == g)
+		return c->ptr;
 	for (unsigned spin = 1;; spin++) {
 		if (x->gen == g) {
 			__threadfence_system();
-			return x->ptr;
+			const uint64_t p = x->ptr;
+
+			c->ptr = p;
+			c->gen = g;
+			return p;
 		}
 		/* Reads over the bus: a slower poll. */
 		if ((spin & 63) == 0) {
@@ -759,10 +769,13 @@ __global__ void __launch_bounds__(THREADS) k_direct_allreduce(const __grid_const
 		__syncthreads();
 		if (k.count)
 			reduce_body<Tr, OP>(k, blockIdx.x, gridDim.x);
-		__threadfence_system();
+		/* The block's stores, then one system fence (the fast kernel's
+		 * pattern), then the count. */
 		__syncthreads();
-		if (t == 0)
+		if (t == 0) {
+			__threadfence_system();
 			last = atomicAdd((unsigned *)(mine + SD_DIRECT_COUNT), 1u) == gridDim.x - 1;
+		}
 		__syncthreads();
 		if (!last)
 			return;

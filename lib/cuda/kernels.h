@@ -111,7 +111,7 @@ int sd_cuda_kernels_load(void);
  * up" word is set, and the kernel ends with its output undefined.
  */
 #define SD_FAST_MAXB 32              /* blocks of a fast kernel at most */
-#define SD_FAST_FLAGS ((size_t)64 << 10) /* the flags' part of a window */
+#define SD_FAST_FLAGS ((size_t)80 << 10) /* the flags' part of a window (and the direct path's cache) */
 #define SD_FAST_GAVEUP ((size_t)48 << 10) /* offset of the "gave up" word */
 
 /* What a failing kernel tells the host (fast.c words it). */
@@ -185,8 +185,10 @@ int sd_cuda_kernel_fast_allreduce(const struct sd_fast_args *a, int dtype, int o
  *      peer q (a later call or another tag is a mismatch), then until
  *      its host has mapped q's slot with that generation (the table in
  *      pinned memory that the host thread fills before the launch, or
- *      the proxy thread while the kernel waits), and writes the peers'
- *      pointers into its own window and the go word;
+ *      the proxy thread while the kernel waits; an entry met once is
+ *      kept in the window's cache, so that a hit reads no host memory),
+ *      and writes the peers' pointers into its own window and the go
+ *      word;
  *   3. every block, once go holds s, reduces its part of rank r's slice
  *      (1/n of the elements) of every rank's sendbuf in rank order and
  *      writes it into every rank's recvbuf;
@@ -206,6 +208,7 @@ int sd_cuda_kernel_fast_allreduce(const struct sd_fast_args *a, int dtype, int o
 #define SD_DIRECT_GO ((size_t)35 << 10)    /* the go word (local) */
 #define SD_DIRECT_COUNT (SD_DIRECT_GO + 64) /* blocks finished (local) */
 #define SD_DIRECT_PTRS ((size_t)36 << 10)  /* [q][2]: the peers' send, recv (local) */
+#define SD_DIRECT_CACHE ((size_t)64 << 10) /* [q][slot]: the table's entries met (local) */
 
 struct sd_direct_ann {
 	uint64_t word; /* tag << 32 | call */

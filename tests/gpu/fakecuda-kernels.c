@@ -454,9 +454,17 @@ static uint64_t direct_resolve(const struct sd_direct_args *a, int q, uint32_t j
 		return 0;
 	}
 	x = &a->tab[(size_t)q * SD_REG_SLOTS + j];
+	struct sd_reg_tab *c = (struct sd_reg_tab *)(a->win[a->rank] + SD_DIRECT_CACHE) +
+			       (size_t)q * SD_REG_SLOTS + j;
+
+	if (__atomic_load_n(&c->gen, __ATOMIC_ACQUIRE) == g)
+		return c->ptr;
 	for (unsigned spin = 0;; spin++) {
-		if (__atomic_load_n(&x->gen, __ATOMIC_ACQUIRE) == g)
-			return x->ptr;
+		if (__atomic_load_n(&x->gen, __ATOMIC_ACQUIRE) == g) {
+			c->ptr = x->ptr;
+			__atomic_store_n(&c->gen, g, __ATOMIC_RELEASE);
+			return c->ptr;
+		}
 		int e = check_common(a->host, a->win, a->rank, q, deadline, a->call, a->tag);
 
 		if (e) {
