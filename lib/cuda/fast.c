@@ -69,6 +69,9 @@ struct fast_pub {
 	uint64_t max;  /* its SMDDP_CUDA_FAST */
 	unsigned char uuid[16];
 	cudaIpcMemHandle_t h;
+	int32_t direct;    /* SMDDP_CUDA_DIRECT and its registrations (direct.c); step 2: */
+	int32_t direct_ok; /* ... it opened every peer's */
+	char reg[48];      /* its registrations' segment */
 };
 
 /* The region of a block: max bytes over SD_FAST_MAXB blocks, 64-byte
@@ -152,7 +155,9 @@ int sd_cuda_fast_setup(struct smddp_comm *c, struct sd_cuda *cu, int mps)
 	const struct sd_transport_ops *tp = c->tp;
 	int n = c->size, me = c->rank, on = 1, h, shared = 0;
 	int64_t max = sd_param_int("SMDDP_CUDA_FAST");
+	int direct = sd_param_int("SMDDP_CUDA_DIRECT") != 0, don = 1;
 	struct fast_pub mine, *all = NULL, *p;
+	const char *names[SD_CUDA_MAX_RANKS];
 	int rc = SMDDP_OK;
 
 	cu->fast_tried = 1;
@@ -162,8 +167,11 @@ int sd_cuda_fast_setup(struct smddp_comm *c, struct sd_cuda *cu, int mps)
 	mine.mps = mps;
 	mine.max = max > 0 ? (uint64_t)max : 0;
 	memcpy(mine.uuid, cu->uuid, sizeof(mine.uuid));
-	if (max > 0 && n <= SD_CUDA_MAX_RANKS && tp->half_bytes(c) >= sizeof(mine))
-		make_window(c, cu, (size_t)max, &mine);
+	if ((max > 0 || direct) && n <= SD_CUDA_MAX_RANKS && tp->half_bytes(c) >= sizeof(mine))
+		make_window(c, cu, max > 0 ? (size_t)max : 0, &mine);
+	if (mine.want && direct)
+		sd_cuda_direct_make(c, cu, mine.reg);
+	mine.direct = mine.reg[0] != 0;
 	all = calloc((size_t)n, sizeof(*all));
 	if (!all)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
@@ -183,6 +191,9 @@ int sd_cuda_fast_setup(struct smddp_comm *c, struct sd_cuda *cu, int mps)
 			goto out;
 		}
 		on &= all[q].want;
+		don &= all[q].direct;
+		all[q].reg[sizeof(all[q].reg) - 1] = 0;
+		names[q] = all[q].reg;
 		if (all[q].max < mine.max)
 			mine.max = all[q].max;
 	}
@@ -212,15 +223,20 @@ int sd_cuda_fast_setup(struct smddp_comm *c, struct sd_cuda *cu, int mps)
 		}
 		cu->fast_peer[q] = ptr;
 	}
-	/* Step 2: did every rank map every window? */
+	don = don && on && sd_cuda_direct_open(c, cu, names);
+	/* Step 2: did every rank map every window (and open every segment)? */
 	mine.mapped = on;
+	mine.direct_ok = don;
 	h = (int)(c->step++ & 1);
 	memcpy(tp->slot(c, me, h), &mine, sizeof(mine));
 	SD_CHECK_GOTO(tp->barrier(c), rc, out);
 	for (int q = 0; q < n; q++) {
 		p = tp->slot(c, q, h);
 		on &= p->mapped;
+		don &= p->direct_ok;
 	}
+	if (mine.direct)
+		sd_cuda_direct_setup_done(cu, on && don);
 	cu->shared = shared;
 	if (on) {
 		/* The proxy, if it runs, now watches fast calls (proxy_main). */
@@ -237,8 +253,15 @@ int sd_cuda_fast_setup(struct smddp_comm *c, struct sd_cuda *cu, int mps)
 			"device collectives on GPU %d: allreduces of up to %zu bytes run on kernels "
 			"that meet their peers themselves (a window of %zu bytes per rank)",
 			cu->dev, cu->fast_max, sd_fast_window_bytes(n, cu->fast_region));
+		if (cu->direct_on)
+			SD_INFO(SD_SUB_COLL,
+				"device collectives on GPU %d: larger allreduces read the peers' "
+				"buffers directly, mapped once per allocation",
+				cu->dev);
 	}
 out:
+	if (rc && mine.direct && cu->reg_name[0])
+		sd_cuda_direct_setup_done(cu, 0);
 	if (!cu->fast_on) {
 		unmap_peers(cu, n, me);
 		if (cu->fast_win && (rc || !on)) {
@@ -331,7 +354,8 @@ static int fast_words(const struct sd_cuda *cu, char *buf, size_t len)
 			 "device call %u (an allreduce whose kernels wait on their peers): rank %d "
 			 "did not %s within SMDDP_TIMEOUT: is it stuck, or did it make other calls?",
 			 call, peer, hr->phase == 1 ? "take this rank's data of an earlier call"
-						    : "arrive");
+				     : hr->phase == 5 ? "finish with this rank's buffers"
+						      : "arrive");
 		return SMDDP_ETIMEDOUT;
 	case SD_FAST_AHEAD:
 		snprintf(buf, len,
@@ -346,6 +370,13 @@ static int fast_words(const struct sd_cuda *cu, char *buf, size_t len)
 			 "rank (an allreduce): every rank must make the same calls on device memory",
 			 peer, call);
 		return SMDDP_EMISMATCH;
+	case SD_FAST_UNMAPPED:
+		snprintf(buf, len,
+			 "device call %u (an allreduce that reads its peers' buffers): rank %d's "
+			 "buffer was not mapped on this rank within SMDDP_TIMEOUT: did its host "
+			 "thread stop, or its mapping fail?",
+			 call, peer);
+		return SMDDP_ETIMEDOUT;
 	case SD_FAST_GAVE_UP:
 		snprintf(buf, len,
 			 "rank %d gave up device call %u: it aborted the communicator or failed (its "
@@ -374,6 +405,17 @@ static int fast_fail(struct sd_cuda *cu, int rc, const char *msg)
 	pthread_mutex_unlock(&cu->mu);
 	sd_cuda_fast_stop(cu);
 	return set;
+}
+
+void sd_cuda_fast_break(struct sd_cuda *cu, int rc, const char *msg)
+{
+	struct smddp_comm *c = &cu->sh;
+
+	if (fast_fail(cu, rc, msg)) {
+		c->failed = rc;
+		snprintf(c->last_error, sizeof(c->last_error), "%s", msg);
+		c->tp->abort(c);
+	}
 }
 
 void sd_cuda_fast_stop(struct sd_cuda *cu)

@@ -65,7 +65,7 @@ struct ipc_open {
 static pthread_mutex_t ipc_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct ipc_open *ipc_opens;
 
-static cudaError_t ipc_open(pid_t pid, int dev, const struct buf_pub *b, void **out)
+cudaError_t sd_cuda_ipc_open(pid_t pid, int dev, const struct buf_pub *b, void **out)
 {
 	struct ipc_open *x;
 	cudaError_t e = cudaSuccess;
@@ -117,7 +117,7 @@ void sd_cuda_ipc_close(void *ptr)
  * so the proxy must not close one while a user's stream waits on its word:
  * it would wait for itself.  Mappings that go are kept here and closed by
  * the host thread when nothing is queued (sd_cuda_flush_stale). */
-static int retire(struct sd_cuda *cu, void *ptr)
+int sd_cuda_ipc_retire(struct sd_cuda *cu, void *ptr)
 {
 	int rc = SMDDP_OK;
 
@@ -148,6 +148,9 @@ void sd_cuda_flush_stale(struct sd_cuda *cu)
 
 	/* Called on every device call; the list is almost always empty. */
 	if (!__atomic_load_n(&cu->nstale, __ATOMIC_RELAXED))
+		return;
+	/* Nor while a fast or direct kernel may still read through them. */
+	if (cu->fast_pending && cudaEventQuery(cu->fast_ev) == cudaErrorNotReady)
 		return;
 	pthread_mutex_lock(&cu->mu);
 	if (cu->head == cu->tail && cu->nstale) {
@@ -188,7 +191,7 @@ int sd_cuda_peer_ptr(struct sd_cuda *cu, int q, const struct buf_pub *b, char **
 			return SMDDP_OK;
 		}
 		if (x->base == b->base) {
-			SD_CHECK(retire(cu, x->ptr));
+			SD_CHECK(sd_cuda_ipc_retire(cu, x->ptr));
 			x->ptr = NULL;
 			free_e = free_e ? free_e : x;
 			continue;
@@ -198,7 +201,7 @@ int sd_cuda_peer_ptr(struct sd_cuda *cu, int q, const struct buf_pub *b, char **
 			lru = x;
 	}
 	if (used_by_q >= MAP_PER_PEER && lru) {
-		SD_CHECK(retire(cu, lru->ptr));
+		SD_CHECK(sd_cuda_ipc_retire(cu, lru->ptr));
 		lru->ptr = NULL;
 		free_e = lru;
 	}
@@ -207,7 +210,7 @@ int sd_cuda_peer_ptr(struct sd_cuda *cu, int q, const struct buf_pub *b, char **
 			return sd_comm_error(&cu->sh, SMDDP_EINTERNAL, "IPC mapping table full");
 		free_e = &cu->maps[cu->nmaps++];
 	}
-	e = ipc_open(cu->sh.pids[q], cu->dev, b, &p);
+	e = sd_cuda_ipc_open(cu->sh.pids[q], cu->dev, b, &p);
 	if (e != cudaSuccess)
 		return sd_comm_error(&cu->sh, SMDDP_ECUDA,
 				     "cannot map rank %d's buffer through CUDA IPC "

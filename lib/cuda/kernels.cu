@@ -364,16 +364,41 @@ __device__ __forceinline__ uint64_t global_ns(void)
 
 /* Every few thousand polls: the deadline, the host's abort word, a peer
  * or a sibling block that gave up. */
-__device__ __forceinline__ int fast_check(const sd_fast_args &a, int q, uint64_t deadline)
+/* Also peer q's announcement (ann[q] of our window, which fast and direct
+ * kernels both write): this call with another tag is a mismatch. */
+__device__ __forceinline__ int check_common(struct sd_fast_host *host, char *const *win, int me,
+					   int q, uint64_t deadline, uint32_t call, uint32_t tag)
 {
-	if (a.host->abort)
+	const uint64_t v = *(const volatile uint64_t *)(win[me] + SD_DIRECT_ANN +
+							 (size_t)q * sizeof(sd_direct_ann));
+
+	if ((uint32_t)v == call && (uint32_t)(v >> 32) != tag)
+		return SD_FAST_DESC;
+	if (host->abort)
 		return SD_FAST_ABORTED;
-	if (*(volatile uint32_t *)(a.win[q] + SD_FAST_GAVEUP) ||
-	    *(volatile uint32_t *)(a.win[a.rank] + SD_FAST_GAVEUP))
+	if (*(volatile uint32_t *)(win[q] + SD_FAST_GAVEUP) ||
+	    *(volatile uint32_t *)(win[me] + SD_FAST_GAVEUP))
 		return SD_FAST_GAVE_UP;
 	if (global_ns() > deadline)
 		return SD_FAST_TIMEOUT;
 	return SD_FAST_OK;
+}
+
+__device__ __forceinline__ int fast_check(const sd_fast_args &a, int q, uint64_t deadline)
+{
+	return check_common(a.host, a.win, a.rank, q, deadline, a.call, a.tag);
+}
+
+/* Tells every peer which call this rank's kernel is in (ann[me] of their
+ * windows): threads t < nranks of one block. */
+__device__ __forceinline__ void announce_call(char *const *win, int n, int me, uint32_t call,
+					      uint32_t tag)
+{
+	const int t = threadIdx.x;
+
+	if (t < n && t != me)
+		*(volatile uint64_t *)(win[t] + SD_DIRECT_ANN + (size_t)me * sizeof(sd_direct_ann)) =
+			(uint64_t)tag << 32 | call;
 }
 
 /* Step 1: peer q has consumed block b's last push of this parity. */
@@ -477,6 +502,8 @@ __global__ void __launch_bounds__(THREADS) k_fast_allreduce(const __grid_constan
 
 	if (t == 0)
 		fail = 0;
+	if (b == 0)
+		announce_call(a.win, n, me, a.call, a.tag);
 	__syncthreads();
 	/* 1. Our last push of this parity into block b's regions is consumed. */
 	if (t < 32) {
@@ -541,6 +568,237 @@ __global__ void __launch_bounds__(THREADS) k_fast_allreduce(const __grid_constan
 	 * and sibling block sees that word at its next check. */
 	if (t == 0) {
 		unsigned *gave = (unsigned *)(a.win[me] + SD_FAST_GAVEUP);
+
+		if (atomicCAS(gave, 0u, a.call ? a.call : 1u) == 0u) {
+			a.host->call = a.call;
+			a.host->peer = fail_peer;
+			a.host->theirs = fail_seen;
+			a.host->phase = (uint32_t)fail_phase;
+			__threadfence_system();
+			a.host->code = (uint32_t)fail;
+		}
+		__threadfence_system();
+	}
+}
+
+/* ---- the direct path: kernels that read the peers' buffers (kernels.h) ---- */
+
+__device__ __forceinline__ int direct_check(const sd_direct_args &a, int q, uint64_t deadline)
+{
+	return check_common(a.host, a.win, a.rank, q, deadline, a.call, a.tag);
+}
+
+/* Step 2: peer q's announcement of this call is in our window. */
+__device__ int direct_wait_ann(const sd_direct_args &a, int q, uint64_t deadline, uint32_t *seen)
+{
+	const volatile uint64_t *f =
+		(const volatile uint64_t *)(a.win[a.rank] + SD_DIRECT_ANN + (size_t)q * sizeof(sd_direct_ann));
+
+	for (unsigned spin = 1;; spin++) {
+		const uint64_t v = *f;
+		const uint32_t call = (uint32_t)v;
+		const int32_t d = (int32_t)(call - a.call);
+
+		if (d == 0 || d > 0) {
+			*seen = call;
+			return d > 0 ? SD_FAST_AHEAD : (uint32_t)(v >> 32) != a.tag ? SD_FAST_DESC : SD_FAST_OK;
+		}
+		if ((spin & 2047) == 0) {
+			int e = direct_check(a, q, deadline);
+
+			if (e) {
+				*seen = call;
+				return e;
+			}
+		}
+	}
+}
+
+/* ... and its slot j of generation g mapped here (the host's table): the
+ * address, or 0 with *err set. */
+__device__ uint64_t direct_resolve(const sd_direct_args &a, int q, uint32_t j, uint32_t g,
+				   uint64_t deadline, int *err)
+{
+	const struct sd_reg_tab *x = &a.tab[(size_t)q * SD_REG_SLOTS + (j < SD_REG_SLOTS ? j : 0)];
+	/* Our own copy, in the window: (q, j, g) always means one mapping
+	 * (generations are never reused), so a copy never goes stale. */
+	volatile struct sd_reg_tab *c = (volatile struct sd_reg_tab *)(a.win[a.rank] + SD_DIRECT_CACHE) +
+					(size_t)q * SD_REG_SLOTS + (j < SD_REG_SLOTS ? j : 0);
+
+	if (j >= SD_REG_SLOTS) {
+		*err = SD_FAST_DESC;
+		return 0;
+	}
+	if (c->gen == g)
+		return c->ptr;
+	for (unsigned spin = 1;; spin++) {
+		if (x->gen == g) {
+			__threadfence_system();
+			const uint64_t p = x->ptr;
+
+			c->ptr = p;
+			c->gen = g;
+			return p;
+		}
+		/* Reads over the bus: a slower poll. */
+		if ((spin & 63) == 0) {
+			int e = direct_check(a, q, deadline);
+
+			if (e) {
+				*err = e == SD_FAST_TIMEOUT ? SD_FAST_UNMAPPED : e;
+				return 0;
+			}
+		}
+		__nanosleep(200);
+	}
+}
+
+/* Step 4: peer q is done with this call. */
+__device__ int direct_wait_done(const sd_direct_args &a, int q, uint64_t deadline, uint32_t *seen)
+{
+	const volatile uint32_t *f = (const volatile uint32_t *)(a.win[a.rank] + SD_DIRECT_DONE + (size_t)q * 4);
+
+	for (unsigned spin = 1;; spin++) {
+		const uint32_t v = *f;
+
+		if ((int32_t)(v - a.call) >= 0)
+			return SD_FAST_OK;
+		if ((spin & 2047) == 0) {
+			int e = direct_check(a, q, deadline);
+
+			if (e) {
+				*seen = v;
+				return e;
+			}
+		}
+	}
+}
+
+template <typename Tr, int OP>
+__global__ void __launch_bounds__(THREADS) k_direct_allreduce(const __grid_constant__ sd_direct_args a)
+{
+	typedef typename Tr::S S;
+	__shared__ int fail, fail_peer, fail_phase, last;
+	__shared__ uint32_t fail_seen;
+	__shared__ kargs k;
+	const int n = a.nranks, me = a.rank, t = threadIdx.x;
+	char *const mine = a.win[me];
+	const uint64_t deadline = global_ns() + a.timeout_ns;
+	uint32_t seen = 0;
+	int e = 0;
+
+	if (t == 0)
+		fail = 0;
+	__syncthreads();
+	if (blockIdx.x == 0) {
+		/* 1. Where our buffers are, then the word. */
+		if (t < n && t != me) {
+			sd_direct_ann *an = (sd_direct_ann *)(a.win[t] + SD_DIRECT_ANN +
+							       (size_t)me * sizeof(sd_direct_ann));
+
+			an->soff = a.soff;
+			an->roff = a.roff;
+			an->sj = a.sj;
+			an->sg = a.sg;
+			an->rj = a.rj;
+			an->rg = a.rg;
+			__threadfence_system();
+			*(volatile uint64_t *)&an->word = (uint64_t)a.tag << 32 | a.call;
+		}
+		/* 2. Every peer's buffers, as mapped here. */
+		if (t < 32) {
+			int phase = 2;
+
+			if (t < n && t != me && !(e = direct_wait_ann(a, t, deadline, &seen))) {
+				const volatile sd_direct_ann *an =
+					(const volatile sd_direct_ann *)(mine + SD_DIRECT_ANN +
+									 (size_t)t * sizeof(sd_direct_ann));
+				__threadfence();
+				uint32_t sj = an->sj, sg = an->sg, rj = an->rj, rg = an->rg;
+				uint64_t so = an->soff, ro = an->roff, sp, rp;
+
+				phase = 4;
+				sp = direct_resolve(a, t, sj, sg, deadline, &e);
+				rp = e ? 0 : direct_resolve(a, t, rj, rg, deadline, &e);
+				if (!e) {
+					volatile uint64_t *p = (volatile uint64_t *)(mine + SD_DIRECT_PTRS);
+
+					p[2 * t] = sp + so;
+					p[2 * t + 1] = rp + ro;
+				}
+			}
+			fast_pick(e, t, seen, phase, &fail, &fail_peer, &fail_seen, &fail_phase);
+		}
+		__syncthreads();
+		if (!fail && t == 0) {
+			__threadfence();
+			*(volatile uint32_t *)(mine + SD_DIRECT_GO) = a.call;
+		}
+	} else {
+		if (t == 0) {
+			const volatile uint32_t *go = (const volatile uint32_t *)(mine + SD_DIRECT_GO);
+
+			for (unsigned spin = 1; *go != a.call; spin++)
+				if ((spin & 2047) == 0 && (e = direct_check(a, me, deadline))) {
+					fail = e;
+					fail_peer = me;
+					fail_seen = 0;
+					fail_phase = 2;
+					break;
+				}
+			__threadfence();
+		}
+		__syncthreads();
+	}
+	if (!fail) {
+		/* 3. Our slice of every rank's input into every rank's output. */
+		if (t == 0) {
+			const volatile uint64_t *p = (const volatile uint64_t *)(mine + SD_DIRECT_PTRS);
+			size_t lo, cnt = sd_direct_slice(a.count, sizeof(S), n, me, &lo);
+
+			for (int q = 0; q < n; q++) {
+				k.src[q] = (q == me ? (const char *)a.send : (const char *)p[2 * q]) + lo * sizeof(S);
+				k.dst[q] = (q == me ? (char *)a.recv : (char *)p[2 * q + 1]) + lo * sizeof(S);
+			}
+			k.nsrc = n;
+			k.ndst = n;
+			k.count = cnt;
+			k.div = n;
+			split_vectors<Tr>(k);
+		}
+		__syncthreads();
+		if (k.count)
+			reduce_body<Tr, OP>(k, blockIdx.x, gridDim.x);
+		/* The block's stores, then one system fence (the fast kernel's
+		 * pattern), then the count. */
+		__syncthreads();
+		if (t == 0) {
+			__threadfence_system();
+			last = atomicAdd((unsigned *)(mine + SD_DIRECT_COUNT), 1u) == gridDim.x - 1;
+		}
+		__syncthreads();
+		if (!last)
+			return;
+		/* 4. The last block: we are done with every peer's buffers;
+		 * wait until every peer is done with ours. */
+		if (t == 0)
+			*(volatile unsigned *)(mine + SD_DIRECT_COUNT) = 0;
+		__threadfence_system();
+		if (t < n && t != me)
+			*(volatile uint32_t *)(a.win[t] + SD_DIRECT_DONE + (size_t)me * 4) = a.call;
+		if (t < 32) {
+			e = t < n && t != me ? direct_wait_done(a, t, deadline, &seen) : 0;
+			fast_pick(e, t, seen, 5, &fail, &fail_peer, &fail_seen, &fail_phase);
+		}
+		__syncthreads();
+		if (!fail) {
+			__threadfence_system();
+			return;
+		}
+	}
+	/* A failure: recorded as the fast kernel does. */
+	if (t == 0) {
+		unsigned *gave = (unsigned *)(mine + SD_FAST_GAVEUP);
 
 		if (atomicCAS(gave, 0u, a.call ? a.call : 1u) == 0u) {
 			a.host->call = a.call;
@@ -697,6 +955,11 @@ static cudaError_t load_ops()
 	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast_allreduce<Tr, SMDDP_MIN>);
 	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast_allreduce<Tr, SMDDP_MAX>);
 	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast_allreduce<Tr, SMDDP_AVG>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct_allreduce<Tr, SMDDP_SUM>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct_allreduce<Tr, SMDDP_PROD>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct_allreduce<Tr, SMDDP_MIN>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct_allreduce<Tr, SMDDP_MAX>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct_allreduce<Tr, SMDDP_AVG>);
 	return e;
 }
 
@@ -780,5 +1043,37 @@ extern "C" int sd_cuda_kernel_fast_allreduce(const struct sd_fast_args *a, int d
 	return by_type(dtype, op, [&](auto tr, auto o) {
 		return launch_kernel(k_fast_allreduce<decltype(tr), decltype(o)::value>,
 				     dim3((unsigned)v.nblocks), (cudaStream_t)stream, v);
+	});
+}
+
+/* Blocks per rank: enough for the slice, and no more than the GPU holds
+ * at once divided among the ranks on it, so that every rank's kernel is
+ * resident while block 0 waits on the peers and the others on block 0. */
+template <typename Tr, int OP>
+static int launch_direct(const sd_direct_args &v, cudaStream_t st)
+{
+	constexpr size_t es = sizeof(typename Tr::S);
+	size_t lo, cnt = sd_direct_slice(v.count, es, v.nranks, v.rank, &lo);
+	int occ = 0, share = v.share < 1 ? 1 : v.share;
+	auto kern = k_direct_allreduce<Tr, OP>;
+
+	if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, THREADS, 0) != cudaSuccess ||
+	    occ < 1)
+		occ = 1;
+	int cap = sm_count() * occ / share;
+	size_t nvec = cnt / (16 / es), work = (nvec + UNROLL - 1) / UNROLL;
+	unsigned grid = grid_for(work ? work : 1, cap < 1 ? 1 : cap);
+
+	return launch_kernel(kern, dim3(grid), st, v);
+}
+
+extern "C" int sd_cuda_kernel_direct_allreduce(const struct sd_direct_args *a, int dtype, int op,
+					      void *stream)
+{
+	if (a->nranks < 2 || a->nranks > SD_CUDA_MAX_RANKS)
+		return (int)cudaErrorInvalidValue;
+	sd_direct_args v = *a;
+	return by_type(dtype, op, [&](auto tr, auto o) {
+		return launch_direct<decltype(tr), decltype(o)::value>(v, (cudaStream_t)stream);
 	});
 }

@@ -111,7 +111,7 @@ int sd_cuda_kernels_load(void);
  * up" word is set, and the kernel ends with its output undefined.
  */
 #define SD_FAST_MAXB 32              /* blocks of a fast kernel at most */
-#define SD_FAST_FLAGS ((size_t)64 << 10) /* the flags' part of a window */
+#define SD_FAST_FLAGS ((size_t)80 << 10) /* the flags' part of a window (and the direct path's cache) */
 #define SD_FAST_GAVEUP ((size_t)48 << 10) /* offset of the "gave up" word */
 
 /* What a failing kernel tells the host (fast.c words it). */
@@ -122,6 +122,7 @@ enum sd_fast_err {
 	SD_FAST_DESC,     /* peer's call has another tag: count, dtype or op differ */
 	SD_FAST_GAVE_UP,  /* peer gave up (its own failure) */
 	SD_FAST_ABORTED,  /* the host asked (abort, destroy, cancel, a failure it saw) */
+	SD_FAST_UNMAPPED, /* direct: the peer's buffer was not mapped here in time */
 };
 
 /* Pinned host memory, mapped into the GPU: one per communicator. */
@@ -170,6 +171,93 @@ static inline SD_HD size_t sd_fast_window_bytes(int n, size_t region)
 /* Launches the fast allreduce of a (a->nblocks blocks).  Returns a
  * cudaError_t. */
 int sd_cuda_kernel_fast_allreduce(const struct sd_fast_args *a, int dtype, int op, void *stream);
+
+/* ---- the direct path: kernels that read the peers' own buffers (direct.c) ----
+ *
+ * An allreduce larger than the fast path's reads the peers' user buffers
+ * through CUDA IPC mappings made once per allocation (a registration:
+ * rank r's slot j of SD_REG_SLOTS holds one of r's allocations, with a
+ * generation g unique on r).  Kernel of rank r, call s, tag t:
+ *   1. block 0 writes (t << 32 | s) and where its sendbuf and recvbuf are
+ *      ((slot, generation, offset) each) into ann[r] of every peer's
+ *      window (the fields first, a system fence, then the word);
+ *   2. block 0 waits until ann[q] of its own window holds s for every
+ *      peer q (a later call or another tag is a mismatch), then until
+ *      its host has mapped q's slot with that generation (the table in
+ *      pinned memory that the host thread fills before the launch, or
+ *      the proxy thread while the kernel waits; an entry met once is
+ *      kept in the window's cache, so that a hit reads no host memory),
+ *      and writes the peers' pointers into its own window and the go
+ *      word;
+ *   3. every block, once go holds s, reduces its part of rank r's slice
+ *      (1/n of the elements) of every rank's sendbuf in rank order and
+ *      writes it into every rank's recvbuf;
+ *   4. the last block to finish (a counter in the window) stores s into
+ *      done[r] of every peer's window and waits until done[q] of its own
+ *      holds s for every peer: then nobody reads its sendbuf or writes
+ *      its recvbuf any more, and the kernel ends.
+ * The waits poll local memory, with the fast path's checks (deadline,
+ * abort word, "gave up" words) and its record of a failure.  The fast
+ * kernel writes ann[r]'s word too, so that a call that is fast on one
+ * rank and direct on another (another count) is a mismatch, not a wait
+ * until the deadline.
+ */
+#define SD_REG_SLOTS 32 /* allocations of a rank registered at once */
+#define SD_DIRECT_ANN ((size_t)32 << 10)   /* ann[q], 64 bytes each */
+#define SD_DIRECT_DONE ((size_t)34 << 10)  /* done[q], 4 bytes each */
+#define SD_DIRECT_GO ((size_t)35 << 10)    /* the go word (local) */
+#define SD_DIRECT_COUNT (SD_DIRECT_GO + 64) /* blocks finished (local) */
+#define SD_DIRECT_PTRS ((size_t)36 << 10)  /* [q][2]: the peers' send, recv (local) */
+#define SD_DIRECT_CACHE ((size_t)64 << 10) /* [q][slot]: the table's entries met (local) */
+
+struct sd_direct_ann {
+	uint64_t word; /* tag << 32 | call */
+	uint64_t soff, roff;
+	uint32_t sj, sg, rj, rg;
+	uint32_t pad[6];
+};
+
+/* Pinned host memory, mapped into the GPU: what this rank has mapped of
+ * every peer's slots ([rank][slot]).  gen is stored (release) after ptr. */
+struct sd_reg_tab {
+	volatile uint64_t ptr;
+	volatile uint32_t gen;
+	uint32_t pad;
+};
+
+struct sd_direct_args {
+	char *win[SD_CUDA_MAX_RANKS];
+	const void *send;
+	void *recv;
+	size_t count;               /* elements */
+	uint64_t timeout_ns;
+	struct sd_fast_host *host;  /* device address */
+	struct sd_reg_tab *tab;     /* device address of [SD_CUDA_MAX_RANKS][SD_REG_SLOTS] */
+	uint64_t soff, roff;        /* offsets in this rank's own slots */
+	uint32_t sj, sg, rj, rg;    /* this rank's slots and their generations */
+	int nranks, rank;
+	int share;                  /* ranks on this GPU (1: only this one) */
+	uint32_t call, tag;
+};
+
+/* The slice of n ranks' allreduce of count elements of es bytes that rank
+ * r reduces: [*lo, *lo + return value). */
+static inline SD_HD size_t sd_direct_slice(size_t count, size_t es, int n, int r, size_t *lo)
+{
+	size_t q = 64 / es, per = (count + (size_t)n - 1) / (size_t)n;
+
+	per = (per + q - 1) / q * q;
+	*lo = per * (size_t)r;
+	if (*lo >= count) {
+		*lo = count;
+		return 0;
+	}
+	return count - *lo < per ? count - *lo : per;
+}
+
+/* Launches the direct allreduce of a.  Returns a cudaError_t. */
+int sd_cuda_kernel_direct_allreduce(const struct sd_direct_args *a, int dtype, int op,
+				    void *stream);
 
 #ifdef __cplusplus
 }

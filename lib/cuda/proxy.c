@@ -666,11 +666,12 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 		if (rc)
 			return rc;
 	}
-	if (cu->async && sd_cuda_fast_takes(cu, k)) {
+	if (cu->async && (sd_cuda_fast_takes(cu, k) || sd_cuda_direct_takes(cu, k))) {
 		cudaGetDevice(&old);
 		if (old != dev)
 			cudaSetDevice(dev);
-		rc = sd_cuda_fast_allreduce(c, cu, k);
+		rc = sd_cuda_fast_takes(cu, k) ? sd_cuda_fast_allreduce(c, cu, k)
+					       : sd_cuda_direct_allreduce(c, cu, k, b);
 		if (old >= 0 && old != dev)
 			cudaSetDevice(old);
 		return rc;
@@ -826,6 +827,7 @@ static void *proxy_main(void *arg)
 {
 	struct smddp_comm *c = arg;
 	struct sd_cuda *cu = c->cuda;
+	uint64_t watch_at = 0;
 
 	cudaSetDevice(cu->dev);
 	pthread_mutex_lock(&cu->mu);
@@ -835,15 +837,23 @@ static void *proxy_main(void *arg)
 				pthread_cond_wait(&cu->cv, &cu->mu);
 				continue;
 			}
-			/* Fast calls go past the proxy: it watches them. */
+			/* Fast calls go past the proxy: it watches them, and
+			 * while a direct one is in flight it maps the peers'
+			 * new buffers every 200 us (direct.c). */
 			struct timespec ts;
+			uint64_t live = cu->sh.liveness_ns ? cu->sh.liveness_ns : 50000000ull;
+			uint64_t now = sd_now_ns();
 
-			ts_after(&ts, cu->sh.liveness_ns ? cu->sh.liveness_ns : 50000000ull);
+			ts_after(&ts, cu->direct_on && live > 200000ull ? 200000ull : live);
 			if (pthread_cond_timedwait(&cu->cv, &cu->mu, &ts) != ETIMEDOUT ||
 			    cu->failed || !sd_cuda_fast_busy(cu))
 				continue;
 			pthread_mutex_unlock(&cu->mu);
-			sd_cuda_fast_watch(cu);
+			sd_cuda_direct_poll(cu);
+			if (now >= watch_at) {
+				sd_cuda_fast_watch(cu);
+				watch_at = now + live;
+			}
 			pthread_mutex_lock(&cu->mu);
 		}
 		if (cu->abort_asked && !cu->aborted) {
@@ -949,6 +959,7 @@ void sd_cuda_comm_free(struct smddp_comm *c)
 	 * are the peers' mappings and the scratch copy, since closing or
 	 * freeing them waits for the device, the stuck stream included. */
 	sd_cuda_fast_free(c, cu, stuck != NULL);
+	sd_cuda_direct_free(c, cu, stuck != NULL);
 	if (stuck)
 		SD_WARN(SD_SUB_COLL, "%s: its release word, kernel arguments, staging memory and "
 				     "the peers' mappings are left allocated",

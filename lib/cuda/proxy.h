@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -150,7 +151,22 @@ struct sd_cuda {
 	cudaEvent_t fast_ev;    /* the end of the last fast call */
 	int fast_pending;       /* ... recorded */
 	int fast_stopped;       /* the abort word is set: the communicator is going */
-	int last_fast;          /* the last call was a fast one (on last_st) */
+	int last_fast;          /* the last call was a fast or direct one (on last_st) */
+	/* direct.c: large allreduces whose kernels read the peers' buffers */
+	int direct_on;          /* every rank publishes and maps registrations */
+	struct sd_reg_shm *reg_mine;                 /* our registrations (shared memory) */
+	struct sd_reg_shm *reg_peer[SD_CUDA_MAX_RANKS]; /* ... every peer's, read only */
+	char reg_name[48];      /* our segment's name until it is unlinked */
+	struct sd_reg_own *reg_own;                  /* [SD_REG_SLOTS]: what our slots hold */
+	uint32_t reg_gen;       /* generations handed out */
+	uint32_t direct_k;      /* direct calls launched, */
+	uint32_t direct_done_k; /* ... of which known to be done */
+	struct sd_reg_tab *reg_tab;     /* pinned [SD_CUDA_MAX_RANKS][SD_REG_SLOTS]: peers mapped here */
+	struct sd_reg_tab *reg_tab_dev; /* ... its address on the GPU */
+	void **reg_ptr;         /* [SD_CUDA_MAX_RANKS * SD_REG_SLOTS]: the mappings, host side */
+	uint32_t reg_seen[SD_CUDA_MAX_RANKS]; /* peers' versions mapped */
+	pthread_mutex_t reg_mu; /* the mapping side (host thread and proxy) */
+	uint64_t direct_calls, direct_maps, direct_waits; /* for the INFO line at the end */
 	void **stale;           /* peers' mappings to close once no stream waits */
 	int nstale, maxstale;   /* under mu (nstale also read without it) */
 	unsigned char uuid[16];
@@ -231,6 +247,30 @@ void sd_cuda_fast_watch(struct sd_cuda *cu);
 /* comm_free: the window (kept where a peer or a stream may still use it). */
 void sd_cuda_fast_free(struct smddp_comm *c, struct sd_cuda *cu, int stuck);
 
+/* The proxy thread, or the host thread, breaks the communicator for a
+ * failure the kernels cannot see (rc, msg): the kernels give up, the
+ * peers are told. */
+void sd_cuda_fast_break(struct sd_cuda *cu, int rc, const char *msg);
+
+/* ---- direct.c ---- */
+
+/* Setup (sd_cuda_fast_setup, host thread): our registrations' segment and
+ * the table (name into name[48]; 0 when the path is off here), then the
+ * peers' segments (names[q]); frees what it made when on is 0. */
+int sd_cuda_direct_make(struct smddp_comm *c, struct sd_cuda *cu, char *name);
+int sd_cuda_direct_open(struct smddp_comm *c, struct sd_cuda *cu, const char *const *names);
+void sd_cuda_direct_setup_done(struct sd_cuda *cu, int on);
+/* Does call k take the direct path (the same answer on every rank)? */
+int sd_cuda_direct_takes(const struct sd_cuda *cu, const struct sd_cuda_call *k);
+/* Host thread, call checked (b: its buffers): launches it and returns. */
+int sd_cuda_direct_allreduce(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_cuda_call *k,
+			     const struct buf_pub b[2]);
+/* Proxy thread, while a direct call is in flight: maps the peers' new
+ * registrations (a failure breaks the communicator). */
+void sd_cuda_direct_poll(struct sd_cuda *cu);
+/* comm_free. */
+void sd_cuda_direct_free(struct smddp_comm *c, struct sd_cuda *cu, int stuck);
+
 /* ---- device.c ---- */
 
 /* Bytes of sendbuf and recvbuf that call k touches on rank rank. */
@@ -257,6 +297,12 @@ int sd_cuda_wait_word(const volatile uint32_t *w, uint32_t t, cudaStream_t st, u
 int sd_cuda_own_handle(struct sd_cuda *cu, struct buf_pub *b);
 /* Rank q's buffer b mapped into this process (cached per rank and id). */
 int sd_cuda_peer_ptr(struct sd_cuda *cu, int q, const struct buf_pub *b, char **out);
+/* A peer's mapping no longer used: closed later by the host thread
+ * (sd_cuda_flush_stale). */
+int sd_cuda_ipc_retire(struct sd_cuda *cu, void *ptr);
+/* Rank pid's allocation b mapped into this process (counted, shared by
+ * every communicator); a cudaError_t. */
+cudaError_t sd_cuda_ipc_open(pid_t pid, int dev, const struct buf_pub *b, void **out);
 /* Host thread: close the mappings retired while calls were queued. */
 void sd_cuda_flush_stale(struct sd_cuda *cu);
 void sd_cuda_ipc_close(void *ptr);

@@ -118,6 +118,11 @@ static struct param params[] = {
 	     "bytes of the largest allreduce on device memory (one node, calls queued) whose "
 	     "kernels meet their peers through memory mapped once, with no host work but the "
 	     "launch; 0: every call takes the proxy's path"),
+	TUNE("SMDDP_CUDA_DIRECT", "cuda_direct", SD_PARAM_BOOL, "1", NULL, 0, 1, NULL, NULL, 0,
+	     "1: an allreduce on device memory (one node, calls queued) larger than "
+	     "SMDDP_CUDA_FAST runs on kernels that read and write the peers' buffers through "
+	     "CUDA IPC mappings made once per allocation, with no host work but the launch; "
+	     "0: it takes the proxy's path"),
 	TUNE("SMDDP_BOOT_ADDR", "boot_addr", SD_PARAM_STR, "", NULL, 0, 0, NULL, NULL, 0,
 	     "address of this host that smddp_get_unique_id() puts in the id for the other "
 	     "ranks to connect to (default: the route's to MASTER_ADDR, else the first "

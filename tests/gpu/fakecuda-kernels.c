@@ -215,14 +215,37 @@ static uint64_t fast_now(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int fast_check(const struct sd_fast_args *a, int q, uint64_t deadline)
+/* kernels.cu's check_common: peer q's announcement of this call with
+ * another tag, the abort word, a "gave up" word, the deadline. */
+static int check_common(struct sd_fast_host *host, char *const *win, int me, int q,
+			uint64_t deadline, uint32_t call, uint32_t tag)
 {
-	if (__atomic_load_n(&a->host->abort, __ATOMIC_ACQUIRE))
+	uint64_t v = __atomic_load_n((uint64_t *)(win[me] + SD_DIRECT_ANN +
+						  (size_t)q * sizeof(struct sd_direct_ann)),
+				     __ATOMIC_ACQUIRE);
+
+	if ((uint32_t)v == call && (uint32_t)(v >> 32) != tag)
+		return SD_FAST_DESC;
+	if (__atomic_load_n(&host->abort, __ATOMIC_ACQUIRE))
 		return SD_FAST_ABORTED;
-	if (__atomic_load_n((uint32_t *)(a->win[q] + SD_FAST_GAVEUP), __ATOMIC_ACQUIRE) ||
-	    __atomic_load_n((uint32_t *)(a->win[a->rank] + SD_FAST_GAVEUP), __ATOMIC_ACQUIRE))
+	if (__atomic_load_n((uint32_t *)(win[q] + SD_FAST_GAVEUP), __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n((uint32_t *)(win[me] + SD_FAST_GAVEUP), __ATOMIC_ACQUIRE))
 		return SD_FAST_GAVE_UP;
 	return fast_now() > deadline ? SD_FAST_TIMEOUT : SD_FAST_OK;
+}
+
+static int fast_check(const struct sd_fast_args *a, int q, uint64_t deadline)
+{
+	return check_common(a->host, a->win, a->rank, q, deadline, a->call, a->tag);
+}
+
+static void announce_call(char *const *win, int n, int me, uint32_t call, uint32_t tag)
+{
+	for (int q = 0; q < n; q++)
+		if (q != me)
+			__atomic_store_n((uint64_t *)(win[q] + SD_DIRECT_ANN +
+						      (size_t)me * sizeof(struct sd_direct_ann)),
+					 (uint64_t)tag << 32 | call, __ATOMIC_RELEASE);
 }
 
 static void fast_nap(unsigned spin)
@@ -310,6 +333,7 @@ static void k_fast(void *arg)
 	uint64_t deadline = fast_now() + a->timeout_ns;
 	uint32_t seen = 0;
 
+	announce_call(a->win, n, me, a->call, a->tag);
 	for (int b = 0; b < a->nblocks && !fail; b++)
 		if ((fail = fast_wait_all(a, b, 0, deadline, &peer, &seen)))
 			phase = 1;
@@ -369,4 +393,183 @@ int sd_cuda_kernel_fast_allreduce(const struct sd_fast_args *a, int dtype, int o
 	if ((k = malloc(sizeof(*k))))
 		*k = (struct kfast){.a = *a, .dtype = dtype, .op = op};
 	return launch_kernel((cudaStream_t)stream, k_fast, k);
+}
+
+/* ---- the direct path (kernels.h): kernels.cu's k_direct_allreduce, its steps
+ * one after the other on the stream's thread (block 0's, then the whole slice,
+ * then the last block's). */
+
+struct kdirect {
+	struct sd_direct_args a;
+	int dtype, op;
+};
+
+static void direct_fail(const struct sd_direct_args *a, int fail, int peer, uint32_t seen,
+			int phase)
+{
+	uint32_t zero = 0;
+
+	if (__atomic_compare_exchange_n((uint32_t *)(a->win[a->rank] + SD_FAST_GAVEUP), &zero,
+					a->call ? a->call : 1u, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		a->host->call = a->call;
+		a->host->peer = peer;
+		a->host->theirs = seen;
+		a->host->phase = (uint32_t)phase;
+		__atomic_store_n(&a->host->code, (uint32_t)fail, __ATOMIC_RELEASE);
+	}
+}
+
+/* Peer q's announcement of this call (step 2). */
+static int direct_wait_ann(const struct sd_direct_args *a, int q, uint64_t deadline,
+			   uint32_t *seen)
+{
+	uint64_t *f = (uint64_t *)(a->win[a->rank] + SD_DIRECT_ANN +
+				   (size_t)q * sizeof(struct sd_direct_ann));
+
+	for (unsigned spin = 0;; spin++) {
+		uint64_t v = __atomic_load_n(f, __ATOMIC_ACQUIRE);
+		int32_t d = (int32_t)((uint32_t)v - a->call);
+
+		*seen = (uint32_t)v;
+		if (d > 0)
+			return SD_FAST_AHEAD;
+		if (d == 0)
+			return (uint32_t)(v >> 32) != a->tag ? SD_FAST_DESC : SD_FAST_OK;
+		int e = check_common(a->host, a->win, a->rank, q, deadline, a->call, a->tag);
+
+		if (e)
+			return e;
+		fast_nap(spin);
+	}
+}
+
+/* Peer q's slot j of generation g as this rank's host mapped it. */
+static uint64_t direct_resolve(const struct sd_direct_args *a, int q, uint32_t j, uint32_t g,
+			       uint64_t deadline, int *err)
+{
+	struct sd_reg_tab *x;
+
+	if (j >= SD_REG_SLOTS) {
+		*err = SD_FAST_DESC;
+		return 0;
+	}
+	x = &a->tab[(size_t)q * SD_REG_SLOTS + j];
+	struct sd_reg_tab *c = (struct sd_reg_tab *)(a->win[a->rank] + SD_DIRECT_CACHE) +
+			       (size_t)q * SD_REG_SLOTS + j;
+
+	if (__atomic_load_n(&c->gen, __ATOMIC_ACQUIRE) == g)
+		return c->ptr;
+	for (unsigned spin = 0;; spin++) {
+		if (__atomic_load_n(&x->gen, __ATOMIC_ACQUIRE) == g) {
+			c->ptr = x->ptr;
+			__atomic_store_n(&c->gen, g, __ATOMIC_RELEASE);
+			return c->ptr;
+		}
+		int e = check_common(a->host, a->win, a->rank, q, deadline, a->call, a->tag);
+
+		if (e) {
+			*err = e == SD_FAST_TIMEOUT ? SD_FAST_UNMAPPED : e;
+			return 0;
+		}
+		fast_nap(spin);
+	}
+}
+
+static void k_direct(void *arg)
+{
+	struct kdirect *k = arg;
+	const struct sd_direct_args *a = &k->a;
+	int n = a->nranks, me = a->rank, fail = 0, peer = -1, phase = 0;
+	size_t es = smddp_dtype_size((enum smddp_dtype)k->dtype), lo, cnt;
+	uint64_t deadline = fast_now() + a->timeout_ns;
+	const void *src[SD_CUDA_MAX_RANKS];
+	void *dst[SD_CUDA_MAX_RANKS];
+	uint32_t seen = 0;
+
+	for (int q = 0; q < n; q++) {
+		struct sd_direct_ann *an;
+
+		if (q == me)
+			continue;
+		an = (struct sd_direct_ann *)(a->win[q] + SD_DIRECT_ANN + (size_t)me * sizeof(*an));
+		an->soff = a->soff;
+		an->roff = a->roff;
+		an->sj = a->sj;
+		an->sg = a->sg;
+		an->rj = a->rj;
+		an->rg = a->rg;
+		__atomic_store_n(&an->word, (uint64_t)a->tag << 32 | a->call, __ATOMIC_RELEASE);
+	}
+	for (int q = 0; q < n; q++) {
+		const struct sd_direct_ann *an =
+			(const struct sd_direct_ann *)(a->win[me] + SD_DIRECT_ANN + (size_t)q * sizeof(*an));
+		uint32_t s = 0;
+		int e = 0, ph = 2;
+
+		if (q == me) {
+			src[q] = a->send;
+			dst[q] = a->recv;
+			continue;
+		}
+		if (!(e = direct_wait_ann(a, q, deadline, &s))) {
+			uint64_t sp, rp;
+
+			ph = 4;
+			sp = direct_resolve(a, q, an->sj, an->sg, deadline, &e);
+			rp = e ? 0 : direct_resolve(a, q, an->rj, an->rg, deadline, &e);
+			src[q] = (const char *)(uintptr_t)sp + an->soff;
+			dst[q] = (char *)(uintptr_t)rp + an->roff;
+		}
+		if (fast_weight(e) > fast_weight(fail))
+			fail = e, peer = q, seen = s, phase = ph;
+	}
+	if (fail)
+		goto out;
+	cnt = sd_direct_slice(a->count, es, n, me, &lo);
+	if (cnt) {
+		const void *s2[SD_CUDA_MAX_RANKS];
+
+		for (int q = 0; q < n; q++)
+			s2[q] = (const char *)src[q] + lo * es;
+		sd_reduce((char *)dst[me] + lo * es, s2, n, cnt, (enum smddp_dtype)k->dtype,
+			  (enum smddp_op)k->op, n);
+		for (int q = 0; q < n; q++)
+			if (q != me)
+				memcpy((char *)dst[q] + lo * es, (char *)dst[me] + lo * es, cnt * es);
+	}
+	for (int q = 0; q < n; q++)
+		if (q != me)
+			__atomic_store_n((uint32_t *)(a->win[q] + SD_DIRECT_DONE + (size_t)me * 4),
+					 a->call, __ATOMIC_RELEASE);
+	for (int q = 0; q < n && !fail; q++) {
+		uint32_t *f = (uint32_t *)(a->win[me] + SD_DIRECT_DONE + (size_t)q * 4);
+
+		for (unsigned spin = 0; q != me; spin++) {
+			uint32_t v = __atomic_load_n(f, __ATOMIC_ACQUIRE);
+			int e;
+
+			if ((int32_t)(v - a->call) >= 0)
+				break;
+			if ((e = check_common(a->host, a->win, me, q, deadline, a->call, a->tag))) {
+				fail = e, peer = q, seen = v, phase = 5;
+				break;
+			}
+			fast_nap(spin);
+		}
+	}
+out:
+	if (fail)
+		direct_fail(a, fail, peer, seen, phase);
+	free(k);
+}
+
+int sd_cuda_kernel_direct_allreduce(const struct sd_direct_args *a, int dtype, int op, void *stream)
+{
+	struct kdirect *k;
+
+	if (a->nranks < 2 || a->nranks > SD_CUDA_MAX_RANKS)
+		return cudaErrorInvalidValue;
+	if ((k = malloc(sizeof(*k))))
+		*k = (struct kdirect){.a = *a, .dtype = dtype, .op = op};
+	return launch_kernel((cudaStream_t)stream, k_direct, k);
 }

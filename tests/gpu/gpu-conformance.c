@@ -580,6 +580,8 @@ int main(int argc, char **argv)
 		twostreams();
 	} else if (!strcmp(mode, "overlap")) {
 		overlap();
+	} else if (!strcmp(mode, "regs")) {
+		regs();
 	} else if (!strcmp(mode, "mismatch")) {
 		return mismatch();
 	} else if (!strcmp(mode, "refused") && argc > 2) {
@@ -605,7 +607,7 @@ int main(int argc, char **argv)
 		signal(SIGTERM, SIG_IGN);
 		return dead(atoi(argv[2]));
 	} else {
-		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | twostreams | abortq | cancelq | overlap | "
+		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | twostreams | abortq | cancelq | overlap | regs | "
 				"p2p [--perf] | p2pdead VICTIM | mismatch | refused HOW | errors | dead VICTIM | badbuf VICTIM | cudafail VICTIM CALL | mixed]\n");
 		return 2;
 	}

@@ -50,6 +50,8 @@ void CUDART_CB hold(void *arg);
 void order(void);
 void twostreams(void);
 void overlap(void);
+/* The direct path's registration cache: many allocations, misses, reuse. */
+void regs(void);
 
 /* ---- gpu-faults.c: bad calls, failing peers ---- */
 void errors(void);

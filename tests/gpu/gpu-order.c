@@ -264,3 +264,84 @@ void overlap(void)
 	cudaFree(work);
 	cudaFreeHost(hres);
 }
+
+/* ---- the direct path's registrations (lib/cuda/direct.c) ----------------------- */
+
+/* Allreduces a little over 1 MiB (above SMDDP_CUDA_FAST's default: the
+ * direct path where calls are queued) over more allocations than a rank
+ * has registration slots, three passes round-robin, at offsets that differ
+ * by rank, in place every third call; then one allocation freed and made
+ * anew (a new buffer id, often the same address).  Rank 0 sleeps 200 ms
+ * before its first call on each new allocation, so that the peers' kernels
+ * wait until their hosts have mapped it (a miss).  Every result checked. */
+void regs(void)
+{
+	enum { NB = 40 };
+	const size_t count = ((size_t)1 << 18) + 5, m = count * 4, len = m + 4096;
+	char *buf[NB];
+	float *hin, *hres;
+	int bad = 0, calls = 0;
+
+	CK(cudaMallocHost((void **)&hin, m));
+	CK(cudaMallocHost((void **)&hres, m));
+	for (int i = 0; i < NB; i++)
+		CK(cudaMalloc((void **)&buf[i], len));
+	for (int pass = 0; pass < 4 && !bad; pass++) {
+		if (pass == 3) {
+			/* A new allocation where buffer 7 was. */
+			CK(cudaFree(buf[7]));
+			CK(cudaMalloc((void **)&buf[7], len));
+		}
+		for (int i = 0; i < NB && !bad; i++) {
+			int b = pass == 3 ? 7 : i, inplace = i % 3 == 0;
+			float *in = (float *)(buf[b] + 64 * (size_t)rank);
+			float *out = inplace ? in : (float *)(buf[(b + 1) % NB] + 64 * (size_t)((rank + 1) % 3));
+			int rc;
+
+			if (pass == 3 && i > 2)
+				break;
+			for (size_t j = 0; j < count; j++)
+				hin[j] = (float)(rank + 1) * (float)(j % 97 + (size_t)i + (size_t)pass);
+			CK(cudaMemcpyAsync(in, hin, m, cudaMemcpyHostToDevice, stream));
+			if (rank == 0 && (pass == 0 || (pass == 3 && i == 0))) {
+				int ms = 200;
+
+				CK(cudaStreamSynchronize(stream));
+				hold(&ms);
+			}
+			rc = smddp_allreduce(in, out, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+			calls++;
+			if (rc != SMDDP_OK) {
+				printf("FAIL rank %d: regs: pass %d buffer %d: %s\n", rank, pass, b,
+				       smddp_last_error(comm));
+				failures++;
+				bad = 1;
+				break;
+			}
+			CK(cudaMemcpyAsync(hres, out, m, cudaMemcpyDeviceToHost, stream));
+			CK(cudaStreamSynchronize(stream));
+			for (size_t j = 0; j < count; j++) {
+				float want = (float)(nranks * (nranks + 1) / 2) *
+					     (float)(j % 97 + (size_t)i + (size_t)pass);
+
+				if (hres[j] != want) {
+					printf("FAIL rank %d: regs: pass %d buffer %d%s: element %zu is %g, "
+					       "want %g\n",
+					       rank, pass, b, inplace ? " (in place)" : "", j,
+					       (double)hres[j], (double)want);
+					failures++;
+					bad = 1;
+					break;
+				}
+			}
+		}
+	}
+	if (!bad) {
+		printf("ok rank %d: regs: %d allreduces over %d allocations checked\n", rank, calls, NB);
+		passed++;
+	}
+	for (int i = 0; i < NB; i++)
+		cudaFree(buf[i]);
+	cudaFreeHost(hin);
+	cudaFreeHost(hres);
+}

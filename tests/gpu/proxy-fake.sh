@@ -14,8 +14,36 @@ fake node-n2 2 -- matrix --quick
 fake node-n3-queued 3 SMDDP_CUDA_ASYNC=1 FAKECUDA_JITTER_US=200 -- matrix --quick
 # queued allreduces up to SMDDP_CUDA_FAST run on kernels that meet their peers themselves
 # (lib/cuda/fast.c); with it off every call takes the proxy's path, as before
-fake node-n3-queued-proxy 3 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 FAKECUDA_JITTER_US=200 -- \
-	matrix --quick
+fake node-n3-queued-proxy 3 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 SMDDP_CUDA_DIRECT=0 \
+	FAKECUDA_JITTER_US=200 -- matrix --quick
+# larger ones read the peers' buffers directly (lib/cuda/direct.c): with SMDDP_CUDA_FAST=4K
+# most of the matrix's allreduces, with 0 all of them
+fake direct-n3 3 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=4K FAKECUDA_JITTER_US=100 SMDDP_DEBUG=INFO \
+	SMDDP_DEBUG_SUBSYS=COLL -- matrix --quick
+expect_direct() {
+	local name=$1 r
+	shift
+	for r in "$@"; do
+		grep -q "^\[$r\] .* [1-9][0-9]* allreduce(s) read the peers' buffers directly" \
+			"$TDIR/$name.out" && pass "$name: rank $r read the peers' buffers directly" ||
+			fail "$name: rank $r never took the direct path"
+	done
+}
+expect_direct direct-n3 0 1 2
+fake direct-n4-1queue 4 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 FAKECUDA_CONNECTIONS=1 \
+	FAKECUDA_JITTER_US=50 SMDDP_DEBUG=INFO SMDDP_DEBUG_SUBSYS=COLL -- matrix --small
+expect_direct direct-n4-1queue 0 1 2 3
+# the registrations: more allocations than slots, misses, a freed and remade allocation;
+# rank 0 comes late to each new buffer, so the peers' kernels wait until their proxy
+# threads have mapped it
+fake regs-n3 3 SMDDP_CUDA_ASYNC=1 FAKECUDA_JITTER_US=50 SMDDP_DEBUG=INFO SMDDP_DEBUG_SUBSYS=COLL \
+	-- regs
+expect_direct regs-n3 0 1 2
+for r in 1 2; do
+	grep -q "^\[$r\] .*, [1-9][0-9]* by the proxy thread while a kernel waited" "$TDIR/regs-n3.out" &&
+		pass "regs-n3: rank $r's proxy mapped a buffer its kernel waited for" ||
+		fail "regs-n3: rank $r's kernels never waited for a mapping"
+done
 fake fast-n4 4 SMDDP_CUDA_ASYNC=1 FAKECUDA_JITTER_US=100 SMDDP_DEBUG=INFO SMDDP_DEBUG_SUBSYS=COLL \
 	-- matrix --small
 [ "$(grep -c "run on kernels that meet their peers themselves" "$TDIR/fast-n4.out")" -eq 4 ] &&
@@ -49,10 +77,10 @@ fake node-n3-1queue 3 SMDDP_CUDA_ASYNC=1 FAKECUDA_CONNECTIONS=1 -- matrix --quic
 fake node-n3-pergpu 3 SMDDP_CUDA_ASYNC=1 FAKECUDA_NOPEER=1 FAKECUDA_CONNECTIONS=1 -- matrix --quick
 # tickets start over every 5 (FAKECUDA_TICKET_LIMIT) rather than near 2^32: the queue
 # drains and both words are reset, between calls on one stream and on two
-fake rewind-n2-queued 2 SMDDP_CUDA_ASYNC=1 FAKECUDA_TICKET_LIMIT=5 SMDDP_DEBUG=INFO \
+fake rewind-n2-queued 2 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_DIRECT=0 FAKECUDA_TICKET_LIMIT=5 SMDDP_DEBUG=INFO \
 	SMDDP_DEBUG_SUBSYS=COLL -- matrix --small
 expect_rewound rewind-n2-queued 0 1
-fake rewind-twostreams-queued 2 SMDDP_CUDA_ASYNC=1 FAKECUDA_TICKET_LIMIT=5 SMDDP_DEBUG=INFO \
+fake rewind-twostreams-queued 2 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_DIRECT=0 FAKECUDA_TICKET_LIMIT=5 SMDDP_DEBUG=INFO \
 	SMDDP_DEBUG_SUBSYS=COLL -- twostreams
 expect_rewound rewind-twostreams-queued 0 1
 
@@ -73,6 +101,21 @@ for how in short zero gather; do
 done
 LAUNCH_OPTS="--grace 30" run_fake abort-queued 60 2 SMDDP_CUDA_ASYNC=1 -- abortq
 expect_faults abort-queued "aborted in time, or was told" 0 1
+# the same faults met by direct kernels (SMDDP_CUDA_FAST=0: every allreduce direct)
+LAUNCH_OPTS="--grace 30" run_fake mismatch-direct 60 3 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 \
+	SMDDP_JOB_ID=${job}m -- mismatch
+expect_faults mismatch-direct "was told of the mismatch" 0 1 2
+LAUNCH_OPTS="--grace 30" run_fake abort-direct 60 2 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 -- abortq
+expect_faults abort-direct "aborted in time, or was told" 0 1
+LAUNCH_OPTS="--grace 30" run_fake cancel-direct 60 2 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 \
+	SMDDP_JOB_ID=${job}c -- cancelq
+expect_faults cancel-direct "cancelled within 2 s, or was told" 0 1
+[ "$(grep -c "STREAM-OK rank=" "$TDIR/cancel-direct.out")" -eq 2 ] ||
+	fail "cancel-direct: a rank's stream was not released"
+LAUNCH_OPTS="--grace 30" run_fake dead-direct 60 4 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 \
+	SMDDP_JOB_ID=${job}d -- dead 1
+expect_faults dead-direct "saw the dead peer" 0 2 3
+[ "$status" -ne 0 ] || fail "dead-direct: smddp-run exited 0 although a rank was killed"
 # smddp_comm_cancel while the proxy waits for a held stream to reach the call
 LAUNCH_OPTS="--grace 30" run_fake cancel-queued 60 2 SMDDP_CUDA_ASYNC=1 SMDDP_JOB_ID=${job}c \
 	-- cancelq
@@ -87,12 +130,12 @@ expect_faults dead-queued "saw the dead peer" 0 2 3
 # kernel's launch, its end event) or run blocking (the worker's kernel): every rank
 # fails in call 2 naming that rank and step, later calls fail at once; a slot whose end
 # could not be recorded is never freed under its stream
-# (SMDDP_CUDA_FAST=0: the proxy's ring; the fast path's launch fails below)
+# (SMDDP_CUDA_FAST=0 SMDDP_CUDA_DIRECT=0: the proxy's ring; the fast path's launch fails below)
 LAUNCH_OPTS="--grace 30" run_fake cudafail-launch-queued 60 3 SMDDP_CUDA_ASYNC=1 \
-	SMDDP_CUDA_FAST=0 FAKECUDA_FAIL=1:launch:2 -- cudafail 1 2
+	SMDDP_CUDA_FAST=0 SMDDP_CUDA_DIRECT=0 FAKECUDA_FAIL=1:launch:2 -- cudafail 1 2
 expect_faults cudafail-launch-queued "failed in call 2, told of rank 1's kernel" 0 1 2
 LAUNCH_OPTS="--grace 30" run_fake cudafail-record-queued 60 3 SMDDP_CUDA_ASYNC=1 \
-	SMDDP_CUDA_FAST=0 FAKECUDA_FAIL=1:record:4 -- cudafail 1 2
+	SMDDP_CUDA_FAST=0 SMDDP_CUDA_DIRECT=0 FAKECUDA_FAIL=1:record:4 -- cudafail 1 2
 expect_faults cudafail-record-queued "failed in call 2, told of rank 1's event" 0 1 2
 grep -q "^\[1\].*could not be recorded: its release word, kernel arguments" \
 	"$TDIR/cudafail-record-queued.out" && pass "cudafail-record-queued: the blind slot is kept" ||

@@ -1,0 +1,443 @@
+/* direct.c - large queued allreduces whose kernels read the peers' own buffers: no host meeting per call.
+ *
+ * Design.  Above SMDDP_CUDA_FAST, copying through the window's inboxes
+ * would double the bytes through HBM; the blocking mode's kernel reads
+ * the peers' buffers through CUDA IPC mappings instead, and so does this
+ * path, without meeting the peers on the host:
+ *
+ * - Registrations.  Each rank keeps SD_REG_SLOTS slots of its own
+ *   allocations (the base that cuMemGetAddressRange gives, told apart by
+ *   the driver's buffer id, so a freed and reallocated address is a new
+ *   allocation), published in a shared-memory segment of its own that
+ *   every peer mapped at setup: per slot its generation (unique on that
+ *   rank), IPC handle, base and buffer id, and a version counter.  A call
+ *   whose buffer is in no slot takes one (a free one, else the least
+ *   recently used whose calls are done: the peers' kernels for those calls
+ *   are done too, since a direct kernel ends only when every rank is done
+ *   with its buffers) and publishes it.  torch's caching allocator reuses
+ *   its segments, so after the first calls every buffer is in a slot.
+ * - Mappings.  Each rank maps the peers' slots it sees published (the
+ *   host thread before a launch, and the proxy thread while a direct call
+ *   is in flight, every 200 us) and writes each one's address and
+ *   generation into a table in pinned memory that the kernels read.
+ * - Agreement without a host round trip.  Which path a call takes is a
+ *   function of its size only (above the fast path's largest, when every
+ *   rank turned the path on at setup), so every rank takes the same one.
+ *   What may differ is whether a rank has mapped a peer's buffer yet: the
+ *   kernel then waits (polling the table) until its host has, within
+ *   SMDDP_TIMEOUT, with the fast path's checks (abort word, "gave up"
+ *   words, deadline).  A miss costs the first call with a new buffer the
+ *   time the peers' hosts take to map it (cudaIpcOpenMemHandle, tens to
+ *   hundreds of microseconds); a hit costs nothing on the host but two
+ *   loads of a version counter per peer.
+ * - The kernel (kernels.h): block 0 announces the call (its tag and
+ *   number, where its buffers are) in every peer's window, waits for the
+ *   peers' announcements and resolves their buffers; every block reduces
+ *   its part of this rank's 1/n slice of every rank's input into every
+ *   rank's output; the last block to finish tells the peers and waits
+ *   until they are done with this rank's buffers.  Stream order is the
+ *   user's stream's; a call on another stream waits for the last call's
+ *   event (shared with the fast path).  Mismatches (another call number,
+ *   another tag, also a fast call met by a direct one), deadlines, abort,
+ *   cancel and dead peers take the fast path's machinery (fast.c).
+ * - Closing a mapping waits for the whole context, so a peer's slot that
+ *   changed is retired (ipc.c) and closed by the host thread when no
+ *   kernel of ours runs.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "cuda/cuda.h"
+#include "cuda/internal.h"
+#include "cuda/kernels.h"
+#include "cuda/proxy.h"
+#include "transport/transport.h"
+
+#define REG_MAGIC 0x47455244u /* "DREG" */
+
+/* One slot as its owner publishes it: gen is 0 while it changes. */
+struct sd_reg_ent {
+	uint32_t gen, pad;
+	uint64_t id, base, size;
+	cudaIpcMemHandle_t h;
+};
+
+struct sd_reg_shm {
+	uint32_t magic, version;
+	uint32_t pad[14];
+	struct sd_reg_ent e[SD_REG_SLOTS];
+};
+
+/* What our slot holds, host side. */
+struct sd_reg_own {
+	uint64_t id, base;
+	uint32_t gen;
+	uint32_t last_k; /* the last direct call that used it (cu->direct_k) */
+};
+
+int sd_cuda_direct_make(struct smddp_comm *c, struct sd_cuda *cu, char *name)
+{
+	static unsigned seq;
+	cudaError_t e;
+	void *dp = NULL;
+	int fd = -1;
+
+	name[0] = 0;
+	pthread_mutex_init(&cu->reg_mu, NULL);
+	cu->reg_own = calloc(SD_REG_SLOTS, sizeof(*cu->reg_own));
+	cu->reg_ptr = calloc((size_t)SD_CUDA_MAX_RANKS * SD_REG_SLOTS, sizeof(*cu->reg_ptr));
+	if (!cu->reg_own || !cu->reg_ptr)
+		goto fail;
+	if ((e = cudaHostAlloc((void **)&cu->reg_tab,
+			       (size_t)SD_CUDA_MAX_RANKS * SD_REG_SLOTS * sizeof(*cu->reg_tab),
+			       cudaHostAllocMapped | cudaHostAllocPortable)) != cudaSuccess) {
+		(void)cudaGetLastError();
+		cu->reg_tab = NULL;
+		goto fail;
+	}
+	memset((void *)cu->reg_tab, 0, (size_t)SD_CUDA_MAX_RANKS * SD_REG_SLOTS * sizeof(*cu->reg_tab));
+	if (cudaHostGetDevicePointer(&dp, (void *)cu->reg_tab, 0) != cudaSuccess) {
+		(void)cudaGetLastError();
+		goto fail;
+	}
+	cu->reg_tab_dev = dp;
+	snprintf(cu->reg_name, sizeof(cu->reg_name), "/smddp-dreg-%d-%d-%u", (int)getpid(),
+		 c->rank, __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
+	fd = SD_RETRY_EINTR(shm_open(cu->reg_name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
+	if (fd < 0 || ftruncate(fd, sizeof(struct sd_reg_shm)) != 0)
+		goto fail;
+	cu->reg_mine = mmap(NULL, sizeof(struct sd_reg_shm), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	fd = -1;
+	if (cu->reg_mine == MAP_FAILED) {
+		cu->reg_mine = NULL;
+		goto fail;
+	}
+	cu->reg_mine->magic = REG_MAGIC;
+	snprintf(name, 48, "%s", cu->reg_name);
+	return SMDDP_OK;
+fail:
+	SD_INFO(SD_SUB_COLL, "device collectives on GPU %d: no registrations for the direct path "
+			     "(%s): large queued allreduces meet the peers on the host",
+		cu->dev, strerror(errno ? errno : ENOMEM));
+	if (fd >= 0)
+		close(fd);
+	sd_cuda_direct_setup_done(cu, 0);
+	return SMDDP_OK;
+}
+
+int sd_cuda_direct_open(struct smddp_comm *c, struct sd_cuda *cu, const char *const *names)
+{
+	for (int q = 0; q < c->size; q++) {
+		int fd;
+		void *p;
+
+		if (q == c->rank)
+			continue;
+		fd = SD_RETRY_EINTR(shm_open(names[q], O_RDONLY | O_CLOEXEC, 0));
+		if (fd < 0) {
+			SD_INFO(SD_SUB_COLL, "device collectives: cannot open rank %d's registrations "
+					     "(%s): the direct path is off",
+				q, strerror(errno));
+			return 0;
+		}
+		p = mmap(NULL, sizeof(struct sd_reg_shm), PROT_READ, MAP_SHARED, fd, 0);
+		close(fd);
+		if (p == MAP_FAILED || ((struct sd_reg_shm *)p)->magic != REG_MAGIC) {
+			if (p != MAP_FAILED)
+				munmap(p, sizeof(struct sd_reg_shm));
+			return 0;
+		}
+		cu->reg_peer[q] = p;
+	}
+	return 1;
+}
+
+void sd_cuda_direct_setup_done(struct sd_cuda *cu, int on)
+{
+	if (cu->reg_name[0]) {
+		/* Every peer has it open (or the path is off). */
+		shm_unlink(cu->reg_name);
+		cu->reg_name[0] = 0;
+	}
+	cu->direct_on = on;
+	if (on)
+		return;
+	for (int q = 0; q < SD_CUDA_MAX_RANKS; q++) {
+		if (cu->reg_peer[q])
+			munmap(cu->reg_peer[q], sizeof(struct sd_reg_shm));
+		cu->reg_peer[q] = NULL;
+	}
+	if (cu->reg_mine)
+		munmap(cu->reg_mine, sizeof(struct sd_reg_shm));
+	cu->reg_mine = NULL;
+	if (cu->reg_tab)
+		cudaFreeHost((void *)cu->reg_tab);
+	cu->reg_tab = NULL;
+	free(cu->reg_own);
+	free(cu->reg_ptr);
+	cu->reg_own = NULL;
+	cu->reg_ptr = NULL;
+}
+
+int sd_cuda_direct_takes(const struct sd_cuda *cu, const struct sd_cuda_call *k)
+{
+	return cu->direct_on && k->coll == SD_COLL_ALLREDUCE &&
+	       k->count * dtsize(k->dtype) > cu->fast_max;
+}
+
+/* The peers' slots that changed since we looked, mapped, into the table.
+ * Either thread; errors in words into msg. */
+static int sync_peers(struct sd_cuda *cu, int n, int me, char *msg, size_t len)
+{
+	int rc = SMDDP_OK;
+
+	pthread_mutex_lock(&cu->reg_mu);
+	for (int q = 0; q < n && !rc; q++) {
+		const struct sd_reg_shm *r = cu->reg_peer[q];
+		uint32_t v;
+		int all = 1;
+
+		if (q == me || !r)
+			continue;
+		v = __atomic_load_n(&r->version, __ATOMIC_ACQUIRE);
+		if (v == cu->reg_seen[q])
+			continue;
+		for (int j = 0; j < SD_REG_SLOTS; j++) {
+			struct sd_reg_tab *t = &cu->reg_tab[q * SD_REG_SLOTS + j];
+			uint32_t g = __atomic_load_n(&r->e[j].gen, __ATOMIC_ACQUIRE);
+			struct buf_pub b;
+			void *p = NULL, **old = &cu->reg_ptr[q * SD_REG_SLOTS + j];
+			cudaError_t e;
+
+			if (!g || g == t->gen) {
+				all &= g != 0 || !r->e[j].base;
+				continue;
+			}
+			memset(&b, 0, sizeof(b));
+			memcpy(&b.h, (const void *)&r->e[j].h, sizeof(b.h));
+			b.id = r->e[j].id;
+			b.base = r->e[j].base;
+			b.size = r->e[j].size;
+			/* The owner changed it while we copied: next time. */
+			if (__atomic_load_n(&r->e[j].gen, __ATOMIC_ACQUIRE) != g) {
+				all = 0;
+				continue;
+			}
+			if ((e = sd_cuda_ipc_open(cu->sh.pids[q], cu->dev, &b, &p)) != cudaSuccess) {
+				(void)cudaGetLastError();
+				snprintf(msg, len,
+					 "cannot map rank %d's buffer for a direct allreduce "
+					 "(cudaIpcOpenMemHandle: %s): are both ranks on GPUs that can "
+					 "reach each other? (SMDDP_CUDA_DIRECT=0 turns the path off)",
+					 q, cudaGetErrorString(e));
+				rc = SMDDP_ECUDA;
+				break;
+			}
+			if (*old && (rc = sd_cuda_ipc_retire(cu, *old)) != SMDDP_OK) {
+				snprintf(msg, len, "out of memory");
+				sd_cuda_ipc_close(p);
+				break;
+			}
+			*old = p;
+			t->ptr = (uint64_t)(uintptr_t)p;
+			__atomic_store_n(&t->gen, g, __ATOMIC_RELEASE);
+			cu->direct_maps++;
+		}
+		if (all && !rc)
+			cu->reg_seen[q] = v;
+	}
+	pthread_mutex_unlock(&cu->reg_mu);
+	return rc;
+}
+
+void sd_cuda_direct_poll(struct sd_cuda *cu)
+{
+	char msg[sizeof(cu->errmsg)];
+	int rc;
+
+	if (!cu->direct_on)
+		return;
+	uint64_t before = cu->direct_maps;
+
+	if ((rc = sync_peers(cu, cu->sh.size, cu->sh.rank, msg, sizeof(msg))) != SMDDP_OK)
+		sd_cuda_fast_break(cu, rc, msg);
+	cu->direct_waits += cu->direct_maps - before;
+}
+
+/* Host thread: the direct calls launched so far are done (all of them,
+ * when the last fast or direct call's event is). */
+static int all_done(struct sd_cuda *cu)
+{
+	if (cu->direct_done_k != cu->direct_k && cudaEventQuery(cu->fast_ev) == cudaSuccess)
+		cu->direct_done_k = cu->direct_k;
+	(void)cudaGetLastError();
+	return cu->direct_done_k == cu->direct_k;
+}
+
+/* Host thread: our slot for allocation b (taking and publishing one when
+ * it has none), its generation into *g. */
+static int own_slot(struct smddp_comm *c, struct sd_cuda *cu, const struct buf_pub *b, uint32_t *j,
+		    uint32_t *g)
+{
+	struct sd_reg_own *v = NULL;
+	struct sd_reg_ent *x;
+	cudaIpcMemHandle_t h;
+	cudaError_t e;
+
+	for (int i = 0; i < SD_REG_SLOTS; i++) {
+		struct sd_reg_own *o = &cu->reg_own[i];
+
+		if (o->gen && o->id == b->id && o->base == b->base) {
+			o->last_k = cu->direct_k + 1; /* this call's: not evicted by its other buffer */
+			*j = (uint32_t)i;
+			*g = o->gen;
+			return SMDDP_OK;
+		}
+		/* A free slot, else the least recently used. */
+		if (!v || (v->gen && (!o->gen || (int32_t)(o->last_k - v->last_k) < 0)))
+			v = o;
+	}
+	if (v->gen && (int32_t)(v->last_k - cu->direct_done_k) > 0 && !all_done(cu)) {
+		/* Its last call may still run (rare: SD_REG_SLOTS allocations
+		 * in flight): a peer may still read it. */
+		cudaError_t ee = cudaSuccess;
+		int rc = sd_cuda_wait(sd_cuda_q_event, cu->fast_ev, c->timeout_ns, NULL, &ee);
+
+		if (rc == SMDDP_ECUDA)
+			return cuda_error(c, ee, "an earlier allreduce on the GPU failed");
+		if (rc)
+			return sd_comm_error(c, SMDDP_ETIMEDOUT,
+					     "an earlier direct allreduce did not finish within %s "
+					     "(waited to reuse a registration slot)",
+					     c->timeout_from);
+		cu->direct_done_k = cu->direct_k;
+	}
+	if ((e = cudaIpcGetMemHandle(&h, (void *)(uintptr_t)b->base)) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return sd_comm_error(c, SMDDP_ECUDA,
+				     "cannot share a buffer with the other ranks through CUDA IPC "
+				     "(cudaIpcGetMemHandle: %s): allocate it with cudaMalloc (memory "
+				     "pools of cudaMallocAsync and cuMemCreate cannot be shared this "
+				     "way)",
+				     cudaGetErrorString(e));
+	}
+	*j = (uint32_t)(v - cu->reg_own);
+	x = &cu->reg_mine->e[*j];
+	/* Readers skip a slot whose gen is 0 or changes while they copy it. */
+	__atomic_store_n(&x->gen, 0, __ATOMIC_RELEASE);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	memcpy(&x->h, &h, sizeof(h));
+	x->id = b->id;
+	x->base = b->base;
+	x->size = b->size;
+	v->gen = ++cu->reg_gen ? cu->reg_gen : ++cu->reg_gen;
+	v->id = b->id;
+	v->base = b->base;
+	v->last_k = cu->direct_k + 1;
+	__atomic_store_n(&x->gen, v->gen, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&cu->reg_mine->version, 1, __ATOMIC_RELEASE);
+	*g = v->gen;
+	SD_TRACE(SD_SUB_COLL, "device allocation %#llx (id %llu) registered in slot %u, generation %u",
+		 (unsigned long long)b->base, (unsigned long long)b->id, *j, *g);
+	return SMDDP_OK;
+}
+
+/* The tag of fast.c (count, dtype, op): a call direct on one rank and
+ * fast on another has another count, so another tag. */
+static uint32_t call_tag(const struct sd_cuda_call *k)
+{
+	uint64_t x = (uint64_t)k->count * 0x9e3779b97f4a7c15ull;
+
+	x ^= (uint64_t)(k->coll * 131 + k->dtype * 17 + k->op) * 0xc2b2ae3d27d4eb4full;
+	x ^= x >> 29;
+	return (uint32_t)x | 1u;
+}
+
+int sd_cuda_direct_allreduce(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_cuda_call *k,
+			     const struct buf_pub b[2])
+{
+	struct sd_direct_args a;
+	cudaStream_t st = (cudaStream_t)k->stream;
+	char msg[sizeof(cu->errmsg)];
+	cudaError_t e;
+	int rc, ke;
+
+	memset(&a, 0, sizeof(a));
+	if ((rc = sync_peers(cu, c->size, c->rank, msg, sizeof(msg))) != SMDDP_OK)
+		return sd_comm_error(c, rc, "%s", msg);
+	SD_CHECK(own_slot(c, cu, &b[0], &a.sj, &a.sg));
+	SD_CHECK(own_slot(c, cu, &b[1], &a.rj, &a.rg));
+	for (int q = 0; q < c->size; q++)
+		a.win[q] = cu->fast_peer[q];
+	a.send = k->sendbuf;
+	a.recv = k->recvbuf;
+	a.count = k->count;
+	a.timeout_ns = c->timeout_ns;
+	a.host = cu->fast_host_dev;
+	a.tab = cu->reg_tab_dev;
+	a.soff = b[0].off;
+	a.roff = b[1].off;
+	a.nranks = c->size;
+	a.rank = c->rank;
+	a.share = cu->shared + 1;
+	a.call = c->dev_calls;
+	a.tag = call_tag(k);
+	if (cu->last_st != st && (e = sd_cuda_after_last(cu, st)) != cudaSuccess)
+		return cuda_error(c, e, "cannot order the stream after the last call on another "
+					"stream");
+	if ((ke = sd_cuda_kernel_direct_allreduce(&a, k->dtype, k->op, st)) != 0)
+		return sd_comm_error(c, SMDDP_ECUDA, "cannot launch the allreduce kernel: %s (is the "
+						     "stream one of this GPU?)",
+				     cudaGetErrorString((cudaError_t)ke));
+	cu->direct_k++;
+	cu->reg_own[a.sj].last_k = cu->direct_k;
+	cu->reg_own[a.rj].last_k = cu->direct_k;
+	cu->direct_calls++;
+	if ((e = cudaEventRecord(cu->fast_ev, st)) != cudaSuccess)
+		return cuda_error(c, e, "cannot record an event on the stream");
+	SD_TRACE(SD_SUB_COLL, "GPU call %u: direct allreduce of %zu elements (slots %u/%u, %u/%u), "
+			      "queued",
+		 a.call, k->count, a.sj, a.sg, a.rj, a.rg);
+	cu->fast_pending = 1;
+	cu->last_st = st;
+	cu->last_slot = -1;
+	cu->last_fast = 1;
+	return SMDDP_OK;
+}
+
+void sd_cuda_direct_free(struct smddp_comm *c, struct sd_cuda *cu, int stuck)
+{
+	if (!cu->reg_own && !cu->reg_name[0])
+		return;
+	if (cu->direct_on)
+		SD_INFO(SD_SUB_COLL,
+			"device collectives on GPU %d: %llu allreduce(s) read the peers' buffers "
+			"directly; %llu peer allocation(s) mapped for them, %llu by the proxy thread "
+			"while a kernel waited",
+			cu->dev, (unsigned long long)cu->direct_calls,
+			(unsigned long long)cu->direct_maps, (unsigned long long)cu->direct_waits);
+	if (cu->reg_ptr && !stuck)
+		for (int i = 0; i < SD_CUDA_MAX_RANKS * SD_REG_SLOTS; i++)
+			if (cu->reg_ptr[i])
+				sd_cuda_ipc_close(cu->reg_ptr[i]);
+	if (stuck) {
+		/* A stream may still run a kernel that reads the table. */
+		cu->reg_tab = NULL;
+	}
+	(void)c;
+	pthread_mutex_destroy(&cu->reg_mu);
+	sd_cuda_direct_setup_done(cu, 0);
+}
