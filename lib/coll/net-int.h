@@ -12,7 +12,7 @@
 
 #include "coll/coll.h"
 #include "coll/net.h"
-#include "transport/fabric/fabric.h"
+#include "transport/netep.h"
 
 enum { ALGO_AUTO, ALGO_HIER, ALGO_RING, ALGO_RD };
 extern const char *const sd_net_algo_names[]; /* by ALGO_* */

@@ -14,6 +14,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -815,6 +816,31 @@ void sd_net_boot_ip(struct sd_boot *b, char *buf, size_t len)
 	}
 }
 
+/* SMDDP_NET_TRANSPORT: libfabric where it has more than TCP to offer (or
+ * was asked for by provider), else our sockets when auto. */
+static const struct sd_ep_ops *endpoint_ops(void)
+{
+	const char *t = sd_param_str("SMDDP_NET_TRANSPORT");
+	DIR *d;
+	int rdma = 0;
+
+	if (!strcmp(t, "socket"))
+		return &sd_ep_socket;
+	if (!strcmp(t, "fabric"))
+		return &sd_ep_fabric;
+	if (*sd_param_str("SMDDP_FABRIC_PROVIDER") || getenv("FI_PROVIDER"))
+		return &sd_ep_fabric;
+	d = opendir("/sys/class/infiniband");
+	if (d) {
+		struct dirent *e;
+
+		while ((e = readdir(d)))
+			rdma |= e->d_name[0] != '.';
+		closedir(d);
+	}
+	return rdma ? &sd_ep_fabric : &sd_ep_socket;
+}
+
 static int parse_algo(void)
 {
 	const char *a = sd_param_str("SMDDP_ALGO");
@@ -870,8 +896,9 @@ static int same_kind(struct smddp_comm *c, const struct addr_rec *all, const int
 				     "the ranks opened different libfabric endpoints: rank 0 %s "
 				     "(%s, domain %s, bound to %s), rank %d %s (%s, domain %s, bound "
 				     "to %s); all must use one provider and address format: set "
-				     "SMDDP_FABRIC_PROVIDER (or FI_PROVIDER) alike on every rank, and "
-				     "let the ranks meet over one address family (SMDDP_BOOT_ADDR, "
+				     "SMDDP_NET_TRANSPORT and SMDDP_FABRIC_PROVIDER (or FI_PROVIDER) "
+				     "alike on every rank, and let the ranks meet over one address "
+				     "family (SMDDP_BOOT_ADDR, "
 				     "MASTER_ADDR; FI_TCP_IFACE for tcp)",
 				     z->kind.prov, z->kind.format, z->kind.domain, z->ip, r,
 				     a->kind.prov, a->kind.format, a->kind.domain, a->ip);
@@ -916,7 +943,7 @@ int sd_net_setup(struct smddp_comm *c, struct smddp_comm *node, struct smddp_com
 						       : (members ? members[r] : r);
 				memcpy(n->hosts[r], vhost[members ? members[r] : r], SD_HOSTID_MAX);
 			}
-			lrc = sd_fab_open(c, src_ip, &n->fab);
+			lrc = endpoint_ops()->open(c, src_ip, &n->fab);
 			if (!lrc)
 				sd_fab_on_wait(n->fab, check_news);
 		}

@@ -146,6 +146,11 @@ static struct param params[] = {
 	     0,
 	     "libfabric provider between hosts, e.g. efa, verbs or tcp (else FI_PROVIDER, else "
 	     "the first of efa, verbs, tcp that is present)"),
+	TUNE("SMDDP_NET_TRANSPORT", "net_transport", SD_PARAM_ENUM, "fabric", "auto|fabric|socket",
+	     0, 0, NULL, NULL, 0,
+	     "between hosts: fabric (libfabric: EFA, verbs, tcp), socket (TCP sockets of "
+	     "libsmddp's own), or auto (socket on hosts without RDMA devices unless a libfabric "
+	     "provider is asked for, else fabric)"),
 	TUNE("SMDDP_NET_CHUNK", "net_chunk", SD_PARAM_SIZE, "128K", NULL, 4096, 1 << 30,
 	     "expected a size from 4K to 1G, like 128K", NULL, 0,
 	     "bytes per pipelined message between hosts"),

@@ -43,7 +43,7 @@ if fi_info -p sockets -t FI_EP_RDM >/dev/null 2>&1; then
 	st1=$?
 	elapsed=$(since "$t0")
 	cat "$TDIR/mix.0" "$TDIR/mix.1" | sed 's/^/    /'
-	want="the ranks opened different libfabric endpoints: rank 0 tcp;ofi_rxm .*, rank 1 sockets .*SMDDP_FABRIC_PROVIDER"
+	want="the ranks opened different libfabric endpoints: rank 0 tcp;ofi_rxm .*, rank 1 sockets .*SMDDP_NET_TRANSPORT and SMDDP_FABRIC_PROVIDER"
 	for r in 0 1; do
 		eval "st=\$st$r"
 		[ "$st" -eq 1 ] && grep -q "INITRANK-BAD rank=$r: .*$want" "$TDIR/mix.$r" &&

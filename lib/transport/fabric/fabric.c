@@ -19,12 +19,16 @@
 #include <rdma/fi_tagged.h>
 
 #include "base/comm-types.h"
-#include "transport/fabric/fabric.h"
+#include "transport/netep.h"
 #include "util/wait.h"
 
 #define FAB_API FI_VERSION(1, 9)
 
-struct sd_fab {
+static int fab_progress(struct smddp_comm *c, struct sd_fab *base, int wait_ms, int *got);
+static int fab_close(struct sd_fab *base);
+
+struct fab {
+	struct sd_fab base; /* first: the table's view */
 	struct fi_info *info;
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
@@ -65,7 +69,7 @@ struct fctx_block {
 	struct fctx c[FCTX_BLOCK];
 };
 
-static struct fctx *ctx_get(struct sd_fab *f)
+static struct fctx *ctx_get(struct fab *f)
 {
 	struct fctx *x = f->free_ctx;
 
@@ -89,7 +93,7 @@ static struct fctx *ctx_get(struct sd_fab *f)
 	return x;
 }
 
-static void ctx_put(struct sd_fab *f, struct fctx *x)
+static void ctx_put(struct fab *f, struct fctx *x)
 {
 	if (x->mr)
 		fi_close(&x->mr->fid);
@@ -223,16 +227,17 @@ static int choose(struct smddp_comm *c, const char *src_ip, struct fi_info **out
 	return SMDDP_OK;
 }
 
-int sd_fab_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **out)
+static int fab_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **out)
 {
 	struct fi_cq_attr cqa = {.format = FI_CQ_FORMAT_TAGGED, .size = 4096};
 	struct fi_av_attr ava = {.type = FI_AV_TABLE};
-	struct sd_fab *f = calloc(1, sizeof(*f));
+	struct fab *f = calloc(1, sizeof(*f));
 	int ret, rc;
 
 	*out = NULL;
 	if (!f)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	f->base.ops = &sd_ep_fabric;
 	rc = choose(c, src_ip, &f->info);
 	if (rc)
 		goto fail;
@@ -287,15 +292,17 @@ int sd_fab_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **out)
 		fi_tostr(&(uint32_t){fi_version()}, FI_TYPE_VERSION), f->info->fabric_attr->prov_name,
 		f->info->domain_attr->name, (unsigned)f->info->domain_attr->mr_mode,
 		f->cq_waits ? "blocking" : "polled");
-	*out = f;
+	*out = &f->base;
 	return SMDDP_OK;
 fail:
-	sd_fab_close(f);
+	fab_close(&f->base);
 	return rc;
 }
 
-size_t sd_fab_name(struct sd_fab *f, void *buf, size_t len)
+static size_t fab_name(struct sd_fab *base, void *buf, size_t len)
 {
+	struct fab *f = (struct fab *)base;
+
 	size_t n = len;
 
 	if (fi_getname(&f->ep->fid, buf, &n) != 0)
@@ -303,13 +310,17 @@ size_t sd_fab_name(struct sd_fab *f, void *buf, size_t len)
 	return n;
 }
 
-const char *sd_fab_describe(struct sd_fab *f)
+static const char *fab_describe(struct sd_fab *base)
 {
+	struct fab *f = (struct fab *)base;
+
 	return f->desc;
 }
 
-void sd_fab_kind(struct sd_fab *f, struct sd_fab_kind *k)
+static void fab_kind(struct sd_fab *base, struct sd_fab_kind *k)
 {
+	struct fab *f = (struct fab *)base;
+
 	memset(k, 0, sizeof(*k));
 	snprintf(k->prov, sizeof(k->prov), "%s", f->info->fabric_attr->prov_name);
 	snprintf(k->domain, sizeof(k->domain), "%s", f->info->domain_attr->name);
@@ -317,8 +328,10 @@ void sd_fab_kind(struct sd_fab *f, struct sd_fab_kind *k)
 		 fi_tostr(&f->info->addr_format, FI_TYPE_ADDR_FORMAT));
 }
 
-int sd_fab_insert(struct smddp_comm *c, struct sd_fab *f, const void *names, size_t stride, int n)
+static int fab_insert(struct smddp_comm *c, struct sd_fab *base, const void *names, size_t stride, int n)
 {
+	struct fab *f = (struct fab *)base;
+
 	f->addrs = calloc((size_t)n, sizeof(*f->addrs));
 	if (!f->addrs)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
@@ -337,7 +350,7 @@ int sd_fab_insert(struct smddp_comm *c, struct sd_fab *f, const void *names, siz
 	return SMDDP_OK;
 }
 
-static int reg(struct smddp_comm *c, struct sd_fab *f, const void *buf, size_t len, uint64_t acc,
+static int reg(struct smddp_comm *c, struct fab *f, const void *buf, size_t len, uint64_t acc,
 	       struct fctx *x, void **desc)
 {
 	struct fid_mr *mr;
@@ -361,7 +374,7 @@ static int reg(struct smddp_comm *c, struct sd_fab *f, const void *buf, size_t l
 	return SMDDP_OK;
 }
 
-static int peer_ok(struct smddp_comm *c, struct sd_fab *f, int peer)
+static int peer_ok(struct smddp_comm *c, struct fab *f, int peer)
 {
 	if (peer < 0 || peer >= f->npeers)
 		return sd_comm_error(c, SMDDP_EINTERNAL, "fabric: no rank %d (of %d)", peer,
@@ -373,7 +386,7 @@ static int peer_ok(struct smddp_comm *c, struct sd_fab *f, int peer)
  * to be made): what sd_wait's callbacks look at. */
 struct qpost {
 	struct smddp_comm *c;
-	struct sd_fab *f;
+	struct fab *f;
 	int inject, is_send, peer;
 	uint64_t tag;
 	void *buf, *desc;
@@ -385,7 +398,7 @@ struct qpost {
 
 static ssize_t post_once(struct qpost *q)
 {
-	struct sd_fab *f = q->f;
+	struct fab *f = q->f;
 
 	if (q->inject)
 		return fi_tinject(f->ep, q->buf, q->len, f->addrs[q->peer], q->tag);
@@ -406,7 +419,7 @@ static int qpost_ready(void *arg, int *rc)
 	q->ret = post_once(q);
 	if (q->ret != -FI_EAGAIN)
 		return SD_WAIT_DONE;
-	*rc = sd_fab_progress(q->c, q->f, 0, &got);
+	*rc = fab_progress(q->c, &q->f->base, 0, &got);
 	return *rc ? SD_WAIT_FAILED : SD_WAIT_NOT_YET;
 }
 
@@ -416,7 +429,7 @@ static int qpost_sleep(void *arg, uint64_t ns, int *rc)
 	int got;
 
 	(void)ns;
-	*rc = sd_fab_progress(q->c, q->f, 1, &got);
+	*rc = fab_progress(q->c, &q->f->base, 1, &got);
 	return *rc ? SD_WAIT_FAILED : SD_WAIT_NOT_YET;
 }
 
@@ -438,7 +451,7 @@ static int qpost_health(void *arg)
 static int post_wait(struct qpost *q)
 {
 	struct smddp_comm *c = q->c;
-	struct sd_fab *f = q->f;
+	struct fab *f = q->f;
 	struct sd_wait w = {
 		.spin = INT_MAX,
 		.yield_mask = ~0u,
@@ -462,13 +475,15 @@ static int post_wait(struct qpost *q)
 	return rc;
 }
 
-void sd_fab_on_wait(struct sd_fab *f, int (*news)(struct smddp_comm *c))
+static void fab_on_wait(struct sd_fab *base, int (*news)(struct smddp_comm *c))
 {
+	struct fab *f = (struct fab *)base;
+
 	f->news = news;
 }
 
 /* Post a send or a receive, progressing while the provider's queue is full. */
-static int post(struct smddp_comm *c, struct sd_fab *f, int is_send, int peer, uint64_t tag,
+static int post(struct smddp_comm *c, struct fab *f, int is_send, int peer, uint64_t tag,
 		void *buf, size_t len, struct sd_freq *r)
 {
 	struct qpost q;
@@ -483,7 +498,7 @@ static int post(struct smddp_comm *c, struct sd_fab *f, int is_send, int peer, u
 				     f->desc);
 	if (peer >= 0 || is_send)
 		SD_CHECK(peer_ok(c, f, peer));
-	r->fab = f;
+	r->fab = &f->base;
 	r->peer = peer;
 	r->is_send = is_send;
 	r->len = len;
@@ -537,22 +552,26 @@ failed:
 			     is_send ? "to" : "from", peer, fi_strerror((int)-ret));
 }
 
-int sd_fab_send(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag, const void *buf,
+static int fab_send(struct smddp_comm *c, struct sd_fab *base, int peer, uint64_t tag, const void *buf,
 		size_t len, struct sd_freq *r)
 {
+	struct fab *f = (struct fab *)base;
+
 	return post(c, f, 1, peer, tag, (void *)buf, len, r);
 }
 
-int sd_fab_recv(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag, void *buf,
+static int fab_recv(struct smddp_comm *c, struct sd_fab *base, int peer, uint64_t tag, void *buf,
 		size_t len, struct sd_freq *r)
 {
+	struct fab *f = (struct fab *)base;
+
 	return post(c, f, 0, peer, tag, buf, len, r);
 }
 
 /* Read up to 32 completions: the number read, 0 when none came, or a
  * negative libfabric error (-FI_EAVAIL: *bad holds the failed operation's
  * entry; its context has been released). */
-static ssize_t reap(struct sd_fab *f, int wait_ms, struct fi_cq_err_entry *bad, int *stale)
+static ssize_t reap(struct fab *f, int wait_ms, struct fi_cq_err_entry *bad, int *stale)
 {
 	struct fi_cq_tagged_entry e[32];
 	ssize_t n;
@@ -613,15 +632,17 @@ static ssize_t reap(struct sd_fab *f, int wait_ms, struct fi_cq_err_entry *bad, 
 	return n;
 }
 
-int sd_fab_notify(struct sd_fab *f, int peer, uint64_t tag, const void *buf, size_t len,
+static int fab_notify(struct sd_fab *base, int peer, uint64_t tag, const void *buf, size_t len,
 		  struct sd_freq *r)
 {
+	struct fab *f = (struct fab *)base;
+
 	struct fctx *x;
 
 	if (peer < 0 || peer >= f->npeers || f->poisoned)
 		return -1;
 	memset(r, 0, sizeof(*r));
-	r->fab = f;
+	r->fab = &f->base;
 	r->peer = peer;
 	r->is_send = 1;
 	r->len = len;
@@ -654,24 +675,32 @@ int sd_fab_notify(struct sd_fab *f, int peer, uint64_t tag, const void *buf, siz
 	return 0;
 }
 
-int sd_fab_poisoned(struct sd_fab *f)
+static int fab_poisoned(struct sd_fab *base)
 {
+	struct fab *f = (struct fab *)base;
+
 	return f && f->poisoned;
 }
 
-void sd_fab_patience(struct sd_fab *f, uint64_t ns)
+static void fab_patience(struct sd_fab *base, uint64_t ns)
 {
+	struct fab *f = (struct fab *)base;
+
 	f->patience_ns = ns;
 }
 
-void sd_fab_cancel(struct sd_fab *f, struct sd_freq *r)
+static void fab_cancel(struct sd_fab *base, struct sd_freq *r)
 {
+	struct fab *f = (struct fab *)base;
+
 	if (f && f->ep && !r->done && r->fc)
 		fi_cancel(&f->ep->fid, &((struct fctx *)r->fc)->ctx);
 }
 
-int sd_fab_forget(struct sd_fab *f, int wait_ms)
+static int fab_forget(struct sd_fab *base, int wait_ms)
 {
+	struct fab *f = (struct fab *)base;
+
 	uint64_t until = sd_now_ns() + (uint64_t)wait_ms * 1000000ull;
 	int left = 0;
 
@@ -718,8 +747,10 @@ int sd_fab_forget(struct sd_fab *f, int wait_ms)
 
 /* *got: completions read (a cancel, or a failure of an operation that a
  * failed collective left behind, counts as one: not news). */
-int sd_fab_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms, int *got)
+static int fab_progress(struct smddp_comm *c, struct sd_fab *base, int wait_ms, int *got)
 {
+	struct fab *f = (struct fab *)base;
+
 	struct fi_cq_err_entry ee;
 	char buf[128];
 	int stale;
@@ -755,8 +786,10 @@ int sd_fab_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms, int *go
 	return fab_error(c, SMDDP_ENETWORK, "reading completions", (int)n);
 }
 
-int sd_fab_close(struct sd_fab *f)
+static int fab_close(struct sd_fab *base)
 {
+	struct fab *f = (struct fab *)base;
+
 	if (!f)
 		return 0;
 	if (f->ep && f->busy) {
@@ -764,7 +797,7 @@ int sd_fab_close(struct sd_fab *f)
 		for (struct fctx_block *b = f->blocks; b; b = b->next)
 			for (int i = 0; i < FCTX_BLOCK; i++)
 				b->c[i].keep = 0;
-		if (f->poisoned || sd_fab_forget(f, 200)) {
+		if (f->poisoned || fab_forget(&f->base, 200)) {
 			/* libfabric 1.17's rxm can crash closing an endpoint
 			 * whose sends wait on a broken connection: leave it
 			 * to the end of the process (its sockets close then). */
@@ -801,3 +834,23 @@ int sd_fab_close(struct sd_fab *f)
 	free(f);
 	return 0;
 }
+
+const struct sd_ep_ops sd_ep_fabric = {
+	.size = sizeof(struct sd_ep_ops),
+	.name = "fabric",
+	.open = fab_open,
+	.name_of = fab_name,
+	.describe = fab_describe,
+	.kind = fab_kind,
+	.insert = fab_insert,
+	.send = fab_send,
+	.recv = fab_recv,
+	.notify = fab_notify,
+	.patience = fab_patience,
+	.on_wait = fab_on_wait,
+	.cancel = fab_cancel,
+	.forget = fab_forget,
+	.poisoned = fab_poisoned,
+	.progress = fab_progress,
+	.close = fab_close,
+};

@@ -1,0 +1,1137 @@
+/* socket.c - the endpoint between hosts over plain TCP sockets: tagged messages, no libfabric.
+ *
+ * Each rank listens on one port (bound to the address it reaches rank 0
+ * by); its name carries that address and a random cookie, and reaches the
+ * peers through the bootstrap, which authenticated them.  A rank sends to
+ * a peer over a connection it opens itself on the first send, and
+ * receives over the connections its peers opened: one socket per
+ * direction, so two ranks that start sending to each other at once never
+ * race to make one, and messages of one direction keep their order on it
+ * (the FI_ORDER_SAS of netep.h).  A connection opens with a hello: the
+ * cookie of the listener, which only members know, and the sender's rank.
+ * Connections are made lazily, so a rank holds sockets only for the peers
+ * its algorithms talk to (two in a ring).
+ *
+ * A message is a 16-byte header (tag, length) and its bytes.  Receives
+ * are matched in post order; a message that finds no receive is read into
+ * memory of its own and kept, in arrival order, until one is posted.  A
+ * payload whose receive is posted is read straight into it.  Small
+ * messages and headers come through a per-connection input buffer, so a
+ * stream of small messages costs one recv() per batch, not two per
+ * message.  Sends are written at once when their connection is idle (a
+ * small one then completes before the post returns), else queued and
+ * written as the socket takes them, by progress.
+ *
+ * Progress is one poll() over the listener and the connections, then the
+ * reads and writes they are ready for; a wait sleeps in that poll.  The
+ * kernel copies every byte inside our calls, so a failed collective can
+ * always let go of its buffers (forget): a send half written is finished
+ * from a copy, a receive half read goes on into a sink.  The endpoint is
+ * never poisoned.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "base/comm-types.h"
+#include "transport/netep.h"
+
+#define NAME_MAGIC 0x534b5431u /* "SKT1" */
+#define HELLO_MAGIC 0x534b4831u
+#define HDR 16
+#define INBUF (256u << 10)     /* per incoming connection */
+#define DIRECT_MIN (16u << 10) /* a payload at least this long is read in place */
+#define HEAD_READ 4096u        /* what one read takes between messages */
+
+struct name {
+	uint32_t magic;
+	uint32_t family;
+	uint64_t cookie;
+	uint16_t port;
+	uint8_t addr[16];
+};
+
+struct hello {
+	uint32_t magic;
+	int32_t rank;
+	uint64_t cookie;
+};
+
+/* One send or receive. */
+struct op {
+	struct sd_freq *owner; /* NULL once forgotten */
+	int is_send, peer, keep;
+	uint64_t tag, ignore;
+	char *buf;
+	size_t len;
+	size_t done;          /* send: bytes written, header included */
+	char *own;            /* a forgotten send's copy of what is left */
+	unsigned char hdr[HDR];
+	struct op *next;
+};
+
+/* A message that came before its receive. */
+struct early {
+	int peer;
+	uint64_t tag;
+	char *data;
+	size_t len, got; /* got < len: still arriving */
+	struct op *taker; /* a receive posted while it arrives */
+	struct early *next;
+};
+
+/* A connection this rank opened, to send to one peer. */
+struct out {
+	int fd;
+	int connecting; /* connect() in flight, then the hello */
+	int err;        /* errno it failed with */
+	struct op *head, *tail;
+};
+
+/* A connection a peer opened, to send to us. */
+struct in {
+	int fd;
+	int peer; /* -1 until its hello */
+	int err;
+	unsigned char *buf; /* INBUF: headers and small payloads */
+	size_t lo, hi;      /* unread bytes are buf[lo, hi) */
+	/* the message being read */
+	int reading;
+	uint64_t tag;
+	size_t len, got;
+	struct op *into;    /* its receive, or NULL */
+	struct early *e;    /* or its early copy, or NULL (and into NULL): a sink */
+	struct in *next;
+};
+
+struct sock {
+	struct sd_fab base;
+	int lfd;
+	struct name me;
+	int rank, npeers;
+	struct name *peers;
+	struct out *outs;  /* by peer */
+	struct in *ins;
+	int nins;
+	struct op *posted, *posted_tail; /* receives not matched, in post order */
+	struct early *early, *early_tail;
+	uint64_t timeout_ns;
+	char desc[96];
+	char family[24];
+	struct pollfd *pfd;
+	size_t npfd;
+	int (*news)(struct smddp_comm *c);
+};
+
+static struct sock *S(struct sd_fab *f)
+{
+	return (struct sock *)f;
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static int so_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **out)
+{
+	struct sock *s = calloc(1, sizeof(*s));
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int one = 1;
+
+	*out = NULL;
+	if (!s)
+		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	s->base.ops = &sd_ep_socket;
+	s->lfd = -1;
+	s->rank = c->rank;
+	s->timeout_ns = c->timeout_ns;
+	memset(&ss, 0, sizeof(ss));
+	if (src_ip && *src_ip && strchr(src_ip, ':')) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+
+		a->sin6_family = AF_INET6;
+		if (inet_pton(AF_INET6, src_ip, &a->sin6_addr) != 1)
+			goto bad_ip;
+		sl = sizeof(*a);
+	} else {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+
+		a->sin_family = AF_INET;
+		if (src_ip && *src_ip && inet_pton(AF_INET, src_ip, &a->sin_addr) != 1)
+			goto bad_ip;
+		sl = sizeof(*a);
+	}
+	s->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s->lfd < 0 || setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(s->lfd, (struct sockaddr *)&ss, sl) || listen(s->lfd, 1024) ||
+	    getsockname(s->lfd, (struct sockaddr *)&ss, &sl)) {
+		int e = errno;
+
+		if (s->lfd >= 0)
+			close(s->lfd);
+		free(s);
+		return sd_comm_error(c, SMDDP_ENETWORK, "socket transport: cannot listen on %s: %s",
+				     src_ip && *src_ip ? src_ip : "any address", strerror(e));
+	}
+	s->me.magic = NAME_MAGIC;
+	s->me.family = ss.ss_family;
+	if (getrandom(&s->me.cookie, sizeof(s->me.cookie), 0) != sizeof(s->me.cookie))
+		s->me.cookie = (uint64_t)sd_now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+	if (ss.ss_family == AF_INET6) {
+		s->me.port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+		memcpy(s->me.addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+	} else {
+		s->me.port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		memcpy(s->me.addr, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+	}
+	snprintf(s->family, sizeof(s->family), "%s",
+		 ss.ss_family == AF_INET6 ? "FI_SOCKADDR_IN6" : "FI_SOCKADDR_IN");
+	snprintf(s->desc, sizeof(s->desc), "sockets on %s port %u",
+		 src_ip && *src_ip ? src_ip : "any address", (unsigned)s->me.port);
+	SD_INFO(SD_SUB_NET, "socket transport: listening on %s port %u", src_ip && *src_ip ? src_ip : "*",
+		(unsigned)s->me.port);
+	*out = &s->base;
+	return SMDDP_OK;
+bad_ip:
+	free(s);
+	return sd_comm_error(c, SMDDP_EINTERNAL, "socket transport: \"%s\" is not an address", src_ip);
+}
+
+static size_t so_name(struct sd_fab *f, void *buf, size_t len)
+{
+	if (len < sizeof(struct name))
+		return 0;
+	memcpy(buf, &S(f)->me, sizeof(struct name));
+	return sizeof(struct name);
+}
+
+static const char *so_describe(struct sd_fab *f)
+{
+	return S(f)->desc;
+}
+
+static void so_kind(struct sd_fab *f, struct sd_fab_kind *k)
+{
+	memset(k, 0, sizeof(*k));
+	snprintf(k->prov, sizeof(k->prov), "sockets (smddp)");
+	snprintf(k->domain, sizeof(k->domain), "port %u", (unsigned)S(f)->me.port);
+	snprintf(k->format, sizeof(k->format), "%s", S(f)->family);
+}
+
+static int so_insert(struct smddp_comm *c, struct sd_fab *f, const void *names, size_t stride, int n)
+{
+	struct sock *s = S(f);
+
+	s->peers = calloc((size_t)n, sizeof(*s->peers));
+	s->outs = calloc((size_t)n, sizeof(*s->outs));
+	if (!s->peers || !s->outs)
+		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	s->npeers = n;
+	for (int r = 0; r < n; r++) {
+		const char *p = (const char *)names + (size_t)r * stride;
+		uint32_t len;
+
+		memcpy(&len, p, sizeof(len));
+		if (len != sizeof(struct name))
+			return sd_comm_error(c, SMDDP_ENETWORK,
+					     "socket transport: rank %d's address is not one (%u bytes)",
+					     r, (unsigned)len);
+		memcpy(&s->peers[r], p + sizeof(uint32_t), sizeof(struct name));
+		if (s->peers[r].magic != NAME_MAGIC)
+			return sd_comm_error(c, SMDDP_ENETWORK,
+					     "socket transport: rank %d's address is not one", r);
+		s->outs[r].fd = -1;
+	}
+	return SMDDP_OK;
+}
+
+/* ---- sends ------------------------------------------------------------ */
+
+static void complete(struct op *o, int err, size_t len, uint64_t tag)
+{
+	struct sd_freq *r = o->owner;
+
+	if (r) {
+		if (!o->is_send) {
+			r->len = len;
+			r->tag = tag;
+		}
+		r->err = err;
+		r->fc = NULL;
+		r->done = 1;
+	}
+	free(o->own);
+	free(o);
+}
+
+/* Opens the connection to peer (non-blocking; the hello follows once it
+ * is made, before any message, as the first bytes queued). */
+static int connect_to(struct sock *s, int peer)
+{
+	struct out *o = &s->outs[peer];
+	struct name *nm = &s->peers[peer];
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int one = 1;
+
+	memset(&ss, 0, sizeof(ss));
+	if (nm->family == AF_INET6) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons(nm->port);
+		memcpy(&a->sin6_addr, nm->addr, 16);
+		sl = sizeof(*a);
+	} else {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+
+		a->sin_family = AF_INET;
+		a->sin_port = htons(nm->port);
+		memcpy(&a->sin_addr, nm->addr, 4);
+		sl = sizeof(*a);
+	}
+	o->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (o->fd < 0) {
+		o->err = errno;
+		return -1;
+	}
+	(void)setsockopt(o->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(o->fd, (struct sockaddr *)&ss, sl) && errno != EINPROGRESS) {
+		o->err = errno;
+		close(o->fd);
+		o->fd = -1;
+		return -1;
+	}
+	o->connecting = 1;
+	return 0;
+}
+
+/* Writes what the connection takes of its queue; completes what is
+ * written; 1 if anything moved. */
+static int push(struct sock *s, int peer, int *got)
+{
+	struct out *o = &s->outs[peer];
+	int moved = 0;
+
+	if (o->fd < 0 || o->err)
+		return 0;
+	if (o->connecting) {
+		struct hello h = {.magic = HELLO_MAGIC, .rank = s->rank, .cookie = s->peers[peer].cookie};
+		int e = 0;
+		socklen_t el = sizeof(e);
+		ssize_t w;
+
+		if (getsockopt(o->fd, SOL_SOCKET, SO_ERROR, &e, &el) || e) {
+			o->err = e ? e : errno;
+			return 1;
+		}
+		/* Not connected yet: the write says EAGAIN or ENOTCONN. */
+		w = send(o->fd, &h, sizeof(h), MSG_NOSIGNAL);
+		if (w < 0)
+			return errno == EAGAIN || errno == ENOTCONN ? 0 : (o->err = errno, 1);
+		if (w != (ssize_t)sizeof(h)) { /* 16 bytes into an empty socket */
+			o->err = EPROTO;
+			return 1;
+		}
+		o->connecting = 0;
+		moved = 1;
+	}
+	while (o->head) {
+		struct op *x = o->head;
+		const char *payload = x->own ? x->own : x->buf;
+		struct iovec iov[2];
+		int niov = 0;
+		size_t left;
+		ssize_t w;
+
+		if (x->done < HDR) {
+			iov[niov].iov_base = x->hdr + x->done;
+			iov[niov++].iov_len = HDR - x->done;
+			iov[niov].iov_base = (void *)payload;
+			iov[niov++].iov_len = x->len;
+		} else {
+			size_t at = x->done - HDR;
+
+			/* a forgotten send's copy holds only what was left */
+			iov[niov].iov_base = (void *)(x->own ? payload : payload + at);
+			iov[niov++].iov_len = x->len - at;
+		}
+		left = HDR + x->len - x->done;
+		if (left == 0) {
+			w = 0;
+		} else {
+			struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
+
+			w = sendmsg(o->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (w < 0) {
+				if (errno == EAGAIN || errno == EINTR)
+					break;
+				o->err = errno;
+				return 1;
+			}
+		}
+		moved |= w > 0;
+		if (x->own && x->done >= HDR) {
+			/* keep the copy's front at the next byte */
+			memmove(x->own, x->own + w, x->len - (x->done - HDR) - (size_t)w);
+		} else if (x->own && x->done + (size_t)w > HDR) {
+			size_t into = x->done + (size_t)w - HDR;
+
+			memmove(x->own, x->own + into, x->len - into);
+		}
+		x->done += (size_t)w;
+		if (x->done < HDR + x->len)
+			break;
+		o->head = x->next;
+		if (!o->head)
+			o->tail = NULL;
+		complete(x, 0, x->len, x->tag);
+		(*got)++;
+		moved = 1;
+	}
+	return moved;
+}
+
+static int post_send(struct smddp_comm *c, struct sock *s, int peer, uint64_t tag, const void *buf,
+		     size_t len, struct sd_freq *r, int keep)
+{
+	struct op *x = calloc(1, sizeof(*x));
+	struct out *o;
+	int got = 0;
+
+	if (!x)
+		return c ? sd_comm_error(c, SMDDP_ENOMEM, "out of memory") : -1;
+	x->is_send = 1;
+	x->peer = peer;
+	x->tag = tag;
+	x->buf = (char *)buf;
+	x->len = len;
+	x->keep = keep;
+	x->owner = r;
+	put64(x->hdr, tag);
+	put64(x->hdr + 8, len);
+	r->fab = &s->base;
+	r->peer = peer;
+	r->is_send = 1;
+	r->len = len;
+	r->fc = x;
+	o = &s->outs[peer];
+	if (o->err) {
+		complete(x, o->err, 0, 0);
+		return SMDDP_OK; /* the wait reports it */
+	}
+	if (o->fd < 0 && connect_to(s, peer)) {
+		complete(x, o->err, 0, 0);
+		return SMDDP_OK;
+	}
+	if (o->tail)
+		o->tail->next = x;
+	else
+		o->head = x;
+	o->tail = x;
+	if (o->head == x)
+		push(s, peer, &got); /* an idle connection takes it now */
+	return SMDDP_OK;
+}
+
+static int so_send(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag, const void *buf,
+		   size_t len, struct sd_freq *r)
+{
+	struct sock *s = S(f);
+
+	if (peer < 0 || peer >= s->npeers)
+		return sd_comm_error(c, SMDDP_EINTERNAL, "socket transport: no rank %d (of %d)", peer,
+				     s->npeers);
+	return post_send(c, s, peer, tag, buf, len, r, r->keep);
+}
+
+static int so_notify(struct sd_fab *f, int peer, uint64_t tag, const void *buf, size_t len,
+		     struct sd_freq *r)
+{
+	struct sock *s = S(f);
+
+	if (peer < 0 || peer >= s->npeers || s->outs[peer].err)
+		return -1;
+	memset(r, 0, sizeof(*r));
+	return post_send(NULL, s, peer, tag, buf, len, r, 1) ? -1 : 0;
+}
+
+/* ---- receives --------------------------------------------------------- */
+
+static int matches(const struct op *x, int peer, uint64_t tag)
+{
+	return (x->peer < 0 || x->peer == peer) && ((x->tag ^ tag) & ~x->ignore) == 0;
+}
+
+/* Copies an early message into its receive and completes it. */
+static int take_early(struct op *x, struct early *e, int *got)
+{
+	int err = 0;
+	size_t n = e->len;
+
+	if (n > x->len) {
+		err = EMSGSIZE;
+		n = x->len;
+	}
+	if (n)
+		memcpy(x->buf, e->data, n);
+	complete(x, err, n, e->tag);
+	(*got)++;
+	return err;
+}
+
+static void unlink_early(struct sock *s, struct early *e)
+{
+	struct early **pp = &s->early;
+
+	while (*pp && *pp != e)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = e->next;
+	s->early_tail = NULL;
+	for (struct early *q = s->early; q; q = q->next)
+		s->early_tail = q;
+}
+
+static int so_recv(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag, void *buf,
+		   size_t len, struct sd_freq *r)
+{
+	struct sock *s = S(f);
+	struct op *x;
+	int got = 0;
+
+	if (peer >= s->npeers)
+		return sd_comm_error(c, SMDDP_EINTERNAL, "socket transport: no rank %d (of %d)", peer,
+				     s->npeers);
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	x->peer = peer;
+	x->tag = tag;
+	x->ignore = r->ignore;
+	x->buf = buf;
+	x->len = len;
+	x->keep = r->keep;
+	x->owner = r;
+	r->fab = f;
+	r->peer = peer;
+	r->is_send = 0;
+	r->len = len;
+	r->fc = x;
+	/* A message that came first, complete or arriving, in arrival order. */
+	for (struct early *e = s->early; e; e = e->next) {
+		if (e->taker || !matches(x, e->peer, e->tag))
+			continue;
+		if (e->got < e->len) {
+			e->taker = x;
+			return SMDDP_OK;
+		}
+		unlink_early(s, e);
+		take_early(x, e, &got);
+		free(e->data);
+		free(e);
+		return SMDDP_OK;
+	}
+	if (s->posted_tail)
+		s->posted_tail->next = x;
+	else
+		s->posted = x;
+	s->posted_tail = x;
+	return SMDDP_OK;
+}
+
+static void unlink_posted(struct sock *s, struct op *x)
+{
+	struct op **pp = &s->posted;
+
+	s->posted_tail = NULL;
+	while (*pp) {
+		if (*pp == x) {
+			*pp = x->next;
+			continue;
+		}
+		s->posted_tail = *pp;
+		pp = &(*pp)->next;
+	}
+	x->next = NULL;
+}
+
+/* A header has arrived on in: where its bytes go. */
+static int begin_message(struct sock *s, struct in *in, uint64_t tag, size_t len)
+{
+	in->reading = 1;
+	in->tag = tag;
+	in->len = len;
+	in->got = 0;
+	in->into = NULL;
+	in->e = NULL;
+	for (struct op *x = s->posted; x; x = x->next)
+		if (matches(x, in->peer, tag)) {
+			unlink_posted(s, x);
+			in->into = x;
+			return 0;
+		}
+	in->e = calloc(1, sizeof(*in->e));
+	if (!in->e)
+		return ENOMEM;
+	in->e->peer = in->peer;
+	in->e->tag = tag;
+	in->e->len = len;
+	in->e->data = len ? malloc(len) : NULL;
+	if (len && !in->e->data) {
+		free(in->e);
+		in->e = NULL;
+		return ENOMEM;
+	}
+	if (s->early_tail)
+		s->early_tail->next = in->e;
+	else
+		s->early = in->e;
+	s->early_tail = in->e;
+	return 0;
+}
+
+/* Where the next n payload bytes of in's message go (NULL: nowhere). */
+static char *dest(struct in *in)
+{
+	if (in->into)
+		return in->got < in->into->len ? in->into->buf + in->got : NULL;
+	if (in->e)
+		return in->e->data + in->got;
+	return NULL;
+}
+
+static void end_message(struct sock *s, struct in *in, int *got)
+{
+	in->reading = 0;
+	if (in->into) {
+		struct op *x = in->into;
+
+		in->into = NULL;
+		if (x->owner || x->keep) {
+			complete(x, in->len > x->len ? EMSGSIZE : 0,
+				 in->len > x->len ? x->len : in->len, in->tag);
+			(*got)++;
+		} else {
+			complete(x, 0, 0, 0); /* forgotten: nobody to tell */
+			(*got)++;
+		}
+	} else if (in->e) {
+		struct early *e = in->e;
+
+		in->e = NULL;
+		if (e->taker) {
+			unlink_early(s, e);
+			take_early(e->taker, e, got);
+			free(e->data);
+			free(e);
+		}
+	}
+}
+
+/* Bytes of payload into the message being read. */
+static void feed(struct in *in, const unsigned char *p, size_t n)
+{
+	char *d = dest(in);
+
+	if (d) {
+		size_t room = in->into ? in->into->len - in->got : n;
+
+		memcpy(d, p, n < room ? n : room);
+	}
+	in->got += n;
+	if (in->e)
+		in->e->got = in->got;
+}
+
+static int read_hello(struct sock *s, struct in *in)
+{
+	struct hello h;
+
+	if (in->hi - in->lo < sizeof(h))
+		return 0;
+	memcpy(&h, in->buf + in->lo, sizeof(h));
+	in->lo += sizeof(h);
+	if (h.magic != HELLO_MAGIC || h.cookie != s->me.cookie || h.rank < 0 ||
+	    h.rank >= s->npeers || h.rank == s->rank) {
+		SD_WARN(SD_SUB_NET, "socket transport: a connection without this communicator's "
+				    "hello: closed");
+		return -1;
+	}
+	in->peer = h.rank;
+	return 0;
+}
+
+/* Reads what in has; 1 if anything moved, -1 when it closed or failed. */
+static int pull(struct sock *s, struct in *in, int *got)
+{
+	int moved = 0;
+
+	for (;;) {
+		ssize_t n;
+
+		/* Parse what is buffered. */
+		while (in->lo < in->hi) {
+			if (in->peer < 0) {
+				if (read_hello(s, in))
+					return -1;
+				if (in->peer < 0)
+					break;
+				continue;
+			}
+			if (!in->reading) {
+				if (in->hi - in->lo < HDR)
+					break;
+				if (begin_message(s, in, get64(in->buf + in->lo),
+						  (size_t)get64(in->buf + in->lo + 8))) {
+					in->err = ENOMEM;
+					return -1;
+				}
+				in->lo += HDR;
+				moved = 1;
+			}
+			size_t take = in->len - in->got;
+
+			if (take > in->hi - in->lo)
+				take = in->hi - in->lo;
+			feed(in, in->buf + in->lo, take);
+			in->lo += take;
+			if (in->got == in->len)
+				end_message(s, in, got);
+		}
+		if (in->lo == in->hi)
+			in->lo = in->hi = 0;
+		/* A long payload goes straight into its place. */
+		if (in->reading && in->len - in->got >= DIRECT_MIN && in->lo == in->hi && dest(in) &&
+		    (!in->into || in->into->len >= in->len)) {
+			n = recv(in->fd, dest(in), in->len - in->got, MSG_DONTWAIT);
+			if (n > 0) {
+				in->got += (size_t)n;
+				if (in->e)
+					in->e->got = in->got;
+				moved = 1;
+				if (in->got == in->len)
+					end_message(s, in, got);
+				continue;
+			}
+		} else {
+			if (in->hi == INBUF) { /* compact */
+				memmove(in->buf, in->buf + in->lo, in->hi - in->lo);
+				in->hi -= in->lo;
+				in->lo = 0;
+			}
+			/* Between messages take a little: the next one may be long,
+			 * and a long payload is better read in place than copied. */
+			size_t want = INBUF - in->hi;
+
+			if (!in->reading && want > HEAD_READ)
+				want = HEAD_READ;
+			n = recv(in->fd, in->buf + in->hi, want, MSG_DONTWAIT);
+			if (n > 0) {
+				in->hi += (size_t)n;
+				moved = 1;
+				continue;
+			}
+		}
+		if (n == 0) {
+			in->err = in->reading ? ECONNRESET : 0;
+			return -1;
+		}
+		if (errno == EAGAIN || errno == EINTR)
+			return moved;
+		in->err = errno;
+		return -1;
+	}
+}
+
+static void accept_all(struct sock *s)
+{
+	for (;;) {
+		int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), one = 1;
+		struct in *in;
+
+		if (fd < 0)
+			return;
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		in = calloc(1, sizeof(*in));
+		if (in)
+			in->buf = malloc(INBUF);
+		if (!in || !in->buf) {
+			free(in);
+			close(fd);
+			return;
+		}
+		in->fd = fd;
+		in->peer = -1;
+		in->next = s->ins;
+		s->ins = in;
+		s->nins++;
+	}
+}
+
+/* Fails the receives waiting for peer (whose connection to us broke). */
+static void fail_from(struct sock *s, int peer, int err, int *got)
+{
+	for (struct op *x = s->posted, *nx; x; x = nx) {
+		nx = x->next;
+		if (x->peer == peer) {
+			unlink_posted(s, x);
+			complete(x, err, 0, 0);
+			(*got)++;
+		}
+	}
+}
+
+static void fail_to(struct sock *s, int peer, int *got)
+{
+	struct out *o = &s->outs[peer];
+
+	while (o->head) {
+		struct op *x = o->head;
+
+		o->head = x->next;
+		complete(x, o->err, 0, 0);
+		(*got)++;
+	}
+	o->tail = NULL;
+}
+
+static void drop_in(struct sock *s, struct in *in, int *got)
+{
+	struct in **pp = &s->ins;
+
+	if (in->peer >= 0 && in->err)
+		SD_INFO(SD_SUB_NET, "socket transport: the connection from rank %d ended: %s",
+			in->peer, strerror(in->err));
+	if (in->reading) {
+		if (in->into) {
+			complete(in->into, in->err ? in->err : ECONNRESET, 0, 0);
+			(*got)++;
+		} else if (in->e) {
+			unlink_early(s, in->e);
+			if (in->e->taker) {
+				complete(in->e->taker, ECONNRESET, 0, 0);
+				(*got)++;
+			}
+			free(in->e->data);
+			free(in->e);
+		}
+	}
+	if (in->peer >= 0 && in->err)
+		fail_from(s, in->peer, in->err, got);
+	while (*pp && *pp != in)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = in->next;
+	s->nins--;
+	close(in->fd);
+	free(in->buf);
+	free(in);
+}
+
+/* One pass: poll (for at most wait_ms), then the I/O that is ready. */
+static int pass(struct sock *s, int wait_ms, int *got, int *failed_peer, int *failed_err,
+		int *failed_send)
+{
+	size_t n = 1 + (size_t)s->nins + (size_t)s->npeers, k = 0;
+	struct in *in, *next;
+
+	if (n > s->npfd) {
+		struct pollfd *p = realloc(s->pfd, n * sizeof(*p));
+
+		if (!p)
+			return ENOMEM;
+		s->pfd = p;
+		s->npfd = n;
+	}
+	s->pfd[k++] = (struct pollfd){.fd = s->lfd, .events = POLLIN};
+	for (in = s->ins; in; in = in->next)
+		s->pfd[k++] = (struct pollfd){.fd = in->fd, .events = POLLIN};
+	for (int p = 0; p < s->npeers; p++) {
+		struct out *o = &s->outs[p];
+
+		if (o->fd >= 0 && !o->err && (o->head || o->connecting))
+			s->pfd[k++] = (struct pollfd){.fd = o->fd, .events = POLLOUT};
+	}
+	if (poll(s->pfd, k, wait_ms) <= 0)
+		return 0;
+	k = 1;
+	if (s->pfd[0].revents)
+		accept_all(s);
+	for (in = s->ins; in; in = next) {
+		next = in->next;
+		/* new connections are not in this poll's list: read them next time */
+		if (k >= 1 + (size_t)s->nins || s->pfd[k].fd != in->fd) {
+			continue;
+		}
+		if (s->pfd[k++].revents && pull(s, in, got) < 0) {
+			if (in->err && in->peer >= 0 && !*failed_peer) {
+				*failed_peer = in->peer + 1;
+				*failed_err = in->err;
+				*failed_send = 0;
+			}
+			drop_in(s, in, got);
+		}
+	}
+	for (int p = 0; p < s->npeers; p++) {
+		struct out *o = &s->outs[p];
+
+		if (o->fd < 0 || o->err || !(o->head || o->connecting))
+			continue;
+		push(s, p, got);
+		if (o->err && o->head) {
+			if (!*failed_peer) {
+				*failed_peer = p + 1;
+				*failed_err = o->err;
+				*failed_send = 1;
+			}
+			fail_to(s, p, got);
+		}
+	}
+	return 0;
+}
+
+static int so_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms, int *got)
+{
+	struct sock *s = S(f);
+	int fp = 0, fe = 0, fs = 0, rc;
+
+	*got = 0;
+	/* Ready work first, without sleeping; then sleep only if none. */
+	rc = pass(s, 0, got, &fp, &fe, &fs);
+	/* A rank that polls in vain gives its core away: on loopback the
+	 * peer it waits for may need it to send (ranks outnumbering cores
+	 * waited out whole spins, 0.5 ms a message, without this). */
+	if (!rc && !*got && !wait_ms)
+		sched_yield();
+	if (!rc && !*got && wait_ms > 0)
+		rc = pass(s, wait_ms, got, &fp, &fe, &fs);
+	if (rc)
+		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	if (fp)
+		return sd_comm_error(c, SMDDP_ENETWORK, "socket transport: %s rank %d failed: %s",
+				     fs ? "sending to" : "receiving from", fp - 1, strerror(fe));
+	return SMDDP_OK;
+}
+
+static void so_patience(struct sd_fab *f, uint64_t ns)
+{
+	(void)f;
+	(void)ns; /* posts never wait for room: the queues are the endpoint's */
+}
+
+static void so_on_wait(struct sd_fab *f, int (*news)(struct smddp_comm *c))
+{
+	S(f)->news = news;
+}
+
+static void so_cancel(struct sd_fab *f, struct sd_freq *r)
+{
+	struct sock *s = S(f);
+	struct op *x = r->fc;
+
+	if (r->done || !x || r->is_send)
+		return;
+	for (struct op *q = s->posted; q; q = q->next)
+		if (q == x) {
+			unlink_posted(s, x);
+			complete(x, ECANCELED, 0, 0);
+			return;
+		}
+	/* Being read, or waiting for an early message: it ends as a sink. */
+	x->owner = NULL;
+	r->fc = NULL;
+	r->err = ECANCELED;
+	r->done = 1;
+}
+
+static int so_forget(struct sd_fab *f, int wait_ms)
+{
+	struct sock *s = S(f);
+
+	(void)wait_ms;
+	for (struct op *x = s->posted, *nx; x; x = nx) {
+		nx = x->next;
+		if (x->keep)
+			continue;
+		if (x->owner)
+			x->owner->fc = NULL;
+		x->owner = NULL;
+		unlink_posted(s, x);
+		complete(x, 0, 0, 0);
+	}
+	for (struct in *in = s->ins; in; in = in->next) {
+		if (in->reading && in->into && !in->into->keep) {
+			/* the rest of its bytes go nowhere */
+			if (in->into->owner)
+				in->into->owner->fc = NULL;
+			complete(in->into, 0, 0, 0);
+			in->into = NULL;
+		}
+	}
+	for (struct early *e = s->early; e; e = e->next)
+		if (e->taker && !e->taker->keep) {
+			if (e->taker->owner)
+				e->taker->owner->fc = NULL;
+			complete(e->taker, 0, 0, 0);
+			e->taker = NULL;
+		}
+	for (int p = 0; p < s->npeers; p++) {
+		struct out *o = &s->outs[p];
+		struct op **pp = &o->head;
+
+		o->tail = NULL;
+		while (*pp) {
+			struct op *x = *pp;
+
+			if (x->keep) {
+				o->tail = x;
+				pp = &x->next;
+				continue;
+			}
+			if (x->owner)
+				x->owner->fc = NULL;
+			x->owner = NULL;
+			if (x->done == 0 || o->err) { /* nothing of it sent: it never was */
+				*pp = x->next;
+				free(x);
+				continue;
+			}
+			/* half sent: the peer expects the rest; it comes from a copy */
+			size_t at = x->done > HDR ? x->done - HDR : 0;
+
+			if (!x->own) {
+				x->own = malloc(x->len - at ? x->len - at : 1);
+				if (!x->own) { /* cannot finish it: the stream is lost */
+					o->err = ENOMEM;
+					*pp = x->next;
+					free(x);
+					continue;
+				}
+				memcpy(x->own, x->buf + at, x->len - at);
+				x->buf = NULL;
+			}
+			o->tail = x;
+			pp = &x->next;
+		}
+	}
+	return 0;
+}
+
+static int so_poisoned(struct sd_fab *f)
+{
+	(void)f;
+	return 0;
+}
+
+static int so_close(struct sd_fab *f)
+{
+	struct sock *s = S(f);
+	uint64_t until = sd_now_ns() + 200000000ull;
+	int got = 0;
+
+	if (!s)
+		return 0;
+	so_forget(f, 0);
+	/* What is still queued (abort notices) gets a moment to leave. */
+	for (;;) {
+		int left = 0;
+
+		for (int p = 0; p < s->npeers; p++)
+			left += s->outs[p].head && !s->outs[p].err;
+		if (!left || sd_now_ns() >= until)
+			break;
+		int fp = 0, fe = 0, fs = 0;
+
+		pass(s, 1, &got, &fp, &fe, &fs);
+	}
+	for (int p = 0; p < s->npeers; p++) {
+		struct out *o = &s->outs[p];
+
+		while (o->head) {
+			struct op *x = o->head;
+
+			o->head = x->next;
+			complete(x, ECANCELED, 0, 0);
+		}
+		if (o->fd >= 0)
+			close(o->fd);
+	}
+	while (s->posted) {
+		struct op *x = s->posted;
+
+		s->posted = x->next;
+		complete(x, ECANCELED, 0, 0);
+	}
+	while (s->ins) {
+		struct in *in = s->ins;
+
+		s->ins = in->next;
+		if (in->reading && in->into)
+			complete(in->into, ECANCELED, 0, 0);
+		close(in->fd);
+		free(in->buf);
+		free(in);
+	}
+	while (s->early) {
+		struct early *e = s->early;
+
+		s->early = e->next;
+		if (e->taker)
+			complete(e->taker, ECANCELED, 0, 0);
+		free(e->data);
+		free(e);
+	}
+	if (s->lfd >= 0)
+		close(s->lfd);
+	free(s->pfd);
+	free(s->outs);
+	free(s->peers);
+	free(s);
+	return 0;
+}
+
+const struct sd_ep_ops sd_ep_socket = {
+	.size = sizeof(struct sd_ep_ops),
+	.name = "socket",
+	.open = so_open,
+	.name_of = so_name,
+	.describe = so_describe,
+	.kind = so_kind,
+	.insert = so_insert,
+	.send = so_send,
+	.recv = so_recv,
+	.notify = so_notify,
+	.patience = so_patience,
+	.on_wait = so_on_wait,
+	.cancel = so_cancel,
+	.forget = so_forget,
+	.poisoned = so_poisoned,
+	.progress = so_progress,
+	.close = so_close,
+};
