@@ -202,6 +202,14 @@ static int choose_engine(struct run *r, int user_tag)
 {
 	const struct plan *p = r->plan;
 
+	if (r->opt.keep_going && (p->kind == PLAN_MPIRUN || p->kind == PLAN_SRUN)) {
+		/* mpirun and srun stop the whole job at a rank's death themselves */
+		tool_warn("--on-failure continue: only for the ranks smddp-run starts itself "
+		          "(this host's, or one smddp-run per node with --nnodes), not through "
+		          "%s", p->kind == PLAN_MPIRUN ? "mpirun (--hosts, --hostfile, SageMaker)"
+		                                       : "srun (give --launcher none, or --nnodes)");
+		return TOOL_EXIT_USAGE;
+	}
 	if (p->kind == PLAN_MPIRUN) {
 		struct strv set = { 0 }, names = { 0 }, av = { 0 };
 		mpirun_environment(r, &set, &names);

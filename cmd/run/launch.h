@@ -122,6 +122,13 @@ struct run {
 	int64_t deadline;       /* of the current phase; 0: none */
 	int64_t timeout_at;     /* --timeout; 0: none */
 
+	/* --on-failure continue: the failures let pass, the first of them, and
+	 * the ranks that exited 0 */
+	int nlost;
+	int lost_status;
+	char lost_why[512];
+	int nfinished;
+
 	enum cause cause;
 	int status;             /* exit status for CAUSE_RANK / EXEC / LAUNCH / REMOTE */
 	int signo;              /* for CAUSE_SIGNAL */

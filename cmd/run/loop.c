@@ -92,16 +92,71 @@ static struct rank *rank_by_pid(struct run *r, pid_t pid)
 	return NULL;
 }
 
+/* --on-failure continue: once every rank has ended, the job failed if none
+ * of them exited 0 (the first failure's status), else it went on to its end
+ * without the lost ones. */
+static void settle_lost(struct run *r)
+{
+	if (!r->nlost || r->cause != CAUSE_NONE)
+		return;
+	if (r->nfinished == 0) {
+		r->cause = CAUSE_RANK;
+		r->status = r->lost_status;
+		snprintf(r->why, sizeof r->why, "%s", r->lost_why);
+		tool_warn("no rank exited 0: the job failed (--on-failure continue); the first "
+		          "failure: %s", r->lost_why);
+		return;
+	}
+	tool_warn("%d rank%s failed and the job went on without %s (--on-failure continue); "
+	          "%d exited 0; the first failure: %s", r->nlost, r->nlost == 1 ? "" : "s",
+	          r->nlost == 1 ? "it" : "them", r->nfinished, r->lost_why);
+}
+
+/* --on-failure continue: a rank failed; the others are left running. */
+static void lose_rank(struct run *r, struct rank *rk, const siginfo_t *si, bool signaled)
+{
+	if (r->nlost++ == 0) {
+		r->lost_status = signaled ? 128 + si->si_status : si->si_status;
+		if (signaled)
+			snprintf(r->lost_why, sizeof r->lost_why, "rank %d was killed by signal %d "
+			         "(%s)", rk->rank, si->si_status, strsignal(si->si_status));
+		else
+			snprintf(r->lost_why, sizeof r->lost_why, "rank %d exited with status %d",
+			         rk->rank, si->si_status);
+	}
+	char others[96] = "";
+	if (r->nlive > 0)
+		snprintf(others, sizeof others, "; the other %d rank%s go%s on (--on-failure "
+		         "continue)", r->nlive, r->nlive == 1 ? "" : "s", r->nlive == 1 ? "es" : "");
+	if (signaled)
+		tool_warn("rank %d (pid %d) was killed by signal %d (%s%s)%s", rk->rank,
+		          (int)rk->pid, si->si_status, strsignal(si->si_status),
+		          si->si_code == CLD_DUMPED ? ", core dumped" : "", others);
+	else
+		tool_warn("rank %d (pid %d) exited with status %d%s", rk->rank, (int)rk->pid,
+		          si->si_status, others);
+	if (r->nlive == 0)
+		settle_lost(r);
+}
+
 static void rank_exited(struct run *r, struct rank *rk, const siginfo_t *si)
 {
 	rk->exited = true;
 	r->nlive--;
 
 	bool signaled = si->si_code == CLD_KILLED || si->si_code == CLD_DUMPED;
-	if (!signaled && si->si_status == 0)
+	if (!signaled && si->si_status == 0) {
+		r->nfinished++;
+		if (r->nlive == 0)
+			settle_lost(r);
 		return;
+	}
 	if (r->cause != CAUSE_NONE)   /* not the first failure: expected fallout */
 		return;
+	if (r->opt.keep_going && !r->mpirun && r->phase == PH_RUN) {
+		lose_rank(r, rk, si, signaled);
+		return;
+	}
 	r->cause = CAUSE_RANK;
 	r->status = signaled ? 128 + si->si_status : si->si_status;
 	if (signaled)

@@ -23,7 +23,7 @@ enum {
 	OPT_HYPERPARAMETERS, OPT_DISTRIBUTION, OPT_WORKER_WAIT, OPT_NNODES, OPT_NODE_RANK,
 	OPT_RDZV_ENDPOINT, OPT_RDZV_ID, OPT_RDZV_BACKEND, OPT_STANDALONE, OPT_LAUNCHER_PORT,
 	OPT_JOIN_TIMEOUT, OPT_LAUNCHER, OPT_SRUN_ARGS, OPT_UNBUFFERED, OPT_NO_PYTHON,
-	OPT_MAX_RESTARTS, OPT_TRACE_DIR,
+	OPT_MAX_RESTARTS, OPT_TRACE_DIR, OPT_ON_FAILURE,
 	OPT_END
 };
 
@@ -106,6 +106,12 @@ static void usage(void)
 "                          hosts: 29500)\n"
 "      --grace SECONDS     time between SIGTERM and SIGKILL when stopping ranks\n"
 "                          (default 5)\n"
+"      --on-failure stop|continue\n"
+"                          when a rank fails: stop the others (stop, the default),\n"
+"                          or let them go on without it (continue: for jobs that\n"
+"                          shrink their groups, dist.shrink_group); then the job\n"
+"                          ends when every rank has, and fails only if no rank\n"
+"                          exited 0 (this host's ranks or --nnodes only)\n"
 "      --timeout SECONDS   stop the job after this long and exit 124 (default: none)\n"
 "      --env VAR[=VALUE]   give VAR (set to VALUE) to every rank; repeatable\n"
 "      --network-interface IFNAME\n"
@@ -166,7 +172,8 @@ static void usage(void)
 "LOCAL_RANK, MASTER_ADDR, MASTER_PORT, SMDDP_JOB_ID, SMDDP_JOB_TOKEN, SageMaker's\n"
 "SMDATAPARALLEL_LOCAL_RANK and more;\n"
 "see smddp-run(1). When a rank fails, the others are stopped and smddp-run exits\n"
-"with the failed rank's status, after a verdict from the ranks' flight recorders.\n");
+"with the failed rank's status, after a verdict from the ranks' flight recorders\n"
+"(unless --on-failure continue).\n");
 }
 
 static enum bind parse_bind(const char *s)
@@ -259,6 +266,14 @@ static void set_option(struct options *o, struct seen *s, int c, const char *arg
 		if (tool_parse_double(arg, 0, 86400, &o->grace_s) < 0)
 			opt_error("invalid --grace '%s': expected 0 to 86400 seconds",
 			                 arg);
+		break;
+	case OPT_ON_FAILURE:
+		if (strcmp(arg, "stop") == 0)
+			o->keep_going = false;
+		else if (strcmp(arg, "continue") == 0)
+			o->keep_going = true;
+		else
+			opt_error("invalid --on-failure '%s': expected stop or continue", arg);
 		break;
 	case OPT_TIMEOUT:
 		if (tool_parse_double(arg, 0, 1e9, &o->timeout_s) < 0 || o->timeout_s <= 0)
@@ -492,6 +507,7 @@ void parse_options(int argc, char **argv, struct options *o)
 		{ "launcher",      required_argument, NULL, OPT_LAUNCHER },
 		{ "unbuffered",    no_argument,       NULL, OPT_UNBUFFERED },
 		{ "trace-dir",     required_argument, NULL, OPT_TRACE_DIR },
+		{ "on-failure",    required_argument, NULL, OPT_ON_FAILURE },
 		{ "no-python",     no_argument,       NULL, OPT_NO_PYTHON },
 		{ "no_python",     no_argument,       NULL, OPT_NO_PYTHON },
 		{ "max-restarts",  required_argument, NULL, OPT_MAX_RESTARTS },

@@ -43,6 +43,7 @@ struct options {
 	const char *master_addr;  /* NULL: default */
 	long master_port;       /* 0: pick a free one (local) or DEFAULT_PORT */
 	double grace_s;
+	bool keep_going;        /* --on-failure continue */
 	double timeout_s;       /* 0: none */
 	const char *timeout_arg;
 	char **argv;            /* PROGRAM ARGS... */

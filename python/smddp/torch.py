@@ -18,7 +18,8 @@ tensors), broadcast, reduce, all_gather, all_gather_into_tensor,
 reduce_scatter, reduce_scatter_tensor, all_to_all_single (any split sizes),
 all_to_all, gather, scatter, barrier, and their coalesced forms; send,
 recv (from a given rank or any), isend, irecv and batch_isend_irecv
-(pipeline parallelism); split_group from torch 2.15.  A send completes once
+(pipeline parallelism); split_group and shrink_group (survivors go on
+without a dead rank) from torch 2.15.  A send completes once
 its receive took the data, as with NCCL: a rank that sends to and receives
 from the same peers at once batches them (batch_isend_irecv).  What is not
 supported (reductions on int16, bitwise reductions, sparse layouts other

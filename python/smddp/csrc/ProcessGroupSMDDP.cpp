@@ -1,6 +1,6 @@
 // ProcessGroupSMDDP.cpp - the "smddp" c10d backend: rendezvous, the collectives
-// (all_to_all_single among them) as work items, split_group and tear-down
-// (design in ProcessGroupSMDDP.hpp).  The list forms, gather, scatter and the
+// (all_to_all_single among them) as work items, split_group, shrink_group and
+// tear-down (design in ProcessGroupSMDDP.hpp).  The list forms, gather, scatter and the
 // sparse all-reduce are in Exchanges.cpp, sends and receives in
 // PointToPoint.cpp, the argument checks in Tensors.cpp.
 #include "ProcessGroupSMDDP.hpp"
@@ -101,6 +101,7 @@ void ProcessGroupSMDDP::start(smddp_comm* comm) {
 
 ProcessGroupSMDDP::~ProcessGroupSMDDP() {
   queue_->stop(false);
+  dropShrinkParent();
 }
 
 smddp_unique_id ProcessGroupSMDDP::rendezvous(c10d::Store& store, const std::string& key) {
@@ -668,6 +669,99 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupSMDDP::split(
   return child;
 }
 
+// ---- shrink_group ------------------------------------------------------------------
+
+bool ProcessGroupSMDDP::supportsShrinking() const {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 15)
+  return true;
+#else
+  return false; // no shrink_group before torch 2.15
+#endif
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupSMDDP::shrink(
+    const std::vector<int64_t>& ranks_to_exclude,
+    int shrink_flags,
+    const c10::intrusive_ptr<c10d::Backend::Options>& opts) {
+  // torch's SHRINK_DEFAULT and SHRINK_ABORT (distributed_c10d.py).
+  constexpr int kTorchShrinkAbort = 0x01;
+  TORCH_CHECK_VALUE(
+      shrink_flags == 0 || shrink_flags == kTorchShrinkAbort,
+      "smddp: shrink_group: shrink_flags must be SHRINK_DEFAULT (0) or SHRINK_ABORT (1), not ",
+      shrink_flags);
+  TORCH_CHECK_VALUE(!ranks_to_exclude.empty(), "smddp: shrink_group: no rank to exclude");
+  std::vector<bool> seen(size_, false);
+  std::vector<int> exclude;
+  for (int64_t r : ranks_to_exclude) {
+    TORCH_CHECK_VALUE(
+        r >= 0 && r < size_,
+        "smddp: shrink_group: rank ",
+        r,
+        " is not a rank of this group of ",
+        size_);
+    TORCH_CHECK_VALUE(!seen[r], "smddp: shrink_group: rank ", r, " is given twice");
+    TORCH_CHECK_VALUE(
+        r != rank_,
+        "smddp: shrink_group: rank ",
+        r,
+        " is this rank itself: an excluded rank does not call shrink_group");
+    seen[r] = true;
+    exclude.push_back(static_cast<int>(r));
+  }
+  TORCH_CHECK_VALUE(
+      static_cast<int>(exclude.size()) < size_,
+      "smddp: shrink_group: every rank of the group is excluded");
+
+  std::lock_guard<std::mutex> lock(shrinkMutex_);
+  if (shrunk_)
+    throwBackendError(
+        "smddp: shrink_group on " + state_->who() +
+        ": this group was shrunk already; shrink the group that shrink_group returned");
+  if (!shrinkParent_) {
+    smddp_comm* parent = queue_->handOver((shrink_flags & kTorchShrinkAbort) != 0);
+    if (!parent)
+      throwBackendError(
+          "smddp: shrink_group on " + state_->who() +
+          ": the group's communicator is gone (the group was shut down or aborted, or "
+          "freed after an error of the backend itself" +
+          (state_->failed() ? ": " + state_->rootCause() : std::string()) +
+          "); nothing is left to shrink");
+    shrinkParent_ = parent;
+  }
+  smddp_comm* comm = nullptr;
+  int rc;
+  {
+    // The survivors meet: the GIL must not hold up this rank's callbacks.
+    GilRelease noGil;
+    rc = smddp_comm_shrink(
+        shrinkParent_, exclude.data(), static_cast<int>(exclude.size()),
+        (shrink_flags & kTorchShrinkAbort) ? SMDDP_SHRINK_ABORT : SMDDP_SHRINK_DEFAULT, &comm);
+  }
+  if (rc != SMDDP_OK) {
+    std::string detail = smddp_last_error(shrinkParent_);
+    throwBackendError(
+        "smddp: shrink_group failed on " + state_->who() + ": " +
+        (detail.empty() ? std::string(smddp_strerror(rc)) : detail) + " (" +
+        smddp_strerror(rc) + "); the group runs no more collectives, but shrink_group "
+        "may be called on it again (with any rank that died since added to "
+        "ranks_to_exclude)");
+  }
+  smddp_comm_abort(shrinkParent_);
+  shrinkParent_ = nullptr;
+  shrunk_ = true;
+  std::chrono::milliseconds timeout =
+      opts && opts->timeout.count() > 0 ? opts->timeout : timeout_.load();
+  return c10::make_intrusive<ProcessGroupSMDDP>(
+      comm, smddp_comm_rank(comm), smddp_comm_size(comm), timeout);
+}
+
+void ProcessGroupSMDDP::dropShrinkParent() {
+  std::lock_guard<std::mutex> lock(shrinkMutex_);
+  if (shrinkParent_)
+    smddp_comm_abort(shrinkParent_);
+  shrinkParent_ = nullptr;
+}
+
 // ---- bookkeeping and tear-down ---------------------------------------------------
 
 void ProcessGroupSMDDP::setSequenceNumberForGroup() {}
@@ -686,11 +780,15 @@ void ProcessGroupSMDDP::setTimeout(std::chrono::milliseconds timeout) {
 }
 
 void ProcessGroupSMDDP::shutdown() {
+  // After a shrink the queue is stopped already: nothing is left to do
+  // but drop a parent that a failed shrink left.
   queue_->stop(false);
+  dropShrinkParent();
 }
 
 void ProcessGroupSMDDP::abort() {
   queue_->stop(true);
+  dropShrinkParent();
 }
 
 } // namespace smddp_torch

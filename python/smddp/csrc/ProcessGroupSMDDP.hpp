@@ -32,6 +32,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -174,6 +175,25 @@ class ProcessGroupSMDDP : public c10d::Backend {
       const std::vector<int>& ranks,
       const c10::intrusive_ptr<c10d::Backend::Options>& opts);
 
+  // dist.shrink_group (torch 2.15 and later; shrink() overrides Backend's
+  // there, supportsShrinking says false before): every survivor calls it
+  // with the same ranks to exclude, the excluded ones do not.  On the
+  // caller's thread: the worker is stopped (SHRINK_DEFAULT lets the queued
+  // work run or fail first, bounded by the group timeout; SHRINK_ABORT
+  // fails it at once and cancels the call in progress) and hands the
+  // communicator over, then smddp_comm_shrink makes the survivors' one,
+  // ranked in their old order, with the parent's deadline.  On success
+  // the parent is aborted and this group takes no more calls (torch then
+  // destroys it: shutdown() has nothing left to do); on failure the parent
+  // is kept, and shrink may be called again (with a rank that died during
+  // the shrink added).  opts: its timeout, if given, is the new group's
+  // (the communicator keeps the parent's deadline).
+  bool supportsShrinking() const;
+  c10::intrusive_ptr<c10d::Backend> shrink(
+      const std::vector<int64_t>& ranks_to_exclude,
+      int shrink_flags,
+      const c10::intrusive_ptr<c10d::Backend::Options>& opts);
+
   // dist.set_timeout: the works issued after it wait() for at most the new
   // timeout (from when the worker starts them), and split groups take it
   // as their default.  libsmddp's own deadline, of each wait inside a call,
@@ -246,6 +266,14 @@ class ProcessGroupSMDDP : public c10d::Backend {
   // receives returns a work that ends after them, with the first error.
   std::vector<c10::intrusive_ptr<WorkSMDDP>> coalesced_;
   at::Device coalescedDevice_ = at::Device(at::kCPU);
+
+  // shrink(): the parent communicator, handed over by the worker and kept
+  // for another try while no shrink succeeded; shrunk_ once one did.
+  std::mutex shrinkMutex_;
+  smddp_comm* shrinkParent_ = nullptr;
+  bool shrunk_ = false;
+  // Aborts shrinkParent_, if any (tear-down).
+  void dropShrinkParent();
 
   // The last split: torch calls split() once per device type of the
   // group with the same store, again after a null (this rank not a

@@ -57,26 +57,6 @@ std::exception_ptr backendError(const std::string& msg) {
   }
 }
 
-// Releases the GIL, if this thread holds it, for as long as it lives: the
-// completers may need it (Python callbacks chained on a work's future), so
-// nothing may wait for them while holding it.
-class GilRelease {
- public:
-  GilRelease() {
-    if (Py_IsInitialized() && PyGILState_Check())
-      saved_ = PyEval_SaveThread();
-  }
-  ~GilRelease() {
-    if (saved_)
-      PyEval_RestoreThread(saved_);
-  }
-  GilRelease(const GilRelease&) = delete;
-  GilRelease& operator=(const GilRelease&) = delete;
-
- private:
-  PyThreadState* saved_ = nullptr;
-};
-
 #ifdef SMDDP_TORCH_CUDA
 // Streams are made for the groups, not taken from torch's pool (where an
 // unrelated group or library could share one and order its work behind
@@ -110,6 +90,18 @@ void releaseStream(const c10::cuda::CUDAStream& stream) {
 #endif
 
 } // namespace
+
+// ---- GilRelease ------------------------------------------------------------
+
+GilRelease::GilRelease() {
+  if (Py_IsInitialized() && PyGILState_Check())
+    saved_ = PyEval_SaveThread();
+}
+
+GilRelease::~GilRelease() {
+  if (saved_)
+    PyEval_RestoreThread(static_cast<PyThreadState*>(saved_));
+}
 
 // ---- GroupState ------------------------------------------------------------
 
@@ -464,6 +456,10 @@ void WorkQueue::stopAllAtExit() {
 void WorkQueue::prepare(
     const c10::intrusive_ptr<WorkSMDDP>& work,
     const std::vector<at::Tensor>& deviceTensors) {
+  // A shrunk group says so first: it failed too, most often, but the
+  // group to use now is the one shrink_group returned.
+  if (handedOver_.load())
+    throwStopped(*work);
   if (state_->failed())
     throwBackendError(
         "smddp: " + std::string(work->name_) + " on " + state_->who() +
@@ -499,6 +495,11 @@ void WorkQueue::prepare(
 }
 
 void WorkQueue::throwStopped(const WorkSMDDP& work) const {
+  if (handedOver_.load())
+    throwBackendError(
+        "smddp: " + std::string(work.name_) + " on " + state_->who() +
+        ": the process group was shrunk (dist.shrink_group) and runs no more calls; "
+        "use the group that shrink_group returned");
   throwBackendError(
       "smddp: " + std::string(work.name_) + " on " + state_->who() +
       ": the process group was shut down or aborted and runs no more calls; make a new "
@@ -816,6 +817,14 @@ void WorkQueue::finishDeviceChecks(
 // ---- WorkQueue: tear-down ------------------------------------------------------------
 
 void WorkQueue::stop(bool abort) {
+  stopAndTake(abort, false);
+}
+
+smddp_comm* WorkQueue::handOver(bool abort) {
+  return stopAndTake(abort, true);
+}
+
+smddp_comm* WorkQueue::stopAndTake(bool abort, bool take) {
   GilRelease noGil;
   std::unique_lock<std::mutex> lock(mutex_);
   if (stopRequested_) {
@@ -828,9 +837,10 @@ void WorkQueue::stop(bool abort) {
       idleCv_.notify_all();
       cancelCall();
     }
-    return;
+    return nullptr;
   }
   stopRequested_ = true;
+  handedOver_ = take;
   idleCv_.notify_all(); // a barrier's awaitCompletions
   const bool onWorker = thread_.joinable() && std::this_thread::get_id() == thread_.get_id();
   const int self = completerOf == this ? 1 : 0;
@@ -861,12 +871,13 @@ void WorkQueue::stop(bool abort) {
 
   if (onWorker) {
     // It cannot wait for itself: the worker fails or finishes what is
-    // queued, then frees the communicator and stops the completers.
+    // queued, then frees the communicator and stops the completers.  (No
+    // body calls handOver(): only the caller's thread shrinks.)
     detached_ = true;
     thread_.detach();
     lock.unlock();
     workCv_.notify_all();
-    return;
+    return nullptr;
   }
   lock.unlock();
   workCv_.notify_all();
@@ -874,9 +885,20 @@ void WorkQueue::stop(bool abort) {
     thread_.join();
   // Before the communicator goes: a failure of the last GPU work is still
   // told (stderr, the works), and the peers learn of it (abort).
-  finishDeviceChecks(deadline, state_->timeout, "the process group was shut down");
+  finishDeviceChecks(
+      deadline, state_->timeout,
+      take ? "the process group was shrunk" : "the process group was shut down");
+  smddp_comm* comm = nullptr;
+  if (take) {
+    // Handed over whole: neither released nor aborted (a failed group's
+    // communicator is what the shrink works on), nor cancelled here once
+    // the caller has it.
+    std::lock_guard<std::mutex> commLock(commMutex_);
+    comm = takeComm();
+  }
   freeComm();
   stopCompleters(std::max(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(1)));
+  return comm;
 }
 
 void WorkQueue::cancelCall() {

@@ -111,6 +111,20 @@ extern "C" void __tsan_release(void* addr);
 
 namespace smddp_torch {
 
+// Releases the GIL, if this thread holds it, for as long as it lives: the
+// completers may need it (Python callbacks chained on a work's future), so
+// nothing may wait for them, or for the peers, while holding it.
+class GilRelease {
+ public:
+  GilRelease();
+  ~GilRelease();
+  GilRelease(const GilRelease&) = delete;
+  GilRelease& operator=(const GilRelease&) = delete;
+
+ private:
+  void* saved_ = nullptr; // the PyThreadState
+};
+
 // What the work items of one group share: who this rank is, the group
 // timeout, and the root cause once the group failed.
 class GroupState {
@@ -323,6 +337,11 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   // sleep, and the worker is joined then.  Callbacks still running
   // after the group timeout are left to finish on their own.  Idempotent.
   void stop(bool abort);
+  // For a shrink (ProcessGroupSMDDP::shrink): stops as stop(abort) does,
+  // but hands the communicator back instead of freeing it, unless a
+  // shim error or an earlier stop() freed it (then null).  Later calls
+  // fail saying that the group was shrunk.  Not from the worker thread.
+  smddp_comm* handOver(bool abort);
 
   // At interpreter exit (an atexit hook of smddp.torch): stops every queue
   // still running, normally when it is idle and healthy, else by abort, so
@@ -345,6 +364,8 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
  private:
   // Raises DistBackendError: work came after the queue was stopped.
   [[noreturn]] void throwStopped(const WorkSMDDP& work) const;
+  // stop() and handOver(): take, hand the communicator back.
+  smddp_comm* stopAndTake(bool abort, bool take);
   void loop();
   // The check itself, with commMutex_ held; say: the line for stderr, if
   // it found the first async error.
@@ -425,6 +446,7 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   bool aborting_ = false;
   bool stopped_ = false;
   bool detached_ = false; // stop() ran on the worker thread itself
+  std::atomic<bool> handedOver_{false}; // stopped by handOver()
   std::thread thread_;
 
   struct Completion {

@@ -1,0 +1,53 @@
+# shrink.sh - dist.shrink_group (torch 2.15+): a rank SIGKILLed mid-training,
+# rank 0 included, or dropped from a healthy group; the survivors go on.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
+. "$top_srcdir/tests/torch/lib.sh"
+need_shim
+if ! "$PY" -c 'import sys, torch.distributed as d; sys.exit(not hasattr(d, "shrink_group"))'; then
+	echo "SKIP: torch $("$PY" -c 'import torch; print(torch.__version__)') has no dist.shrink_group (torch 2.15 and later)"
+	exit 77
+fi
+export SMDDP_TIMEOUT=60
+# the survivors must go on when a rank dies
+LAUNCH_OPTS="--on-failure continue --grace 10"
+
+# expect_survivors NAME VICTIM N: every rank but VICTIM said TORCH-OK, none
+# TORCH-BAD, and smddp-run exited 0 having named the dead rank
+expect_survivors() {
+	local name=$1 victim=$2 n=$3 r
+	for r in $(seq 0 $((n - 1))); do
+		[ "$r" = "$victim" ] && continue
+		grep -q "TORCH-OK rank=[0-9]* .*old rank $r of $n, now" "$TDIR/$name.out" &&
+			pass "$name: old rank $r shrank the group and trained on" ||
+			fail "$name: old rank $r did not"
+	done
+	! grep -q TORCH-BAD "$TDIR/$name.out" || fail "$name: $(grep TORCH-BAD "$TDIR/$name.out" | head -3)"
+	[ "$status" -eq 0 ] && pass "$name: smddp-run exited 0" || fail "$name: smddp-run exited $status"
+	grep -q "rank $victim (pid [0-9]*) was killed by signal 9" "$TDIR/$name.out" ||
+		fail "$name: smddp-run did not name the dead rank $victim"
+}
+
+# rank 0 hosts torch's store (env://): a victim other than rank 0
+run_job kill-2-of-4 180 4 "$PY" "$TESTS_PY/test_shrink.py" kill 2
+expect_survivors kill-2-of-4 2 4
+run_job kill-1-of-3-abort 180 3 "$PY" "$TESTS_PY/test_shrink.py" kill 1 abort
+expect_survivors kill-1-of-3-abort 1 3
+
+# rank 0 dies: the store lives outside the ranks, as torchrun's agent's does
+port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$PY" "$TESTS_PY/test_shrink.py" store "$port" 300 >"$TDIR/store.out" 2>&1 &
+store_pid=$!
+for _ in $(seq 100); do grep -q READY "$TDIR/store.out" && break; sleep 0.1; done
+if grep -q READY "$TDIR/store.out"; then
+	TORCHELASTIC_USE_AGENT_STORE=True LAUNCH_OPTS="$LAUNCH_OPTS --master-port $port" \
+		run_job kill-0-of-3 180 3 "$PY" "$TESTS_PY/test_shrink.py" kill 0
+	expect_survivors kill-0-of-3 0 3
+else
+	fail "the store did not start: $(cat "$TDIR/store.out")"
+fi
+kill "$store_pid" 2>/dev/null
+wait "$store_pid" 2>/dev/null
+
+# a planned shrink of a healthy group: the excluded rank leaves with 0
+LAUNCH_OPTS="--grace 10" torch_job planned-3 120 3 test_shrink.py planned 1
+finish
