@@ -255,6 +255,11 @@ static void stage(struct smddp_comm **cp, int *members, int *n, const int *victi
 	if (ne != nv)
 		bad("stage %d: a victim is not in the communicator", stage_no);
 	fail_rc = run_until_failure(c, 30);
+	/* A victim whose call failed first (another victim died sooner) dies
+	 * now: it was to die in this stage, and victims do not shrink. */
+	for (int i = 0; i < nv; i++)
+		if (victims[i] == wrank)
+			raise(SIGKILL);
 	t0 = now_s();
 	rc = smddp_comm_shrink(c, excl, ne, flags, &nc);
 	if (rc)
