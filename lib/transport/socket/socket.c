@@ -47,114 +47,7 @@
 #include <unistd.h>
 
 #include "base/comm-types.h"
-#include "transport/netep.h"
-
-#define NAME_MAGIC 0x534b5431u /* "SKT1" */
-#define HELLO_MAGIC 0x534b4831u
-#define HDR 16
-#define INBUF (256u << 10)     /* per incoming connection */
-#define DIRECT_MIN (16u << 10) /* a payload at least this long is read in place */
-#define HEAD_READ 4096u        /* what one read takes between messages */
-
-struct name {
-	uint32_t magic;
-	uint32_t family;
-	uint64_t cookie;
-	uint16_t port;
-	uint8_t addr[16];
-};
-
-struct hello {
-	uint32_t magic;
-	int32_t rank;
-	uint64_t cookie;
-};
-
-/* One send or receive. */
-struct op {
-	struct sd_freq *owner; /* NULL once forgotten */
-	int is_send, peer, keep;
-	uint64_t tag, ignore;
-	char *buf;
-	size_t len;
-	size_t done;          /* send: bytes written, header included */
-	char *own;            /* a forgotten send's copy of what is left */
-	unsigned char hdr[HDR];
-	struct op *next;
-};
-
-/* A message that came before its receive. */
-struct early {
-	int peer;
-	uint64_t tag;
-	char *data;
-	size_t len, got; /* got < len: still arriving */
-	struct op *taker; /* a receive posted while it arrives */
-	struct early *next;
-};
-
-/* A connection this rank opened, to send to one peer. */
-struct out {
-	int fd;
-	int connecting; /* connect() in flight, then the hello */
-	int err;        /* errno it failed with */
-	struct op *head, *tail;
-};
-
-/* A connection a peer opened, to send to us. */
-struct in {
-	int fd;
-	int peer; /* -1 until its hello */
-	int err;
-	unsigned char *buf; /* INBUF: headers and small payloads */
-	size_t lo, hi;      /* unread bytes are buf[lo, hi) */
-	/* the message being read */
-	int reading;
-	uint64_t tag;
-	size_t len, got;
-	struct op *into;    /* its receive, or NULL */
-	struct early *e;    /* or its early copy, or NULL (and into NULL): a sink */
-	struct in *next;
-};
-
-struct sock {
-	struct sd_fab base;
-	int lfd;
-	struct name me;
-	int rank, npeers;
-	struct name *peers;
-	struct out *outs;  /* by peer */
-	struct in *ins;
-	int nins;
-	struct op *posted, *posted_tail; /* receives not matched, in post order */
-	struct early *early, *early_tail;
-	uint64_t timeout_ns;
-	char desc[96];
-	char family[24];
-	struct pollfd *pfd;
-	size_t npfd;
-	int (*news)(struct smddp_comm *c);
-};
-
-static struct sock *S(struct sd_fab *f)
-{
-	return (struct sock *)f;
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
+#include "transport/socket/socket-int.h"
 
 static int so_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **out)
 {
@@ -271,23 +164,6 @@ static int so_insert(struct smddp_comm *c, struct sd_fab *f, const void *names, 
 }
 
 /* ---- sends ------------------------------------------------------------ */
-
-static void complete(struct op *o, int err, size_t len, uint64_t tag)
-{
-	struct sd_freq *r = o->owner;
-
-	if (r) {
-		if (!o->is_send) {
-			r->len = len;
-			r->tag = tag;
-		}
-		r->err = err;
-		r->fc = NULL;
-		r->done = 1;
-	}
-	free(o->own);
-	free(o);
-}
 
 /* Opens the connection to peer (non-blocking; the hello follows once it
  * is made, before any message, as the first bytes queued). */
@@ -410,7 +286,7 @@ static int push(struct sock *s, int peer, int *got)
 		o->head = x->next;
 		if (!o->head)
 			o->tail = NULL;
-		complete(x, 0, x->len, x->tag);
+		sd_sock_complete(x, 0, x->len, x->tag);
 		(*got)++;
 		moved = 1;
 	}
@@ -442,11 +318,11 @@ static int post_send(struct smddp_comm *c, struct sock *s, int peer, uint64_t ta
 	r->fc = x;
 	o = &s->outs[peer];
 	if (o->err) {
-		complete(x, o->err, 0, 0);
+		sd_sock_complete(x, o->err, 0, 0);
 		return SMDDP_OK; /* the wait reports it */
 	}
 	if (o->fd < 0 && connect_to(s, peer)) {
-		complete(x, o->err, 0, 0);
+		sd_sock_complete(x, o->err, 0, 0);
 		return SMDDP_OK;
 	}
 	if (o->tail)
@@ -481,332 +357,6 @@ static int so_notify(struct sd_fab *f, int peer, uint64_t tag, const void *buf, 
 	return post_send(NULL, s, peer, tag, buf, len, r, 1) ? -1 : 0;
 }
 
-/* ---- receives --------------------------------------------------------- */
-
-static int matches(const struct op *x, int peer, uint64_t tag)
-{
-	return (x->peer < 0 || x->peer == peer) && ((x->tag ^ tag) & ~x->ignore) == 0;
-}
-
-/* Copies an early message into its receive and completes it. */
-static int take_early(struct op *x, struct early *e, int *got)
-{
-	int err = 0;
-	size_t n = e->len;
-
-	if (n > x->len) {
-		err = EMSGSIZE;
-		n = x->len;
-	}
-	if (n)
-		memcpy(x->buf, e->data, n);
-	complete(x, err, n, e->tag);
-	(*got)++;
-	return err;
-}
-
-static void unlink_early(struct sock *s, struct early *e)
-{
-	struct early **pp = &s->early;
-
-	while (*pp && *pp != e)
-		pp = &(*pp)->next;
-	if (*pp)
-		*pp = e->next;
-	s->early_tail = NULL;
-	for (struct early *q = s->early; q; q = q->next)
-		s->early_tail = q;
-}
-
-static int so_recv(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag, void *buf,
-		   size_t len, struct sd_freq *r)
-{
-	struct sock *s = S(f);
-	struct op *x;
-	int got = 0;
-
-	if (peer >= s->npeers)
-		return sd_comm_error(c, SMDDP_EINTERNAL, "socket transport: no rank %d (of %d)", peer,
-				     s->npeers);
-	x = calloc(1, sizeof(*x));
-	if (!x)
-		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
-	x->peer = peer;
-	x->tag = tag;
-	x->ignore = r->ignore;
-	x->buf = buf;
-	x->len = len;
-	x->keep = r->keep;
-	x->owner = r;
-	r->fab = f;
-	r->peer = peer;
-	r->is_send = 0;
-	r->len = len;
-	r->fc = x;
-	/* A message that came first, complete or arriving, in arrival order. */
-	for (struct early *e = s->early; e; e = e->next) {
-		if (e->taker || !matches(x, e->peer, e->tag))
-			continue;
-		if (e->got < e->len) {
-			e->taker = x;
-			return SMDDP_OK;
-		}
-		unlink_early(s, e);
-		take_early(x, e, &got);
-		free(e->data);
-		free(e);
-		return SMDDP_OK;
-	}
-	if (s->posted_tail)
-		s->posted_tail->next = x;
-	else
-		s->posted = x;
-	s->posted_tail = x;
-	return SMDDP_OK;
-}
-
-static void unlink_posted(struct sock *s, struct op *x)
-{
-	struct op **pp = &s->posted;
-
-	s->posted_tail = NULL;
-	while (*pp) {
-		if (*pp == x) {
-			*pp = x->next;
-			continue;
-		}
-		s->posted_tail = *pp;
-		pp = &(*pp)->next;
-	}
-	x->next = NULL;
-}
-
-/* A header has arrived on in: where its bytes go. */
-static int begin_message(struct sock *s, struct in *in, uint64_t tag, size_t len)
-{
-	in->reading = 1;
-	in->tag = tag;
-	in->len = len;
-	in->got = 0;
-	in->into = NULL;
-	in->e = NULL;
-	for (struct op *x = s->posted; x; x = x->next)
-		if (matches(x, in->peer, tag)) {
-			unlink_posted(s, x);
-			in->into = x;
-			return 0;
-		}
-	in->e = calloc(1, sizeof(*in->e));
-	if (!in->e)
-		return ENOMEM;
-	in->e->peer = in->peer;
-	in->e->tag = tag;
-	in->e->len = len;
-	in->e->data = len ? malloc(len) : NULL;
-	if (len && !in->e->data) {
-		free(in->e);
-		in->e = NULL;
-		return ENOMEM;
-	}
-	if (s->early_tail)
-		s->early_tail->next = in->e;
-	else
-		s->early = in->e;
-	s->early_tail = in->e;
-	return 0;
-}
-
-/* Where the next n payload bytes of in's message go (NULL: nowhere). */
-static char *dest(struct in *in)
-{
-	if (in->into)
-		return in->got < in->into->len ? in->into->buf + in->got : NULL;
-	if (in->e)
-		return in->e->data + in->got;
-	return NULL;
-}
-
-static void end_message(struct sock *s, struct in *in, int *got)
-{
-	in->reading = 0;
-	if (in->into) {
-		struct op *x = in->into;
-
-		in->into = NULL;
-		if (x->owner || x->keep) {
-			complete(x, in->len > x->len ? EMSGSIZE : 0,
-				 in->len > x->len ? x->len : in->len, in->tag);
-			(*got)++;
-		} else {
-			complete(x, 0, 0, 0); /* forgotten: nobody to tell */
-			(*got)++;
-		}
-	} else if (in->e) {
-		struct early *e = in->e;
-
-		in->e = NULL;
-		if (e->taker) {
-			unlink_early(s, e);
-			take_early(e->taker, e, got);
-			free(e->data);
-			free(e);
-		}
-	}
-}
-
-/* Bytes of payload into the message being read. */
-static void feed(struct in *in, const unsigned char *p, size_t n)
-{
-	char *d = dest(in);
-
-	if (d) {
-		size_t room = in->into ? in->into->len - in->got : n;
-
-		memcpy(d, p, n < room ? n : room);
-	}
-	in->got += n;
-	if (in->e)
-		in->e->got = in->got;
-}
-
-static int read_hello(struct sock *s, struct in *in)
-{
-	struct hello h;
-
-	if (in->hi - in->lo < sizeof(h))
-		return 0;
-	memcpy(&h, in->buf + in->lo, sizeof(h));
-	in->lo += sizeof(h);
-	if (h.magic != HELLO_MAGIC || h.cookie != s->me.cookie || h.rank < 0 ||
-	    h.rank >= s->npeers || h.rank == s->rank) {
-		SD_WARN(SD_SUB_NET, "socket transport: a connection without this communicator's "
-				    "hello: closed");
-		return -1;
-	}
-	in->peer = h.rank;
-	return 0;
-}
-
-/* Reads what in has; 1 if anything moved, -1 when it closed or failed. */
-static int pull(struct sock *s, struct in *in, int *got)
-{
-	int moved = 0;
-
-	for (;;) {
-		ssize_t n;
-
-		/* Parse what is buffered. */
-		while (in->lo < in->hi) {
-			if (in->peer < 0) {
-				if (read_hello(s, in))
-					return -1;
-				if (in->peer < 0)
-					break;
-				continue;
-			}
-			if (!in->reading) {
-				if (in->hi - in->lo < HDR)
-					break;
-				if (begin_message(s, in, get64(in->buf + in->lo),
-						  (size_t)get64(in->buf + in->lo + 8))) {
-					in->err = ENOMEM;
-					return -1;
-				}
-				in->lo += HDR;
-				moved = 1;
-			}
-			size_t take = in->len - in->got;
-
-			if (take > in->hi - in->lo)
-				take = in->hi - in->lo;
-			feed(in, in->buf + in->lo, take);
-			in->lo += take;
-			if (in->got == in->len)
-				end_message(s, in, got);
-		}
-		if (in->lo == in->hi)
-			in->lo = in->hi = 0;
-		/* A long payload goes straight into its place. */
-		if (in->reading && in->len - in->got >= DIRECT_MIN && in->lo == in->hi && dest(in) &&
-		    (!in->into || in->into->len >= in->len)) {
-			n = recv(in->fd, dest(in), in->len - in->got, MSG_DONTWAIT);
-			if (n > 0) {
-				in->got += (size_t)n;
-				if (in->e)
-					in->e->got = in->got;
-				moved = 1;
-				if (in->got == in->len)
-					end_message(s, in, got);
-				continue;
-			}
-		} else {
-			if (in->hi == INBUF) { /* compact */
-				memmove(in->buf, in->buf + in->lo, in->hi - in->lo);
-				in->hi -= in->lo;
-				in->lo = 0;
-			}
-			/* Between messages take a little: the next one may be long,
-			 * and a long payload is better read in place than copied. */
-			size_t want = INBUF - in->hi;
-
-			if (!in->reading && want > HEAD_READ)
-				want = HEAD_READ;
-			n = recv(in->fd, in->buf + in->hi, want, MSG_DONTWAIT);
-			if (n > 0) {
-				in->hi += (size_t)n;
-				moved = 1;
-				continue;
-			}
-		}
-		if (n == 0) {
-			in->err = in->reading ? ECONNRESET : 0;
-			return -1;
-		}
-		if (errno == EAGAIN || errno == EINTR)
-			return moved;
-		in->err = errno;
-		return -1;
-	}
-}
-
-static void accept_all(struct sock *s)
-{
-	for (;;) {
-		int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), one = 1;
-		struct in *in;
-
-		if (fd < 0)
-			return;
-		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		in = calloc(1, sizeof(*in));
-		if (in)
-			in->buf = malloc(INBUF);
-		if (!in || !in->buf) {
-			free(in);
-			close(fd);
-			return;
-		}
-		in->fd = fd;
-		in->peer = -1;
-		in->next = s->ins;
-		s->ins = in;
-		s->nins++;
-	}
-}
-
-/* Fails the receives waiting for peer (whose connection to us broke). */
-static void fail_from(struct sock *s, int peer, int err, int *got)
-{
-	for (struct op *x = s->posted, *nx; x; x = nx) {
-		nx = x->next;
-		if (x->peer == peer) {
-			unlink_posted(s, x);
-			complete(x, err, 0, 0);
-			(*got)++;
-		}
-	}
-}
-
 static void fail_to(struct sock *s, int peer, int *got)
 {
 	struct out *o = &s->outs[peer];
@@ -815,43 +365,10 @@ static void fail_to(struct sock *s, int peer, int *got)
 		struct op *x = o->head;
 
 		o->head = x->next;
-		complete(x, o->err, 0, 0);
+		sd_sock_complete(x, o->err, 0, 0);
 		(*got)++;
 	}
 	o->tail = NULL;
-}
-
-static void drop_in(struct sock *s, struct in *in, int *got)
-{
-	struct in **pp = &s->ins;
-
-	if (in->peer >= 0 && in->err)
-		SD_INFO(SD_SUB_NET, "socket transport: the connection from rank %d ended: %s",
-			in->peer, strerror(in->err));
-	if (in->reading) {
-		if (in->into) {
-			complete(in->into, in->err ? in->err : ECONNRESET, 0, 0);
-			(*got)++;
-		} else if (in->e) {
-			unlink_early(s, in->e);
-			if (in->e->taker) {
-				complete(in->e->taker, ECONNRESET, 0, 0);
-				(*got)++;
-			}
-			free(in->e->data);
-			free(in->e);
-		}
-	}
-	if (in->peer >= 0 && in->err)
-		fail_from(s, in->peer, in->err, got);
-	while (*pp && *pp != in)
-		pp = &(*pp)->next;
-	if (*pp)
-		*pp = in->next;
-	s->nins--;
-	close(in->fd);
-	free(in->buf);
-	free(in);
 }
 
 /* One pass: poll (for at most wait_ms), then the I/O that is ready. */
@@ -882,20 +399,20 @@ static int pass(struct sock *s, int wait_ms, int *got, int *failed_peer, int *fa
 		return 0;
 	k = 1;
 	if (s->pfd[0].revents)
-		accept_all(s);
+		sd_sock_accept_all(s);
 	for (in = s->ins; in; in = next) {
 		next = in->next;
 		/* new connections are not in this poll's list: read them next time */
 		if (k >= 1 + (size_t)s->nins || s->pfd[k].fd != in->fd) {
 			continue;
 		}
-		if (s->pfd[k++].revents && pull(s, in, got) < 0) {
+		if (s->pfd[k++].revents && sd_sock_pull(s, in, got) < 0) {
 			if (in->err && in->peer >= 0 && !*failed_peer) {
 				*failed_peer = in->peer + 1;
 				*failed_err = in->err;
 				*failed_send = 0;
 			}
-			drop_in(s, in, got);
+			sd_sock_drop_in(s, in, got);
 		}
 	}
 	for (int p = 0; p < s->npeers; p++) {
@@ -959,8 +476,8 @@ static void so_cancel(struct sd_fab *f, struct sd_freq *r)
 		return;
 	for (struct op *q = s->posted; q; q = q->next)
 		if (q == x) {
-			unlink_posted(s, x);
-			complete(x, ECANCELED, 0, 0);
+			sd_sock_unlink_posted(s, x);
+			sd_sock_complete(x, ECANCELED, 0, 0);
 			return;
 		}
 	/* Being read, or waiting for an early message: it ends as a sink. */
@@ -982,15 +499,15 @@ static int so_forget(struct sd_fab *f, int wait_ms)
 		if (x->owner)
 			x->owner->fc = NULL;
 		x->owner = NULL;
-		unlink_posted(s, x);
-		complete(x, 0, 0, 0);
+		sd_sock_unlink_posted(s, x);
+		sd_sock_complete(x, 0, 0, 0);
 	}
 	for (struct in *in = s->ins; in; in = in->next) {
 		if (in->reading && in->into && !in->into->keep) {
 			/* the rest of its bytes go nowhere */
 			if (in->into->owner)
 				in->into->owner->fc = NULL;
-			complete(in->into, 0, 0, 0);
+			sd_sock_complete(in->into, 0, 0, 0);
 			in->into = NULL;
 		}
 	}
@@ -998,7 +515,7 @@ static int so_forget(struct sd_fab *f, int wait_ms)
 		if (e->taker && !e->taker->keep) {
 			if (e->taker->owner)
 				e->taker->owner->fc = NULL;
-			complete(e->taker, 0, 0, 0);
+			sd_sock_complete(e->taker, 0, 0, 0);
 			e->taker = NULL;
 		}
 	for (int p = 0; p < s->npeers; p++) {
@@ -1077,7 +594,7 @@ static int so_close(struct sd_fab *f)
 			struct op *x = o->head;
 
 			o->head = x->next;
-			complete(x, ECANCELED, 0, 0);
+			sd_sock_complete(x, ECANCELED, 0, 0);
 		}
 		if (o->fd >= 0)
 			close(o->fd);
@@ -1086,14 +603,14 @@ static int so_close(struct sd_fab *f)
 		struct op *x = s->posted;
 
 		s->posted = x->next;
-		complete(x, ECANCELED, 0, 0);
+		sd_sock_complete(x, ECANCELED, 0, 0);
 	}
 	while (s->ins) {
 		struct in *in = s->ins;
 
 		s->ins = in->next;
 		if (in->reading && in->into)
-			complete(in->into, ECANCELED, 0, 0);
+			sd_sock_complete(in->into, ECANCELED, 0, 0);
 		close(in->fd);
 		free(in->buf);
 		free(in);
@@ -1103,7 +620,7 @@ static int so_close(struct sd_fab *f)
 
 		s->early = e->next;
 		if (e->taker)
-			complete(e->taker, ECANCELED, 0, 0);
+			sd_sock_complete(e->taker, ECANCELED, 0, 0);
 		free(e->data);
 		free(e);
 	}
@@ -1125,7 +642,7 @@ const struct sd_ep_ops sd_ep_socket = {
 	.kind = so_kind,
 	.insert = so_insert,
 	.send = so_send,
-	.recv = so_recv,
+	.recv = sd_sock_recv,
 	.notify = so_notify,
 	.patience = so_patience,
 	.on_wait = so_on_wait,
