@@ -14,9 +14,25 @@ found in this order:
   pkg-config smddp      `pkg-config --cflags --libs smddp` (PKG_CONFIG_PATH
                         picks the .pc file); when the prefix it names is not
                         there and the .pc file lies in a build tree, that tree
+  the source tree       when pkg-config finds none: the libsmddp source tree
+                        that python/ lies in (a git checkout or the release
+                        tarball; SMDDP_SOURCE_DIR names another) is built in
+                        the build folder (autoreconf when it has no configure
+                        script, configure with a prefix there, make) and
+                        bundled: libsmddp.so.N and smddp-run go into the
+                        package beside _C, which finds its copy through the
+                        rpath $ORIGIN; `smddp-run` becomes a console script.
 
-The library's directory goes into the extension's rpath, so nothing needs
-LD_LIBRARY_PATH.  The shim shares torch's C++ runtime: where the compiler
+SMDDP_BUNDLE=1 builds and bundles even where pkg-config finds a libsmddp,
+SMDDP_BUNDLE=0 never does (no installed libsmddp is then an error).  The
+bundled build passes SMDDP_CONFIGURE_ARGS on to configure (e.g.
+"--without-libfabric"), runs MAX_JOBS make jobs (default: every CPU) and
+is built with the CUDA device path (--with-cuda) when the shim's is (below)
+and that toolkit has nvcc; NVCC_GENCODE picks the GPU architectures (see
+configure --help).  The build log says which libsmddp was used.
+
+Otherwise the library's directory goes into the extension's rpath, so
+nothing needs LD_LIBRARY_PATH.  The shim shares torch's C++ runtime: where the compiler
 has only a static libstdc++ (a GCC built with --disable-shared, say), the
 libstdc++.so.6 that torch loaded is linked instead, since a second copy of
 libstdc++ in the process crashes in its locale code.
@@ -136,8 +152,11 @@ def _pkg_config(*args):
         ["pkg-config", *args, "smddp"], capture_output=True, text=True, check=False
     )
     if out.returncode != 0:
+        why = out.stderr.strip().splitlines()
         raise SmddpNotFound(
-            "pkg-config does not know smddp: " + (out.stderr.strip() or "no smddp.pc")
+            "pkg-config finds no smddp.pc (PKG_CONFIG_PATH names none)"
+            if not why or "not found" in why[0]
+            else f"pkg-config smddp: {why[-1]}"
         )
     return out.stdout.strip()
 
@@ -179,7 +198,7 @@ def from_pkg_config():
             if _has_header(d)
         )
         cfg["version_header"] = header
-        cfg["origin"] = "pkg-config " + " ".join(flags)
+        cfg["origin"] = f"the installed {libdir} that pkg-config found ({' '.join(flags)})"
         return cfg
     # The .pc file of an uninstalled build names the prefix it will be
     # installed to; the build tree it lies in has the library.
@@ -193,12 +212,67 @@ def from_pkg_config():
         ) from None
 
 
+# What building libsmddp from its source tree needs (Debian names): these,
+# and the autotools where the tree has no configure script (a git checkout).
+BUILD_PACKAGES = "build-essential pkg-config libcjson-dev"
+AUTOTOOLS_PACKAGES = "autoconf automake libtool"
+
+
+def source_tree():
+    """The libsmddp source tree to build and bundle: the one python/ lies in."""
+    src = os.path.abspath(os.environ.get("SMDDP_SOURCE_DIR") or os.path.join(HERE, ".."))
+    if not (
+        os.path.exists(os.path.join(src, "configure.ac"))
+        and _has_header(os.path.join(src, "lib", "include"))
+    ):
+        raise SmddpNotFound(
+            f"{src} is no libsmddp source tree to build one from (no configure.ac and "
+            "lib/include/smddp/smddp.h: python/ was copied out of it; set SMDDP_SOURCE_DIR)"
+        )
+    return src
+
+
+def bundled(src):
+    header = os.path.join(src, "lib", "include", "smddp", "smddp.h")
+    return {
+        "include_dirs": [os.path.join(src, "lib", "include")],
+        "library_dirs": [],  # the prefix of the build, once built (BuildExt)
+        "libraries": ["smddp"],
+        # _C finds the copy bundled beside it, wherever the package goes.
+        "runtime_library_dirs": ["$ORIGIN"],
+        "version_header": header,
+        "origin": f"the source tree {src}, built here and bundled into the package",
+        "bundle_source": src,
+    }
+
+
 def find_smddp():
+    bundle = os.environ.get("SMDDP_BUNDLE", "")
+    if bundle not in ("", "0", "1"):
+        raise SystemExit(
+            f"smddp: SMDDP_BUNDLE={bundle}: use 1 (build libsmddp from its source tree and "
+            "bundle it) or 0 (use an installed libsmddp only)"
+        )
+    for var in ("SMDDP_BUILD_DIR", "SMDDP_PREFIX"):
+        if os.environ.get(var) and bundle == "1":
+            raise SystemExit(f"smddp: SMDDP_BUNDLE=1 and {var} both given: unset one of them")
     if os.environ.get("SMDDP_BUILD_DIR"):
         return from_build_dir(os.environ["SMDDP_BUILD_DIR"])
     if os.environ.get("SMDDP_PREFIX"):
         return from_prefix(os.environ["SMDDP_PREFIX"])
-    return from_pkg_config()
+    if bundle == "1":
+        return bundled(source_tree())
+    try:
+        return from_pkg_config()
+    except SmddpNotFound as e:
+        if bundle == "0":
+            raise SmddpNotFound(f"{e} (and SMDDP_BUNDLE=0 builds none)") from None
+        try:
+            src = source_tree()
+        except SmddpNotFound as e2:
+            raise SmddpNotFound(f"{e}; and {e2}") from None
+        print(f"smddp: no installed libsmddp ({e})", file=sys.stderr)
+        return bundled(src)
 
 
 def header_version(path):
@@ -292,11 +366,18 @@ def extension():
     except SmddpNotFound as e:
         raise SystemExit(
             f"smddp: cannot find libsmddp: {e}.\n"
-            "Install it (make install; pkg-config smddp must work), or point to it with "
-            "SMDDP_PREFIX=/prefix, SMDDP_BUILD_DIR=/path/to/build (uninstalled), or "
+            "Build from a libsmddp source tree (a git checkout or the release tarball: "
+            "pip install ./python there builds libsmddp too), or install it (make install; "
+            "pkg-config smddp must work), or point to it with SMDDP_PREFIX=/prefix, "
+            "SMDDP_BUILD_DIR=/path/to/build (uninstalled), or "
             "PKG_CONFIG_PATH=/dir/with/smddp.pc."
         )
-    print(f"smddp: building against libsmddp from {smddp['origin']}", file=sys.stderr)
+    if "bundle_source" in smddp:
+        again = "SMDDP_BUNDLE=0 uses an installed one only"
+    else:
+        again = "SMDDP_BUNDLE=1 builds and bundles the one of this source tree instead"
+    print(f"smddp: building against libsmddp from {smddp['origin']} ({again})",
+          file=sys.stderr)
     kwargs = {
         "include_dirs": list(smddp["include_dirs"]),
         "library_dirs": list(smddp["library_dirs"]),
@@ -311,9 +392,124 @@ def extension():
     if home:
         for key, value in cuda_flags(home).items():
             kwargs[key] += value
-    return cpp_extension.CppExtension("smddp._C", CSRC, **kwargs), header_version(
+    if "bundle_source" in smddp:
+        smddp["bundle_cuda"] = bundle_cuda(home)
+    return smddp, cpp_extension.CppExtension("smddp._C", CSRC, **kwargs), header_version(
         smddp["version_header"]
     )
+
+
+def bundle_cuda(home):
+    """The toolkit the bundled libsmddp is configured --with-cuda=, or None.
+
+    The one the shim's CUDA path was decided for (find_cuda: torch is a
+    CUDA build of that major), when it has what configure needs."""
+    if home is None:
+        print("smddp: the bundled libsmddp is built without the CUDA device path, "
+              "as the shim is", file=sys.stderr)
+        return None
+    missing = [
+        p for p in ("bin/nvcc", "lib64/libcudart_static.a")
+        if not os.path.exists(os.path.join(home, p))
+    ]
+    if missing:
+        why = f"the CUDA toolkit in {home} has no {' and no '.join(missing)}"
+        if os.environ.get("SMDDP_TORCH_CUDA") == "1":
+            raise SystemExit(f"smddp: SMDDP_TORCH_CUDA=1 but {why} to build libsmddp's "
+                             "device path with (set CUDA_HOME to a full toolkit)")
+        print(f"smddp: the bundled libsmddp is built without the CUDA device path: {why} "
+              "(CUDA tensors then fail with an error that says so)", file=sys.stderr)
+        return None
+    print(f"smddp: the bundled libsmddp is built with the CUDA device path of {home}",
+          file=sys.stderr)
+    return home
+
+
+def _flush():
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+
+def _step(cmd, cwd, what, hint):
+    """Run one step of the libsmddp build, its output into the build log."""
+    print("smddp: " + " ".join(shlex.quote(c) for c in cmd), file=sys.stderr)
+    _flush()
+    try:
+        rc = subprocess.run(cmd, cwd=cwd, check=False).returncode
+    except OSError as e:
+        raise SystemExit(f"smddp: cannot run {cmd[0]} ({e.strerror}). {hint}") from None
+    if rc != 0:
+        raise SystemExit(f"smddp: {what} failed (exit {rc}, output above). {hint}")
+
+
+def _configure_error(build):
+    """configure's own last error (config.log: "configure:LINE: error: ...")."""
+    try:
+        with open(os.path.join(build, "config.log"), encoding="utf-8",
+                  errors="replace") as f:
+            errors = [m.group(1) for m in map(re.compile(r"configure:\d*:? error: (.*)").match, f)
+                      if m]
+    except OSError:
+        return ""
+    return f"configure: error: {errors[-1].strip()} " if errors else ""
+
+
+def build_libsmddp(src, root, cuda_home):
+    """Configures, makes and installs libsmddp from src into a prefix under root."""
+    hint = (
+        f"Building libsmddp needs the Debian packages {BUILD_PACKAGES} (and "
+        f"{AUTOTOOLS_PACKAGES} in a git checkout): apt-get install them; or install "
+        "libsmddp first (README.md) and build with SMDDP_BUNDLE=0."
+    )
+    if shutil.which("make") is None:
+        raise SystemExit(f"smddp: make is not installed. {hint}")
+    if not os.path.exists(os.path.join(src, "configure")):
+        if shutil.which("autoreconf") is None:
+            raise SystemExit(
+                f"smddp: {src} has no configure script (a git checkout; the release "
+                "tarball of make dist has one) and autoreconf is not installed: apt-get "
+                f"install {AUTOTOOLS_PACKAGES} pkg-config, then build again"
+            )
+        _step(["autoreconf", "-fi"], src, f"autoreconf -fi in {src}", hint)
+    if os.path.exists(os.path.join(src, "config.status")):
+        raise SystemExit(
+            f"smddp: {src} is configured in place (it has config.status), which rules out "
+            "a second, out-of-tree build of it: run make there and build with "
+            f"SMDDP_BUILD_DIR={src}, or run make distclean there first"
+        )
+    build = os.path.join(root, "libsmddp")
+    prefix = os.path.join(build, "prefix")
+    os.makedirs(build, exist_ok=True)
+    args = [os.path.join(src, "configure"), f"--prefix={prefix}", "--disable-static"]
+    if cuda_home:
+        args.append(f"--with-cuda={cuda_home}")
+    args += shlex.split(os.environ.get("SMDDP_CONFIGURE_ARGS", ""))
+    # Configure again only when something configure reads has changed.
+    stamp = os.path.join(build, "smddp-configured-with")
+    want = "\n".join(args + ["NVCC_GENCODE=" + os.environ.get("NVCC_GENCODE", "")]) + "\n"
+    have = None
+    if os.path.exists(stamp) and os.path.exists(os.path.join(build, "Makefile")):
+        with open(stamp, encoding="utf-8") as f:
+            have = f.read()
+    if have != want:
+        print("smddp: configuring libsmddp", file=sys.stderr)
+        _flush()
+        rc = subprocess.run(args, cwd=build, check=False).returncode
+        if rc != 0:
+            raise SystemExit(
+                f"smddp: configuring libsmddp in {build} failed: "
+                f"{_configure_error(build)}{hint} (details: {build}/config.log)"
+            )
+        with open(stamp, "w", encoding="utf-8") as f:
+            f.write(want)
+    jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)
+    # The library and the launcher only: the other tools and the tests are
+    # for make check and make install.
+    _step(["make", f"-j{jobs}", "lib/libsmddp.la", "cmd/smddp-run"], build,
+          "make of libsmddp", hint)
+    _step(["make", "install-libLTLIBRARIES", "install-binPROGRAMS",
+           "bin_PROGRAMS=cmd/smddp-run"], build, "make install of libsmddp", hint)
+    return prefix
 
 
 def loaded_libstdcxx():
@@ -340,7 +536,34 @@ class BuildExt(cpp_extension.BuildExtension):
     def build_extensions(self):
         if sys.platform.startswith("linux"):
             self.share_cxx_runtime()
+        prefix = None
+        if "bundle_source" in SMDDP:
+            prefix = build_libsmddp(
+                SMDDP["bundle_source"], os.path.abspath(self.build_temp), SMDDP["bundle_cuda"]
+            )
+            for ext in self.extensions:
+                ext.library_dirs = [os.path.join(prefix, "lib")] + list(ext.library_dirs)
         super().build_extensions()
+        if prefix:
+            self.bundle(prefix)
+
+    def bundle(self, prefix):
+        """libsmddp.so.N (its soname, the name _C asks for) and smddp-run into
+        the package, beside _C: into the wheel, or into the source tree with
+        --inplace."""
+        pkg = os.path.dirname(self.get_ext_fullpath("smddp._C"))
+        libdir = os.path.join(prefix, "lib")
+        sonames = [n for n in os.listdir(libdir) if re.fullmatch(r"libsmddp\.so\.\d+", n)]
+        if len(sonames) != 1:
+            raise SystemExit(f"smddp: expected one libsmddp.so.N in {libdir}, found {sonames}")
+        for old in os.listdir(pkg):
+            if re.fullmatch(r"libsmddp\.so\.\d+", old):
+                os.remove(os.path.join(pkg, old))
+        shutil.copy2(os.path.join(libdir, sonames[0]), os.path.join(pkg, sonames[0]))
+        os.makedirs(os.path.join(pkg, "bin"), exist_ok=True)
+        shutil.copy2(os.path.join(prefix, "bin", "smddp-run"),
+                     os.path.join(pkg, "bin", "smddp-run"))
+        print(f"smddp: bundled {sonames[0]} and bin/smddp-run into {pkg}", file=sys.stderr)
 
     def share_cxx_runtime(self):
         # A compiler with only libstdc++.a links a copy of it into _C.so;
@@ -386,10 +609,23 @@ class BuildExt(cpp_extension.BuildExtension):
                 ext.extra_link_args = list(ext.extra_link_args or []) + [lib]
 
 
-ext, version = extension()
+SMDDP, ext, version = extension()
 
 setup(
     version=version,
     ext_modules=[ext],
     cmdclass={"build_ext": BuildExt},
+    entry_points={
+        # torch 2.15 looks a backend name it does not know up in this group
+        # and calls the function, which registers the backend:
+        # init_process_group(backend="smddp") then needs no import.
+        "torch.distributed.backends": ["smddp = smddp.torch:register_backend"],
+        # torch >= 2.5 calls every function of this group (meant for device
+        # backends) at `import torch`; this one registers the backend where
+        # torch reads no torch.distributed.backends group (2.11), and does
+        # nothing otherwise.
+        "torch.backends": ["smddp = smddp._autoload:autoload"],
+        # smddp-run comes with a bundled libsmddp; an installed one has its own.
+        "console_scripts": ["smddp-run = smddp._run:main"] if "bundle_source" in SMDDP else [],
+    },
 )
