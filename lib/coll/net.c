@@ -14,7 +14,6 @@
 #include "config.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -821,8 +820,6 @@ void sd_net_boot_ip(struct sd_boot *b, char *buf, size_t len)
 static const struct sd_ep_ops *endpoint_ops(void)
 {
 	const char *t = sd_param_str("SMDDP_NET_TRANSPORT");
-	DIR *d;
-	int rdma = 0;
 
 	if (!strcmp(t, "socket"))
 		return &sd_ep_socket;
@@ -830,15 +827,7 @@ static const struct sd_ep_ops *endpoint_ops(void)
 		return &sd_ep_fabric;
 	if (*sd_param_str("SMDDP_FABRIC_PROVIDER") || getenv("FI_PROVIDER"))
 		return &sd_ep_fabric;
-	d = opendir("/sys/class/infiniband");
-	if (d) {
-		struct dirent *e;
-
-		while ((e = readdir(d)))
-			rdma |= e->d_name[0] != '.';
-		closedir(d);
-	}
-	return rdma ? &sd_ep_fabric : &sd_ep_socket;
+	return sd_net_has_rdma() ? &sd_ep_fabric : &sd_ep_socket;
 }
 
 static int parse_algo(void)

@@ -110,6 +110,10 @@ extern const struct sd_ep_ops sd_ep_fabric; /* transport/fabric/fabric.c */
 #endif
 extern const struct sd_ep_ops sd_ep_socket; /* transport/socket/socket.c */
 
+/* Does this host have RDMA devices (verbs, EFA: /sys/class/infiniband)?
+ * (netep.c) */
+int sd_net_has_rdma(void);
+
 /* The calls of lib/coll/net.c, through the endpoint's table. */
 static inline size_t sd_fab_name(struct sd_fab *f, void *buf, size_t len)
 {

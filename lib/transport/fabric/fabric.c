@@ -2,7 +2,6 @@
 #include "config.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -151,21 +150,6 @@ static int try_getinfo(const char *prov, const char *src_ip, struct fi_info **ou
 	return ret;
 }
 
-/* Does this host have RDMA devices (verbs, EFA)? */
-static int has_rdma_devices(void)
-{
-	DIR *d = opendir("/sys/class/infiniband");
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return 0;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n > 0;
-}
-
 /* rxm over tcp receives eager messages straight into posted receives
  * (dynamic receive buffering), so an eager limit of 64 KiB instead of 16
  * costs no memory and spares the messages of mid-size collectives the
@@ -178,7 +162,7 @@ static void tune_rxm(void)
 {
 	static int done;
 
-	if (done++ || getenv("FI_OFI_RXM_EAGER_LIMIT") || has_rdma_devices())
+	if (done++ || getenv("FI_OFI_RXM_EAGER_LIMIT") || sd_net_has_rdma())
 		return;
 	setenv("FI_OFI_RXM_EAGER_LIMIT", "65536", 0);
 	SD_INFO(SD_SUB_NET, "FI_OFI_RXM_EAGER_LIMIT=65536 (no RDMA devices here; set it to change)");
