@@ -355,17 +355,6 @@ static int own_slot(struct smddp_comm *c, struct sd_cuda *cu, const struct buf_p
 	return SMDDP_OK;
 }
 
-/* The tag of fast.c (count, dtype, op): a call direct on one rank and
- * fast on another has another count, so another tag. */
-static uint32_t call_tag(const struct sd_cuda_call *k)
-{
-	uint64_t x = (uint64_t)k->count * 0x9e3779b97f4a7c15ull;
-
-	x ^= (uint64_t)(k->coll * 131 + k->dtype * 17 + k->op) * 0xc2b2ae3d27d4eb4full;
-	x ^= x >> 29;
-	return (uint32_t)x | 1u;
-}
-
 int sd_cuda_direct_allreduce(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_cuda_call *k,
 			     const struct buf_pub b[2])
 {
@@ -394,7 +383,7 @@ int sd_cuda_direct_allreduce(struct smddp_comm *c, struct sd_cuda *cu, const str
 	a.rank = c->rank;
 	a.share = cu->shared + 1;
 	a.call = c->dev_calls;
-	a.tag = call_tag(k);
+	a.tag = sd_cuda_call_tag(k);
 	if (cu->last_st != st && (e = sd_cuda_after_last(cu, st)) != cudaSuccess)
 		return cuda_error(c, e, "cannot order the stream after the last call on another "
 					"stream");

@@ -273,16 +273,6 @@ out:
 	return rc;
 }
 
-/* A 32-bit tag of what the call is, compared by the kernels. */
-static uint32_t call_tag(const struct sd_cuda_call *k)
-{
-	uint64_t x = (uint64_t)k->count * 0x9e3779b97f4a7c15ull;
-
-	x ^= (uint64_t)(k->coll * 131 + k->dtype * 17 + k->op) * 0xc2b2ae3d27d4eb4full;
-	x ^= x >> 29;
-	return (uint32_t)x | 1u;
-}
-
 int sd_cuda_fast_takes(const struct sd_cuda *cu, const struct sd_cuda_call *k)
 {
 	return cu->fast_on && k->coll == SD_COLL_ALLREDUCE &&
@@ -311,7 +301,7 @@ int sd_cuda_fast_allreduce(struct smddp_comm *c, struct sd_cuda *cu, const struc
 	a.nblocks = (int)((k->count + per - 1) / per);
 	a.par = par;
 	a.call = c->dev_calls;
-	a.tag = call_tag(k);
+	a.tag = sd_cuda_call_tag(k);
 	memcpy(a.need, cu->fast_need[par], sizeof(a.need));
 	/* After the last call of this communicator when that was on another
 	 * stream: they share the window (and the proxy's resources). */
