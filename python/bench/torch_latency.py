@@ -74,9 +74,11 @@ def run(name, x, sync_each):
     return (time.perf_counter() - t0) / iters * 1e6
 
 
+nccl_version = torch.cuda.nccl.version() if "nccl" in paths else "-"
+if isinstance(nccl_version, tuple):
+    nccl_version = ".".join(map(str, nccl_version))
 say(f"# torch.distributed.all_reduce float32 sum on CUDA, {N} ranks, "
-    f"{torch.cuda.get_device_name()}, torch {torch.__version__}, NCCL "
-    f"{'.'.join(map(str, torch.cuda.nccl.version())) if 'nccl' in paths else '-'}, "
+    f"{torch.cuda.get_device_name()}, torch {torch.__version__}, NCCL {nccl_version}, "
     f"CUDA_MPS_PIPE_DIRECTORY={os.environ.get('CUDA_MPS_PIPE_DIRECTORY', '-')}; "
     f"median of {REPEATS} blocks; us per call")
 head = f"{'bytes':>9}"

@@ -4,8 +4,9 @@
 # Takes the build made with ../configure --with-cuda (B, default build-cuda/,
 # carried with the working tree; libcjson.so.1 in .devcarry/, as
 # tests/gpu/run-on-device.sh takes them), builds the extension there as a
-# user does (SMDDP_TORCH_CUDA=1 pip install --no-build-isolation) into a
-# temporary folder, then, 2 ranks on GPU 0:
+# user does (SMDDP_TORCH_CUDA=1 pip install --no-build-isolation) into
+# $SITE (default /tmp/smddp-torch-cuda-site, kept for the next run; REBUILD=1
+# builds again), then, 2 ranks on GPU 0:
 #   blocking  without MPS the ranks are time-sliced and libsmddp's device
 #             calls return once done: python/tests/test_collectives.py on
 #             CUDA tensors against gloo, every CUDA work on the worker
@@ -30,6 +31,7 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$B/lib/.libs:$CARRY${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 SMDDP_CONFIG=/dev/null
 RUN=$B/cmd/smddp-run
+SITE=${SITE:-/tmp/smddp-torch-cuda-site}
 TMPD=$(mktemp -d "${TMPDIR:-/tmp}/smddp-torch-cuda.XXXXXX")
 summary=$OUT/summary.txt
 rc=0
@@ -68,12 +70,18 @@ job() {
 }
 
 say "torch-cuda.sh $(date -u +%FT%TZ): $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
-cp -r "$ROOT/python" "$TMPD/pysrc"
-rm -rf "$TMPD/pysrc/build" "$TMPD"/pysrc/*.egg-info
-stage build 600 env SMDDP_BUILD_DIR="$B" SMDDP_SOURCE_DIR="$ROOT" SMDDP_TORCH_CUDA=1 MAX_JOBS=8 \
-	python3 -m pip install -q --no-build-isolation --no-deps --no-index --target "$TMPD/site" \
-	"$TMPD/pysrc" || { tail -30 "$TMPD/build.log"; exit 1; }
-export PYTHONPATH=$TMPD/site:$ROOT/python/tests PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+# Built once per machine: a later run (another stage, within one command's
+# time) reuses it unless REBUILD=1.
+if [ "${REBUILD:-0}" = 1 ] || [ ! -f "$SITE/.built" ]; then
+	rm -rf "$SITE"
+	cp -r "$ROOT/python" "$TMPD/pysrc"
+	rm -rf "$TMPD/pysrc/build" "$TMPD"/pysrc/*.egg-info
+	stage build 500 env SMDDP_BUILD_DIR="$B" SMDDP_SOURCE_DIR="$ROOT" SMDDP_TORCH_CUDA=1 \
+		MAX_JOBS=16 python3 -m pip install -q --no-build-isolation --no-deps --no-index \
+		--target "$SITE" "$TMPD/pysrc" || { tail -30 "$TMPD/build.log"; exit 1; }
+	touch "$SITE/.built"
+fi
+export PYTHONPATH=$SITE:$ROOT/python/tests PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
 T=$ROOT/python/tests
 
 for s in ${*:-blocking queued latency}; do
