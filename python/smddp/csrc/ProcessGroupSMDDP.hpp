@@ -28,7 +28,8 @@
 // smddp_group_end: exchanges with several peers at once cannot deadlock.
 //
 // The class is defined over three files: ProcessGroupSMDDP.cpp (rendezvous,
-// the collectives with all_to_all_single, split_group, tear-down),
+// the funnel, the collectives with all_to_all_single, split_group,
+// tear-down),
 // Exchanges.cpp (the list forms with the list all-to-all, gather, scatter,
 // the sparse all-reduce) and PointToPoint.cpp (sends, receives, batches);
 // the argument checks and staged tensors they share are in Tensors.cpp.
