@@ -15,10 +15,13 @@
 #             once queued: test_collectives.py with the collectives that
 #             queue on the caller's thread (EXPECT_CUDA_PATH=inline),
 #             test_ddp.py, test_p2p.py
+#   dead      without MPS, SMDDP_CUDA_ASYNC=1 (queued, so on the caller's
+#             thread): tests/gpu/torch_errors.py dead, a rank dies after
+#             queueing and the other learns of it by itself
 #   latency   under MPS: python/bench/torch_latency.py, a small all_reduce
 #             through torch, smddp (caller's thread), smddp (worker) and
 #             NCCL side by side (NCCL_HOSTID per rank: two "hosts" to NCCL)
-# Usage: tests/gpu/torch-cuda.sh [STAGE...] (default: blocking queued latency)
+# Usage: tests/gpu/torch-cuda.sh [STAGE...] (default: blocking dead queued latency)
 # Logs: $OUT (default ./gpu-logs): summary.txt and torch-cuda.log.
 # Exit: 0 every stage passed, 1 one failed.
 set -u
@@ -84,7 +87,7 @@ fi
 export PYTHONPATH=$SITE:$ROOT/python/tests PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
 T=$ROOT/python/tests
 
-for s in ${*:-blocking queued latency}; do
+for s in ${*:-blocking dead queued latency}; do
 	case $s in
 	blocking)
 		job blocking-collectives 300 "$T/test_collectives.py" EXPECT_CUDA_PATH=worker
@@ -96,6 +99,18 @@ for s in ${*:-blocking queued latency}; do
 		job queued-p2p 300 "$T/test_p2p.py"
 		mps_stop
 		;;
+	dead)
+		# A collective that fails on the GPU after its call returned (rank
+		# 1 dies, issue 14), its call made on the caller's thread
+		# (SMDDP_CUDA_ASYNC=1: queued without MPS too): rank 0 learns of it
+		# without a call, from the worker's poll, and says so once.
+		stage dead 90 env SMDDP_CUDA_ASYNC=1 SMDDP_TIMEOUT=30 "$RUN" -n 2 --timeout 80 \
+			python3 "$ROOT/tests/gpu/torch_errors.py" dead cuda
+		grep -h "ERRORS-\|work queued on the GPU failed" "$TMPD/dead.log" | head -6 |
+			tee -a "$summary"
+		grep -q "smddp: rank 0 of 2: work queued on the GPU failed: " "$TMPD/dead.log" ||
+			{ say "dead: rank 0 did not say that work queued on the GPU failed"; rc=1; }
+		;;
 	latency)
 		mps_start
 		stage latency 400 "$RUN" -n 2 --timeout 390 python3 "$ROOT/python/bench/torch_latency.py"
@@ -103,7 +118,7 @@ for s in ${*:-blocking queued latency}; do
 		mps_stop
 		;;
 	*)
-		echo "torch-cuda.sh: unknown stage '$s' (blocking queued latency)" >&2
+		echo "torch-cuda.sh: unknown stage '$s' (blocking dead queued latency)" >&2
 		exit 2
 		;;
 	esac
