@@ -51,6 +51,7 @@
 #include "common/tool.h"
 #include "run/launch.h"
 #include "run/run.h"
+#include "run/store.h"
 
 /* What the launch needs of this process: signals through a signalfd,
  * orphans, descriptors. 0, or an exit status. */
@@ -192,6 +193,53 @@ static int job_identity(struct run *r, bool pernode)
 		}
 		if (rc > 0)
 			return rc;
+	}
+	return 0;
+}
+
+/* --store launcher (the default with --on-failure continue on one host):
+ * torch's store is served here at MASTER_PORT, outside every rank, and
+ * libsmddp's own rendezvous (SMDDP_MASTER_PORT) moves to another free port.
+ * 0, or an exit status. */
+static int host_store(struct run *r, bool pernode)
+{
+	const struct plan *p = r->plan;
+	bool here = p->kind == PLAN_LOCAL && !pernode;
+	int want = r->opt.store;
+
+	if (want < 0)
+		want = r->opt.keep_going && here;
+	if (!want || r->agent_store)
+		return 0;
+	if (!here) {
+		tool_warn("--store launcher: only for a job on one host (the ranks smddp-run "
+		          "starts itself, without --nnodes); across hosts, torch's store stays in "
+		          "rank 0");
+		return TOOL_EXIT_USAGE;
+	}
+	if (!r->master_port[0]) {    /* before the job's identity: the check alone */
+		r->agent_store = false;
+		return 0;
+	}
+	r->agent_store = true;
+	if (!r->opt.dry_run) {
+		long bound;
+		if (store_open(atol(r->master_port), &r->store, &bound) < 0) {
+			tool_warn_errno("cannot serve torch's store on port %s (--store launcher; "
+			                "give another --master-port)", r->master_port);
+			return TOOL_EXIT_FAILURE;
+		}
+	}
+	long port = pick_free_port(r->opt.master_addr);
+	if (port <= 0) {
+		tool_warn("cannot find a free TCP port on %s for libsmddp's rendezvous",
+		          r->opt.master_addr);
+		return TOOL_EXIT_FAILURE;
+	}
+	snprintf(r->smddp_port, sizeof r->smddp_port, "%ld", port);
+	if (r->store && store_start(r->store) < 0) {
+		tool_warn_errno("cannot start the thread of torch's store");
+		return TOOL_EXIT_FAILURE;
 	}
 	return 0;
 }
@@ -343,7 +391,13 @@ int main(int argc, char **argv)
 	int rc = prepare(r);
 	if (rc)
 		return rc;
+	rc = host_store(r, pernode);   /* refused before the nodes meet */
+	if (rc)
+		return rc;
 	rc = job_identity(r, pernode);
+	if (rc)
+		return rc;
+	rc = host_store(r, pernode);
 	if (rc)
 		return rc;
 	rc = trace_env(r, &plan);
@@ -374,6 +428,7 @@ int main(int argc, char **argv)
 		nodes_free(r->nodes);
 	}
 	trace_finish(r);
+	store_stop(r->store);
 	remove_job_shm(r->job_id);
 	exit_like(r);
 	return 0;

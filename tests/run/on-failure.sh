@@ -56,4 +56,36 @@ rc=0
 "$RUN" --hosts a:1,b:1 --on-failure continue true 2>"$T/err6" || rc=$?
 [ "$rc" -eq 2 ] && grep -Fq -- "--on-failure continue: only for the ranks smddp-run starts itself" "$T/err6" ||
 	fail "mpirun: exit $rc: $(cat "$T/err6")"
+
+# --on-failure continue on one host: smddp-run serves torch's store on
+# MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE), libsmddp's rendezvous elsewhere;
+# a client that says VALIDATE and PING gets its nonce back
+rc=0
+out=$(timeout 60 "$RUN" -n 2 --no-tag-output --on-failure continue bash -c '
+	[ "$RANK" = 0 ] || exit 0
+	echo "$TORCHELASTIC_USE_AGENT_STORE $TORCHELASTIC_RESTART_COUNT $MASTER_PORT $SMDDP_MASTER_PORT"
+	exec 3<>"/dev/tcp/$MASTER_ADDR/$MASTER_PORT" || exit 9
+	printf "\x00\xce\xf7\x85\x3c\x0d\x01\x02\x03\x04" >&3
+	head -c 4 <&3 | od -An -tx1 | tr -d " \n"; echo' 2>"$T/err7") || rc=$?
+read -r flag count mport sport pong <<<"$(tr '\n' ' ' <<<"$out")"
+[ "$rc" -eq 0 ] && [ "$flag" = True ] && [ "$count" = 0 ] && [ "$mport" != "$sport" ] &&
+	[ "$pong" = 01020304 ] || fail "store: exit $rc, out '$out': $(cat "$T/err7")"
+# ... not without --on-failure continue (nor with --store rank0), and an
+# inherited TORCHELASTIC_USE_AGENT_STORE goes
+out=$(TORCHELASTIC_USE_AGENT_STORE=True timeout 60 "$RUN" -n 1 bash -c \
+	'echo "${TORCHELASTIC_USE_AGENT_STORE-unset} $MASTER_PORT $SMDDP_MASTER_PORT"')
+read -r flag mport sport <<<"$out"
+[ "$flag" = unset ] && [ "$mport" = "$sport" ] || fail "no store: $out"
+out=$(timeout 60 "$RUN" -n 1 --on-failure continue --store rank0 bash -c \
+	'echo "${TORCHELASTIC_USE_AGENT_STORE-unset}"')
+[ "$out" = unset ] || fail "--store rank0: $out"
+rc=0
+"$RUN" -n 2 --store nowhere true 2>"$T/err8" || rc=$?
+[ "$rc" -eq 2 ] && grep -Fq "invalid --store 'nowhere': expected launcher or rank0" "$T/err8" ||
+	fail "bad --store: exit $rc: $(cat "$T/err8")"
+rc=0
+"$RUN" --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 --join-timeout 1 --store launcher true \
+	2>"$T/err9" || rc=$?
+[ "$rc" -eq 2 ] && grep -Fq -- "--store launcher: only for a job on one host" "$T/err9" ||
+	fail "--store launcher across hosts: exit $rc: $(cat "$T/err9")"
 exit 0
