@@ -31,15 +31,15 @@ static long long now_ns(void)
 	return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-/* The rank a failed call names as gone. Its sentence starts with this
- * rank ("rank S: allreduce #5 ...") and then names the dead peer ("rank R
- * (pid P) is gone"): the first rank it names that is not this one; -1 if
- * none. */
-static int dead_rank(const char *why, int self)
+/* The rank a failed call names as gone. Its sentence names the dead peer
+ * with its pid ("rank 4 (pid 4242) is gone", "rank 4 (pid 4242 on h2) closed
+ * its connection"), and may name others without (this rank, a rank that
+ * gave up after it: "rank 5 (host h2) gave up after: ..."). -1 if none. */
+static int dead_rank(const char *why)
 {
 	for (const char *p = why; (p = strstr(p, "rank ")) != NULL; p += 5) {
-		int r;
-		if (sscanf(p + 5, "%d", &r) == 1 && r != self)
+		int r, used = 0;
+		if (sscanf(p + 5, "%d (pid%n", &r, &used) == 1 && used > 0)
 			return r;
 	}
 	return -1;
@@ -76,8 +76,7 @@ int main(int argc, char **argv)
 		if (rc == SMDDP_EPEER || rc == SMDDP_ETIMEDOUT || rc == SMDDP_ENETWORK) {
 			/* a peer is gone: every survivor learns which one from the error */
 			long long err_ns = now_ns();
-			int r = smddp_comm_rank(comm);
-			int gone = dead_rank(smddp_last_error(comm), r);
+			int gone = dead_rank(smddp_last_error(comm));
 			printf("rank %d: step %d failed: %s\n", me, step, smddp_last_error(comm));
 			if (gone < 0 || gone >= smddp_comm_size(comm)) {
 				fprintf(stderr, "rank %d: the error names no dead rank\n", me);
