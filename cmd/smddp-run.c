@@ -197,30 +197,28 @@ static int job_identity(struct run *r, bool pernode)
 	return 0;
 }
 
-/* --store launcher (the default with --on-failure continue on one host):
- * torch's store is served here at MASTER_PORT, outside every rank, and
- * libsmddp's own rendezvous (SMDDP_MASTER_PORT) moves to another free port.
- * 0, or an exit status. */
-static int host_store(struct run *r, bool pernode)
+/* Whether smddp-run serves torch's store (--store launcher, the default
+ * with --on-failure continue on one host). -1: asked where it cannot be
+ * (across hosts), said on stderr. */
+static int store_here(const struct run *r, bool pernode)
 {
-	const struct plan *p = r->plan;
-	bool here = p->kind == PLAN_LOCAL && !pernode;
-	int want = r->opt.store;
+	bool here = r->plan->kind == PLAN_LOCAL && !pernode;
+	int want = r->opt.store < 0 ? r->opt.keep_going && here : r->opt.store;
 
-	if (want < 0)
-		want = r->opt.keep_going && here;
-	if (!want || r->agent_store)
-		return 0;
-	if (!here) {
+	if (want && !here) {
 		tool_warn("--store launcher: only for a job on one host (the ranks smddp-run "
 		          "starts itself, without --nnodes); across hosts, torch's store stays in "
 		          "rank 0");
-		return TOOL_EXIT_USAGE;
+		return -1;
 	}
-	if (!r->master_port[0]) {    /* before the job's identity: the check alone */
-		r->agent_store = false;
-		return 0;
-	}
+	return want;
+}
+
+/* torch's store served here at MASTER_PORT, outside every rank, and
+ * libsmddp's own rendezvous (SMDDP_MASTER_PORT) moved to another free port.
+ * 0, or an exit status. */
+static int host_store(struct run *r)
+{
 	r->agent_store = true;
 	if (!r->opt.dry_run) {
 		long bound;
@@ -391,13 +389,13 @@ int main(int argc, char **argv)
 	int rc = prepare(r);
 	if (rc)
 		return rc;
-	rc = host_store(r, pernode);   /* refused before the nodes meet */
-	if (rc)
-		return rc;
+	int store = store_here(r, pernode);   /* refused before the nodes meet */
+	if (store < 0)
+		return TOOL_EXIT_USAGE;
 	rc = job_identity(r, pernode);
 	if (rc)
 		return rc;
-	rc = host_store(r, pernode);
+	rc = store ? host_store(r) : 0;
 	if (rc)
 		return rc;
 	rc = trace_env(r, &plan);
