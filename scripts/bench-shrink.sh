@@ -10,9 +10,12 @@
 #            from the first survivor's failed call (the error) to the last
 #            survivor's first completed AllReduce on the shrunk communicator,
 #            and from the death itself to that point;
-#   restart  the same job launched afresh by smddp-run: from the launch to
-#            the last rank's first completed AllReduce (what a restart costs
-#            at least, before any reload of a checkpoint).
+#   restart  the same death without going on (mpirun stops the job, as it
+#            does by default), then the same job launched afresh by
+#            smddp-run: from the launch to the last rank's first completed
+#            AllReduce, and from the death to that point (stopping the
+#            failed job included); a restart costs at least that, before
+#            any reload of a checkpoint.
 # Prints the medians (and min, max) as a Markdown table. Times come from
 # CLOCK_REALTIME, one clock for every namespace host of this machine. Root
 # only; needs a build in ./build (or $BUILD) with libfabric and Open MPI.
@@ -40,7 +43,7 @@ prog=$CL_DIR/shrink
 cc -O2 -Wall -I"$top_srcdir/lib/include" examples/shrink.c -o "$prog" -L"$libdir" -Wl,-rpath,"$libdir" -lsmddp
 cluster_up "$hosts"
 n=$((hosts * per))
-MPIARGS="$(cl_mpirun_args) --mca orte_abort_on_non_zero_status 0 --mca odls_base_sigkill_timeout 20"
+GOON="--mca orte_abort_on_non_zero_status 0 --mca odls_base_sigkill_timeout 20"
 
 # job NAME ARGS...: one run of the example across the hosts; output in $CL_DIR/NAME
 job() {
@@ -48,7 +51,8 @@ job() {
 	shift
 	on_host 1 env SMDDP_JOB_ID="bs$$$name" timeout -k 5 120 "$top_builddir/cmd/smddp-run" \
 		--timeout 90 --hosts "$(cl_hosts "$hosts" "$per")" --network-interface eth0 \
-		--mpirun-args "$MPIARGS" --env SMDDP_TIMEOUT=30 "$prog" "$@" >"$CL_DIR/$name" 2>&1 || true
+		--mpirun-args "$(cl_mpirun_args) ${MPIMORE-$GOON}" --env SMDDP_TIMEOUT=30 "$prog" "$@" \
+		>"$CL_DIR/$name" 2>&1 || true
 	cl_wait_empty 60 || { echo "$0: $name left processes behind" >&2; exit 1; }
 }
 
@@ -56,7 +60,7 @@ job() {
 ms() { echo "scale=1; ($2 - $1) / 1000000" | bc; }
 val() { grep -o "$1=[0-9]*" "$2" | cut -d= -f2 | sort -n; }
 
-: >"$CL_DIR/shrink.ms" && : >"$CL_DIR/death.ms" && : >"$CL_DIR/restart.ms"
+: >"$CL_DIR/shrink.ms" && : >"$CL_DIR/death.ms" && : >"$CL_DIR/restart.ms" && : >"$CL_DIR/full.ms"
 for ((i = 1; i <= repeats; i++)); do
 	victim=$([ $((i % 2)) = 1 ] && echo 0 || echo $(((hosts - 1) * per)))
 	job "s$i" "$victim"
@@ -71,14 +75,20 @@ for ((i = 1; i <= repeats; i++)); do
 	died=$(val died_ns "$CL_DIR/s$i" | head -1)
 	ms "$err" "$done" >>"$CL_DIR/shrink.ms"
 	ms "$died" "$done" >>"$CL_DIR/death.ms"
+	# the same death, the job stopped by mpirun, and launched again at once
+	MPIMORE="" job "k$i" "$victim"
+	died=$(val died_ns "$CL_DIR/k$i" | head -1)
+	[ -n "$died" ] || { echo "$0: run $i: the victim did not die:" >&2; sed 's/^/    /' "$CL_DIR/k$i" >&2; exit 1; }
 	t0=$(date +%s%N)
 	job "r$i"
 	first=$(val first_ns "$CL_DIR/r$i" | tail -1)
 	[ "$(grep -c "steps on $n ranks at the end, 0 wrong" "$CL_DIR/r$i" || true)" -eq "$n" ] ||
 		{ echo "$0: restart run $i failed:" >&2; sed 's/^/    /' "$CL_DIR/r$i" >&2; exit 1; }
 	ms "$t0" "$first" >>"$CL_DIR/restart.ms"
+	ms "$died" "$first" >>"$CL_DIR/full.ms"
 	echo "# run $i: victim $victim: shrink $(tail -1 "$CL_DIR/shrink.ms") ms after the error," \
-		"$(tail -1 "$CL_DIR/death.ms") ms after the death; restart $(tail -1 "$CL_DIR/restart.ms") ms" >&2
+		"$(tail -1 "$CL_DIR/death.ms") ms after the death; restart $(tail -1 "$CL_DIR/restart.ms") ms" \
+		"after the launch, $(tail -1 "$CL_DIR/full.ms") ms after the death" >&2
 done
 
 stat() { sort -n "$1" | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
@@ -90,3 +100,4 @@ echo "|---|---|---|---|---|"
 echo "| the error (first survivor's failed call) | first AllReduce done on the shrunk communicator (last survivor) | $(stat "$CL_DIR/shrink.ms") |"
 echo "| the death (SIGKILL) | first AllReduce done on the shrunk communicator (last survivor) | $(stat "$CL_DIR/death.ms") |"
 echo "| launch by smddp-run (a restart) | first AllReduce done (last rank) | $(stat "$CL_DIR/restart.ms") |"
+echo "| the death (SIGKILL), the job stopped and launched again | first AllReduce done (last rank) | $(stat "$CL_DIR/full.ms") |"
