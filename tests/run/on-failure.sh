@@ -84,8 +84,33 @@ rc=0
 [ "$rc" -eq 2 ] && grep -Fq "invalid --store 'nowhere': expected launcher or rank0" "$T/err8" ||
 	fail "bad --store: exit $rc: $(cat "$T/err8")"
 rc=0
-"$RUN" --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 --join-timeout 1 --store launcher true \
-	2>"$T/err9" || rc=$?
-[ "$rc" -eq 2 ] && grep -Fq -- "--store launcher: only for a job on one host" "$T/err9" ||
-	fail "--store launcher across hosts: exit $rc: $(cat "$T/err9")"
+"$RUN" --hosts a:1,b:1 --store launcher true 2>"$T/err9" || rc=$?
+[ "$rc" -eq 2 ] && grep -Fq -- "--store launcher: only for the ranks smddp-run starts itself" "$T/err9" ||
+	fail "--store launcher through mpirun: exit $rc: $(cat "$T/err9")"
+
+# per-node mode, two nodes on this machine: node 0's launcher serves the
+# store at MASTER_PORT for every node's ranks, libsmddp's rendezvous is the
+# launcher port + 1 on all of them; a rank of node 1 reaches the store
+PORT=$(free_ports)
+pernode_rank() {
+	echo "$TORCHELASTIC_USE_AGENT_STORE $MASTER_PORT $SMDDP_MASTER_PORT"
+	[ "$RANK" = 2 ] || exit 0
+	exec 3<>"/dev/tcp/$MASTER_ADDR/$MASTER_PORT" || exit 9
+	printf "\x00\xce\xf7\x85\x3c\x0d\x05\x06\x07\x08" >&3
+	echo "$(head -c 4 <&3 | od -An -tx1 | tr -d " \n")"   # one write: node 1's ranks share the file
+}
+export -f pernode_rank
+start_bg timeout -k 5 60 "$RUN" --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 \
+	--master-port "$PORT" -n 2 --join-timeout 20 --on-failure continue --no-tag-output \
+	bash -c pernode_rank >"$T/pn1" 2>"$T/pnerr1"
+b1=$BG
+rc=0
+timeout -k 5 60 "$RUN" --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --master-port "$PORT" \
+	-n 2 --join-timeout 20 --on-failure continue --no-tag-output bash -c pernode_rank \
+	>"$T/pn0" 2>"$T/pnerr0" || rc=$?
+wait_bg "$b1" 30
+want="True $PORT $((PORT + 2))"
+[ "$rc" -eq 0 ] && [ "$RC" -eq 0 ] && [ "$(sort -u "$T/pn0")" = "$want" ] &&
+	[ "$(grep -v 05060708 "$T/pn1" | sort -u)" = "$want" ] && grep -qx 05060708 "$T/pn1" ||
+	fail "per-node store: exit $rc and $RC: $(cat "$T"/pn*)"
 exit 0

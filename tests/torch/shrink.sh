@@ -37,6 +37,25 @@ grep -q "TORCH-OK .*store=launcher" "$TDIR/kill-2-of-4.out" ||
 run_job kill-0-of-3 180 3 "$PY" "$TESTS_PY/test_shrink.py" kill 0
 expect_survivors kill-0-of-3 0 3
 
+# per-node mode, two launchers on this machine, 2 ranks each: node 0's
+# launcher serves the store for both; rank 0 dies, the 3 others shrink
+port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+pernode() {
+	timeout -k 5 240 "$RUN" --nnodes 2 --node-rank "$1" --master-addr 127.0.0.1 --master-port "$port" \
+		-n 2 --join-timeout 60 --timeout 180 $LAUNCH_OPTS "$PY" "$TESTS_PY/test_shrink.py" kill 0
+}
+pernode 1 >"$TDIR/pernode-1.out" 2>&1 &
+node1=$!
+pernode 0 >"$TDIR/pernode.out" 2>&1
+status=$?
+wait "$node1"
+status1=$?
+cat "$TDIR/pernode-1.out" >>"$TDIR/pernode.out"
+echo "--- pernode: node 0 exited $status, node 1 $status1"
+sed 's/^/    /' "$TDIR/pernode.out"
+expect_survivors pernode 0 4
+[ "$status1" -eq 0 ] || fail "pernode: node 1's smddp-run exited $status1"
+
 # FSDP: rank 0 dies; the survivors rebuild FSDP on the new group from the
 # full parameters of the last completed step and agree with a fresh job of 2
 run_job fsdp-0-of-3 240 3 "$PY" "$TESTS_PY/test_shrink.py" fsdp 0
