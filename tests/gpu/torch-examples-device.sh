@@ -24,17 +24,18 @@
 #             (DDP over gloo reduces CUDA tensors through host memory)
 #   pip-cuda  `pip install --no-build-isolation` of a copy of the tree as a user
 #             runs it, SMDDP_TORCH_CUDA=1: libsmddp built --with-cuda by pip and
-#             bundled (SMDDP_BUNDLE=1), cJSON from CARRY (its headers in
-#             CARRY/include), the build deleted, then the installed smddp-run
-#             runs examples/torch/ddp.py on the GPU with it. Needs nvcc and a
+#             bundled (SMDDP_BUNDLE=1), cJSON from CARRY (libcjson.so.1, and
+#             include/cjson/cJSON.h: copy it there), the build deleted, then
+#             the installed smddp-run runs examples/torch/ddp.py on the GPU
+#             with the installed package. Needs nvcc and a
 #             tree with a configure script, since the GPU machine has no
 #             autoreconf: PIPSRC, else a make dist tarball unpacked in
 #             CARRY/dist, else this tree with what autoreconf -fi made here
 #             carried (configure Makefile.in aclocal.m4 config.h.in build-aux m4).
 # (default: build hf fsdp pipeline ddp). Environment: B, CARRY, OUT (logs,
 # default ./gpu-logs; summary.txt there), PYTHON (default python3).
-# Exit: 0 every stage passed, 1 one failed. About 4 minutes on an H100
-# (the build 1-2 of them); pip-cuda adds 3-5.
+# Exit: 0 every stage passed, 1 one failed. Estimated 4 to 6 minutes on an
+# H100 with 16 cores (the build 1-2 of them); pip-cuda 3-5 more.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
@@ -155,18 +156,33 @@ for s in $stages; do
 		[ -x "$TMPD/pipsrc/configure" ] ||
 			say "pip-cuda: $src has no configure script: pip will run autoreconf (absent on the GPU machine)"
 		say "pip-cuda: from $src ($(command -v nvcc || echo 'no nvcc on PATH'))"
+		# cJSON to build against: the carried library under the name the
+		# linker looks for, its header carried or the system's
+		mkdir -p "$TMPD/cjson/include/cjson"
+		ln -sf "$CARRY/libcjson.so.1" "$TMPD/cjson/libcjson.so"
+		for h in "$CARRY/include/cjson/cJSON.h" /usr/include/cjson/cJSON.h; do
+			[ -f "$h" ] && cp "$h" "$TMPD/cjson/include/cjson/" && break
+		done
 		stage pip-cuda-install 500 env -u SMDDP_BUILD_DIR SMDDP_BUNDLE=1 SMDDP_TORCH_CUDA=1 \
-			MAX_JOBS=16 PKG_CONFIG_PATH= SMDDP_CONFIGURE_ARGS="--without-libfabric CPPFLAGS=-I$CARRY/include LDFLAGS=-L$CARRY" \
+			MAX_JOBS=16 PKG_CONFIG_PATH= SMDDP_CONFIGURE_ARGS="--without-libfabric CPPFLAGS=-I$TMPD/cjson/include LDFLAGS=-L$TMPD/cjson" \
 			"$PY" -m pip install -v --no-build-isolation --no-deps --no-index \
-			--prefix "$TMPD/pipsite" "$TMPD/pipsrc/python" || continue
+			--target "$TMPD/pipsite" "$TMPD/pipsrc/python" || continue
 		grep -h "^smddp: \|CUDA\|cuda" "$TMPD/pip-cuda-install.log" | grep -v "^ *-" | head -8 | tee -a "$summary"
 		rm -rf "$TMPD/pipsrc"
-		site=$(echo "$TMPD"/pipsite/lib/python3*/site-packages)
+		site=$TMPD/pipsite
 		compare "the bundled backend has the CUDA path" env LD_LIBRARY_PATH="$CARRY" PYTHONPATH="$site" \
 			"$PY" -c 'import smddp.torch as s; assert s.cuda_built(), "no CUDA path"; print(s.library_version(), s.__file__)'
 		stage pip-cuda-ddp 120 env LD_LIBRARY_PATH="$CARRY" PYTHONPATH="$site" "$TMPD/pipsite/bin/smddp-run" \
 			-n 2 --timeout 100 "$PY" "$E/ddp.py"
-		say "  pip-cuda ddp.py: $(sums pip-cuda-ddp)"
+		a=$(sums pip-cuda-ddp)
+		b=$a vs=
+		[ -f "$TMPD/ddp-gloo.log" ] && b=$(sums ddp-gloo) vs=", and with gloo" # the ddp stage's
+		if [[ $a == " 2 parameter checksum "* ]] && [ "${a//;/}" = "${a%;}" ] && [ "$a" = "$b" ]; then
+			say "  ok: ddp.py with the pip-installed package: 2 ranks agree$vs: $a"
+		else
+			say "  FAIL: ddp.py with the pip-installed package: '$a', gloo '$b'"
+			rc=1
+		fi
 		;;
 	*)
 		echo "torch-examples-device.sh: unknown stage '$s' (build hf fsdp pipeline ddp pip-cuda)" >&2
