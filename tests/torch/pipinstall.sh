@@ -6,7 +6,8 @@
 # A copy of the source tree (git's files in a checkout, so that autoreconf runs as
 # in a fresh clone; the tree itself under make distcheck) is built into a private
 # --target folder. The shim is built without its CUDA path unless SMDDP_TORCH_CUDA
-# says otherwise (nvcc's minute buys nothing that a CPU run could check).
+# says otherwise (nvcc's minute buys nothing that a CPU run could check);
+# SMDDP_TORCH_CUDA=1 builds both with CUDA (nvcc needed, no GPU) and checks that.
 . "$top_srcdir/tests/torch/lib.sh"
 PY=$(command -v "$PY")
 TIMEOUT=$(command -v timeout)
@@ -85,6 +86,17 @@ if command -v readelf >/dev/null; then
 	*'[$ORIGIN]'*) pass "the shim's rpath is \$ORIGIN alone" ;;
 	*) fail "the shim's rpath: $rp" ;;
 	esac
+fi
+# SMDDP_TORCH_CUDA=1 (tests/gpu/torch-examples-device.sh's pip-cuda stage
+# runs it on a GPU): libsmddp configured --with-cuda (its kernels in an
+# .nv_fatbin section) and the shim with its CUDA path.
+if [ "${SMDDP_TORCH_CUDA:-0}" = 1 ]; then
+	cb=$(PYTHONPATH=$PIPSITE "$PY" -c 'import smddp.torch as s; print(s.cuda_built())' 2>&1 | tail -n 1)
+	if [ "$cb" = True ] && readelf -S "$so" | grep -q "\.nv_fatbin"; then
+		pass "SMDDP_TORCH_CUDA=1: the shim has its CUDA path, the bundled ${so##*/} its kernels"
+	else
+		fail "SMDDP_TORCH_CUDA=1: cuda_built() says '$cb'; .nv_fatbin in ${so##*/}: $(readelf -S "$so" | grep -c nv_fatbin)"
+	fi
 fi
 # Nothing may point into the build: it goes away.
 rm -rf "$SRC"
