@@ -17,6 +17,26 @@
 
 #include "gpu-conformance.h"
 
+int fault_coll; /* --coll: the collective of abortq, cancelq, dead and mismatch */
+
+/* Those modes' call: fault_coll of count elements per peer, float32 (sum;
+ * broadcast's and reduce's root the last rank), from dsend into drecv. */
+static int fault_call(size_t count)
+{
+	int last = nranks - 1;
+
+	switch (fault_coll) {
+	case COLL_ALLGATHER: return smddp_allgather(dsend, drecv, count, SMDDP_FLOAT32, comm, stream);
+	case COLL_REDUCE_SCATTER:
+		return smddp_reduce_scatter(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	case COLL_BROADCAST: return smddp_broadcast(drecv, count, SMDDP_FLOAT32, last, comm, stream);
+	case COLL_REDUCE:
+		return smddp_reduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, last, comm, stream);
+	case COLL_ALLTOALL: return smddp_alltoall(dsend, drecv, count, SMDDP_FLOAT32, comm, stream);
+	default: return smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	}
+}
+
 /* ---- errors ------------------------------------------------------------------ */
 
 static void expect(const char *what, int got, int want)
@@ -200,7 +220,7 @@ int abortq(void)
 		return 1;
 
 	if (rank == 0) {
-		rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+		rc = fault_call(count);
 		nanosleep(&half, NULL);
 		t0 = now_s();
 		int ab = smddp_comm_abort(comm);
@@ -213,7 +233,7 @@ int abortq(void)
 	nanosleep(&half, NULL);
 	nanosleep(&half, NULL);
 	t0 = now_s();
-	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	rc = fault_call(count);
 	if (!rc)
 		rc = await_async_error(t0, 20);
 	if (!rc)
@@ -244,7 +264,7 @@ int cancelq(void)
 
 	/* Under auto the first call on one node is done blocking (it shows
 	 * where the peers are): the cancel is for a queued one. */
-	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	rc = fault_call(count);
 	CK(cudaStreamSynchronize(stream));
 	if (rc || !queued_mode()) {
 		verdict(rc == SMDDP_OK, rc, 0.0,
@@ -255,7 +275,7 @@ int cancelq(void)
 	}
 	t0 = now_s();
 	CK(cudaLaunchHostFunc(stream, hold, &ms));
-	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	rc = fault_call(count);
 	if (rank == 0 && !rc) {
 		nanosleep(&fifth, NULL);
 		rc = smddp_comm_cancel(comm);
@@ -307,7 +327,7 @@ int dead(int victim)
 	double t0;
 
 	for (int i = 0; i < 5; i++) {
-		rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+		rc = fault_call(count);
 		if (rc) {
 			printf("FAULT-BAD rank=%d good call %d failed: %s\n", rank, i,
 			       smddp_last_error(comm));
@@ -321,7 +341,7 @@ int dead(int victim)
 	}
 	t0 = now_s();
 	/* Queued: succeeds (or already knows); the stream must be released. */
-	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	rc = fault_call(count);
 	double limit = 20;
 	if (!rc && queued_mode()) {
 		/* Told without another call, within 2 s. */
@@ -331,7 +351,7 @@ int dead(int victim)
 	if (!rc)
 		CK(cudaStreamSynchronize(stream));
 	if (!rc)
-		rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+		rc = fault_call(count);
 	if (!rc)
 		rc = smddp_barrier(comm);
 	double took = now_s() - t0;
@@ -343,7 +363,7 @@ int dead(int victim)
 		rc, took, msg);
 	CK(cudaStreamSynchronize(stream));
 	/* The next call returns the failure too. */
-	int again = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	int again = fault_call(count);
 	if (again == SMDDP_OK)
 		printf("FAULT-BAD rank=%d a call after the failure returned SMDDP_OK\n", rank);
 	CK(cudaStreamSynchronize(stream));
@@ -512,7 +532,7 @@ int mismatch(void)
 	if (good_first_call())
 		return 1;
 	double t0 = now_s();
-	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	rc = fault_call(count);
 	if (!rc)
 		rc = await_async_error(t0, 10);
 	double took = now_s() - t0;
