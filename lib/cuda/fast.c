@@ -37,7 +37,8 @@
  *   the stream in milliseconds, not at the deadline.
  *
  * Larger calls keep the proxy's path (move.c), but for allreduces,
- * which read the peers' buffers directly (direct.c).  Calls of both paths on one stream are ordered by the
+ * allgathers, broadcasts and reduces, which read the peers' buffers
+ * directly (direct.c).  Calls of both paths on one stream are ordered by the
  * stream, on two streams by the events (proxy.c, after_last).
  */
 #include "config.h"
@@ -256,8 +257,9 @@ int sd_cuda_fast_setup(struct smddp_comm *c, struct sd_cuda *cu, int mps)
 			cu->dev, cu->fast_max, sd_fast_window_bytes(n, cu->fast_region));
 		if (cu->direct_on)
 			SD_INFO(SD_SUB_COLL,
-				"device collectives on GPU %d: larger allreduces read the peers' "
-				"buffers directly, mapped once per allocation",
+				"device collectives on GPU %d: larger allreduces, allgathers, "
+				"broadcasts and reduces read the peers' buffers directly, mapped once "
+				"per allocation",
 				cu->dev);
 	}
 out:
@@ -385,10 +387,10 @@ static int fast_words(const struct sd_cuda *cu, char *buf, size_t len)
 		return SMDDP_EMISMATCH;
 	case SD_FAST_UNMAPPED:
 		snprintf(buf, len,
-			 "device call %u (an allreduce that reads its peers' buffers): rank %d's "
+			 "device call %u (a %s that reads its peers' buffers): rank %d's "
 			 "buffer was not mapped on this rank within SMDDP_TIMEOUT: did its host "
 			 "thread stop, or its mapping fail?",
-			 call, peer);
+			 call, coll, peer);
 		return SMDDP_ETIMEDOUT;
 	case SD_FAST_GAVE_UP:
 		snprintf(buf, len,

@@ -379,7 +379,7 @@ __device__ int direct_wait_done(const sd_direct_args &a, int q, uint64_t deadlin
 }
 
 template <typename Tr, int OP>
-__global__ void __launch_bounds__(THREADS) k_direct_allreduce(const __grid_constant__ sd_direct_args a)
+__global__ void __launch_bounds__(THREADS) k_direct(const __grid_constant__ sd_direct_args a)
 {
 	typedef typename Tr::S S;
 	__shared__ int fail, fail_peer, fail_phase, last;
@@ -455,18 +455,44 @@ __global__ void __launch_bounds__(THREADS) k_direct_allreduce(const __grid_const
 		__syncthreads();
 	}
 	if (!fail) {
-		/* 3. Our slice of every rank's input into every rank's output. */
+		/* 3. Our part: a slice of every rank's input (broadcast: of
+		 * the root's) into every rank's output (reduce: the root's),
+		 * or (allgather) our input into every rank's output. */
 		if (t == 0) {
 			const volatile uint64_t *p = (const volatile uint64_t *)(mine + SD_DIRECT_PTRS);
-			size_t lo, cnt = sd_direct_slice(a.count, sizeof(S), n, me, &lo);
+			const size_t es = sizeof(S);
+			size_t lo, cnt = sd_direct_part(a.coll, a.count, es, n, me, &lo);
 
 			for (int q = 0; q < n; q++) {
-				k.src[q] = (q == me ? (const char *)a.send : (const char *)p[2 * q]) + lo * sizeof(S);
-				k.dst[q] = (q == me ? (char *)a.recv : (char *)p[2 * q + 1]) + lo * sizeof(S);
+				k.src[q] = (q == me ? (const char *)a.send : (const char *)p[2 * q]) + lo * es;
+				k.dst[q] = (q == me ? (char *)a.recv : (char *)p[2 * q + 1]) + lo * es;
 			}
 			k.nsrc = n;
 			k.ndst = n;
-			k.count = cnt;
+			if (a.coll == SD_FAST_REDUCE) {
+				k.dst[0] = k.dst[a.root];
+				k.ndst = 1;
+			} else if (a.coll == SD_FAST_BROADCAST) {
+				k.src[0] = k.src[a.root];
+				k.nsrc = 1;
+				k.ndst = 0;
+				for (int q = 0; q < n; q++)
+					if (q != a.root)
+						k.dst[k.ndst++] = q == me ? (char *)a.recv + lo * es
+									  : (char *)p[2 * q + 1] + lo * es;
+			} else if (a.coll == SD_FAST_ALLGATHER) {
+				k.src[0] = (const char *)a.send;
+				k.nsrc = 1;
+				k.ndst = 0;
+				for (int q = 0; q < n; q++) {
+					char *d = (q == me ? (char *)a.recv : (char *)p[2 * q + 1]) +
+						  (size_t)me * a.count * es;
+
+					if (d != (const char *)a.send) /* in place: ours is there */
+						k.dst[k.ndst++] = d;
+				}
+			}
+			k.count = k.ndst ? cnt : 0;
 			k.div = n;
 			split_vectors<Tr>(k);
 		}
@@ -509,7 +535,7 @@ __global__ void __launch_bounds__(THREADS) k_direct_allreduce(const __grid_const
 			a.host->peer = fail_peer;
 			a.host->theirs = fail_seen;
 			a.host->phase = (uint32_t)fail_phase;
-			a.host->coll = (uint32_t)SD_FAST_ALLREDUCE;
+			a.host->coll = (uint32_t)a.coll;
 			__threadfence_system();
 			a.host->code = (uint32_t)fail;
 		}
@@ -543,9 +569,9 @@ template <typename Tr, int OP>
 static int launch_direct(const sd_direct_args &v, cudaStream_t st)
 {
 	constexpr size_t es = sizeof(typename Tr::S);
-	size_t lo, cnt = sd_direct_slice(v.count, es, v.nranks, v.rank, &lo);
+	size_t lo, cnt = sd_direct_part(v.coll, v.count, es, v.nranks, v.rank, &lo);
 	int occ = 0, share = v.share < 1 ? 1 : v.share;
-	auto kern = k_direct_allreduce<Tr, OP>;
+	auto kern = k_direct<Tr, OP>;
 
 	if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, THREADS, 0) != cudaSuccess ||
 	    occ < 1)
@@ -557,11 +583,16 @@ static int launch_direct(const sd_direct_args &v, cudaStream_t st)
 	return launch_kernel(kern, dim3(grid), st, v);
 }
 
-extern "C" int sd_cuda_kernel_direct_allreduce(const struct sd_direct_args *a, int dtype, int op,
-					      void *stream)
+extern "C" int sd_cuda_kernel_direct(const struct sd_direct_args *a, int dtype, int op, void *stream)
 {
-	if (a->nranks < 2 || a->nranks > SD_CUDA_MAX_RANKS)
+	if (a->nranks < 2 || a->nranks > SD_CUDA_MAX_RANKS || a->root < 0 || a->root >= a->nranks ||
+	    (a->coll != SD_FAST_ALLREDUCE && a->coll != SD_FAST_ALLGATHER &&
+	     a->coll != SD_FAST_BROADCAST && a->coll != SD_FAST_REDUCE))
 		return (int)cudaErrorInvalidValue;
+	/* The collectives that copy run the instance of SUM (one source:
+	 * reduce_body copies). */
+	if (a->coll == SD_FAST_ALLGATHER || a->coll == SD_FAST_BROADCAST)
+		op = SMDDP_SUM;
 	sd_direct_args v = *a;
 	return by_type(dtype, op, [&](auto tr, auto o) {
 		return launch_direct<decltype(tr), decltype(o)::value>(v, (cudaStream_t)stream);
@@ -579,11 +610,11 @@ static cudaError_t load_ops()
 	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast<Tr, SMDDP_MIN>);
 	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast<Tr, SMDDP_MAX>);
 	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast<Tr, SMDDP_AVG>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct_allreduce<Tr, SMDDP_SUM>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct_allreduce<Tr, SMDDP_PROD>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct_allreduce<Tr, SMDDP_MIN>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct_allreduce<Tr, SMDDP_MAX>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct_allreduce<Tr, SMDDP_AVG>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct<Tr, SMDDP_SUM>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct<Tr, SMDDP_PROD>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct<Tr, SMDDP_MIN>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct<Tr, SMDDP_MAX>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct<Tr, SMDDP_AVG>);
 	return e;
 }
 

@@ -206,7 +206,8 @@ int sd_cuda_kernels_load_fast(void);
 
 /* ---- the direct path: kernels that read the peers' own buffers (direct.c) ----
  *
- * An allreduce larger than the fast path's reads the peers' user buffers
+ * An allreduce, allgather, broadcast or reduce larger than the fast
+ * path's reads (or writes) the peers' user buffers
  * through CUDA IPC mappings made once per allocation (a registration:
  * rank r's slot j of SD_REG_SLOTS holds one of r's allocations, with a
  * generation g unique on r).  Kernel of rank r, call s, tag t:
@@ -221,9 +222,13 @@ int sd_cuda_kernels_load_fast(void);
  *      kept in the window's cache, so that a hit reads no host memory),
  *      and writes the peers' pointers into its own window and the go
  *      word;
- *   3. every block, once go holds s, reduces its part of rank r's slice
- *      (1/n of the elements) of every rank's sendbuf in rank order and
- *      writes it into every rank's recvbuf;
+ *   3. every block, once go holds s, moves its part of what rank r
+ *      moves: allreduce, its slice (1/n of the elements) of every rank's
+ *      sendbuf reduced in rank order into every rank's recvbuf; reduce,
+ *      the same into the root's recvbuf only; broadcast, its slice of
+ *      the root's buffer into every other rank's; allgather, its own
+ *      sendbuf into block r of every rank's recvbuf (its own too, unless
+ *      in place);
  *   4. the last block to finish (a counter in the window) stores s into
  *      done[r] of every peer's window and waits until done[q] of its own
  *      holds s for every peer: then nobody reads its sendbuf or writes
@@ -269,6 +274,7 @@ struct sd_direct_args {
 	uint32_t sj, sg, rj, rg;    /* this rank's slots and their generations */
 	int nranks, rank;
 	int share;                  /* ranks on this GPU (1: only this one) */
+	int coll, root;             /* allreduce, allgather, broadcast or reduce; the root */
 	uint32_t call, tag;
 };
 
@@ -287,9 +293,22 @@ static inline SD_HD size_t sd_direct_slice(size_t count, size_t es, int n, int r
 	return count - *lo < per ? count - *lo : per;
 }
 
-/* Launches the direct allreduce of a.  Returns a cudaError_t. */
-int sd_cuda_kernel_direct_allreduce(const struct sd_direct_args *a, int dtype, int op,
-				    void *stream);
+/* The elements that rank r of n moves in a direct call of collective
+ * coll (count elements, of es bytes, per rank for an allgather): its own
+ * input for an allgather, else its slice. */
+static inline SD_HD size_t sd_direct_part(int coll, size_t count, size_t es, int n, int r,
+					  size_t *lo)
+{
+	if (coll == SD_FAST_ALLGATHER) {
+		*lo = 0;
+		return count;
+	}
+	return sd_direct_slice(count, es, n, r, lo);
+}
+
+/* Launches the direct collective a->coll of a (op: ignored by allgather
+ * and broadcast).  Returns a cudaError_t. */
+int sd_cuda_kernel_direct(const struct sd_direct_args *a, int dtype, int op, void *stream);
 
 #ifdef __cplusplus
 }

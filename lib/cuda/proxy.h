@@ -168,6 +168,7 @@ struct sd_cuda {
 	uint32_t reg_seen[SD_CUDA_MAX_RANKS]; /* peers' versions mapped */
 	pthread_mutex_t reg_mu; /* the mapping side (host thread and proxy) */
 	uint64_t direct_calls, direct_maps, direct_waits; /* for the INFO line at the end */
+	uint64_t direct_by[SD_FAST_ALLTOALL + 1];         /* ... per collective */
 	void **stale;           /* peers' mappings to close once no stream waits */
 	int nstale, maxstale;   /* under mu (nstale also read without it) */
 	unsigned char uuid[16];
@@ -265,8 +266,8 @@ void sd_cuda_direct_setup_done(struct sd_cuda *cu, int on);
 /* Does call k take the direct path (the same answer on every rank)? */
 int sd_cuda_direct_takes(const struct sd_cuda *cu, const struct sd_cuda_call *k);
 /* Host thread, call checked (b: its buffers): launches it and returns. */
-int sd_cuda_direct_allreduce(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_cuda_call *k,
-			     const struct buf_pub b[2]);
+int sd_cuda_direct_call(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_cuda_call *k,
+			const struct buf_pub b[2]);
 /* Proxy thread, while a direct call is in flight: maps the peers' new
  * registrations (a failure breaks the communicator). */
 void sd_cuda_direct_poll(struct sd_cuda *cu);

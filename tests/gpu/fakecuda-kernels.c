@@ -454,7 +454,7 @@ int sd_cuda_kernel_fast(const struct sd_fast_args *a, int dtype, int op, void *s
 	return launch_kernel((cudaStream_t)stream, k_fast, k);
 }
 
-/* ---- the direct path (kernels.h): kernels-fast.cu's k_direct_allreduce, its steps
+/* ---- the direct path (kernels.h): kernels-fast.cu's k_direct, its steps
  * one after the other on the stream's thread (block 0's, then the whole slice,
  * then the last block's). */
 
@@ -474,7 +474,7 @@ static void direct_fail(const struct sd_direct_args *a, int fail, int peer, uint
 		a->host->peer = peer;
 		a->host->theirs = seen;
 		a->host->phase = (uint32_t)phase;
-		a->host->coll = SD_FAST_ALLREDUCE;
+		a->host->coll = (uint32_t)a->coll;
 		__atomic_store_n(&a->host->code, (uint32_t)fail, __ATOMIC_RELEASE);
 	}
 }
@@ -585,15 +585,28 @@ static void k_direct(void *arg)
 	}
 	if (fail)
 		goto out;
-	cnt = sd_direct_slice(a->count, es, n, me, &lo);
-	if (cnt) {
+	cnt = sd_direct_part(a->coll, a->count, es, n, me, &lo);
+	if (cnt && a->coll == SD_FAST_ALLGATHER) {
+		for (int q = 0; q < n; q++) {
+			char *d = (char *)dst[q] + (size_t)me * a->count * es;
+
+			if (d != (const char *)a->send)
+				memcpy(d, a->send, cnt * es);
+		}
+	} else if (cnt && a->coll == SD_FAST_BROADCAST) {
+		for (int q = 0; q < n; q++)
+			if (q != a->root)
+				memcpy((char *)dst[q] + lo * es, (const char *)src[a->root] + lo * es,
+				       cnt * es);
+	} else if (cnt) {
 		const void *s2[SD_CUDA_MAX_RANKS];
+		int to = a->coll == SD_FAST_REDUCE ? a->root : me;
 
 		for (int q = 0; q < n; q++)
 			s2[q] = (const char *)src[q] + lo * es;
-		sd_reduce((char *)dst[me] + lo * es, s2, n, cnt, (enum smddp_dtype)k->dtype,
+		sd_reduce((char *)dst[to] + lo * es, s2, n, cnt, (enum smddp_dtype)k->dtype,
 			  (enum smddp_op)k->op, n);
-		for (int q = 0; q < n; q++)
+		for (int q = 0; q < n && a->coll == SD_FAST_ALLREDUCE; q++)
 			if (q != me)
 				memcpy((char *)dst[q] + lo * es, (char *)dst[me] + lo * es, cnt * es);
 	}
@@ -623,11 +636,13 @@ out:
 	free(k);
 }
 
-int sd_cuda_kernel_direct_allreduce(const struct sd_direct_args *a, int dtype, int op, void *stream)
+int sd_cuda_kernel_direct(const struct sd_direct_args *a, int dtype, int op, void *stream)
 {
 	struct kdirect *k;
 
-	if (a->nranks < 2 || a->nranks > SD_CUDA_MAX_RANKS)
+	if (a->nranks < 2 || a->nranks > SD_CUDA_MAX_RANKS || a->root < 0 || a->root >= a->nranks ||
+	    (a->coll != SD_FAST_ALLREDUCE && a->coll != SD_FAST_ALLGATHER &&
+	     a->coll != SD_FAST_BROADCAST && a->coll != SD_FAST_REDUCE))
 		return cudaErrorInvalidValue;
 	if ((k = malloc(sizeof(*k))))
 		*k = (struct kdirect){.a = *a, .dtype = dtype, .op = op};

@@ -4,9 +4,10 @@
 #
 # 1. correctness, queued (SMDDP_CUDA_ASYNC=auto under MPS): gpu-conformance's matrix (every
 #    collective x dtype x op x placement; counts 1, 7 and 1003 take the fast path, the large
-#    one the proxy's or, for allreduce, the direct one) at 2 and 4 ranks, with each rank's
-#    count of fast calls per collective (INFO); then mismatch, cancel and a dead rank met by
-#    the fast kernels of reduce_scatter, allgather and broadcast.
+#    one the direct path (allreduce, allgather, broadcast, reduce) or the proxy's) at 2 and 4
+#    ranks, with each rank's count of fast and direct calls per collective (INFO); then
+#    mismatch, cancel and a dead rank met by the fast kernels of reduce_scatter, allgather
+#    and broadcast.
 # 2. speed, per collective: smddp-allreduce-bench --device cuda --coll X, 16 B to 1 MiB
 #    queued under MPS (auto: the fast path) against SMDDP_CUDA_ASYNC=0 (blocking), at
 #    2 and 4 ranks, in this one run on this one card.  A summary line per run in info.txt:
@@ -31,7 +32,8 @@ for n in 2 4; do
   timeout 120 env SMDDP_CUDA_ASYNC=auto SMDDP_TIMEOUT=60 SMDDP_DEBUG=INFO SMDDP_DEBUG_SUBSYS=COLL \
     $RUN -n $n --timeout 110 $GC matrix > $OUT/matrix-n$n.log 2>&1
   el "matrix n$n exit $?: $(grep -h 'SUMMARY\|^\[.\] FAIL' $OUT/matrix-n$n.log | head -6 | tr '\n' ' ' | cut -c1-500)"
-  el "  fast calls: $(grep -ho '^\[[0-9]\] .*fast path calls: .*' $OUT/matrix-n$n.log | sed 's/ vm.*fast path calls://; s/\[SMDDP.*calls://' | tr '\n' ' ' | cut -c1-700)"
+  el "  fast calls: $(grep -ho '^\[[0-9]\] .*fast path calls: .*' $OUT/matrix-n$n.log | sed -E 's/ [^ ]+ \[SMDDP INFO COLL\] device collectives on GPU [0-9]+: fast path calls://' | tr '\n' ' ' | cut -c1-700)"
+  el "  direct calls: $(grep -ho "^\[[0-9]\] .* read the peers' buffers directly ([^)]*)" $OUT/matrix-n$n.log | sed -E 's/ [^ ]+ \[SMDDP INFO COLL\] device collectives on GPU [0-9]+://' | tr '\n' ' ' | cut -c1-700)"
 done
 for f in "mismatch --coll reduce_scatter:3" "cancelq --coll allgather:2" "dead 1 --coll broadcast:4"; do
   left 300 || { el "out of time before $f"; continue; }

@@ -26,12 +26,18 @@ expect_direct() {
 	local name=$1 r
 	shift
 	for r in "$@"; do
-		grep -q "^\[$r\] .* [1-9][0-9]* allreduce(s) read the peers' buffers directly" \
+		grep -q "^\[$r\] .* [1-9][0-9]* call(s) read the peers' buffers directly" \
 			"$TDIR/$name.out" && pass "$name: rank $r read the peers' buffers directly" ||
 			fail "$name: rank $r never took the direct path"
 	done
 }
 expect_direct direct-n3 0 1 2
+# ... allgathers, broadcasts and reduces too (not reduce_scatter nor alltoall: direct.c)
+for r in 0 1 2; do
+	grep -q "^\[$r\] .* read the peers' buffers directly (allreduce [1-9][0-9]*, allgather [1-9][0-9]*, broadcast [1-9][0-9]*, reduce [1-9][0-9]*)" \
+		"$TDIR/direct-n3.out" && pass "direct-n3: rank $r made every direct collective" ||
+		fail "direct-n3: rank $r lacks a direct collective"
+done
 fake direct-n4-1queue 4 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 FAKECUDA_CONNECTIONS=1 \
 	FAKECUDA_JITTER_US=50 SMDDP_DEBUG=INFO SMDDP_DEBUG_SUBSYS=COLL -- matrix --small
 expect_direct direct-n4-1queue 0 1 2 3
@@ -157,6 +163,24 @@ for coll in reduce_scatter allgather broadcast reduce alltoall; do
 		SMDDP_JOB_ID=${job}d -- dead 1 --coll $coll
 	expect_faults dead-fast-$coll "saw the dead peer" 0 2 3
 	[ "$status" -ne 0 ] || fail "dead-fast-$coll: smddp-run exited 0 although a rank was killed"
+done
+# ... and by the direct kernels of allgather, broadcast and reduce (SMDDP_CUDA_FAST=0)
+for coll in allgather broadcast reduce; do
+	LAUNCH_OPTS="--grace 30" run_fake mismatch-direct-$coll 60 3 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 \
+		FAKECUDA_JITTER_US=100 SMDDP_JOB_ID=${job}m -- mismatch --coll $coll
+	expect_faults mismatch-direct-$coll "was told of the mismatch" 0 1 2
+	LAUNCH_OPTS="--grace 30" run_fake abort-direct-$coll 60 2 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 \
+		-- abortq --coll $coll
+	expect_faults abort-direct-$coll "aborted in time, or was told" 0 1
+	LAUNCH_OPTS="--grace 30" run_fake cancel-direct-$coll 60 2 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 \
+		SMDDP_JOB_ID=${job}c -- cancelq --coll $coll
+	expect_faults cancel-direct-$coll "cancelled within 2 s, or was told" 0 1
+	[ "$(grep -c "STREAM-OK rank=" "$TDIR/cancel-direct-$coll.out")" -eq 2 ] ||
+		fail "cancel-direct-$coll: a rank's stream was not released"
+	LAUNCH_OPTS="--grace 30" run_fake dead-direct-$coll 60 4 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 \
+		FAKECUDA_JITTER_US=100 SMDDP_JOB_ID=${job}d -- dead 1 --coll $coll
+	expect_faults dead-direct-$coll "saw the dead peer" 0 2 3
+	[ "$status" -ne 0 ] || fail "dead-direct-$coll: smddp-run exited 0 although a rank was killed"
 done
 # smddp_comm_cancel while the proxy waits for a held stream to reach the call
 LAUNCH_OPTS="--grace 30" run_fake cancel-queued 60 2 SMDDP_CUDA_ASYNC=1 SMDDP_JOB_ID=${job}c \
