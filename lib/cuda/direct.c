@@ -1,4 +1,4 @@
-/* direct.c - large queued allreduces whose kernels read the peers' own buffers: no host meeting per call.
+/* direct.c - large queued collectives whose kernels read the peers' own buffers: no host meeting per call.
  *
  * Design.  Above SMDDP_CUDA_FAST, copying through the window's inboxes
  * would double the bytes through HBM; the blocking mode's kernel reads
@@ -130,7 +130,7 @@ int sd_cuda_direct_make(struct smddp_comm *c, struct sd_cuda *cu, char *name)
 	return SMDDP_OK;
 fail:
 	SD_INFO(SD_SUB_COLL, "device collectives on GPU %d: no registrations for the direct path "
-			     "(%s): large queued allreduces meet the peers on the host",
+			     "(%s): large queued collectives meet the peers on the host",
 		cu->dev, strerror(errno ? errno : ENOMEM));
 	if (fd >= 0)
 		close(fd);
@@ -192,10 +192,20 @@ void sd_cuda_direct_setup_done(struct sd_cuda *cu, int on)
 	cu->reg_ptr = NULL;
 }
 
+/* Not reduce_scatter nor alltoall: in some in-place layouts a rank's
+ * output overlaps the input that a peer reads meanwhile (the proxy's path
+ * stages them). */
 int sd_cuda_direct_takes(const struct sd_cuda *cu, const struct sd_cuda_call *k)
 {
-	return cu->direct_on && k->coll == SD_COLL_ALLREDUCE &&
-	       k->count * dtsize(k->dtype) > cu->fast_max;
+	switch (k->coll) {
+	case SD_COLL_ALLREDUCE:
+	case SD_COLL_ALLGATHER:
+	case SD_COLL_BROADCAST:
+	case SD_COLL_REDUCE:
+		return cu->direct_on && k->count * dtsize(k->dtype) > cu->fast_max;
+	default:
+		return 0;
+	}
 }
 
 /* The peers' slots that changed since we looked, mapped, into the table.
@@ -239,7 +249,7 @@ static int sync_peers(struct sd_cuda *cu, int n, int me, char *msg, size_t len)
 			if ((e = sd_cuda_ipc_open(cu->sh.pids[q], cu->dev, &b, &p)) != cudaSuccess) {
 				(void)cudaGetLastError();
 				snprintf(msg, len,
-					 "cannot map rank %d's buffer for a direct allreduce "
+					 "cannot map rank %d's buffer for a direct collective "
 					 "(cudaIpcOpenMemHandle: %s): are both ranks on GPUs that can "
 					 "reach each other? (SMDDP_CUDA_DIRECT=0 turns the path off)",
 					 q, cudaGetErrorString(e));
@@ -317,10 +327,10 @@ static int own_slot(struct smddp_comm *c, struct sd_cuda *cu, const struct buf_p
 		int rc = sd_cuda_wait(sd_cuda_q_event, cu->fast_ev, c->timeout_ns, NULL, &ee);
 
 		if (rc == SMDDP_ECUDA)
-			return cuda_error(c, ee, "an earlier allreduce on the GPU failed");
+			return cuda_error(c, ee, "an earlier collective on the GPU failed");
 		if (rc)
 			return sd_comm_error(c, SMDDP_ETIMEDOUT,
-					     "an earlier direct allreduce did not finish within %s "
+					     "an earlier direct collective did not finish within %s "
 					     "(waited to reuse a registration slot)",
 					     c->timeout_from);
 		cu->direct_done_k = cu->direct_k;
@@ -355,9 +365,13 @@ static int own_slot(struct smddp_comm *c, struct sd_cuda *cu, const struct buf_p
 	return SMDDP_OK;
 }
 
-int sd_cuda_direct_allreduce(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_cuda_call *k,
-			     const struct buf_pub b[2])
+int sd_cuda_direct_call(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_cuda_call *k,
+			const struct buf_pub b[2])
 {
+	/* A buffer the call does not touch on this rank (broadcast's
+	 * sendbuf, a reduce's recvbuf off the root) is announced as the
+	 * other one: nobody reads or writes it. */
+	const struct buf_pub *sb = b[0].present ? &b[0] : &b[1], *rb = b[1].present ? &b[1] : &b[0];
 	struct sd_direct_args a;
 	cudaStream_t st = (cudaStream_t)k->stream;
 	char msg[sizeof(cu->errmsg)];
@@ -367,8 +381,8 @@ int sd_cuda_direct_allreduce(struct smddp_comm *c, struct sd_cuda *cu, const str
 	memset(&a, 0, sizeof(a));
 	if ((rc = sync_peers(cu, c->size, c->rank, msg, sizeof(msg))) != SMDDP_OK)
 		return sd_comm_error(c, rc, "%s", msg);
-	SD_CHECK(own_slot(c, cu, &b[0], &a.sj, &a.sg));
-	SD_CHECK(own_slot(c, cu, &b[1], &a.rj, &a.rg));
+	SD_CHECK(own_slot(c, cu, sb, &a.sj, &a.sg));
+	SD_CHECK(own_slot(c, cu, rb, &a.rj, &a.rg));
 	for (int q = 0; q < c->size; q++)
 		a.win[q] = cu->fast_peer[q];
 	a.send = k->sendbuf;
@@ -377,29 +391,31 @@ int sd_cuda_direct_allreduce(struct smddp_comm *c, struct sd_cuda *cu, const str
 	a.timeout_ns = c->timeout_ns;
 	a.host = cu->fast_host_dev;
 	a.tab = cu->reg_tab_dev;
-	a.soff = b[0].off;
-	a.roff = b[1].off;
+	a.soff = sb->off;
+	a.roff = rb->off;
 	a.nranks = c->size;
 	a.rank = c->rank;
 	a.share = cu->shared + 1;
+	a.coll = k->coll;
+	a.root = k->coll == SD_COLL_BROADCAST || k->coll == SD_COLL_REDUCE ? k->root : 0;
 	a.call = c->dev_calls;
 	a.tag = sd_cuda_call_tag(k);
 	if (cu->last_st != st && (e = sd_cuda_after_last(cu, st)) != cudaSuccess)
 		return cuda_error(c, e, "cannot order the stream after the last call on another "
 					"stream");
-	if ((ke = sd_cuda_kernel_direct_allreduce(&a, k->dtype, k->op, st)) != 0)
-		return sd_comm_error(c, SMDDP_ECUDA, "cannot launch the allreduce kernel: %s (is the "
+	if ((ke = sd_cuda_kernel_direct(&a, k->dtype, k->op, st)) != 0)
+		return sd_comm_error(c, SMDDP_ECUDA, "cannot launch the %s kernel: %s (is the "
 						     "stream one of this GPU?)",
-				     cudaGetErrorString((cudaError_t)ke));
+				     sd_coll_name(k->coll), cudaGetErrorString((cudaError_t)ke));
 	cu->direct_k++;
 	cu->reg_own[a.sj].last_k = cu->direct_k;
 	cu->reg_own[a.rj].last_k = cu->direct_k;
 	cu->direct_calls++;
+	cu->direct_by[k->coll]++;
 	if ((e = cudaEventRecord(cu->fast_ev, st)) != cudaSuccess)
 		return cuda_error(c, e, "cannot record an event on the stream");
-	SD_TRACE(SD_SUB_COLL, "GPU call %u: direct allreduce of %zu elements (slots %u/%u, %u/%u), "
-			      "queued",
-		 a.call, k->count, a.sj, a.sg, a.rj, a.rg);
+	SD_TRACE(SD_SUB_COLL, "GPU call %u: direct %s of %zu elements (slots %u/%u, %u/%u), queued",
+		 a.call, sd_coll_name(k->coll), k->count, a.sj, a.sg, a.rj, a.rg);
 	cu->fast_pending = 1;
 	cu->last_st = st;
 	cu->last_slot = -1;
@@ -413,10 +429,14 @@ void sd_cuda_direct_free(struct smddp_comm *c, struct sd_cuda *cu, int stuck)
 		return;
 	if (cu->direct_on)
 		SD_INFO(SD_SUB_COLL,
-			"device collectives on GPU %d: %llu allreduce(s) read the peers' buffers "
-			"directly; %llu peer allocation(s) mapped for them, %llu by the proxy thread "
-			"while a kernel waited",
+			"device collectives on GPU %d: %llu call(s) read the peers' buffers directly "
+			"(allreduce %llu, allgather %llu, broadcast %llu, reduce %llu); %llu peer "
+			"allocation(s) mapped for them, %llu by the proxy thread while a kernel waited",
 			cu->dev, (unsigned long long)cu->direct_calls,
+			(unsigned long long)cu->direct_by[SD_FAST_ALLREDUCE],
+			(unsigned long long)cu->direct_by[SD_FAST_ALLGATHER],
+			(unsigned long long)cu->direct_by[SD_FAST_BROADCAST],
+			(unsigned long long)cu->direct_by[SD_FAST_REDUCE],
 			(unsigned long long)cu->direct_maps, (unsigned long long)cu->direct_waits);
 	if (cu->reg_ptr && !stuck)
 		for (int i = 0; i < SD_CUDA_MAX_RANKS * SD_REG_SLOTS; i++)

@@ -1,10 +1,11 @@
-/* fast.c - device allreduce whose kernels meet their peers themselves: no host round trip per call.
+/* fast.c - device collectives whose kernels meet their peers themselves: no host round trip per call.
  *
  * Design.  NCCL keeps the host out of a call: its kernels synchronize
  * with their peers through flags in memory that every GPU mapped when
  * the communicator was set up, and move data through buffers mapped
- * then.  This file does the same for the allreduce of up to
- * SMDDP_CUDA_FAST bytes among the ranks of one node:
+ * then.  This file does the same for the collectives (allreduce,
+ * reduce_scatter, allgather, broadcast, reduce, alltoall) that send each
+ * peer up to SMDDP_CUDA_FAST bytes among the ranks of one node:
  *
  * - Setup, once per communicator, at its first device collective (host
  *   thread, nothing queued; every rank makes it, whichever call it is):
@@ -35,8 +36,9 @@
  *   the kernels' record, and sets the abort word: a dead peer releases
  *   the stream in milliseconds, not at the deadline.
  *
- * Larger allreduces and the other collectives keep the proxy's path
- * (move.c).  Calls of both paths on one stream are ordered by the
+ * Larger calls keep the proxy's path (move.c), but for allreduces,
+ * allgathers, broadcasts and reduces, which read the peers' buffers
+ * directly (direct.c).  Calls of both paths on one stream are ordered by the
  * stream, on two streams by the events (proxy.c, after_last).
  */
 #include "config.h"
@@ -250,13 +252,14 @@ int sd_cuda_fast_setup(struct smddp_comm *c, struct sd_cuda *cu, int mps)
 				       ? (size_t)mine.max
 				       : cu->fast_region * SD_FAST_MAXB;
 		SD_INFO(SD_SUB_COLL,
-			"device collectives on GPU %d: allreduces of up to %zu bytes run on kernels "
+			"device collectives on GPU %d: collectives of up to %zu bytes per peer run on kernels "
 			"that meet their peers themselves (a window of %zu bytes per rank)",
 			cu->dev, cu->fast_max, sd_fast_window_bytes(n, cu->fast_region));
 		if (cu->direct_on)
 			SD_INFO(SD_SUB_COLL,
-				"device collectives on GPU %d: larger allreduces read the peers' "
-				"buffers directly, mapped once per allocation",
+				"device collectives on GPU %d: larger allreduces, allgathers, "
+				"broadcasts and reduces read the peers' buffers directly, mapped once "
+				"per allocation",
 				cu->dev);
 	}
 out:
@@ -273,13 +276,30 @@ out:
 	return rc;
 }
 
+#define SAME(x) ((int)SD_FAST_##x == (int)SD_COLL_##x)
+_Static_assert(SAME(ALLREDUCE) && SAME(ALLGATHER) && SAME(REDUCE_SCATTER) && SAME(BROADCAST) &&
+		       SAME(REDUCE) && SAME(ALLTOALL),
+	       "kernels.h names enum sd_coll's values");
+#undef SAME
+
+/* k->count is what each rank sends one peer (kernels.h): the fast path
+ * takes a call when that fits the regions, whatever the collective. */
 int sd_cuda_fast_takes(const struct sd_cuda *cu, const struct sd_cuda_call *k)
 {
-	return cu->fast_on && k->coll == SD_COLL_ALLREDUCE &&
-	       k->count * dtsize(k->dtype) <= cu->fast_max;
+	switch (k->coll) {
+	case SD_COLL_ALLREDUCE:
+	case SD_COLL_ALLGATHER:
+	case SD_COLL_REDUCE_SCATTER:
+	case SD_COLL_BROADCAST:
+	case SD_COLL_REDUCE:
+	case SD_COLL_ALLTOALL:
+		return cu->fast_on && k->count && k->count * dtsize(k->dtype) <= cu->fast_max;
+	default:
+		return 0;
+	}
 }
 
-int sd_cuda_fast_allreduce(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_cuda_call *k)
+int sd_cuda_fast_call(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_cuda_call *k)
 {
 	struct sd_fast_args a;
 	cudaStream_t st = (cudaStream_t)k->stream;
@@ -300,6 +320,8 @@ int sd_cuda_fast_allreduce(struct smddp_comm *c, struct sd_cuda *cu, const struc
 	a.rank = c->rank;
 	a.nblocks = (int)((k->count + per - 1) / per);
 	a.par = par;
+	a.coll = k->coll;
+	a.root = k->coll == SD_COLL_BROADCAST || k->coll == SD_COLL_REDUCE ? k->root : 0;
 	a.call = c->dev_calls;
 	a.tag = sd_cuda_call_tag(k);
 	memcpy(a.need, cu->fast_need[par], sizeof(a.need));
@@ -308,19 +330,20 @@ int sd_cuda_fast_allreduce(struct smddp_comm *c, struct sd_cuda *cu, const struc
 	if (cu->last_st != st && (e = sd_cuda_after_last(cu, st)) != cudaSuccess)
 		return cuda_error(c, e, "cannot order the stream after the last call on another "
 					"stream");
-	if ((ke = sd_cuda_kernel_fast_allreduce(&a, k->dtype, k->op, st)) != 0)
-		return sd_comm_error(c, SMDDP_ECUDA, "cannot launch the allreduce kernel: %s (is the "
+	if ((ke = sd_cuda_kernel_fast(&a, k->dtype, k->op, st)) != 0)
+		return sd_comm_error(c, SMDDP_ECUDA, "cannot launch the %s kernel: %s (is the "
 						     "stream one of this GPU?)",
-				     cudaGetErrorString((cudaError_t)ke));
+				     sd_coll_name(k->coll), cudaGetErrorString((cudaError_t)ke));
 	for (int b = 0; b < a.nblocks; b++)
 		cu->fast_need[par][b] = a.call;
 	cu->fast_k++;
 	if ((e = cudaEventRecord(cu->fast_ev, st)) != cudaSuccess)
 		/* A later call on another stream could not be ordered after it. */
 		return cuda_error(c, e, "cannot record an event on the stream");
-	SD_TRACE(SD_SUB_COLL, "GPU call %u: fast allreduce of %zu elements, %d block(s), queued",
-		 a.call, k->count, a.nblocks);
+	SD_TRACE(SD_SUB_COLL, "GPU call %u: fast %s of %zu elements, %d block(s), queued", a.call,
+		 sd_coll_name(k->coll), k->count, a.nblocks);
 	cu->fast_pending = 1;
+	cu->fast_calls[k->coll]++;
 	cu->last_st = st;
 	cu->last_slot = -1;
 	cu->last_fast = 1;
@@ -335,15 +358,16 @@ static int fast_words(const struct sd_cuda *cu, char *buf, size_t len)
 	uint32_t code = hr ? __atomic_load_n(&hr->code, __ATOMIC_ACQUIRE) : 0;
 	uint32_t call = hr ? hr->call : 0, theirs = hr ? hr->theirs : 0;
 	int peer = hr ? hr->peer : -1;
+	const char *coll = sd_coll_name(hr ? (int)hr->coll : SD_COLL_ALLREDUCE);
 
 	switch (code) {
 	case SD_FAST_OK:
 		return 0;
 	case SD_FAST_TIMEOUT:
 		snprintf(buf, len,
-			 "device call %u (an allreduce whose kernels wait on their peers): rank %d "
+			 "device call %u (a %s whose kernels wait on their peers): rank %d "
 			 "did not %s within SMDDP_TIMEOUT: is it stuck, or did it make other calls?",
-			 call, peer, hr->phase == 1 ? "take this rank's data of an earlier call"
+			 call, coll, peer, hr->phase == 1 ? "take this rank's data of an earlier call"
 				     : hr->phase == 5 ? "finish with this rank's buffers"
 						      : "arrive");
 		return SMDDP_ETIMEDOUT;
@@ -356,16 +380,17 @@ static int fast_words(const struct sd_cuda *cu, char *buf, size_t len)
 		return SMDDP_EMISMATCH;
 	case SD_FAST_DESC:
 		snprintf(buf, len,
-			 "rank %d called device call %u with another count, dtype or op than this "
-			 "rank (an allreduce): every rank must make the same calls on device memory",
-			 peer, call);
+			 "rank %d called device call %u with another collective, count, dtype, op "
+			 "or root than this rank (a %s): every rank must make the same calls on "
+			 "device memory",
+			 peer, call, coll);
 		return SMDDP_EMISMATCH;
 	case SD_FAST_UNMAPPED:
 		snprintf(buf, len,
-			 "device call %u (an allreduce that reads its peers' buffers): rank %d's "
+			 "device call %u (a %s that reads its peers' buffers): rank %d's "
 			 "buffer was not mapped on this rank within SMDDP_TIMEOUT: did its host "
 			 "thread stop, or its mapping fail?",
-			 call, peer);
+			 call, coll, peer);
 		return SMDDP_ETIMEDOUT;
 	case SD_FAST_GAVE_UP:
 		snprintf(buf, len,
@@ -526,6 +551,16 @@ void sd_cuda_fast_free(struct smddp_comm *c, struct sd_cuda *cu, int stuck)
 {
 	int n = c->size, me = c->rank;
 	int failed = cu->failed || c->failed || cu->fast_stopped;
+	const uint64_t *fc = cu->fast_calls;
+
+	if (cu->fast_on)
+		SD_INFO(SD_SUB_COLL,
+			"device collectives on GPU %d: fast path calls: allreduce %llu, reduce_scatter "
+			"%llu, allgather %llu, broadcast %llu, reduce %llu, alltoall %llu",
+			cu->dev, (unsigned long long)fc[SD_FAST_ALLREDUCE],
+			(unsigned long long)fc[SD_FAST_REDUCE_SCATTER],
+			(unsigned long long)fc[SD_FAST_ALLGATHER], (unsigned long long)fc[SD_FAST_BROADCAST],
+			(unsigned long long)fc[SD_FAST_REDUCE], (unsigned long long)fc[SD_FAST_ALLTOALL]);
 
 	if (cu->fast_pending && !stuck) {
 		cudaError_t e = cudaSuccess;

@@ -42,7 +42,7 @@ int sd_cuda_wait_cancel(cudaError_t (*query)(void *), void *obj, uint64_t timeou
 int sd_cuda_stopped(struct smddp_comm *c, const char *when);
 cudaError_t sd_cuda_q_event(void *event);
 
-/* A 32-bit tag of what call k is (collective, count, dtype, op), which the
+/* A 32-bit tag of what call k is (collective, count, dtype, op, root), which the
  * kernels of fast.c and direct.c compare with their peers': one function,
  * so that a call fast on one rank and direct on another (another count)
  * is told from a match. */
@@ -51,6 +51,7 @@ static inline uint32_t sd_cuda_call_tag(const struct sd_cuda_call *k)
 	uint64_t x = (uint64_t)k->count * 0x9e3779b97f4a7c15ull;
 
 	x ^= (uint64_t)(k->coll * 131 + k->dtype * 17 + k->op) * 0xc2b2ae3d27d4eb4full;
+	x ^= (uint64_t)(uint32_t)k->root * 0x165667b19e3779f9ull;
 	x ^= x >> 29;
 	return (uint32_t)x | 1u;
 }

@@ -1,4 +1,4 @@
-/* kernels.h - the device kernels of lib/cuda/kernels.cu, callable from C.
+/* kernels.h - the device kernels of lib/cuda/kernels.cu and kernels-fast.cu, callable from C.
  *
  * One kernel does every data movement of the device collectives: each
  * element i < count is reduced from src[0][i], ..., src[nsrc-1][i], left
@@ -90,29 +90,56 @@ int sd_cuda_kernels_load(void);
  * communicator's first device call sets the path up (lib/cuda/fast.c).
  * A window holds flags and, per parity of the fast call's index (calls
  * alternate between two sets) and per sending rank, an inbox of
- * SD_FAST_MAXB regions, one per block of the kernel.  Block b of rank r,
- * in call s:
+ * SD_FAST_MAXB regions, one per block of the kernel.  One kernel serves
+ * every collective: what a block pushes to a peer and what it makes of
+ * its inbox depend on the collective (a.coll), the protocol does not.
+ * With L = a.count elements (the count each rank sends one peer: the
+ * allreduce's, broadcast's and reduce's count, the allgather's and
+ * reduce_scatter's per-rank count, the alltoall's per-peer count), block
+ * b owns elements [b * per, (b + 1) * per) of L, per = region / element
+ * size.  Block b of rank r, in call s:
  *   1. waits until every peer q has consumed what r pushed into q's
  *      inbox region b of this parity before (consumed[par][q][b] in r's
  *      window reaches need[b]);
- *   2. copies its sendbuf's chunk b into region b of its inbox in every
- *      peer's window, then stores (tag << 32 | s) into arrive[par][r][b]
- *      of every peer's window (after a system fence);
+ *   2. copies its chunk b for q into region b of its inbox in every
+ *      peer q's window (allreduce, allgather: sendbuf's chunk b; broadcast:
+ *      the root's buffer's, from the root only; reduce: to the root only;
+ *      reduce_scatter, alltoall: chunk b of sendbuf's block q; nothing
+ *      where nothing goes), then stores (tag << 32 | s) into
+ *      arrive[par][r][b] of every peer's window (after a system fence),
+ *      whether it pushed data there or not;
  *   3. waits until arrive[par][q][b] of its own window holds s for every
  *      peer q (a later call number or another tag is a mismatch);
- *   4. reduces chunk b of every rank's data in rank order (its own from
- *      sendbuf, the peers' from its inbox) into its recvbuf, so that
- *      every rank gets the same bits;
+ *   4. makes chunk b of its output from its own input and its inbox:
+ *      allreduce, reduce (the root), reduce_scatter reduce the ranks'
+ *      chunks in rank order (its own from sendbuf, the peers' from its
+ *      inbox), so that every rank gets the same bits; allgather and
+ *      alltoall copy rank q's chunk into block q of recvbuf (its own from
+ *      sendbuf, unless in place), broadcast copies the root's into buf;
  *   5. stores s into consumed[par][r][b] of every peer's window.
- * Each wait polls its own GPU's memory and, every few thousand polls,
- * the deadline (SMDDP_TIMEOUT from the kernel's start, %globaltimer), the
- * host's abort word and the peers' "gave up" words: a failure is written
- * once into the host record (the first one wins), the rank's own "gave
- * up" word is set, and the kernel ends with its output undefined.
+ * Step 2 of a block reads only its own chunks of sendbuf, and step 4
+ * writes only its own chunks of recvbuf, after its step 2: so every in
+ * place layout of the API is safe.  Each wait polls its own GPU's memory
+ * and, every few thousand polls, the deadline (SMDDP_TIMEOUT from the
+ * kernel's start, %globaltimer), the host's abort word and the peers'
+ * "gave up" words: a failure is written once into the host record (the
+ * first one wins), the rank's own "gave up" word is set, and the kernel
+ * ends with its output undefined.
  */
 #define SD_FAST_MAXB 32              /* blocks of a fast kernel at most */
 #define SD_FAST_FLAGS ((size_t)80 << 10) /* the flags' part of a window (and the direct path's cache) */
 #define SD_FAST_GAVEUP ((size_t)48 << 10) /* offset of the "gave up" word */
+
+/* The collectives of the fast path: enum sd_coll's values (fast.c checks
+ * that they agree), named here for the kernels, which see no lib/base. */
+enum sd_fast_coll {
+	SD_FAST_ALLREDUCE,
+	SD_FAST_ALLGATHER,
+	SD_FAST_REDUCE_SCATTER,
+	SD_FAST_BROADCAST,
+	SD_FAST_REDUCE,
+	SD_FAST_ALLTOALL,
+};
 
 /* What a failing kernel tells the host (fast.c words it). */
 enum sd_fast_err {
@@ -134,7 +161,8 @@ struct sd_fast_host {
 	volatile int32_t peer;   /* ... waiting on this rank, */
 	volatile uint32_t theirs; /* ... whose flag held this call number */
 	volatile uint32_t phase; /* 1: its consumption, 3: its arrival */
-	uint32_t pad1[11];
+	volatile uint32_t coll;  /* ... of this collective (enum sd_coll) */
+	uint32_t pad1[10];
 };
 
 struct sd_fast_args {
@@ -146,6 +174,7 @@ struct sd_fast_args {
 	uint64_t timeout_ns;
 	struct sd_fast_host *host;    /* its device address */
 	int nranks, rank, nblocks, par;
+	int coll, root;               /* enum sd_coll; broadcast's and reduce's root */
 	uint32_t call, tag;
 	uint32_t need[SD_FAST_MAXB];  /* step 1's call number per block (0: none) */
 };
@@ -168,13 +197,17 @@ static inline SD_HD size_t sd_fast_window_bytes(int n, size_t region)
 	return sd_fast_inbox_off(n, region, 2, 0, 0);
 }
 
-/* Launches the fast allreduce of a (a->nblocks blocks).  Returns a
- * cudaError_t. */
-int sd_cuda_kernel_fast_allreduce(const struct sd_fast_args *a, int dtype, int op, void *stream);
+/* Launches the fast collective a->coll of a (a->nblocks blocks; op is
+ * ignored by the collectives that copy).  Returns a cudaError_t. */
+int sd_cuda_kernel_fast(const struct sd_fast_args *a, int dtype, int op, void *stream);
+
+/* Loads the kernels of kernels-fast.cu (sd_cuda_kernels_load calls it). */
+int sd_cuda_kernels_load_fast(void);
 
 /* ---- the direct path: kernels that read the peers' own buffers (direct.c) ----
  *
- * An allreduce larger than the fast path's reads the peers' user buffers
+ * An allreduce, allgather, broadcast or reduce larger than the fast
+ * path's reads (or writes) the peers' user buffers
  * through CUDA IPC mappings made once per allocation (a registration:
  * rank r's slot j of SD_REG_SLOTS holds one of r's allocations, with a
  * generation g unique on r).  Kernel of rank r, call s, tag t:
@@ -189,9 +222,13 @@ int sd_cuda_kernel_fast_allreduce(const struct sd_fast_args *a, int dtype, int o
  *      kept in the window's cache, so that a hit reads no host memory),
  *      and writes the peers' pointers into its own window and the go
  *      word;
- *   3. every block, once go holds s, reduces its part of rank r's slice
- *      (1/n of the elements) of every rank's sendbuf in rank order and
- *      writes it into every rank's recvbuf;
+ *   3. every block, once go holds s, moves its part of what rank r
+ *      moves: allreduce, its slice (1/n of the elements) of every rank's
+ *      sendbuf reduced in rank order into every rank's recvbuf; reduce,
+ *      the same into the root's recvbuf only; broadcast, its slice of
+ *      the root's buffer into every other rank's; allgather, its own
+ *      sendbuf into block r of every rank's recvbuf (its own too, unless
+ *      in place);
  *   4. the last block to finish (a counter in the window) stores s into
  *      done[r] of every peer's window and waits until done[q] of its own
  *      holds s for every peer: then nobody reads its sendbuf or writes
@@ -237,6 +274,7 @@ struct sd_direct_args {
 	uint32_t sj, sg, rj, rg;    /* this rank's slots and their generations */
 	int nranks, rank;
 	int share;                  /* ranks on this GPU (1: only this one) */
+	int coll, root;             /* allreduce, allgather, broadcast or reduce; the root */
 	uint32_t call, tag;
 };
 
@@ -255,9 +293,22 @@ static inline SD_HD size_t sd_direct_slice(size_t count, size_t es, int n, int r
 	return count - *lo < per ? count - *lo : per;
 }
 
-/* Launches the direct allreduce of a.  Returns a cudaError_t. */
-int sd_cuda_kernel_direct_allreduce(const struct sd_direct_args *a, int dtype, int op,
-				    void *stream);
+/* The elements that rank r of n moves in a direct call of collective
+ * coll (count elements, of es bytes, per rank for an allgather): its own
+ * input for an allgather, else its slice. */
+static inline SD_HD size_t sd_direct_part(int coll, size_t count, size_t es, int n, int r,
+					  size_t *lo)
+{
+	if (coll == SD_FAST_ALLGATHER) {
+		*lo = 0;
+		return count;
+	}
+	return sd_direct_slice(count, es, n, r, lo);
+}
+
+/* Launches the direct collective a->coll of a (op: ignored by allgather
+ * and broadcast).  Returns a cudaError_t. */
+int sd_cuda_kernel_direct(const struct sd_direct_args *a, int dtype, int op, void *stream);
 
 #ifdef __cplusplus
 }

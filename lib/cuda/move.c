@@ -381,24 +381,28 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
  * where a slow call spends its time. */
 #define GPU_STEP(what)                                                                        \
 	SD_TRACE(SD_SUB_COLL, "GPU call %u: " what " (%.1f us in)", o->call,                  \
-		 (double)(sd_now_ns() - t0) / 1e3)
+		 (double)(sd_now_ns() - m->t0) / 1e3)
 
-/* One call, start to end, on the proxy thread. */
-int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
+/* What the ranks met with in step 2 of a call (sd_cuda_run_op). */
+struct meeting {
+	uint64_t t0; /* when the proxy took the call up */
+	char *ps[SD_CUDA_MAX_RANKS], *pr[SD_CUDA_MAX_RANKS], *pss[SD_CUDA_MAX_RANKS];
+	const struct pub *pubs[SD_CUDA_MAX_RANKS];
+	int worker; /* the rank that moves everything, or -1: each its share */
+};
+
+/* Step 1: the stream reached the call, so the input is there; an
+ * in-place alltoall's private copy is taken (o->copy_first, see
+ * sd_cuda_enqueue) before the ranks meet, since peers write into this
+ * input once they have met; queued, it is on the user's stream before
+ * ev_in. */
+static int input_ready(struct sd_cuda *cu, struct op *o, struct meeting *m)
 {
-	uint64_t t0 = sd_now_ns();
 	struct smddp_comm *c = &cu->sh;
-	const struct sd_transport_ops *tp = c->tp;
-	char *ps[SD_CUDA_MAX_RANKS], *pr[SD_CUDA_MAX_RANKS];
 	cudaError_t e = cudaSuccess;
-	int n = c->size, me = c->rank, after = 0, rc;
-	size_t es = dtsize(o->k.dtype);
+	int rc = sd_cuda_wait_cancel(sd_cuda_q_event, cu->ev_in[o->slot], c->timeout_ns, &cu->stop,
+				     c, &e);
 
-	c->cur = o->desc;
-	c->last_error[0] = 0;
-	/* 1. The stream reached the call: the input is there. */
-	rc = sd_cuda_wait_cancel(sd_cuda_q_event, cu->ev_in[o->slot], c->timeout_ns, &cu->stop, c,
-				 &e);
 	if (rc == SMDDP_EABORTED)
 		return sd_cuda_stopped(c, "before this call ran");
 	if (rc == SMDDP_ECUDA)
@@ -409,14 +413,10 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 		return sd_comm_error(c, SMDDP_ETIMEDOUT,
 				     "the stream did not reach this call within SMDDP_TIMEOUT: is "
 				     "the work queued before it stuck?");
-	/* In-place alltoall: the private copy (o->copy_first, see
-	 * sd_cuda_enqueue) is taken before the ranks meet, since peers write
-	 * into this input once they have met; queued, it is on the user's
-	 * stream before ev_in. */
 	if (o->copy_first && !o->queued) {
 		size_t sb, rb;
 
-		sd_cuda_extents(&o->k, n, me, &sb, &rb);
+		sd_cuda_extents(&o->k, c->size, c->rank, &sb, &rb);
 		if ((e = cudaMemcpyAsync(o->scratch, o->k.sendbuf, sb, cudaMemcpyDeviceToDevice,
 					 cu->st)) != cudaSuccess)
 			return sd_comm_error(c, SMDDP_ECUDA, "cannot copy the input aside: %s",
@@ -424,7 +424,19 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 		SD_CHECK(wait_stream(cu));
 	}
 	GPU_STEP("input ready");
-	/* 2. Publish our buffers, meet, map theirs. */
+	return SMDDP_OK;
+}
+
+/* Step 2: publish our buffers, meet, check that every rank made this
+ * call, map theirs (into m).  A mismatch that SMDDP_CHECK_COLL found
+ * sets *one_off: every rank saw every descriptor and stops here, in
+ * step. */
+static int meet(struct sd_cuda *cu, struct op *o, struct meeting *m, int *one_off)
+{
+	struct smddp_comm *c = &cu->sh;
+	const struct sd_transport_ops *tp = c->tp;
+	int n = c->size, me = c->rank;
+
 	for (int i = 0; i < 2; i++)
 		if (o->b[i].present)
 			SD_CHECK(sd_cuda_own_handle(cu, &o->b[i]));
@@ -446,16 +458,12 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	GPU_STEP("handles ready");
 	SD_CHECK(tp->barrier(c));
 	GPU_STEP("every rank is here");
-	int mismatch = 0, one_gpu = 1, worker, map;
-	char *pss[SD_CUDA_MAX_RANKS];
+	int mismatch = 0, one_gpu = 1, map, shared = 0;
 	char theirs[160], ours[160], msg[400] = "";
-	const struct pub *pubs[SD_CUDA_MAX_RANKS];
-
-	int shared = 0;
 
 	for (int q = 0; q < n; q++) {
-		pubs[q] = tp->slot(c, q, h);
-		int same = !memcmp(pubs[q]->uuid, cu->uuid, sizeof(cu->uuid));
+		m->pubs[q] = tp->slot(c, q, h);
+		int same = !memcmp(m->pubs[q]->uuid, cu->uuid, sizeof(cu->uuid));
 
 		one_gpu &= same;
 		shared += same && q != me;
@@ -463,15 +471,15 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 	/* Read by the host thread when it queues a call. */
 	__atomic_store_n(&cu->shared, shared, __ATOMIC_RELAXED);
 	for (int q = 0; q < n && !one_gpu; q++)
-		if (pubs[q]->scratch && !pubs[q]->copied)
+		if (m->pubs[q]->scratch && !m->pubs[q]->copied)
 			return sd_comm_error(c, SMDDP_EINTERNAL,
 					     "rank %d left its in-place alltoall copy to a worker, but "
 					     "the ranks are on several GPUs", q);
 	/* One GPU for all: one rank moves everything (see move_data). */
-	worker = !one_gpu ? -1 : o->k.coll == SD_COLL_BROADCAST ? o->k.root : 0;
-	map = worker < 0 || worker == me;
+	m->worker = !one_gpu ? -1 : o->k.coll == SD_COLL_BROADCAST ? o->k.root : 0;
+	map = m->worker < 0 || m->worker == me;
 	for (int q = 0; q < n; q++) {
-		const struct pub *p = pubs[q];
+		const struct pub *p = m->pubs[q];
 
 		if (p->magic != PUB_MAGIC)
 			return sd_comm_error(c, SMDDP_EMISMATCH,
@@ -509,24 +517,23 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 					     "the same calls on device memory",
 					     q, theirs, ours);
 		}
-		ps[q] = pr[q] = pss[q] = NULL;
+		m->ps[q] = m->pr[q] = m->pss[q] = NULL;
 		if (q == me) {
-			ps[q] = (char *)o->k.sendbuf;
-			pr[q] = o->k.recvbuf;
-			pss[q] = o->scratch;
+			m->ps[q] = (char *)o->k.sendbuf;
+			m->pr[q] = o->k.recvbuf;
+			m->pss[q] = o->scratch;
 			continue;
 		}
 		if (mismatch || !map)
 			continue;
 		if (p->b[0].present)
-			SD_CHECK(sd_cuda_peer_ptr(cu, q, &p->b[0], &ps[q]));
+			SD_CHECK(sd_cuda_peer_ptr(cu, q, &p->b[0], &m->ps[q]));
 		if (p->b[1].present)
-			SD_CHECK(sd_cuda_peer_ptr(cu, q, &p->b[1], &pr[q]));
+			SD_CHECK(sd_cuda_peer_ptr(cu, q, &p->b[1], &m->pr[q]));
 		if (p->scratch && p->s.present)
-			SD_CHECK(sd_cuda_peer_ptr(cu, q, &p->s, &pss[q]));
+			SD_CHECK(sd_cuda_peer_ptr(cu, q, &p->s, &m->pss[q]));
 	}
 	if (mismatch) {
-		/* Everybody saw every descriptor: all stop here, in step. */
 		SD_CHECK(tp->barrier(c));
 		sd_coll_describe(&o->desc, ours, sizeof(ours));
 		*one_off = 1;
@@ -534,63 +541,93 @@ int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
 				     "ranks disagree (SMDDP_CHECK_COLL): this rank called %s, but %s",
 				     ours, msg);
 	}
-	/* 3. Move, wait, meet: then every rank's output is complete. */
 	GPU_STEP("peers' buffers mapped");
-	after = !o->queued && o->k.coll == SD_COLL_REDUCE_SCATTER &&
-		rs_staged(o->b, o->k.count * es, n, me);
-	struct sink sk = {.cu = cu};
+	return SMDDP_OK;
+}
 
-	if (o->queued) {
-		/* The kernels wait on the user's stream behind o->seq: their
-		 * arguments, then the word. */
-		sk.tasks = slot_tasks(cu, o->slot);
-		sk.groups = slot_groups(cu, o->slot);
-		sk.maxtasks = n;
-		sk.maxgroups = n + 1;
-	}
-	rc = move_data(&sk, o, pubs, ps, pr, pss, worker);
-	if (rc && o->queued)
+/* Step 3, queued: the kernels wait on the user's stream behind o->seq
+ * for their arguments; written, the stream is released, and the proxy
+ * waits for the word the stream writes after them. */
+static int run_queued(struct sd_cuda *cu, struct op *o, struct meeting *m)
+{
+	struct smddp_comm *c = &cu->sh;
+	struct sink sk = {.cu = cu,
+			  .tasks = slot_tasks(cu, o->slot),
+			  .groups = slot_groups(cu, o->slot),
+			  .maxtasks = c->size,
+			  .maxgroups = c->size + 1};
+	cudaError_t e = cudaSuccess;
+	int rc = move_data(&sk, o, m->pubs, m->ps, m->pr, m->pss, m->worker);
+
+	if (rc) {
 		/* Released unrun: the kernels find no work, not half of it. */
-		memset(sk.tasks, 0, slot_bytes(n));
-	if (!rc && o->queued) {
-		sd_cuda_release(cu, o->seq);
-		GPU_STEP("arguments written, stream released");
-		rc = sd_cuda_wait_word(cu->upw, o->seq, cu->st, c->timeout_ns, &cu->stop, NULL,
-				       &e);
-		if (rc == SMDDP_EABORTED) {
-			/* The kernels are let go and write the peers' outputs:
-			 * peers told of the abort must not reuse those buffers
-			 * under them.  Kernels end; a stream held by the user's
-			 * earlier work is waited for 10 s at most. */
-			uint64_t grace = 10ull * 1000000000ull;
-
-			(void)sd_cuda_wait_word(cu->upw, o->seq, cu->st,
-						c->timeout_ns < grace ? c->timeout_ns : grace, NULL,
-						NULL, &e);
-			return sd_cuda_stopped(c, "during this call");
-		}
-		if (rc == SMDDP_ECUDA)
-			return sd_comm_error(c, rc, "a kernel of this call failed: %s (%s)",
-					     cudaGetErrorString(e), cudaGetErrorName(e));
-		if (rc)
-			return sd_comm_error(c, rc, "the GPU did not finish this call's kernel "
-						    "within SMDDP_TIMEOUT");
-	} else if (!rc) {
-		rc = wait_stream(cu);
+		memset(sk.tasks, 0, slot_bytes(c->size));
+		return rc;
 	}
+	sd_cuda_release(cu, o->seq);
+	GPU_STEP("arguments written, stream released");
+	rc = sd_cuda_wait_word(cu->upw, o->seq, cu->st, c->timeout_ns, &cu->stop, NULL, &e);
+	if (rc == SMDDP_EABORTED) {
+		/* The kernels are let go and write the peers' outputs: peers
+		 * told of the abort must not reuse those buffers under them.
+		 * Kernels end; a stream held by the user's earlier work is
+		 * waited for 10 s at most. */
+		uint64_t grace = 10ull * 1000000000ull;
+
+		(void)sd_cuda_wait_word(cu->upw, o->seq, cu->st,
+					c->timeout_ns < grace ? c->timeout_ns : grace, NULL, NULL, &e);
+		return sd_cuda_stopped(c, "during this call");
+	}
+	if (rc == SMDDP_ECUDA)
+		return sd_comm_error(c, rc, "a kernel of this call failed: %s (%s)",
+				     cudaGetErrorString(e), cudaGetErrorName(e));
 	if (rc)
-		return rc; /* the peers learn it at the next barrier (abort) */
+		return sd_comm_error(c, rc, "the GPU did not finish this call's kernel within "
+					    "SMDDP_TIMEOUT");
+	return SMDDP_OK;
+}
+
+/* Step 3: move, wait, meet: then every rank's output is complete.  A
+ * blocking reduce_scatter that staged its result in its send block
+ * copies it into recvbuf once every rank is done reading it. */
+static int move_and_meet(struct sd_cuda *cu, struct op *o, struct meeting *m)
+{
+	struct smddp_comm *c = &cu->sh;
+	size_t es = dtsize(o->k.dtype), mb = o->k.count * es;
+	int after = !o->queued && o->k.coll == SD_COLL_REDUCE_SCATTER &&
+		    rs_staged(o->b, mb, c->size, c->rank);
+	struct sink sk = {.cu = cu};
+	cudaError_t e;
+
+	if (o->queued)
+		SD_CHECK(run_queued(cu, o, m));
+	else {
+		SD_CHECK(move_data(&sk, o, m->pubs, m->ps, m->pr, m->pss, m->worker));
+		SD_CHECK(wait_stream(cu));
+	}
+	/* A failure returned: the peers learn it at the next barrier (abort). */
 	GPU_STEP("kernel done");
-	SD_CHECK(tp->barrier(c));
+	SD_CHECK(c->tp->barrier(c));
 	GPU_STEP("every rank is done");
 	if (after) {
-		size_t m = o->k.count * es;
-
-		if ((e = cudaMemcpyAsync(o->k.recvbuf, (char *)o->k.sendbuf + (size_t)me * m, m,
+		if ((e = cudaMemcpyAsync(o->k.recvbuf, (char *)o->k.sendbuf + (size_t)c->rank * mb, mb,
 					 cudaMemcpyDeviceToDevice, cu->st)) != cudaSuccess)
 			return sd_comm_error(c, SMDDP_ECUDA, "cannot copy the result into recvbuf: %s",
 					     cudaGetErrorString(e));
 		SD_CHECK(wait_stream(cu));
 	}
 	return SMDDP_OK;
+}
+
+/* One call, start to end, on the proxy thread. */
+int sd_cuda_run_op(struct sd_cuda *cu, struct op *o, int *one_off)
+{
+	struct smddp_comm *c = &cu->sh;
+	struct meeting m = {.t0 = sd_now_ns()};
+
+	c->cur = o->desc;
+	c->last_error[0] = 0;
+	SD_CHECK(input_ready(cu, o, &m));    /* 1. the input is there */
+	SD_CHECK(meet(cu, o, &m, one_off)); /* 2. every rank is here, buffers mapped */
+	return move_and_meet(cu, o, &m);     /* 3. moved, every rank done */
 }

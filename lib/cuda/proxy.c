@@ -688,8 +688,8 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 		cudaGetDevice(&old);
 		if (old != dev)
 			cudaSetDevice(dev);
-		rc = sd_cuda_fast_takes(cu, k) ? sd_cuda_fast_allreduce(c, cu, k)
-					       : sd_cuda_direct_allreduce(c, cu, k, b);
+		rc = sd_cuda_fast_takes(cu, k) ? sd_cuda_fast_call(c, cu, k)
+					       : sd_cuda_direct_call(c, cu, k, b);
 		if (old >= 0 && old != dev)
 			cudaSetDevice(old);
 		return rc;

@@ -140,7 +140,7 @@ struct sd_cuda {
 	/* fast.c: allreduces whose kernels meet the peers themselves */
 	int fast_tried;         /* set up (or found impossible) at the first collective */
 	int fast_on;            /* every rank maps every window: calls may take the path */
-	size_t fast_max;        /* bytes of the largest allreduce that takes it */
+	size_t fast_max;        /* bytes per peer of the largest call that takes it */
 	size_t fast_region;     /* bytes of a block's region in an inbox */
 	void *fast_win;         /* this rank's window */
 	char *fast_peer[SD_CUDA_MAX_RANKS]; /* every rank's window as mapped here */
@@ -151,6 +151,7 @@ struct sd_cuda {
 	cudaEvent_t fast_ev;    /* the end of the last fast call */
 	int fast_pending;       /* ... recorded */
 	int fast_stopped;       /* the abort word is set: the communicator is going */
+	uint64_t fast_calls[SD_FAST_ALLTOALL + 1]; /* per collective, for the INFO line at the end */
 	int last_fast;          /* the last call was a fast or direct one (on last_st) */
 	/* direct.c: large allreduces whose kernels read the peers' buffers */
 	int direct_on;          /* every rank publishes and maps registrations */
@@ -167,6 +168,7 @@ struct sd_cuda {
 	uint32_t reg_seen[SD_CUDA_MAX_RANKS]; /* peers' versions mapped */
 	pthread_mutex_t reg_mu; /* the mapping side (host thread and proxy) */
 	uint64_t direct_calls, direct_maps, direct_waits; /* for the INFO line at the end */
+	uint64_t direct_by[SD_FAST_ALLTOALL + 1];         /* ... per collective */
 	void **stale;           /* peers' mappings to close once no stream waits */
 	int nstale, maxstale;   /* under mu (nstale also read without it) */
 	unsigned char uuid[16];
@@ -231,8 +233,9 @@ cudaError_t sd_cuda_after_last(struct sd_cuda *cu, cudaStream_t st);
 int sd_cuda_fast_setup(struct smddp_comm *c, struct sd_cuda *cu, int mps);
 /* Does call k take the fast path (the same answer on every rank)? */
 int sd_cuda_fast_takes(const struct sd_cuda *cu, const struct sd_cuda_call *k);
-/* Host thread, call checked: launches it on its stream and returns. */
-int sd_cuda_fast_allreduce(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_cuda_call *k);
+/* Host thread, call checked (one that sd_cuda_fast_takes): launches it on
+ * its stream and returns. */
+int sd_cuda_fast_call(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_cuda_call *k);
 /* Host thread: a failure the kernels recorded becomes cu->failed, and
  * the peers are told. */
 void sd_cuda_fast_collect(struct smddp_comm *c, struct sd_cuda *cu);
@@ -263,8 +266,8 @@ void sd_cuda_direct_setup_done(struct sd_cuda *cu, int on);
 /* Does call k take the direct path (the same answer on every rank)? */
 int sd_cuda_direct_takes(const struct sd_cuda *cu, const struct sd_cuda_call *k);
 /* Host thread, call checked (b: its buffers): launches it and returns. */
-int sd_cuda_direct_allreduce(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_cuda_call *k,
-			     const struct buf_pub b[2]);
+int sd_cuda_direct_call(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_cuda_call *k,
+			const struct buf_pub b[2]);
 /* Proxy thread, while a direct call is in flight: maps the peers' new
  * registrations (a failure breaks the communicator). */
 void sd_cuda_direct_poll(struct sd_cuda *cu);

@@ -115,11 +115,13 @@ static struct param params[] = {
 	     "auto: 1 unless other ranks of the node share the GPU without MPS"),
 	TUNE("SMDDP_CUDA_FAST", "cuda_fast", SD_PARAM_SIZE, "1M", NULL, 0, (int64_t)16 << 20,
 	     "expected a size from 0 to 16M, like 1M", NULL, 0,
-	     "bytes of the largest allreduce on device memory (one node, calls queued) whose "
-	     "kernels meet their peers through memory mapped once, with no host work but the "
-	     "launch; 0: every call takes the proxy's path"),
+	     "bytes per peer of the largest collective on device memory (one node, calls "
+	     "queued; all but sends and receives) whose kernels meet their peers through memory "
+	     "mapped once, with no host work but the launch; 0: every call takes the proxy's "
+	     "path"),
 	TUNE("SMDDP_CUDA_DIRECT", "cuda_direct", SD_PARAM_BOOL, "1", NULL, 0, 1, NULL, NULL, 0,
-	     "1: an allreduce on device memory (one node, calls queued) larger than "
+	     "1: an allreduce, allgather, broadcast or reduce on device memory (one node, "
+	     "calls queued) larger than "
 	     "SMDDP_CUDA_FAST runs on kernels that read and write the peers' buffers through "
 	     "CUDA IPC mappings made once per allocation, with no host work but the launch; "
 	     "0: it takes the proxy's path"),

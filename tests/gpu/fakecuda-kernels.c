@@ -197,7 +197,7 @@ int sd_cuda_kernel_pairs_at(const struct sd_cuda_kpairs *groups, int ngroups, in
 	return max_bytes ? queue_at(k_pairs_at, NULL, groups, ngroups, 0, 0, stream) : 0;
 }
 
-/* ---- the fast path (kernels.h): the protocol of kernels.cu's k_fast_allreduce, step
+/* ---- the fast path (kernels.h): the protocol of kernels-fast.cu's k_fast, step
  * by step over all blocks, on the stream's thread; the flags are C11 atomics in the
  * shared "device memory", and the waits poll (yielding, then napping) with the
  * kernel's checks: the host's abort word, a "gave up" word, the deadline. */
@@ -215,7 +215,7 @@ static uint64_t fast_now(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* kernels.cu's check_common: peer q's announcement of this call with
+/* kernels-fast.cu's check_common: peer q's announcement of this call with
  * another tag, the abort word, a "gave up" word, the deadline. */
 static int check_common(struct sd_fast_host *host, char *const *win, int me, int q,
 			uint64_t deadline, uint32_t call, uint32_t tag)
@@ -304,7 +304,7 @@ static int fast_weight(int e)
 	return e == SD_FAST_AHEAD || e == SD_FAST_DESC ? 3 : e == SD_FAST_TIMEOUT ? 2 : e ? 1 : 0;
 }
 
-/* Every peer of block b waited for; the heaviest failure, as kernels.cu's
+/* Every peer of block b waited for; the heaviest failure, as kernels-fast.cu's
  * fast_pick. */
 static int fast_wait_all(const struct sd_fast_args *a, int b, int arrived, uint64_t deadline,
 			 int *peer, uint32_t *seen)
@@ -324,6 +324,65 @@ static int fast_wait_all(const struct sd_fast_args *a, int b, int arrived, uint6
 	return fail;
 }
 
+/* kernels-fast.cu's fast_push_src: what this rank pushes to peer q in the
+ * chunk at element lo, or NULL. */
+static const char *fast_push_src(const struct sd_fast_args *a, int q, size_t lo, size_t es)
+{
+	const char *send = a->send;
+
+	switch (a->coll) {
+	case SD_FAST_BROADCAST: return a->rank == a->root ? send + lo * es : NULL;
+	case SD_FAST_REDUCE: return q == a->root ? send + lo * es : NULL;
+	case SD_FAST_REDUCE_SCATTER:
+	case SD_FAST_ALLTOALL: return send + ((size_t)q * a->count + lo) * es;
+	default: return send + lo * es;
+	}
+}
+
+/* Step 4 of block b (kernels.h): reduced in rank order, or copied. */
+static void fast_output(const struct sd_fast_args *a, int dtype, int op, int b, size_t lo,
+			size_t cnt)
+{
+	int n = a->nranks, me = a->rank;
+	size_t es = smddp_dtype_size((enum smddp_dtype)dtype);
+	const void *src[SD_CUDA_MAX_RANKS];
+
+	switch (a->coll) {
+	case SD_FAST_REDUCE:
+		if (me != a->root)
+			return;
+		/* fall through */
+	case SD_FAST_ALLREDUCE:
+	case SD_FAST_REDUCE_SCATTER: {
+		size_t own = a->coll == SD_FAST_REDUCE_SCATTER ? (size_t)me * a->count : 0;
+
+		for (int q = 0; q < n; q++)
+			src[q] = q == me ? (const char *)a->send + (own + lo) * es
+					 : a->win[me] + sd_fast_inbox_off(n, a->region, a->par, q, b);
+		sd_reduce((char *)a->recv + lo * es, src, n, cnt, (enum smddp_dtype)dtype,
+			  (enum smddp_op)op, n);
+		return;
+	}
+	case SD_FAST_BROADCAST:
+		if (me != a->root)
+			memcpy((char *)a->recv + lo * es,
+			       a->win[me] + sd_fast_inbox_off(n, a->region, a->par, a->root, b), cnt * es);
+		return;
+	default: /* allgather, alltoall */
+		for (int q = 0; q < n; q++) {
+			char *dst = (char *)a->recv + ((size_t)q * a->count + lo) * es;
+			const char *from =
+				q != me ? a->win[me] + sd_fast_inbox_off(n, a->region, a->par, q, b)
+				: a->coll == SD_FAST_ALLTOALL
+					? (const char *)a->send + ((size_t)me * a->count + lo) * es
+					: (const char *)a->send + lo * es;
+
+			if (from != dst)
+				memcpy(dst, from, cnt * es);
+		}
+	}
+}
+
 static void k_fast(void *arg)
 {
 	struct kfast *k = arg;
@@ -341,10 +400,13 @@ static void k_fast(void *arg)
 		size_t lo = (size_t)b * per, cnt = a->count - lo < per ? a->count - lo : per;
 		uint64_t v = (uint64_t)a->tag << 32 | a->call;
 
-		for (int q = 0; q < n; q++)
-			if (q != me)
-				memcpy(a->win[q] + sd_fast_inbox_off(n, a->region, a->par, me, b),
-				       (const char *)a->send + lo * es, cnt * es);
+		for (int q = 0; q < n; q++) {
+			const char *src = q != me ? fast_push_src(a, q, lo, es) : NULL;
+
+			if (src)
+				memcpy(a->win[q] + sd_fast_inbox_off(n, a->region, a->par, me, b), src,
+				       cnt * es);
+		}
 		for (int q = 0; q < n; q++)
 			if (q != me)
 				__atomic_store_n((uint64_t *)(a->win[q] + sd_fast_arrive_off(n, a->par, me, b)),
@@ -355,13 +417,8 @@ static void k_fast(void *arg)
 			phase = 3;
 	for (int b = 0; b < a->nblocks && !fail; b++) {
 		size_t lo = (size_t)b * per, cnt = a->count - lo < per ? a->count - lo : per;
-		const void *src[SD_CUDA_MAX_RANKS];
 
-		for (int q = 0; q < n; q++)
-			src[q] = q == me ? (const char *)a->send + lo * es
-					 : a->win[me] + sd_fast_inbox_off(n, a->region, a->par, q, b);
-		sd_reduce((char *)a->recv + lo * es, src, n, cnt, (enum smddp_dtype)k->dtype,
-			  (enum smddp_op)k->op, n);
+		fast_output(a, k->dtype, k->op, b, lo, cnt);
 		for (int q = 0; q < n; q++)
 			if (q != me)
 				__atomic_store_n((uint32_t *)(a->win[q] + sd_fast_consumed_off(n, a->par, me, b)),
@@ -377,25 +434,27 @@ static void k_fast(void *arg)
 			a->host->peer = peer;
 			a->host->theirs = seen;
 			a->host->phase = (uint32_t)phase;
+			a->host->coll = (uint32_t)a->coll;
 			__atomic_store_n(&a->host->code, (uint32_t)fail, __ATOMIC_RELEASE);
 		}
 	}
 	free(k);
 }
 
-int sd_cuda_kernel_fast_allreduce(const struct sd_fast_args *a, int dtype, int op, void *stream)
+int sd_cuda_kernel_fast(const struct sd_fast_args *a, int dtype, int op, void *stream)
 {
 	struct kfast *k;
 
 	if (a->nranks < 2 || a->nranks > SD_CUDA_MAX_RANKS || a->nblocks < 1 ||
-	    a->nblocks > SD_FAST_MAXB || a->region % 64)
+	    a->nblocks > SD_FAST_MAXB || a->region % 64 || a->coll < SD_FAST_ALLREDUCE ||
+	    a->coll > SD_FAST_ALLTOALL || a->root < 0 || a->root >= a->nranks)
 		return cudaErrorInvalidValue;
 	if ((k = malloc(sizeof(*k))))
 		*k = (struct kfast){.a = *a, .dtype = dtype, .op = op};
 	return launch_kernel((cudaStream_t)stream, k_fast, k);
 }
 
-/* ---- the direct path (kernels.h): kernels.cu's k_direct_allreduce, its steps
+/* ---- the direct path (kernels.h): kernels-fast.cu's k_direct, its steps
  * one after the other on the stream's thread (block 0's, then the whole slice,
  * then the last block's). */
 
@@ -415,6 +474,7 @@ static void direct_fail(const struct sd_direct_args *a, int fail, int peer, uint
 		a->host->peer = peer;
 		a->host->theirs = seen;
 		a->host->phase = (uint32_t)phase;
+		a->host->coll = (uint32_t)a->coll;
 		__atomic_store_n(&a->host->code, (uint32_t)fail, __ATOMIC_RELEASE);
 	}
 }
@@ -525,15 +585,28 @@ static void k_direct(void *arg)
 	}
 	if (fail)
 		goto out;
-	cnt = sd_direct_slice(a->count, es, n, me, &lo);
-	if (cnt) {
+	cnt = sd_direct_part(a->coll, a->count, es, n, me, &lo);
+	if (cnt && a->coll == SD_FAST_ALLGATHER) {
+		for (int q = 0; q < n; q++) {
+			char *d = (char *)dst[q] + (size_t)me * a->count * es;
+
+			if (d != (const char *)a->send)
+				memcpy(d, a->send, cnt * es);
+		}
+	} else if (cnt && a->coll == SD_FAST_BROADCAST) {
+		for (int q = 0; q < n; q++)
+			if (q != a->root)
+				memcpy((char *)dst[q] + lo * es, (const char *)src[a->root] + lo * es,
+				       cnt * es);
+	} else if (cnt) {
 		const void *s2[SD_CUDA_MAX_RANKS];
+		int to = a->coll == SD_FAST_REDUCE ? a->root : me;
 
 		for (int q = 0; q < n; q++)
 			s2[q] = (const char *)src[q] + lo * es;
-		sd_reduce((char *)dst[me] + lo * es, s2, n, cnt, (enum smddp_dtype)k->dtype,
+		sd_reduce((char *)dst[to] + lo * es, s2, n, cnt, (enum smddp_dtype)k->dtype,
 			  (enum smddp_op)k->op, n);
-		for (int q = 0; q < n; q++)
+		for (int q = 0; q < n && a->coll == SD_FAST_ALLREDUCE; q++)
 			if (q != me)
 				memcpy((char *)dst[q] + lo * es, (char *)dst[me] + lo * es, cnt * es);
 	}
@@ -563,11 +636,13 @@ out:
 	free(k);
 }
 
-int sd_cuda_kernel_direct_allreduce(const struct sd_direct_args *a, int dtype, int op, void *stream)
+int sd_cuda_kernel_direct(const struct sd_direct_args *a, int dtype, int op, void *stream)
 {
 	struct kdirect *k;
 
-	if (a->nranks < 2 || a->nranks > SD_CUDA_MAX_RANKS)
+	if (a->nranks < 2 || a->nranks > SD_CUDA_MAX_RANKS || a->root < 0 || a->root >= a->nranks ||
+	    (a->coll != SD_FAST_ALLREDUCE && a->coll != SD_FAST_ALLGATHER &&
+	     a->coll != SD_FAST_BROADCAST && a->coll != SD_FAST_REDUCE))
 		return cudaErrorInvalidValue;
 	if ((k = malloc(sizeof(*k))))
 		*k = (struct kdirect){.a = *a, .dtype = dtype, .op = op};

@@ -48,6 +48,9 @@
  *                                           sendbuf == recvbuf): every rank fails
  *                                           the call that meets its next one with
  *                                           SMDDP_EMISMATCH (FAULT-OK lines)
+ *   ... abortq, cancelq, dead and mismatch take [--coll NAME]: their calls are
+ *                                           that collective (allreduce by default;
+ *                                           broadcast's and reduce's root the last rank)
  *   gpu-conformance p2p [--large N] [--perf]
  *                                           a ring of sends and receives in a group,
  *                                           alltoallv, gather and scatter from every
@@ -337,9 +340,16 @@ static int matches(int dt, int op, const void *out, size_t i, struct val want, d
 
 /* ---- the matrix ------------------------------------------------------------ */
 
-static const char *const coll_names[] = {"allreduce", "allgather", "reduce_scatter",
-					 "broadcast", "reduce",    "alltoall"};
-enum { ALLREDUCE, ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALLTOALL, NCOLL };
+const char *const coll_names[] = {"allreduce", "allgather", "reduce_scatter",
+				  "broadcast", "reduce",    "alltoall"};
+enum {
+	ALLREDUCE = COLL_ALLREDUCE,
+	ALLGATHER = COLL_ALLGATHER,
+	REDUCE_SCATTER = COLL_REDUCE_SCATTER,
+	BROADCAST = COLL_BROADCAST,
+	REDUCE = COLL_REDUCE,
+	ALLTOALL = COLL_ALLTOALL,
+};
 
 static int nshown;
 
@@ -543,6 +553,17 @@ int main(int argc, char **argv)
 			small = 1;
 		else if (!strcmp(argv[i], "--perf"))
 			perf = 1;
+		else if (!strcmp(argv[i], "--coll") && i + 1 < argc) {
+			const char *name = argv[++i];
+
+			for (fault_coll = 0; fault_coll < NCOLL; fault_coll++)
+				if (!strcmp(coll_names[fault_coll], name))
+					break;
+			if (fault_coll == NCOLL) {
+				fprintf(stderr, "gpu-conformance: --coll: no collective %s\n", name);
+				return 2;
+			}
+		}
 	}
 	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
 		printf("SKIP: no CUDA GPU here\n");
@@ -608,7 +629,8 @@ int main(int argc, char **argv)
 		return dead(atoi(argv[2]));
 	} else {
 		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | twostreams | abortq | cancelq | overlap | regs | "
-				"p2p [--perf] | p2pdead VICTIM | mismatch | refused HOW | errors | dead VICTIM | badbuf VICTIM | cudafail VICTIM CALL | mixed]\n");
+				"p2p [--perf] | p2pdead VICTIM | mismatch | refused HOW | errors | dead VICTIM | badbuf VICTIM | cudafail VICTIM CALL | mixed]\n"
+				"  (abortq, cancelq, dead and mismatch: [--coll allreduce|allgather|reduce_scatter|broadcast|reduce|alltoall])\n");
 		return 2;
 	}
 	printf("SUMMARY rank %d of %d: %d passed, %d failed\n", rank, nranks, passed, failures);

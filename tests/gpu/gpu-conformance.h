@@ -40,6 +40,10 @@ static inline double now_s(void)
 }
 
 /* ---- gpu-conformance.c: the matrix ---- */
+/* The collectives, in the order of enum sd_coll (their names: coll_names). */
+enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCE_SCATTER, COLL_BROADCAST, COLL_REDUCE,
+       COLL_ALLTOALL, NCOLL };
+extern const char *const coll_names[];
 void matrix(size_t large, int quick, int small);
 
 /* ---- gpu-order.c: stream ordering ---- */
@@ -67,6 +71,8 @@ int dead(int victim);
 int p2pdead(int victim);
 int cudafail(int victim, int call);
 int mismatch(void);
+/* The collective of abortq, cancelq, dead and mismatch (--coll NAME; allreduce). */
+extern int fault_coll;
 int refused(const char *how);
 
 /* ---- gpu-p2p.c: sends, receives, alltoallv, gather, scatter ---- */

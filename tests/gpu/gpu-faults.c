@@ -17,6 +17,26 @@
 
 #include "gpu-conformance.h"
 
+int fault_coll; /* --coll: the collective of abortq, cancelq, dead and mismatch */
+
+/* Those modes' call: fault_coll of count elements per peer, float32 (sum;
+ * broadcast's and reduce's root the last rank), from dsend into drecv. */
+static int fault_call(size_t count)
+{
+	int last = nranks - 1;
+
+	switch (fault_coll) {
+	case COLL_ALLGATHER: return smddp_allgather(dsend, drecv, count, SMDDP_FLOAT32, comm, stream);
+	case COLL_REDUCE_SCATTER:
+		return smddp_reduce_scatter(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	case COLL_BROADCAST: return smddp_broadcast(drecv, count, SMDDP_FLOAT32, last, comm, stream);
+	case COLL_REDUCE:
+		return smddp_reduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, last, comm, stream);
+	case COLL_ALLTOALL: return smddp_alltoall(dsend, drecv, count, SMDDP_FLOAT32, comm, stream);
+	default: return smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	}
+}
+
 /* ---- errors ------------------------------------------------------------------ */
 
 static void expect(const char *what, int got, int want)
@@ -200,7 +220,7 @@ int abortq(void)
 		return 1;
 
 	if (rank == 0) {
-		rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+		rc = fault_call(count);
 		nanosleep(&half, NULL);
 		t0 = now_s();
 		int ab = smddp_comm_abort(comm);
@@ -213,7 +233,7 @@ int abortq(void)
 	nanosleep(&half, NULL);
 	nanosleep(&half, NULL);
 	t0 = now_s();
-	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	rc = fault_call(count);
 	if (!rc)
 		rc = await_async_error(t0, 20);
 	if (!rc)
@@ -244,7 +264,7 @@ int cancelq(void)
 
 	/* Under auto the first call on one node is done blocking (it shows
 	 * where the peers are): the cancel is for a queued one. */
-	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	rc = fault_call(count);
 	CK(cudaStreamSynchronize(stream));
 	if (rc || !queued_mode()) {
 		verdict(rc == SMDDP_OK, rc, 0.0,
@@ -255,7 +275,7 @@ int cancelq(void)
 	}
 	t0 = now_s();
 	CK(cudaLaunchHostFunc(stream, hold, &ms));
-	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	rc = fault_call(count);
 	if (rank == 0 && !rc) {
 		nanosleep(&fifth, NULL);
 		rc = smddp_comm_cancel(comm);
@@ -307,7 +327,7 @@ int dead(int victim)
 	double t0;
 
 	for (int i = 0; i < 5; i++) {
-		rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+		rc = fault_call(count);
 		if (rc) {
 			printf("FAULT-BAD rank=%d good call %d failed: %s\n", rank, i,
 			       smddp_last_error(comm));
@@ -321,7 +341,7 @@ int dead(int victim)
 	}
 	t0 = now_s();
 	/* Queued: succeeds (or already knows); the stream must be released. */
-	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	rc = fault_call(count);
 	double limit = 20;
 	if (!rc && queued_mode()) {
 		/* Told without another call, within 2 s. */
@@ -331,7 +351,7 @@ int dead(int victim)
 	if (!rc)
 		CK(cudaStreamSynchronize(stream));
 	if (!rc)
-		rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+		rc = fault_call(count);
 	if (!rc)
 		rc = smddp_barrier(comm);
 	double took = now_s() - t0;
@@ -343,7 +363,7 @@ int dead(int victim)
 		rc, took, msg);
 	CK(cudaStreamSynchronize(stream));
 	/* The next call returns the failure too. */
-	int again = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	int again = fault_call(count);
 	if (again == SMDDP_OK)
 		printf("FAULT-BAD rank=%d a call after the failure returned SMDDP_OK\n", rank);
 	CK(cudaStreamSynchronize(stream));
@@ -512,7 +532,7 @@ int mismatch(void)
 	if (good_first_call())
 		return 1;
 	double t0 = now_s();
-	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	rc = fault_call(count);
 	if (!rc)
 		rc = await_async_error(t0, 10);
 	double took = now_s() - t0;
@@ -529,19 +549,31 @@ int mismatch(void)
 	return 0;
 }
 
+/* Does msg name rank q ("rank 2", not "rank 23")? */
+static int names_rank(const char *msg, int q)
+{
+	char want[32];
+	size_t len = (size_t)snprintf(want, sizeof(want), "rank %d", q);
+
+	for (const char *p = msg; (p = strstr(p, want)); p += len)
+		if (p[len] < '0' || p[len] > '9')
+			return 1;
+	return 0;
+}
+
 /* Rank 1 alone refuses a call on its own arguments (HOW: "short", a
  * recvbuf shorter than the call; "zero", count 0; "gather", an allgather
  * with sendbuf == recvbuf, in place on rank 0 only), which the others make.
  * The refused call takes its number on rank 1 too, so the others' call
  * meets rank 1's next one by number and every rank fails with
- * SMDDP_EMISMATCH naming a peer, at once or (queued) from
- * smddp_comm_get_async_error; no rank moves rank 1's next call's data as
- * this one's.  FAULT-OK lines; streams released. */
+ * SMDDP_EMISMATCH naming a peer (the others rank 1; rank 1 any peer), at
+ * once or (queued) from smddp_comm_get_async_error; no rank moves rank
+ * 1's next call's data as this one's.  FAULT-OK lines; streams released. */
 int refused(const char *how)
 {
 	size_t count = 1024;
 	int rc, bad = -1, zero = !strcmp(how, "zero"), gather = !strcmp(how, "gather");
-	char *small = NULL, want[32];
+	char *small = NULL;
 
 	if (!zero && !gather && strcmp(how, "short")) {
 		fprintf(stderr, "gpu-conformance refused: short, zero or gather, not %s\n", how);
@@ -575,9 +607,17 @@ int refused(const char *how)
 	double took = now_s() - t0;
 	const char *msg = smddp_last_error(comm);
 
-	snprintf(want, sizeof(want), "rank %d", rank == 1 ? 0 : 1);
-	verdict((rc == SMDDP_EMISMATCH || rc == SMDDP_EABORTED) && strstr(msg, want) && took < 5, rc,
-		took, msg);
+	/* The others name rank 1.  Rank 1 names whichever peer's failure
+	 * reached it first: a peer's kernel that gave up (the lowest), or a
+	 * peer's own words through the transport (the first to abort), which
+	 * may be any of them. */
+	int named = 0;
+
+	for (int q = 0; q < nranks && !named; q++)
+		if (q != rank && (rank == 1 || q == 1))
+			named = names_rank(msg, q);
+	verdict((rc == SMDDP_EMISMATCH || rc == SMDDP_EABORTED) && named && took < 5, rc, took,
+		msg);
 	CK(cudaStreamSynchronize(stream));
 	cudaFree(small);
 	smddp_comm_abort(comm);

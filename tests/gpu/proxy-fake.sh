@@ -3,9 +3,11 @@
 # sd_reduce() queued on the fake's asynchronous streams.  Both modes of SMDDP_CUDA_ASYNC:
 # blocking (auto, as ranks share the one fake GPU) and queue-and-return (1: the call's
 # kernels wait on the user's stream for the release word, cuStreamWaitValue32, and read
-# the arguments that the proxy thread wrote meanwhile).  The matrix, stream order with the
-# stream held 300 ms, a mismatch, a dead rank, a failed CUDA call, all streams in one
-# hardware queue, a GPU per rank; timing and the GPU itself are tests/gpu/*.sh's.
+# the arguments that the proxy thread wrote meanwhile), and the kernels that meet their
+# peers themselves (fast.c: every collective; direct.c: larger allreduces).  The matrix,
+# stream order with the stream held 300 ms, a mismatch, abort, cancel, a dead rank (on
+# every path, and for every collective on the fast one), a failed CUDA call, all streams
+# in one hardware queue, a GPU per rank; timing and the GPU itself are tests/gpu/*.sh's.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$top_srcdir/tests/gpu/fakelib.sh"
 FAKE_SECS=120
@@ -24,12 +26,18 @@ expect_direct() {
 	local name=$1 r
 	shift
 	for r in "$@"; do
-		grep -q "^\[$r\] .* [1-9][0-9]* allreduce(s) read the peers' buffers directly" \
+		grep -q "^\[$r\] .* [1-9][0-9]* call(s) read the peers' buffers directly" \
 			"$TDIR/$name.out" && pass "$name: rank $r read the peers' buffers directly" ||
 			fail "$name: rank $r never took the direct path"
 	done
 }
 expect_direct direct-n3 0 1 2
+# ... allgathers, broadcasts and reduces too (not reduce_scatter nor alltoall: direct.c)
+for r in 0 1 2; do
+	grep -q "^\[$r\] .* read the peers' buffers directly (allreduce [1-9][0-9]*, allgather [1-9][0-9]*, broadcast [1-9][0-9]*, reduce [1-9][0-9]*)" \
+		"$TDIR/direct-n3.out" && pass "direct-n3: rank $r made every direct collective" ||
+		fail "direct-n3: rank $r lacks a direct collective"
+done
 fake direct-n4-1queue 4 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 FAKECUDA_CONNECTIONS=1 \
 	FAKECUDA_JITTER_US=50 SMDDP_DEBUG=INFO SMDDP_DEBUG_SUBSYS=COLL -- matrix --small
 expect_direct direct-n4-1queue 0 1 2 3
@@ -44,10 +52,31 @@ for r in 1 2; do
 		pass "regs-n3: rank $r's proxy mapped a buffer its kernel waited for" ||
 		fail "regs-n3: rank $r's kernels never waited for a mapping"
 done
+# every collective (but sends and receives) of up to SMDDP_CUDA_FAST bytes per peer takes
+# the fast path: its count per collective, said at INFO when the communicator goes
+expect_fast() {
+	local name=$1 n=$2 r c
+	for r in $(seq 0 $((n - 1))); do
+		for c in allreduce reduce_scatter allgather broadcast reduce alltoall; do
+			grep -q "^\[$r\] .*fast path calls:.* $c [1-9]" "$TDIR/$name.out" ||
+				fail "$name: rank $r made no fast $c"
+		done
+	done
+	[ "$(grep -c "run on kernels that meet their peers themselves" "$TDIR/$name.out")" -eq "$n" ] &&
+		pass "$name: every rank took the fast path, for every collective" ||
+		fail "$name: a rank did not take the fast path"
+}
+fake fast-n2 2 SMDDP_CUDA_ASYNC=1 FAKECUDA_JITTER_US=100 SMDDP_DEBUG=INFO SMDDP_DEBUG_SUBSYS=COLL \
+	-- matrix --small
+expect_fast fast-n2 2
 fake fast-n4 4 SMDDP_CUDA_ASYNC=1 FAKECUDA_JITTER_US=100 SMDDP_DEBUG=INFO SMDDP_DEBUG_SUBSYS=COLL \
 	-- matrix --small
-[ "$(grep -c "run on kernels that meet their peers themselves" "$TDIR/fast-n4.out")" -eq 4 ] &&
-	pass "fast-n4: every rank took the fast path" || fail "fast-n4: a rank did not take the fast path"
+expect_fast fast-n4 4
+# many blocks per call (SMDDP_CUDA_FAST=2K: regions of 64 bytes), calls alternating parity,
+# all streams in one hardware queue
+fake fast-n3-blocks 3 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=2K FAKECUDA_CONNECTIONS=1 \
+	FAKECUDA_JITTER_US=50 SMDDP_DEBUG=INFO SMDDP_DEBUG_SUBSYS=COLL -- matrix --small
+expect_fast fast-n3-blocks 3
 FAKE_SECS=60
 fake order-n2 2 -- order
 # one rank: a copy on the stream, which SMDDP_CUDA_ASYNC=0 waits for like any call
@@ -77,10 +106,11 @@ fake node-n3-1queue 3 SMDDP_CUDA_ASYNC=1 FAKECUDA_CONNECTIONS=1 -- matrix --quic
 fake node-n3-pergpu 3 SMDDP_CUDA_ASYNC=1 FAKECUDA_NOPEER=1 FAKECUDA_CONNECTIONS=1 -- matrix --quick
 # tickets start over every 5 (FAKECUDA_TICKET_LIMIT) rather than near 2^32: the queue
 # drains and both words are reset, between calls on one stream and on two
-fake rewind-n2-queued 2 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_DIRECT=0 FAKECUDA_TICKET_LIMIT=5 SMDDP_DEBUG=INFO \
+# (SMDDP_CUDA_FAST=0 SMDDP_CUDA_DIRECT=0: the proxy's tickets, which the kernels' paths take none of)
+fake rewind-n2-queued 2 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 SMDDP_CUDA_DIRECT=0 FAKECUDA_TICKET_LIMIT=5 SMDDP_DEBUG=INFO \
 	SMDDP_DEBUG_SUBSYS=COLL -- matrix --small
 expect_rewound rewind-n2-queued 0 1
-fake rewind-twostreams-queued 2 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_DIRECT=0 FAKECUDA_TICKET_LIMIT=5 SMDDP_DEBUG=INFO \
+fake rewind-twostreams-queued 2 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 SMDDP_CUDA_DIRECT=0 FAKECUDA_TICKET_LIMIT=5 SMDDP_DEBUG=INFO \
 	SMDDP_DEBUG_SUBSYS=COLL -- twostreams
 expect_rewound rewind-twostreams-queued 0 1
 
@@ -116,6 +146,42 @@ LAUNCH_OPTS="--grace 30" run_fake dead-direct 60 4 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA
 	SMDDP_JOB_ID=${job}d -- dead 1
 expect_faults dead-direct "saw the dead peer" 0 2 3
 [ "$status" -ne 0 ] || fail "dead-direct: smddp-run exited 0 although a rank was killed"
+# the same faults met by the fast kernels of the other collectives (broadcast's and reduce's
+# root the last rank): mismatch at 3 ranks, abort and cancel at 2, a dead rank at 4
+for coll in reduce_scatter allgather broadcast reduce alltoall; do
+	LAUNCH_OPTS="--grace 30" run_fake mismatch-fast-$coll 60 3 SMDDP_CUDA_ASYNC=1 \
+		FAKECUDA_JITTER_US=100 SMDDP_JOB_ID=${job}m -- mismatch --coll $coll
+	expect_faults mismatch-fast-$coll "was told of the mismatch" 0 1 2
+	LAUNCH_OPTS="--grace 30" run_fake abort-fast-$coll 60 2 SMDDP_CUDA_ASYNC=1 -- abortq --coll $coll
+	expect_faults abort-fast-$coll "aborted in time, or was told" 0 1
+	LAUNCH_OPTS="--grace 30" run_fake cancel-fast-$coll 60 2 SMDDP_CUDA_ASYNC=1 SMDDP_JOB_ID=${job}c \
+		-- cancelq --coll $coll
+	expect_faults cancel-fast-$coll "cancelled within 2 s, or was told" 0 1
+	[ "$(grep -c "STREAM-OK rank=" "$TDIR/cancel-fast-$coll.out")" -eq 2 ] ||
+		fail "cancel-fast-$coll: a rank's stream was not released"
+	LAUNCH_OPTS="--grace 30" run_fake dead-fast-$coll 60 4 SMDDP_CUDA_ASYNC=1 FAKECUDA_JITTER_US=100 \
+		SMDDP_JOB_ID=${job}d -- dead 1 --coll $coll
+	expect_faults dead-fast-$coll "saw the dead peer" 0 2 3
+	[ "$status" -ne 0 ] || fail "dead-fast-$coll: smddp-run exited 0 although a rank was killed"
+done
+# ... and by the direct kernels of allgather, broadcast and reduce (SMDDP_CUDA_FAST=0)
+for coll in allgather broadcast reduce; do
+	LAUNCH_OPTS="--grace 30" run_fake mismatch-direct-$coll 60 3 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 \
+		FAKECUDA_JITTER_US=100 SMDDP_JOB_ID=${job}m -- mismatch --coll $coll
+	expect_faults mismatch-direct-$coll "was told of the mismatch" 0 1 2
+	LAUNCH_OPTS="--grace 30" run_fake abort-direct-$coll 60 2 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 \
+		-- abortq --coll $coll
+	expect_faults abort-direct-$coll "aborted in time, or was told" 0 1
+	LAUNCH_OPTS="--grace 30" run_fake cancel-direct-$coll 60 2 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 \
+		SMDDP_JOB_ID=${job}c -- cancelq --coll $coll
+	expect_faults cancel-direct-$coll "cancelled within 2 s, or was told" 0 1
+	[ "$(grep -c "STREAM-OK rank=" "$TDIR/cancel-direct-$coll.out")" -eq 2 ] ||
+		fail "cancel-direct-$coll: a rank's stream was not released"
+	LAUNCH_OPTS="--grace 30" run_fake dead-direct-$coll 60 4 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 \
+		FAKECUDA_JITTER_US=100 SMDDP_JOB_ID=${job}d -- dead 1 --coll $coll
+	expect_faults dead-direct-$coll "saw the dead peer" 0 2 3
+	[ "$status" -ne 0 ] || fail "dead-direct-$coll: smddp-run exited 0 although a rank was killed"
+done
 # smddp_comm_cancel while the proxy waits for a held stream to reach the call
 LAUNCH_OPTS="--grace 30" run_fake cancel-queued 60 2 SMDDP_CUDA_ASYNC=1 SMDDP_JOB_ID=${job}c \
 	-- cancelq

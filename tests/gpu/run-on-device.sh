@@ -60,7 +60,7 @@
 #                  -fsanitize=thread' LDFLAGS=-fsanitize=thread &&
 #                make -j2 && make -j2 tests/gpu/gpu-conformance &&
 #                gcc -g -fsanitize=thread -DCANARY_MAIN -o tsan-canary ../tests/tsan-canary.c
-#              (nvcc compiles kernels.cu uninstrumented; the host C is), and
+#              (nvcc compiles kernels*.cu uninstrumented; the host C is), and
 #              gcc's TSan runtime of this machine carried beside libcjson:
 #                cp -L "$(gcc -print-file-name=libtsan.so.2)" .devcarry/ &&
 #                strip --strip-debug .devcarry/libtsan.so.2

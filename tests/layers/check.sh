@@ -4,7 +4,7 @@
 # usage: tests/layers/check.sh [SRCDIR]   (make check runs it; SRCDIR
 #        defaults to $top_srcdir, else the tree this script is in)
 #
-# Reads every #include "..." of lib/**/*.{c,h,cu} and cmd/**/*.{c,h},
+# Reads every #include "..." of lib/**/*.{c,h,cu,cuh} and cmd/**/*.{c,h},
 # resolves it as the compiler does (the including file's folder, then
 # lib/include/, then lib/: the -I flags of Makefile.am; what resolves to
 # none, such as the generated config.h, is not ours to check) and fails
@@ -43,7 +43,7 @@ includes() {
 	done
 }
 
-lib_files=$(find lib -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) | LC_ALL=C sort)
+lib_files=$(find lib -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) | LC_ALL=C sort)
 cmd_files=$(find cmd -type f \( -name '*.c' -o -name '*.h' \) | LC_ALL=C sort)
 
 # Judge each include of lib/ against the map; print the ones that break the rule

@@ -1,0 +1,636 @@
+/* kernels-fast.cu - the kernels that meet their peers themselves: the fast path
+ * (fast.c) and the direct path (direct.c); the protocols are in kernels.h.
+ */
+#include "cuda/kernels-common.cuh"
+
+/* ---- the fast path: kernels that meet their peers (kernels.h) -------------- */
+
+__device__ __forceinline__ uint64_t global_ns(void)
+{
+	uint64_t t;
+
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+/* Every few thousand polls: the deadline, the host's abort word, a peer
+ * or a sibling block that gave up. */
+/* Also peer q's announcement (ann[q] of our window, which fast and direct
+ * kernels both write): this call with another tag is a mismatch. */
+__device__ __forceinline__ int check_common(struct sd_fast_host *host, char *const *win, int me,
+					   int q, uint64_t deadline, uint32_t call, uint32_t tag)
+{
+	const uint64_t v = *(const volatile uint64_t *)(win[me] + SD_DIRECT_ANN +
+							 (size_t)q * sizeof(sd_direct_ann));
+
+	if ((uint32_t)v == call && (uint32_t)(v >> 32) != tag)
+		return SD_FAST_DESC;
+	if (host->abort)
+		return SD_FAST_ABORTED;
+	if (*(volatile uint32_t *)(win[q] + SD_FAST_GAVEUP) ||
+	    *(volatile uint32_t *)(win[me] + SD_FAST_GAVEUP))
+		return SD_FAST_GAVE_UP;
+	if (global_ns() > deadline)
+		return SD_FAST_TIMEOUT;
+	return SD_FAST_OK;
+}
+
+__device__ __forceinline__ int fast_check(const sd_fast_args &a, int q, uint64_t deadline)
+{
+	return check_common(a.host, a.win, a.rank, q, deadline, a.call, a.tag);
+}
+
+/* Tells every peer which call this rank's kernel is in (ann[me] of their
+ * windows): threads t < nranks of one block. */
+__device__ __forceinline__ void announce_call(char *const *win, int n, int me, uint32_t call,
+					      uint32_t tag)
+{
+	const int t = threadIdx.x;
+
+	if (t < n && t != me)
+		*(volatile uint64_t *)(win[t] + SD_DIRECT_ANN + (size_t)me * sizeof(sd_direct_ann)) =
+			(uint64_t)tag << 32 | call;
+}
+
+/* Step 1: peer q has consumed block b's last push of this parity. */
+__device__ int fast_wait_consumed(const sd_fast_args &a, int q, uint64_t deadline, uint32_t *seen)
+{
+	const volatile uint32_t *f =
+		(const volatile uint32_t *)(a.win[a.rank] +
+					    sd_fast_consumed_off(a.nranks, a.par, q, blockIdx.x));
+	const uint32_t need = a.need[blockIdx.x];
+
+	for (unsigned spin = 1;; spin++) {
+		uint32_t v = *f;
+
+		if ((int32_t)(v - need) >= 0)
+			return SD_FAST_OK;
+		if ((spin & 2047) == 0) {
+			int e = fast_check(a, q, deadline);
+
+			if (e) {
+				*seen = v;
+				return e;
+			}
+		}
+	}
+}
+
+/* Step 3: peer q's chunk b of this call is in our inbox. */
+__device__ int fast_wait_arrived(const sd_fast_args &a, int q, uint64_t deadline, uint32_t *seen)
+{
+	const volatile uint64_t *f =
+		(const volatile uint64_t *)(a.win[a.rank] +
+					    sd_fast_arrive_off(a.nranks, a.par, q, blockIdx.x));
+
+	for (unsigned spin = 1;; spin++) {
+		uint64_t v = *f;
+		uint32_t call = (uint32_t)v;
+		int32_t d = (int32_t)(call - a.call);
+
+		if (d == 0) {
+			*seen = call;
+			if ((uint32_t)(v >> 32) != a.tag)
+				return SD_FAST_DESC;
+			/* Its data is here, but a peer that has given up (its
+			 * failure, or an abort) will not take ours: this call
+			 * fails too, rather than leave the next one waiting. */
+			return *(volatile uint32_t *)(a.win[q] + SD_FAST_GAVEUP) ? SD_FAST_GAVE_UP
+										 : SD_FAST_OK;
+		}
+		if (d > 0) {
+			*seen = call;
+			return SD_FAST_AHEAD;
+		}
+		if ((spin & 2047) == 0) {
+			int e = fast_check(a, q, deadline);
+
+			if (e) {
+				*seen = call;
+				return e;
+			}
+		}
+	}
+}
+
+/* A failure's weight: a root cause (a mismatch, then a deadline) before a
+ * peer's giving up or an abort, which may follow from it. */
+__device__ __forceinline__ int fast_weight(int e)
+{
+	return e == SD_FAST_AHEAD || e == SD_FAST_DESC ? 3 : e == SD_FAST_TIMEOUT ? 2 : 1;
+}
+
+/* Warp 0 (the waiting threads: n <= 32) agrees on the block's failure:
+ * the heaviest, then the lowest peer.  e: this thread's (0: none). */
+__device__ __forceinline__ void fast_pick(int e, int peer, uint32_t seen, int phase, int *fail,
+					 int *fail_peer, uint32_t *fail_seen, int *fail_phase)
+{
+	unsigned key = e ? (unsigned)fast_weight(e) << 8 | (unsigned)(31 - peer) : 0u;
+	unsigned top = __reduce_max_sync(0xffffffffu, key);
+
+	if (key && key == top) {
+		*fail = e;
+		*fail_peer = peer;
+		*fail_seen = seen;
+		*fail_phase = phase;
+	}
+}
+
+/* What block b of this rank pushes to peer q (kernels.h, step 2): the
+ * start of its chunk, or NULL for nothing. */
+__device__ __forceinline__ const char *fast_push_src(const sd_fast_args &a, int q, size_t lo,
+						   size_t es)
+{
+	const char *send = (const char *)a.send;
+
+	switch (a.coll) {
+	case SD_FAST_BROADCAST: return a.rank == a.root ? send + lo * es : NULL;
+	case SD_FAST_REDUCE: return q == a.root ? send + lo * es : NULL;
+	case SD_FAST_REDUCE_SCATTER:
+	case SD_FAST_ALLTOALL: return send + ((size_t)q * a.count + lo) * es;
+	default: return send + lo * es; /* allreduce, allgather */
+	}
+}
+
+/* Step 4 of the collectives that copy (allgather, alltoall, broadcast):
+ * every peer's chunk (and this rank's own) into its place in recvbuf, by
+ * the whole block. */
+__device__ __forceinline__ void fast_place(const sd_fast_args &a, size_t lo, size_t cnt, size_t es)
+{
+	const int n = a.nranks, me = a.rank, b = blockIdx.x;
+	const size_t bytes = cnt * es;
+
+	if (a.coll == SD_FAST_BROADCAST) {
+		if (me != a.root)
+			copy_body(a.win[me] + sd_fast_inbox_off(n, a.region, a.par, a.root, b),
+				  (char *)a.recv + lo * es, bytes, 0, 1);
+		return;
+	}
+	for (int q = 0; q < n; q++) {
+		char *dst = (char *)a.recv + ((size_t)q * a.count + lo) * es;
+		const char *src = q != me ? a.win[me] + sd_fast_inbox_off(n, a.region, a.par, q, b)
+			: a.coll == SD_FAST_ALLTOALL ? (const char *)a.send + ((size_t)me * a.count + lo) * es
+						       : (const char *)a.send + lo * es;
+
+		if (src != dst) /* in place: its own chunk is there */
+			copy_body(src, dst, bytes, 0, 1);
+	}
+}
+
+template <typename Tr, int OP>
+__global__ void __launch_bounds__(THREADS) k_fast(const __grid_constant__ sd_fast_args a)
+{
+	typedef typename Tr::S S;
+	__shared__ int fail, fail_peer, fail_phase;
+	__shared__ uint32_t fail_seen;
+	__shared__ kargs k;
+	const int n = a.nranks, me = a.rank, b = blockIdx.x, t = threadIdx.x;
+	const size_t es = sizeof(S), per = a.region / es;
+	const size_t lo = (size_t)b * per;
+	const size_t cnt = a.count - lo < per ? a.count - lo : per;
+	const uint64_t deadline = global_ns() + a.timeout_ns;
+	const int reducing = a.coll == SD_FAST_ALLREDUCE || a.coll == SD_FAST_REDUCE_SCATTER ||
+			     a.coll == SD_FAST_REDUCE;
+	uint32_t seen = 0;
+	int e;
+
+	if (t == 0)
+		fail = 0;
+	if (b == 0)
+		announce_call(a.win, n, me, a.call, a.tag);
+	__syncthreads();
+	/* 1. Our last push of this parity into block b's regions is consumed. */
+	if (t < 32) {
+		e = t < n && t != me && a.need[b] ? fast_wait_consumed(a, t, deadline, &seen) : 0;
+		fast_pick(e, t, seen, 1, &fail, &fail_peer, &fail_seen, &fail_phase);
+	}
+	__syncthreads();
+	if (!fail) {
+		/* 2. Push our chunk b for each peer into its inbox, then say so
+		 * to every peer (also where nothing went: the flags are the
+		 * rendezvous). */
+		for (int q = 0; q < n; q++) {
+			const char *src = q != me ? fast_push_src(a, q, lo, es) : NULL;
+
+			if (src)
+				copy_body(src, a.win[q] + sd_fast_inbox_off(n, a.region, a.par, me, b),
+					  cnt * es, 0, 1);
+		}
+		__syncthreads();
+		if (t == 0) {
+			const uint64_t v = (uint64_t)a.tag << 32 | a.call;
+
+			__threadfence_system();
+			for (int q = 0; q < n; q++)
+				if (q != me)
+					*(volatile uint64_t *)(a.win[q] +
+							       sd_fast_arrive_off(n, a.par, me, b)) = v;
+		}
+		/* 3. Every peer's chunk b is here. */
+		if (t < 32) {
+			e = t < n && t != me ? fast_wait_arrived(a, t, deadline, &seen) : 0;
+			fast_pick(e, t, seen, 3, &fail, &fail_peer, &fail_seen, &fail_phase);
+		}
+		__syncthreads();
+	}
+	if (!fail) {
+		/* 4. Our output's chunk b: reduced in rank order, or copied. */
+		__threadfence();
+		if (reducing && (a.coll != SD_FAST_REDUCE || me == a.root)) {
+			if (t == 0) {
+				const size_t own = a.coll == SD_FAST_REDUCE_SCATTER ? (size_t)me * a.count : 0;
+
+				for (int q = 0; q < n; q++)
+					k.src[q] = q == me ? (const char *)a.send + (own + lo) * es
+							   : a.win[me] + sd_fast_inbox_off(n, a.region, a.par, q, b);
+				k.dst[0] = (char *)a.recv + lo * es;
+				k.nsrc = n;
+				k.ndst = 1;
+				k.count = cnt;
+				k.div = n;
+				split_vectors<Tr>(k);
+			}
+			__syncthreads();
+			reduce_body<Tr, OP>(k, 0, 1);
+		} else if (!reducing) {
+			fast_place(a, lo, cnt, es);
+		}
+		__syncthreads();
+		/* 5. Our inbox's block b is free again. */
+		if (t == 0) {
+			__threadfence_system();
+			for (int q = 0; q < n; q++)
+				if (q != me)
+					*(volatile uint32_t *)(a.win[q] +
+							       sd_fast_consumed_off(n, a.par, me, b)) = a.call;
+		}
+		return;
+	}
+	/* A failure: the first block to give up writes the host's record (its
+	 * "gave up" word, in this GPU's memory, picks it), then every peer
+	 * and sibling block sees that word at its next check. */
+	if (t == 0) {
+		unsigned *gave = (unsigned *)(a.win[me] + SD_FAST_GAVEUP);
+
+		if (atomicCAS(gave, 0u, a.call ? a.call : 1u) == 0u) {
+			a.host->call = a.call;
+			a.host->peer = fail_peer;
+			a.host->theirs = fail_seen;
+			a.host->phase = (uint32_t)fail_phase;
+			a.host->coll = (uint32_t)a.coll;
+			__threadfence_system();
+			a.host->code = (uint32_t)fail;
+		}
+		__threadfence_system();
+	}
+}
+
+/* ---- the direct path: kernels that read the peers' buffers (kernels.h) ---- */
+
+__device__ __forceinline__ int direct_check(const sd_direct_args &a, int q, uint64_t deadline)
+{
+	return check_common(a.host, a.win, a.rank, q, deadline, a.call, a.tag);
+}
+
+/* Step 2: peer q's announcement of this call is in our window. */
+__device__ int direct_wait_ann(const sd_direct_args &a, int q, uint64_t deadline, uint32_t *seen)
+{
+	const volatile uint64_t *f =
+		(const volatile uint64_t *)(a.win[a.rank] + SD_DIRECT_ANN + (size_t)q * sizeof(sd_direct_ann));
+
+	for (unsigned spin = 1;; spin++) {
+		const uint64_t v = *f;
+		const uint32_t call = (uint32_t)v;
+		const int32_t d = (int32_t)(call - a.call);
+
+		if (d == 0 || d > 0) {
+			*seen = call;
+			return d > 0 ? SD_FAST_AHEAD : (uint32_t)(v >> 32) != a.tag ? SD_FAST_DESC : SD_FAST_OK;
+		}
+		if ((spin & 2047) == 0) {
+			int e = direct_check(a, q, deadline);
+
+			if (e) {
+				*seen = call;
+				return e;
+			}
+		}
+	}
+}
+
+/* ... and its slot j of generation g mapped here (the host's table): the
+ * address, or 0 with *err set. */
+__device__ uint64_t direct_resolve(const sd_direct_args &a, int q, uint32_t j, uint32_t g,
+				   uint64_t deadline, int *err)
+{
+	const struct sd_reg_tab *x = &a.tab[(size_t)q * SD_REG_SLOTS + (j < SD_REG_SLOTS ? j : 0)];
+	/* Our own copy, in the window: (q, j, g) always means one mapping
+	 * (generations are never reused), so a copy never goes stale. */
+	volatile struct sd_reg_tab *c = (volatile struct sd_reg_tab *)(a.win[a.rank] + SD_DIRECT_CACHE) +
+					(size_t)q * SD_REG_SLOTS + (j < SD_REG_SLOTS ? j : 0);
+
+	if (j >= SD_REG_SLOTS) {
+		*err = SD_FAST_DESC;
+		return 0;
+	}
+	if (c->gen == g)
+		return c->ptr;
+	for (unsigned spin = 1;; spin++) {
+		if (x->gen == g) {
+			__threadfence_system();
+			const uint64_t p = x->ptr;
+
+			c->ptr = p;
+			c->gen = g;
+			return p;
+		}
+		/* Reads over the bus: a slower poll. */
+		if ((spin & 63) == 0) {
+			int e = direct_check(a, q, deadline);
+
+			if (e) {
+				*err = e == SD_FAST_TIMEOUT ? SD_FAST_UNMAPPED : e;
+				return 0;
+			}
+		}
+		__nanosleep(200);
+	}
+}
+
+/* Step 4: peer q is done with this call. */
+__device__ int direct_wait_done(const sd_direct_args &a, int q, uint64_t deadline, uint32_t *seen)
+{
+	const volatile uint32_t *f = (const volatile uint32_t *)(a.win[a.rank] + SD_DIRECT_DONE + (size_t)q * 4);
+
+	for (unsigned spin = 1;; spin++) {
+		const uint32_t v = *f;
+
+		if ((int32_t)(v - a.call) >= 0)
+			return SD_FAST_OK;
+		if ((spin & 2047) == 0) {
+			int e = direct_check(a, q, deadline);
+
+			if (e) {
+				*seen = v;
+				return e;
+			}
+		}
+	}
+}
+
+template <typename Tr, int OP>
+__global__ void __launch_bounds__(THREADS) k_direct(const __grid_constant__ sd_direct_args a)
+{
+	typedef typename Tr::S S;
+	__shared__ int fail, fail_peer, fail_phase, last;
+	__shared__ uint32_t fail_seen;
+	__shared__ kargs k;
+	const int n = a.nranks, me = a.rank, t = threadIdx.x;
+	char *const mine = a.win[me];
+	const uint64_t deadline = global_ns() + a.timeout_ns;
+	uint32_t seen = 0;
+	int e = 0;
+
+	if (t == 0)
+		fail = 0;
+	__syncthreads();
+	if (blockIdx.x == 0) {
+		/* 1. Where our buffers are, then the word. */
+		if (t < n && t != me) {
+			sd_direct_ann *an = (sd_direct_ann *)(a.win[t] + SD_DIRECT_ANN +
+							       (size_t)me * sizeof(sd_direct_ann));
+
+			an->soff = a.soff;
+			an->roff = a.roff;
+			an->sj = a.sj;
+			an->sg = a.sg;
+			an->rj = a.rj;
+			an->rg = a.rg;
+			__threadfence_system();
+			*(volatile uint64_t *)&an->word = (uint64_t)a.tag << 32 | a.call;
+		}
+		/* 2. Every peer's buffers, as mapped here. */
+		if (t < 32) {
+			int phase = 2;
+
+			if (t < n && t != me && !(e = direct_wait_ann(a, t, deadline, &seen))) {
+				const volatile sd_direct_ann *an =
+					(const volatile sd_direct_ann *)(mine + SD_DIRECT_ANN +
+									 (size_t)t * sizeof(sd_direct_ann));
+				__threadfence();
+				uint32_t sj = an->sj, sg = an->sg, rj = an->rj, rg = an->rg;
+				uint64_t so = an->soff, ro = an->roff, sp, rp;
+
+				phase = 4;
+				sp = direct_resolve(a, t, sj, sg, deadline, &e);
+				rp = e ? 0 : direct_resolve(a, t, rj, rg, deadline, &e);
+				if (!e) {
+					volatile uint64_t *p = (volatile uint64_t *)(mine + SD_DIRECT_PTRS);
+
+					p[2 * t] = sp + so;
+					p[2 * t + 1] = rp + ro;
+				}
+			}
+			fast_pick(e, t, seen, phase, &fail, &fail_peer, &fail_seen, &fail_phase);
+		}
+		__syncthreads();
+		if (!fail && t == 0) {
+			__threadfence();
+			*(volatile uint32_t *)(mine + SD_DIRECT_GO) = a.call;
+		}
+	} else {
+		if (t == 0) {
+			const volatile uint32_t *go = (const volatile uint32_t *)(mine + SD_DIRECT_GO);
+
+			for (unsigned spin = 1; *go != a.call; spin++)
+				if ((spin & 2047) == 0 && (e = direct_check(a, me, deadline))) {
+					fail = e;
+					fail_peer = me;
+					fail_seen = 0;
+					fail_phase = 2;
+					break;
+				}
+			__threadfence();
+		}
+		__syncthreads();
+	}
+	if (!fail) {
+		/* 3. Our part: a slice of every rank's input (broadcast: of
+		 * the root's) into every rank's output (reduce: the root's),
+		 * or (allgather) our input into every rank's output. */
+		if (t == 0) {
+			const volatile uint64_t *p = (const volatile uint64_t *)(mine + SD_DIRECT_PTRS);
+			const size_t es = sizeof(S);
+			size_t lo, cnt = sd_direct_part(a.coll, a.count, es, n, me, &lo);
+
+			for (int q = 0; q < n; q++) {
+				k.src[q] = (q == me ? (const char *)a.send : (const char *)p[2 * q]) + lo * es;
+				k.dst[q] = (q == me ? (char *)a.recv : (char *)p[2 * q + 1]) + lo * es;
+			}
+			k.nsrc = n;
+			k.ndst = n;
+			if (a.coll == SD_FAST_REDUCE) {
+				k.dst[0] = k.dst[a.root];
+				k.ndst = 1;
+			} else if (a.coll == SD_FAST_BROADCAST) {
+				k.src[0] = k.src[a.root];
+				k.nsrc = 1;
+				k.ndst = 0;
+				for (int q = 0; q < n; q++)
+					if (q != a.root)
+						k.dst[k.ndst++] = q == me ? (char *)a.recv + lo * es
+									  : (char *)p[2 * q + 1] + lo * es;
+			} else if (a.coll == SD_FAST_ALLGATHER) {
+				k.src[0] = (const char *)a.send;
+				k.nsrc = 1;
+				k.ndst = 0;
+				for (int q = 0; q < n; q++) {
+					char *d = (q == me ? (char *)a.recv : (char *)p[2 * q + 1]) +
+						  (size_t)me * a.count * es;
+
+					if (d != (const char *)a.send) /* in place: ours is there */
+						k.dst[k.ndst++] = d;
+				}
+			}
+			k.count = k.ndst ? cnt : 0;
+			k.div = n;
+			split_vectors<Tr>(k);
+		}
+		__syncthreads();
+		if (k.count)
+			reduce_body<Tr, OP>(k, blockIdx.x, gridDim.x);
+		/* The block's stores, then one system fence (the fast kernel's
+		 * pattern), then the count. */
+		__syncthreads();
+		if (t == 0) {
+			__threadfence_system();
+			last = atomicAdd((unsigned *)(mine + SD_DIRECT_COUNT), 1u) == gridDim.x - 1;
+		}
+		__syncthreads();
+		if (!last)
+			return;
+		/* 4. The last block: we are done with every peer's buffers;
+		 * wait until every peer is done with ours. */
+		if (t == 0)
+			*(volatile unsigned *)(mine + SD_DIRECT_COUNT) = 0;
+		__threadfence_system();
+		if (t < n && t != me)
+			*(volatile uint32_t *)(a.win[t] + SD_DIRECT_DONE + (size_t)me * 4) = a.call;
+		if (t < 32) {
+			e = t < n && t != me ? direct_wait_done(a, t, deadline, &seen) : 0;
+			fast_pick(e, t, seen, 5, &fail, &fail_peer, &fail_seen, &fail_phase);
+		}
+		__syncthreads();
+		if (!fail) {
+			__threadfence_system();
+			return;
+		}
+	}
+	/* A failure: recorded as the fast kernel does. */
+	if (t == 0) {
+		unsigned *gave = (unsigned *)(mine + SD_FAST_GAVEUP);
+
+		if (atomicCAS(gave, 0u, a.call ? a.call : 1u) == 0u) {
+			a.host->call = a.call;
+			a.host->peer = fail_peer;
+			a.host->theirs = fail_seen;
+			a.host->phase = (uint32_t)fail_phase;
+			a.host->coll = (uint32_t)a.coll;
+			__threadfence_system();
+			a.host->code = (uint32_t)fail;
+		}
+		__threadfence_system();
+	}
+}
+
+/* ---- launch ------------------------------------------------------------- */
+
+extern "C" int sd_cuda_kernel_fast(const struct sd_fast_args *a, int dtype, int op, void *stream)
+{
+	if (a->nranks < 2 || a->nranks > SD_CUDA_MAX_RANKS || a->nblocks < 1 ||
+	    a->nblocks > SD_FAST_MAXB || a->region % 64 || a->coll < SD_FAST_ALLREDUCE ||
+	    a->coll > SD_FAST_ALLTOALL || a->root < 0 || a->root >= a->nranks)
+		return (int)cudaErrorInvalidValue;
+	/* The collectives that copy run the instance of SUM (any would do). */
+	if (a->coll == SD_FAST_ALLGATHER || a->coll == SD_FAST_BROADCAST ||
+	    a->coll == SD_FAST_ALLTOALL)
+		op = SMDDP_SUM;
+	sd_fast_args v = *a;
+	return by_type(dtype, op, [&](auto tr, auto o) {
+		return launch_kernel(k_fast<decltype(tr), decltype(o)::value>,
+				     dim3((unsigned)v.nblocks), (cudaStream_t)stream, v);
+	});
+}
+
+/* Blocks per rank: enough for the slice, and no more than the GPU holds
+ * at once divided among the ranks on it, so that every rank's kernel is
+ * resident while block 0 waits on the peers and the others on block 0. */
+template <typename Tr, int OP>
+static int launch_direct(const sd_direct_args &v, cudaStream_t st)
+{
+	constexpr size_t es = sizeof(typename Tr::S);
+	size_t lo, cnt = sd_direct_part(v.coll, v.count, es, v.nranks, v.rank, &lo);
+	int occ = 0, share = v.share < 1 ? 1 : v.share;
+	auto kern = k_direct<Tr, OP>;
+
+	if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, THREADS, 0) != cudaSuccess ||
+	    occ < 1)
+		occ = 1;
+	int cap = sm_count() * occ / share;
+	size_t nvec = cnt / (16 / es), work = (nvec + UNROLL - 1) / UNROLL;
+	unsigned grid = grid_for(work ? work : 1, cap < 1 ? 1 : cap);
+
+	return launch_kernel(kern, dim3(grid), st, v);
+}
+
+extern "C" int sd_cuda_kernel_direct(const struct sd_direct_args *a, int dtype, int op, void *stream)
+{
+	if (a->nranks < 2 || a->nranks > SD_CUDA_MAX_RANKS || a->root < 0 || a->root >= a->nranks ||
+	    (a->coll != SD_FAST_ALLREDUCE && a->coll != SD_FAST_ALLGATHER &&
+	     a->coll != SD_FAST_BROADCAST && a->coll != SD_FAST_REDUCE))
+		return (int)cudaErrorInvalidValue;
+	/* The collectives that copy run the instance of SUM (one source:
+	 * reduce_body copies). */
+	if (a->coll == SD_FAST_ALLGATHER || a->coll == SD_FAST_BROADCAST)
+		op = SMDDP_SUM;
+	sd_direct_args v = *a;
+	return by_type(dtype, op, [&](auto tr, auto o) {
+		return launch_direct<decltype(tr), decltype(o)::value>(v, (cudaStream_t)stream);
+	});
+}
+
+template <typename Tr>
+static cudaError_t load_ops()
+{
+	cudaFuncAttributes fa;
+	cudaError_t e = cudaSuccess;
+
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast<Tr, SMDDP_SUM>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast<Tr, SMDDP_PROD>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast<Tr, SMDDP_MIN>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast<Tr, SMDDP_MAX>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast<Tr, SMDDP_AVG>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct<Tr, SMDDP_SUM>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct<Tr, SMDDP_PROD>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct<Tr, SMDDP_MIN>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct<Tr, SMDDP_MAX>);
+	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct<Tr, SMDDP_AVG>);
+	return e;
+}
+
+extern "C" int sd_cuda_kernels_load_fast(void)
+{
+	cudaError_t e = cudaSuccess;
+
+	if (e == cudaSuccess) e = load_ops<int_traits<int8_t, uint8_t>>();
+	if (e == cudaSuccess) e = load_ops<int_traits<uint8_t, uint8_t>>();
+	if (e == cudaSuccess) e = load_ops<int_traits<int32_t, uint32_t>>();
+	if (e == cudaSuccess) e = load_ops<int_traits<uint32_t, uint32_t>>();
+	if (e == cudaSuccess) e = load_ops<int_traits<int64_t, uint64_t>>();
+	if (e == cudaSuccess) e = load_ops<int_traits<uint64_t, uint64_t>>();
+	if (e == cudaSuccess) e = load_ops<half_traits>();
+	if (e == cudaSuccess) e = load_ops<bf16_traits>();
+	if (e == cudaSuccess) e = load_ops<float_traits<float>>();
+	if (e == cudaSuccess) e = load_ops<float_traits<double>>();
+	return (int)e;
+}

@@ -1,0 +1,62 @@
+#!/bin/bash
+# tests/gpu/fastcoll-device.sh - on a GPU machine, in one call: the fast path of every collective
+# (lib/cuda/fast.c) under MPS, checked and timed.
+#
+# 1. correctness, queued (SMDDP_CUDA_ASYNC=auto under MPS): gpu-conformance's matrix (every
+#    collective x dtype x op x placement; counts 1, 7 and 1003 take the fast path, the large
+#    one the direct path (allreduce, allgather, broadcast, reduce) or the proxy's) at 2 and 4
+#    ranks, with each rank's count of fast and direct calls per collective (INFO); then
+#    mismatch, cancel and a dead rank met by the fast kernels of reduce_scatter, allgather
+#    and broadcast.
+# 2. speed, per collective: smddp-allreduce-bench --device cuda --coll X, 16 B to 1 MiB
+#    queued under MPS (auto: the fast path) against SMDDP_CUDA_ASYNC=0 (blocking), at
+#    2 and 4 ranks, in this one run on this one card.  A summary line per run in info.txt:
+#    out-of-place median time (us) at 16 B, 64 KiB and 1 MiB (the bench's size: the total of
+#    allgather's output, reduce_scatter's input and alltoall's), and #wrong.
+# Run from the tree with build-cuda/ and .devcarry/ (libcjson.so.1), as queued-bench.sh:
+#   bash tests/gpu/fastcoll-device.sh    (results in $OUT/o.tgz)
+cd "$(dirname "$0")/../.." || exit 1
+ROOT=$PWD B=$ROOT/build-cuda T0=$(date +%s)
+O=${OUT:-/tmp/out}; export OUT=/tmp/o; mkdir -p $OUT $O
+export LD_LIBRARY_PATH=$B/lib/.libs:$ROOT/.devcarry SMDDP_CONFIG=/dev/null
+export top_builddir=$B top_srcdir=$ROOT GPU_SMDDP_RUN=$B/cmd/smddp-run GPU_CONFORMANCE_BIN=$B/tests/gpu/.libs/gpu-conformance
+RUN=$B/cmd/smddp-run BENCH=$B/cmd/bench/.libs/smddp-allreduce-bench GC=$GPU_CONFORMANCE_BIN
+left() { [ $(( $(date +%s) - T0 )) -lt $1 ]; }
+el() { echo "[t+$(( $(date +%s) - T0 ))s] $*" | tee -a $OUT/info.txt; }
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc; } | tee $OUT/info.txt
+mps_start() { export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log; mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY; nvidia-cuda-mps-control -d; }
+mps_stop() { echo quit | nvidia-cuda-mps-control; sleep 1; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; }
+mps_start
+for n in 2 4; do
+  left 240 || { el "out of time before matrix n$n"; continue; }
+  timeout 120 env SMDDP_CUDA_ASYNC=auto SMDDP_TIMEOUT=60 SMDDP_DEBUG=INFO SMDDP_DEBUG_SUBSYS=COLL \
+    $RUN -n $n --timeout 110 $GC matrix > $OUT/matrix-n$n.log 2>&1
+  el "matrix n$n exit $?: $(grep -h 'SUMMARY\|^\[.\] FAIL' $OUT/matrix-n$n.log | head -6 | tr '\n' ' ' | cut -c1-500)"
+  el "  fast calls: $(grep -ho '^\[[0-9]\] .*fast path calls: .*' $OUT/matrix-n$n.log | sed -E 's/ [^ ]+ \[SMDDP INFO COLL\] device collectives on GPU [0-9]+: fast path calls://' | tr '\n' ' ' | cut -c1-700)"
+  el "  direct calls: $(grep -ho "^\[[0-9]\] .* read the peers' buffers directly ([^)]*)" $OUT/matrix-n$n.log | sed -E 's/ [^ ]+ \[SMDDP INFO COLL\] device collectives on GPU [0-9]+://' | tr '\n' ' ' | cut -c1-700)"
+done
+for f in "mismatch --coll reduce_scatter:3" "cancelq --coll allgather:2" "dead 1 --coll broadcast:4"; do
+  left 300 || { el "out of time before $f"; continue; }
+  args=${f%:*} n=${f##*:}
+  timeout 60 env SMDDP_CUDA_ASYNC=auto SMDDP_TIMEOUT=30 $RUN -n $n --timeout 50 --grace 30 $GC $args > "$OUT/fault-${args%% *}.log" 2>&1
+  el "$args ($n ranks) exit $?: $(grep -h 'FAULT-' "$OUT/fault-${args%% *}.log" | cut -c1-160 | tr '\n' ' ' | cut -c1-700)"
+done
+mkdir -p $OUT/bench
+summary() {
+  awk '$1 == "[0]" && $2 ~ /^[0-9]+$/ { if ($2 == 16 || $2 == 65536 || $2 == 1048576) t = t " " $2 "B:" $7 "us"; w += $10 + $14 }
+       END { printf "%s #wrong %d", t, w }' "$1"
+}
+for coll in allreduce reduce_scatter allgather broadcast reduce alltoall; do
+  for mode in queued blocking; do
+    case $mode in queued) E="SMDDP_CUDA_ASYNC=auto";; blocking) E="SMDDP_CUDA_ASYNC=0";; esac
+    for n in 2 4; do
+      left 540 || { el "out of time before bench $coll $mode n$n"; continue; }
+      timeout 40 env SMDDP_TIMEOUT=20 $E $RUN -n $n --timeout 35 $BENCH --device cuda -b 16 -e 1M -f 4 \
+        -n 50 -w 10 -c 1 --coll $coll -J $OUT/bench/$coll-$mode-n$n.json > $OUT/bench/$coll-$mode-n$n.log 2>&1
+      el "bench $coll $mode n$n exit $?:$(summary $OUT/bench/$coll-$mode-n$n.log)"
+    done
+  done
+done
+mps_stop
+el end
+tar czf $O/o.tgz -C /tmp o
