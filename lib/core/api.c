@@ -474,6 +474,15 @@ SD_EXPORT int smddp_comm_get_async_error(struct smddp_comm *comm, int *async_err
 	return SMDDP_OK;
 }
 
+SD_EXPORT int smddp_comm_get_cuda_mode(const struct smddp_comm *comm, int *mode)
+{
+	if (!comm || !mode)
+		return sd_err_set(sd_init_err(), SMDDP_EINVAL, "smddp_comm_get_cuda_mode: %s is NULL",
+				  comm ? "mode" : "comm");
+	*mode = sd_cuda_mode(comm);
+	return SMDDP_OK;
+}
+
 SD_EXPORT int smddp_barrier(struct smddp_comm *comm)
 {
 	int rc = sd_api_enter(comm, SD_COLL_BARRIER, 0, 0, 0, 0, NULL);

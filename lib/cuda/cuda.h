@@ -51,6 +51,9 @@ int sd_cuda_collect(struct smddp_comm *c, int drain);
 /* Any thread: the error a queued call met (sticky or one-off), 0 when none,
  * with its sentence copied into err; nothing is consumed. */
 int sd_cuda_async_error(struct smddp_comm *c, struct sd_err *err);
+/* Host thread: how device collectives return on c (SMDDP_CUDA_QUEUED,
+ * _BLOCKING, or _UNDECIDED before SMDDP_CUDA_ASYNC=auto has decided). */
+int sd_cuda_mode(const struct smddp_comm *c);
 /* Host thread, a call failed with rc (its words in c->last_error) and the
  * communicator is to break: first the calls queued before it run to their
  * end (SMDDP_TIMEOUT + 30 s at most), so that the peers fail in this call,
@@ -84,6 +87,11 @@ static inline int sd_cuda_async_error(struct smddp_comm *c, struct sd_err *err)
 	(void)c;
 	(void)err;
 	return 0;
+}
+static inline int sd_cuda_mode(const struct smddp_comm *c)
+{
+	(void)c;
+	return SMDDP_CUDA_BLOCKING;
 }
 static inline int sd_cuda_settle(struct smddp_comm *c, int rc)
 {

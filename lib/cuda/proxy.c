@@ -416,6 +416,24 @@ int sd_cuda_async_error(struct smddp_comm *c, struct sd_err *err)
 	return rc;
 }
 
+/* Before the device state exists (no device collective yet) the mode is
+ * what the first call will do: one rank copies on the stream and returns
+ * (one_rank), an explicit SMDDP_CUDA_ASYNC is obeyed (state_init), and
+ * auto decides at that call. */
+int sd_cuda_mode(const struct smddp_comm *c)
+{
+	const struct sd_cuda *cu = c->cuda;
+	int mode;
+
+	if (cu)
+		return !cu->decided ? SMDDP_CUDA_UNDECIDED
+				    : cu->async ? SMDDP_CUDA_QUEUED : SMDDP_CUDA_BLOCKING;
+	mode = async_param();
+	if (c->size == 1)
+		return mode == 0 ? SMDDP_CUDA_BLOCKING : SMDDP_CUDA_QUEUED;
+	return mode < 0 ? SMDDP_CUDA_UNDECIDED : mode ? SMDDP_CUDA_QUEUED : SMDDP_CUDA_BLOCKING;
+}
+
 /* ---- queueing (host thread) --------------------------------------------------- */
 
 /* The streams' waits compare tickets as unsigned numbers

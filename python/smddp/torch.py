@@ -97,6 +97,22 @@ def cuda_built():
     return bool(_C is not None and _C.cuda_built())
 
 
+def _set_cuda_inline(on):
+    """False: every CUDA collective goes through its group's worker thread, also
+    where libsmddp queues device calls (docs/torch.md, "CUDA tensors: the
+    worker or the caller's thread"); True (the default): the collectives that
+    queue run on the caller's thread.  For benchmarks that compare the two."""
+    _C._set_cuda_inline(bool(on))
+
+
+def _cuda_path_stats(group=None):
+    """How the CUDA works of group (default: the world) ran: a dict with the
+    communicator's "mode" (queued, blocking, undecided), and how many ran
+    "inline" (on the caller's thread) and on the "worker"."""
+    pg = group if group is not None else dist.group.WORLD
+    return pg._get_backend(torch.device("cuda"))._cuda_path_stats()
+
+
 def _create(store, rank, size, timeout):
     # torch calls this on the group's members only, with the group's store.
     if _C is None:

@@ -15,6 +15,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+import smddp.torch
 from common import check, expect_error, finish, same
 
 dist.init_process_group(backend="smddp")
@@ -293,7 +294,8 @@ if DEVICE == "cuda":
 # that completes works: the barrier waits for earlier callbacks, but not
 # for one that waits for it (else both would wait out the group's 60 s).
 # The other ranks join the all_reduce only once rank 0 has chained its
-# callback, which therefore runs on a completer, not inline.
+# callback, which therefore runs on a completer, not inline (where the
+# all_reduce went through the worker).
 slow = dist.new_group(backend="smddp", timeout=timedelta(seconds=60))
 ran_on_main = []
 
@@ -314,7 +316,10 @@ if R == 0:
 chained.wait()
 check(time.monotonic() - t0 < 30,
       f"a barrier inside a future's callback took {time.monotonic() - t0:.1f} s")
-if R == 0 and N > 1:
+# Unless the all_reduce ran on this thread (CUDA, libsmddp queueing device
+# calls): its future was then complete when then() chained the callback.
+inline = DEVICE == "cuda" and smddp.torch._cuda_path_stats(slow)["inline"] > 0
+if R == 0 and N > 1 and not inline:
     check(ran_on_main == [False], "rank 0's callback ran on a completer thread")
 dist.destroy_process_group(slow)
 
@@ -345,4 +350,17 @@ check(same(H(z), torch.full((4,), float(N))), "all_reduce after a refused output
 y = torch.ones(3)
 dist.all_reduce(y, group=gloo)
 check(same(y, torch.full((3,), float(N))), "gloo group beside smddp")
+
+# Which thread made the CUDA calls (docs/torch.md, "CUDA tensors: the worker
+# or the caller's thread"): EXPECT_CUDA_PATH=inline where libsmddp queues
+# device calls (the collectives that queue ran on this thread; the first,
+# which decides the mode, and all_to_all, gather, scatter on the worker),
+# worker where it blocks (none on this thread).
+want = os.environ.get("EXPECT_CUDA_PATH")
+if DEVICE == "cuda" and want:
+    st = smddp.torch._cuda_path_stats()
+    print(f"rank {R}: CUDA works: {st}", flush=True)
+    check(st["worker"] > 0 and (st["inline"] > 0) == (want == "inline")
+          and st["mode"] == ("queued" if want == "inline" else "blocking"),
+          f"CUDA works ran {st}, expected on the {want}")
 finish()

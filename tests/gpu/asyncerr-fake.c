@@ -54,6 +54,12 @@ int sd_cuda_async_error(struct smddp_comm *c, struct sd_err *err)
 	return fakecuda_async_rc;
 }
 
+int sd_cuda_mode(const struct smddp_comm *c)
+{
+	(void)c;
+	return SMDDP_CUDA_QUEUED;
+}
+
 int sd_cuda_settle(struct smddp_comm *c, int rc)
 {
 	(void)c;

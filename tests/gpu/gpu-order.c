@@ -65,11 +65,32 @@ void order(void)
 	CK(cudaMallocHost((void **)&hin, m));
 	CK(cudaMallocHost((void **)&hres, m));
 	CK(cudaMalloc((void **)&after, m));
+	/* smddp_comm_get_cuda_mode: auto has not decided before the first
+	 * device collective (one rank always queues its copy), and says the
+	 * mode that the timing below expects after it. */
+	const char *av = getenv("SMDDP_CUDA_ASYNC");
+	int mode = -2, want = av && *av && strcmp(av, "auto") ? async
+				: nranks == 1 ? SMDDP_CUDA_QUEUED : SMDDP_CUDA_UNDECIDED;
+
+	if (smddp_comm_get_cuda_mode(comm, &mode) != SMDDP_OK || mode != want) {
+		printf("FAIL rank %d: order: mode before the first call %d, not %d\n", rank, mode, want);
+		failures++;
+	} else {
+		passed++;
+	}
 	/* The first call sets the communicator's GPU side up: not timed. */
 	if (smddp_allreduce(dsend, drecv, 16, SMDDP_FLOAT32, SMDDP_SUM, comm, stream) != SMDDP_OK) {
 		printf("FAIL rank %d: order: first allreduce: %s\n", rank, smddp_last_error(comm));
 		failures++;
 		return;
+	}
+	if (smddp_comm_get_cuda_mode(comm, &mode) != SMDDP_OK || mode != async) {
+		printf("FAIL rank %d: order: mode after the first call %d, not %d\n", rank, mode, async);
+		failures++;
+	} else {
+		printf("ok rank %d: order: smddp_comm_get_cuda_mode says %s\n", rank,
+		       mode ? "queued" : "blocking");
+		passed++;
 	}
 	for (int round = 0; round < 3; round++) {
 		for (size_t j = 0; j < count; j++)

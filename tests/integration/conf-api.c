@@ -84,6 +84,18 @@ void t_arg_errors(struct group *g)
 	expect_rc("split NULL comm", smddp_comm_split(NULL, 0, 0, &c), SMDDP_EINVAL, NULL);
 	expect_rc("destroy NULL comm", smddp_comm_destroy(NULL), SMDDP_EINVAL, NULL);
 	c = g->comm;
+	{
+		/* No device collective has run: one of the three modes. */
+		int mode = -2;
+
+		expect_rc("cuda_mode NULL comm", smddp_comm_get_cuda_mode(NULL, &mode), SMDDP_EINVAL,
+			  NULL);
+		expect_rc("cuda_mode NULL mode", smddp_comm_get_cuda_mode(c, NULL), SMDDP_EINVAL, NULL);
+		rc = smddp_comm_get_cuda_mode(c, &mode);
+		check_true("smddp_comm_get_cuda_mode",
+			   rc == SMDDP_OK && mode >= SMDDP_CUDA_UNDECIDED && mode <= SMDDP_CUDA_QUEUED,
+			   "returned %s with mode %d", rc_name(rc), mode);
+	}
 
 	expect_rc("allreduce dtype 99", smddp_allreduce(x, y, 4, 99, SMDDP_SUM, c, NULL),
 		  SMDDP_EINVAL, c);

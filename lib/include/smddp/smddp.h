@@ -118,6 +118,24 @@ int smddp_comm_cancel(struct smddp_comm *comm);
  * broken by a call on the host gives that call's sentence, as before.
  * Returns SMDDP_EINVAL when comm or async_error is NULL, else SMDDP_OK. */
 int smddp_comm_get_async_error(struct smddp_comm *comm, int *async_error);
+/* How a collective on device memory returns on comm (smddp(3): Device
+ * memory), for a caller that hands calls to a thread only where they may
+ * block (a framework's backend, as NCCL's are issued from the training
+ * thread): *mode is SMDDP_CUDA_QUEUED when smddp_allreduce, _allgather,
+ * _reduce_scatter, _broadcast, _reduce and _alltoall on device memory return
+ * once queued on their stream (a failure on the GPU is then reported by
+ * smddp_comm_get_async_error() and the next call), SMDDP_CUDA_BLOCKING when
+ * they return once done, SMDDP_CUDA_UNDECIDED while SMDDP_CUDA_ASYNC=auto
+ * has not decided yet (before the first device collective on comm, which
+ * returns once done and decides).  A decided mode never changes.  Sends,
+ * receives, smddp_alltoallv, smddp_gather and smddp_scatter on device memory
+ * return once done in every mode.  Builds without CUDA: SMDDP_CUDA_BLOCKING.
+ * Local, never blocks; one thread at a time, like the calls.  SMDDP_EINVAL:
+ * comm or mode is NULL. */
+#define SMDDP_CUDA_UNDECIDED (-1)
+#define SMDDP_CUDA_BLOCKING 0
+#define SMDDP_CUDA_QUEUED 1
+int smddp_comm_get_cuda_mode(const struct smddp_comm *comm, int *mode);
 /* ---- explicit initialisation (man 3 smddp: INITIALISATION) ----------------
  * For programs that know their rank and size and have their own way to pass
  * a few bytes to every rank (a key-value store, MPI_Bcast, a file), as with

@@ -29,12 +29,10 @@ constexpr int kSparseMeta = 4 + kSparseMaxDims;
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allreduce_sparse(
     std::vector<at::Tensor>& tensors,
     const c10d::AllreduceOptions& opts) {
-  if (tensors.size() != 1)
-    throwNotSupported("allreduce of several tensors per process (a list of " +
-                      std::to_string(tensors.size()) + ")");
-  if (!tensors[0].defined() || !tensors[0].is_sparse())
+  const at::Tensor& t = oneTensor(tensors, "allreduce");
+  if (!t.is_sparse())
     return allreduce(tensors, opts);
-  return sparseAllreduce(tensors[0], opts);
+  return sparseAllreduce(t, opts);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::sparseAllreduce(
@@ -198,27 +196,31 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allgather_coalesced(
     results.insert(results.end(), list.begin(), list.end());
   int size = size_;
   // One all-gather of every input's bytes, whatever their dtypes.
-  auto body = [ins, outs, size](RunContext& ctx) {
-    std::vector<at::Tensor> bytes;
-    for (const auto& t : ins)
-      bytes.push_back(bytesOf(t));
-    at::Tensor flat = at::cat(bytes);
-    int64_t block = flat.numel();
-    at::Tensor gathered = at::empty({size * block}, flat.options());
-    ctx.check(
-        smddp_allgather(flat.data_ptr(), gathered.data_ptr(), static_cast<size_t>(block),
-                        SMDDP_UINT8, ctx.comm, ctx.stream),
-        "smddp_allgather");
-    for (int r = 0; r < size; r++) {
-      int64_t offset = r * block;
-      for (size_t i = 0; i < ins.size(); i++) {
-        fillFromBytes(outs[r][i], gathered.narrow(0, offset, bytes[i].numel()));
-        offset += bytes[i].numel();
-      }
-    }
-  };
-  return enqueue(
-      c10d::OpType::ALLGATHER_COALESCED, op, device, results, all, opts.timeout, std::move(body));
+  return collective(
+      {c10d::OpType::ALLGATHER_COALESCED, op, "smddp_allgather", device, results, all,
+       opts.timeout, std::nullopt, false, true},
+      [ins, size] {
+        std::vector<at::Tensor> bytes;
+        for (const auto& t : ins)
+          bytes.push_back(bytesOf(t));
+        at::Tensor flat = at::cat(bytes);
+        return std::vector<Io>{{flat, at::empty({size * flat.numel()}, flat.options())}};
+      },
+      [](RunContext& ctx, size_t, const at::Tensor& src, const at::Tensor& dst) {
+        return smddp_allgather(src.data_ptr(), dst.data_ptr(), static_cast<size_t>(src.numel()),
+                               SMDDP_UINT8, ctx.comm, ctx.stream);
+      },
+      [ins, outs, size](RunContext&, const std::vector<at::Tensor>& dsts) {
+        int64_t block = dsts[0].numel() / size, offset = 0;
+        for (int r = 0; r < size; r++) {
+          offset = r * block;
+          for (size_t i = 0; i < ins.size(); i++) {
+            int64_t n = ins[i].numel() * static_cast<int64_t>(ins[i].element_size());
+            fillFromBytes(outs[r][i], dsts[0].narrow(0, offset, n));
+            offset += n;
+          }
+        }
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::gather(
@@ -227,51 +229,32 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::gather(
     const c10d::GatherOptions& opts) {
   const char* op = "gather";
   checkRoot(opts.rootRank, size_, op);
-  TORCH_CHECK_VALUE(inputs.size() == 1, "smddp: gather takes one input tensor, not ", inputs.size());
+  const at::Tensor& in = oneTensor(inputs, op);
   int root = static_cast<int>(opts.rootRank);
   bool isRoot = root == rank_;
-  at::Tensor in = inputs[0];
-  std::vector<at::Tensor> outs;
-  if (isRoot) {
-    TORCH_CHECK_VALUE(
-        outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
-        "smddp: gather: the root needs one list of ",
-        size_,
-        " output tensors");
-    outs = outputs[0];
-    for (const auto& o : outs)
-      TORCH_CHECK_VALUE(
-          o.defined() && o.numel() == in.numel(),
-          "smddp: gather: an output tensor has ",
-          (o.defined() ? o.numel() : 0),
-          " elements, the input ",
-          in.numel());
-  } else {
-    TORCH_CHECK_VALUE(
-        outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
-        "smddp: gather: only the root (rank ",
-        root,
-        ") takes output tensors");
-  }
+  std::vector<at::Tensor> outs = rootList(outputs, isRoot, root, size_, op, "output");
+  checkNumel(outs, in.numel(), op, "an output", "the input");
   std::vector<at::Tensor> all = outs;
   all.push_back(in);
   at::Device device = deviceOf(all, op);
   checkSameDtype(all, op);
   Moved mv = movedAs(in.scalar_type());
   int size = size_;
-  auto body = [in, outs, mv, root, isRoot, size](RunContext& ctx) {
-    at::Tensor src = staged(in);
-    size_t count = unitsOf(src, mv);
-    at::Tensor flat = isRoot ? at::empty({size * in.numel()}, in.options()) : src;
-    ctx.check(
-        smddp_gather(src.data_ptr(), flat.data_ptr(), count, mv.dtype, root, ctx.comm,
-                     ctx.stream),
-        "smddp_gather");
-    if (isRoot)
-      for (int r = 0; r < size; r++)
-        outs[r].copy_(flat.narrow(0, r * in.numel(), in.numel()).view(outs[r].sizes()));
-  };
-  return enqueue(c10d::OpType::GATHER, op, device, outs, all, opts.timeout, std::move(body));
+  return collective(
+      {c10d::OpType::GATHER, op, "smddp_gather", device, outs, all, opts.timeout},
+      [in, isRoot, size] {
+        // Elsewhere than the root the library writes nothing.
+        return std::vector<Io>{
+            isRoot ? Io{in, at::empty({size * in.numel()}, in.options())} : Io{in, {}, false}};
+      },
+      [mv, root](RunContext& ctx, size_t, const at::Tensor& src, const at::Tensor& dst) {
+        return smddp_gather(src.data_ptr(), dst.data_ptr(), unitsOf(src, mv), mv.dtype, root,
+                            ctx.comm, ctx.stream);
+      },
+      [outs, isRoot](RunContext&, const std::vector<at::Tensor>& dsts) {
+        if (isRoot)
+          unflatten(dsts[0], outs);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::scatter(
@@ -280,48 +263,26 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::scatter(
     const c10d::ScatterOptions& opts) {
   const char* op = "scatter";
   checkRoot(opts.rootRank, size_, op);
-  TORCH_CHECK_VALUE(
-      outputs.size() == 1, "smddp: scatter takes one output tensor, not ", outputs.size());
+  const at::Tensor& out = oneTensor(outputs, op);
   int root = static_cast<int>(opts.rootRank);
   bool isRoot = root == rank_;
-  at::Tensor out = outputs[0];
-  std::vector<at::Tensor> ins;
-  if (isRoot) {
-    TORCH_CHECK_VALUE(
-        inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
-        "smddp: scatter: the root needs one list of ",
-        size_,
-        " input tensors");
-    ins = inputs[0];
-    for (const auto& i : ins)
-      TORCH_CHECK_VALUE(
-          i.defined() && i.numel() == out.numel(),
-          "smddp: scatter: an input tensor has ",
-          (i.defined() ? i.numel() : 0),
-          " elements, the output ",
-          out.numel());
-  } else {
-    TORCH_CHECK_VALUE(
-        inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
-        "smddp: scatter: only the root (rank ",
-        root,
-        ") takes input tensors");
-  }
+  std::vector<at::Tensor> ins = rootList(inputs, isRoot, root, size_, op, "input");
+  checkNumel(ins, out.numel(), op, "an input", "the output");
   std::vector<at::Tensor> all = ins;
   all.push_back(out);
   at::Device device = deviceOf(all, op);
   checkSameDtype(all, op);
   Moved mv = movedAs(out.scalar_type());
-  auto body = [ins, out, mv, root, isRoot](RunContext& ctx) {
-    at::Tensor dst = receiveBuffer(out);
-    at::Tensor flat = isRoot ? flatOf(ins) : dst;
-    ctx.check(
-        smddp_scatter(flat.data_ptr(), dst.data_ptr(), unitsOf(dst, mv), mv.dtype, root,
-                      ctx.comm, ctx.stream),
-        "smddp_scatter");
-    copyBack(out, dst);
-  };
-  return enqueue(c10d::OpType::SCATTER, op, device, {out}, all, opts.timeout, std::move(body));
+  return collective(
+      {c10d::OpType::SCATTER, op, "smddp_scatter", device, {out}, all, opts.timeout},
+      [ins, out, isRoot] {
+        // Elsewhere than the root the library reads nothing.
+        return std::vector<Io>{isRoot ? Io{flatOf(ins), out} : Io{{}, out}};
+      },
+      [mv, root](RunContext& ctx, size_t, const at::Tensor& src, const at::Tensor& dst) {
+        return smddp_scatter(src.data_ptr(), dst.data_ptr(), unitsOf(dst, mv), mv.dtype, root,
+                             ctx.comm, ctx.stream);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::alltoall(
@@ -329,45 +290,36 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::alltoall(
     std::vector<at::Tensor>& inputs,
     const c10d::AllToAllOptions& opts) {
   const char* op = "all_to_all";
-  TORCH_CHECK_VALUE(
-      static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
-      "smddp: all_to_all: ",
-      inputs.size(),
-      " input and ",
-      outputs.size(),
-      " output tensors for a group of ",
-      size_,
-      "; one of each per rank");
+  checkPerRank(inputs, size_, op, "input");
+  checkPerRank(outputs, size_, op, "output");
   std::vector<at::Tensor> all = outputs;
   all.insert(all.end(), inputs.begin(), inputs.end());
   at::Device device = deviceOf(all, op);
   checkSameDtype(all, op);
   Moved mv = movedAs(inputs[0].scalar_type());
   std::vector<int64_t> sendSizes, recvSizes;
+  int64_t total = 0;
   for (const auto& t : inputs)
     sendSizes.push_back(t.numel());
-  for (const auto& t : outputs)
+  for (const auto& t : outputs) {
     recvSizes.push_back(t.numel());
+    total += t.numel();
+  }
   Blocks send = blocksOf(sendSizes, mv.units);
   Blocks recv = blocksOf(recvSizes, mv.units);
   std::vector<at::Tensor> ins = inputs, outs = outputs;
-  auto body = [ins, outs, mv, send, recv](RunContext& ctx) {
-    at::Tensor src = flatOf(ins);
-    int64_t total = 0;
-    for (const auto& o : outs)
-      total += o.numel();
-    at::Tensor dst = at::empty({total}, src.options());
-    ctx.check(
-        smddp_alltoallv(src.data_ptr(), send.counts.data(), send.displs.data(), dst.data_ptr(),
-                        recv.counts.data(), recv.displs.data(), mv.dtype, ctx.comm, ctx.stream),
-        "smddp_alltoallv");
-    int64_t offset = 0;
-    for (const auto& o : outs) {
-      o.copy_(dst.narrow(0, offset, o.numel()).view(o.sizes()));
-      offset += o.numel();
-    }
-  };
-  return enqueue(c10d::OpType::ALLTOALL, op, device, outs, all, opts.timeout, std::move(body));
+  return collective(
+      {c10d::OpType::ALLTOALL, op, "smddp_alltoallv", device, outs, all, opts.timeout},
+      [ins, total] {
+        at::Tensor src = flatOf(ins);
+        return std::vector<Io>{{src, at::empty({total}, src.options())}};
+      },
+      [mv, send, recv](RunContext& ctx, size_t, const at::Tensor& src, const at::Tensor& dst) {
+        return smddp_alltoallv(src.data_ptr(), send.counts.data(), send.displs.data(),
+                               dst.data_ptr(), recv.counts.data(), recv.displs.data(), mv.dtype,
+                               ctx.comm, ctx.stream);
+      },
+      [outs](RunContext&, const std::vector<at::Tensor>& dsts) { unflatten(dsts[0], outs); });
 }
 
 } // namespace smddp_torch

@@ -14,62 +14,45 @@
 
 namespace smddp_torch {
 
-namespace {
-
-// One send or receive as the worker runs it.  work: the one whose source
-// rank a receive sets (alive while the body runs: the batch holds its
-// members, the queue the work it runs).
-struct P2PCall {
-  bool isSend;
-  at::Tensor tensor;
-  Moved mv;
-  int peer;
-  int tag;
-  WorkSMDDP* work;
-};
-
-// Runs calls, between smddp_group_start and smddp_group_end when grouped
-// (where a receive's source rank is known only at the end).
-void runP2P(RunContext& ctx, const std::vector<P2PCall>& calls, bool grouped) {
-  std::vector<at::Tensor> bufs;
-  bufs.reserve(calls.size());
-  for (const auto& c : calls)
-    bufs.push_back(c.isSend ? staged(c.tensor) : receiveBuffer(c.tensor));
-  std::vector<int> sources(calls.size(), -1);
-  if (grouped)
-    ctx.check(smddp_group_start(), "smddp_group_start");
-  int rc = SMDDP_OK;
-  const char* call = "";
-  for (size_t i = 0; i < calls.size() && rc == SMDDP_OK; i++) {
-    const P2PCall& c = calls[i];
-    size_t count = unitsOf(bufs[i], c.mv);
-    if (c.isSend) {
-      rc = smddp_send(bufs[i].data_ptr(), count, c.mv.dtype, c.peer, c.tag, ctx.comm, ctx.stream);
-      call = "smddp_send";
-    } else {
-      rc = smddp_recv(bufs[i].data_ptr(), count, c.mv.dtype, c.peer, c.tag, &sources[i],
-                      ctx.comm, ctx.stream);
-      call = "smddp_recv";
-    }
-  }
-  if (grouped) {
-    // Always closed, so that this thread is not left inside a group.
-    int end = smddp_group_end();
-    if (rc == SMDDP_OK) {
-      rc = end;
-      call = "smddp_group_end";
-    }
-  }
-  ctx.check(rc, call);
-  for (size_t i = 0; i < calls.size(); i++) {
-    if (calls[i].isSend)
-      continue;
-    copyBack(calls[i].tensor, bufs[i]);
-    calls[i].work->setSourceRank(sources[i] >= 0 ? sources[i] : calls[i].peer);
-  }
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::p2pWork(
+    std::vector<P2PCall> calls,
+    bool grouped,
+    const char* name,
+    c10d::OpType type,
+    at::Device device,
+    std::vector<at::Tensor> received,
+    std::vector<at::Tensor> touched,
+    std::vector<c10::intrusive_ptr<WorkSMDDP>> members) {
+  // The source of each receive, known once the calls (the group) ended.
+  auto sources = std::make_shared<std::vector<int>>(calls.size(), -1);
+  Collective spec{type, name, calls.size() == 1 && calls[0].isSend ? "smddp_send" : "smddp_recv",
+                  device, std::move(received), std::move(touched),
+                  std::chrono::milliseconds(0), std::nullopt, grouped};
+  spec.members = std::move(members);
+  return collective(
+      std::move(spec),
+      [calls] {
+        std::vector<Io> ios;
+        for (const auto& c : calls)
+          ios.push_back(c.isSend ? Io{c.tensor, {}, false} : Io{{}, c.tensor});
+        return ios;
+      },
+      [calls, sources](RunContext& ctx, size_t i, const at::Tensor& src, const at::Tensor& dst) {
+        const P2PCall& c = calls[i];
+        ctx.call = c.isSend ? "smddp_send" : "smddp_recv";
+        if (c.isSend)
+          return smddp_send(src.data_ptr(), unitsOf(src, c.mv), c.mv.dtype, c.peer, c.tag,
+                            ctx.comm, ctx.stream);
+        return smddp_recv(dst.data_ptr(), unitsOf(dst, c.mv), c.mv.dtype, c.peer, c.tag,
+                          &(*sources)[i], ctx.comm, ctx.stream);
+      },
+      [calls, sources](RunContext& ctx, const std::vector<at::Tensor>&) {
+        for (size_t i = 0; i < calls.size(); i++)
+          if (!calls[i].isSend)
+            (calls[i].work ? calls[i].work : ctx.work)
+                ->setSourceRank((*sources)[i] >= 0 ? (*sources)[i] : calls[i].peer);
+      });
 }
-
-} // namespace
 
 // ---- point to point ------------------------------------------------------------
 
@@ -80,10 +63,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::p2p(
     int tag,
     const char* name,
     c10d::OpType type) {
-  TORCH_CHECK_VALUE(
-      tensors.size() == 1, "smddp: ", name, " takes one tensor, not ", tensors.size());
+  const at::Tensor& t = oneTensor(tensors, name);
   at::Device device = deviceOf(tensors, name);
-  at::Tensor t = tensors[0];
   if (peer != SMDDP_ANY_SOURCE)
     checkPeer(peer, size_, name, isSend ? "destination" : "source");
   TORCH_CHECK_VALUE(
@@ -114,11 +95,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::p2p(
       rank_,
       ") is only possible in batch_isend_irecv, beside its matching ",
       (isSend ? "irecv" : "isend"));
-  Moved mv = movedAs(t.scalar_type());
-  auto body = [isSend, t, mv, peer, tag](RunContext& ctx) {
-    runP2P(ctx, {P2PCall{isSend, t, mv, peer, tag, ctx.work}}, false);
-  };
-  return enqueue(type, name, device, {t}, {t}, std::chrono::milliseconds(0), std::move(body));
+  // The work it makes is the one whose source rank a receive sets: known
+  // only once made, so the call is filled in by the body's context.
+  std::vector<P2PCall> calls{{isSend, t, movedAs(t.scalar_type()), peer, tag, nullptr}};
+  return p2pWork(std::move(calls), false, name, type, device, {t}, {t}, {});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::send(
@@ -219,10 +199,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::endCoalescing() {
     if (!o.isSend)
       received.push_back(o.tensor);
   }
-  auto body = [calls](RunContext& ctx) { runP2P(ctx, calls, true); };
-  return enqueue(
-      c10d::OpType::COALESCED, "batch_isend_irecv", device, received, tensors,
-      std::chrono::milliseconds(0), std::move(body), std::move(members));
+  return p2pWork(
+      std::move(calls), true, "batch_isend_irecv", c10d::OpType::COALESCED, device,
+      std::move(received), std::move(tensors), std::move(members));
 }
 
 } // namespace smddp_torch

@@ -180,7 +180,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::enqueue(
     const std::vector<at::Tensor>& touched,
     std::chrono::milliseconds timeout,
     WorkSMDDP::Body body,
-    std::vector<c10::intrusive_ptr<WorkSMDDP>> members) {
+    std::vector<c10::intrusive_ptr<WorkSMDDP>> members,
+    bool mayInline) {
   // A written tensor whose elements share memory (expand()) cannot take a
   // result: refused here, on the caller's thread, as ProcessGroupNCCL
   // does, not by the copy back after the collective (which would break
@@ -194,7 +195,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::enqueue(
         "pass one with its own memory for each element, e.g. .clone()");
   auto work = makeWork(type, name, device, std::move(outputs), timeout, std::move(body));
   work->setMembers(std::move(members));
-  queue_->enqueue(work, device.is_cuda() ? touched : std::vector<at::Tensor>());
+  queue_->enqueue(work, device.is_cuda() ? touched : std::vector<at::Tensor>(), mayInline);
   if (coalescing_) {
     if (coalesced_.empty())
       coalescedDevice_ = device;
@@ -204,33 +205,95 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::enqueue(
   return work;
 }
 
+// ---- the funnel --------------------------------------------------------------
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::collective(
+    Collective spec,
+    IoPlan plan,
+    LibCall call,
+    AfterCalls after) {
+  // Built here, run where the work runs (the worker, or the caller's
+  // thread on the inline path), on the side stream for CUDA tensors: the
+  // staging copies, the premultiply and the flat buffers are queued there.
+  std::optional<Reduction> premul;
+  if (spec.premul && spec.premul->premul)
+    premul = spec.premul;
+  const bool grouped = spec.grouped;
+  const char* callName = spec.call;
+  auto body = [premul, grouped, callName, plan = std::move(plan), call = std::move(call),
+               after = std::move(after)](RunContext& ctx) {
+    std::vector<Io> ios = plan();
+    std::vector<at::Tensor> srcs(ios.size()), dsts(ios.size());
+    auto stage = [&](size_t i) {
+      const Io& io = ios[i];
+      // in undefined: a pure receive; out undefined: in place.
+      at::Tensor data = io.in.defined() ? staged(io.in) : receiveBuffer(io.out);
+      dsts[i] = io.out.defined() && io.in.defined() ? receiveBuffer(io.out) : data;
+      srcs[i] = premul && io.in.defined() ? premultiplied(data, *premul) : data;
+    };
+    auto copyOut = [&](size_t i) {
+      const Io& io = ios[i];
+      if (io.written)
+        copyBack(io.out.defined() ? io.out : io.in, dsts[i]);
+      srcs[i] = at::Tensor(); // a staging buffer goes back to the allocator now
+    };
+    auto failedCall = [&] { return ctx.call ? ctx.call : callName; };
+    if (!grouped) {
+      // One call after the other, each staged just before it: a coalesced
+      // list holds one staging copy at a time.
+      for (size_t i = 0; i < ios.size(); i++) {
+        stage(i);
+        int rc = call(ctx, i, srcs[i], dsts[i]);
+        ctx.check(rc, failedCall());
+        copyOut(i);
+      }
+    } else {
+      // Between smddp_group_start and _end, where a receive's data (and
+      // source) is known only at the end.
+      for (size_t i = 0; i < ios.size(); i++)
+        stage(i);
+      ctx.check(smddp_group_start(), "smddp_group_start");
+      int rc = SMDDP_OK;
+      for (size_t i = 0; i < ios.size() && rc == SMDDP_OK; i++)
+        rc = call(ctx, i, srcs[i], dsts[i]);
+      // Always closed, so that this thread is not left inside a group.
+      int end = smddp_group_end();
+      if (rc == SMDDP_OK && end != SMDDP_OK) {
+        rc = end;
+        ctx.call = "smddp_group_end";
+      }
+      ctx.check(rc, failedCall());
+      for (size_t i = 0; i < ios.size(); i++)
+        copyOut(i);
+    }
+    if (after)
+      after(ctx, dsts);
+  };
+  return enqueue(
+      spec.type, spec.name, spec.device, std::move(spec.results), spec.touched, spec.timeout,
+      std::move(body), std::move(spec.members), spec.queues);
+}
+
 // ---- collectives -----------------------------------------------------------
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allreduce(
     std::vector<at::Tensor>& tensors,
     const c10d::AllreduceOptions& opts) {
   const char* op = "allreduce";
-  if (tensors.size() != 1)
-    throwNotSupported("allreduce of several tensors per process (a list of " +
-                      std::to_string(tensors.size()) + ")");
-  if (tensors[0].defined() && tensors[0].is_sparse())
-    return sparseAllreduce(tensors[0], opts);
+  const at::Tensor& t = oneTensor(tensors, op);
+  if (t.is_sparse())
+    return sparseAllreduce(t, opts);
   at::Device device = deviceOf(tensors, op);
-  at::Tensor t = tensors[0];
   Dtype dt = toSmddpDtype(t.scalar_type(), op);
   Reduction red = toSmddpReduction(opts.reduceOp, dt, op);
-  auto body = [t, dt, red](RunContext& ctx) {
-    at::Tensor data = staged(t);
-    at::Tensor src = red.premul ? premultiplied(data, red) : data;
-    ctx.check(
-        smddp_allreduce(src.data_ptr(), data.data_ptr(), countOf(data, dt), dt.dtype, red.op,
-                        ctx.comm, ctx.stream),
-        "smddp_allreduce");
-    copyBack(t, data);
-  };
-  return enqueue(
-      c10d::OpType::ALLREDUCE, op, device, {t}, withFactor({t}, red), opts.timeout,
-      std::move(body));
+  return collective(
+      {c10d::OpType::ALLREDUCE, op, "smddp_allreduce", device, {t}, withFactor({t}, red),
+       opts.timeout, red, false, true},
+      [t] { return std::vector<Io>{{t}}; },
+      [dt, red](RunContext& ctx, size_t, const at::Tensor& src, const at::Tensor& dst) {
+        return smddp_allreduce(src.data_ptr(), dst.data_ptr(), countOf(dst, dt), dt.dtype,
+                               red.op, ctx.comm, ctx.stream);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allreduce_coalesced(
@@ -247,90 +310,76 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allreduce_coalesced(
     sameDtype = sameDtype && t.scalar_type() == tensors[0].scalar_type();
   }
   std::vector<at::Tensor> ts = tensors;
-  auto body = [ts, dts, reds, sameDtype](RunContext& ctx) {
-    if (sameDtype) {
-      // One call over a flat copy of all of them.
-      at::Tensor flat = flatOf(ts);
-      at::Tensor src = reds[0].premul ? premultiplied(flat, reds[0]) : flat;
-      ctx.check(
-          smddp_allreduce(src.data_ptr(), flat.data_ptr(), countOf(flat, dts[0]),
-                          dts[0].dtype, reds[0].op, ctx.comm, ctx.stream),
-          "smddp_allreduce");
-      int64_t offset = 0;
-      for (const auto& t : ts) {
-        t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
-        offset += t.numel();
-      }
-      return;
-    }
-    for (size_t i = 0; i < ts.size(); i++) {
-      at::Tensor data = staged(ts[i]);
-      at::Tensor src = reds[i].premul ? premultiplied(data, reds[i]) : data;
-      ctx.check(
-          smddp_allreduce(src.data_ptr(), data.data_ptr(), countOf(data, dts[i]),
-                          dts[i].dtype, reds[i].op, ctx.comm, ctx.stream),
-          "smddp_allreduce");
-      copyBack(ts[i], data);
-    }
-  };
   std::vector<at::Tensor> touched = reds.empty() ? ts : withFactor(ts, reds[0]);
-  return enqueue(
-      c10d::OpType::ALLREDUCE_COALESCED, op, device, ts, touched, opts.timeout, std::move(body));
+  Collective spec{c10d::OpType::ALLREDUCE_COALESCED, op, "smddp_allreduce", device, ts,
+                  touched, opts.timeout, reds.empty() ? std::nullopt : std::optional(reds[0]),
+                  false, true};
+  if (sameDtype) {
+    // One call over a flat copy of all of them, split back after.
+    return collective(
+        std::move(spec), [ts] { return std::vector<Io>{{flatOf(ts), {}, false}}; },
+        [dts, reds](RunContext& ctx, size_t, const at::Tensor& src, const at::Tensor& dst) {
+          return smddp_allreduce(src.data_ptr(), dst.data_ptr(), countOf(dst, dts[0]),
+                                 dts[0].dtype, reds[0].op, ctx.comm, ctx.stream);
+        },
+        [ts](RunContext&, const std::vector<at::Tensor>& dsts) { unflatten(dsts[0], ts); });
+  }
+  return collective(
+      std::move(spec),
+      [ts] {
+        std::vector<Io> ios;
+        for (const auto& t : ts)
+          ios.push_back({t});
+        return ios;
+      },
+      [dts, reds](RunContext& ctx, size_t i, const at::Tensor& src, const at::Tensor& dst) {
+        return smddp_allreduce(src.data_ptr(), dst.data_ptr(), countOf(dst, dts[i]),
+                               dts[i].dtype, reds[i].op, ctx.comm, ctx.stream);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::broadcast(
     std::vector<at::Tensor>& tensors,
     const c10d::BroadcastOptions& opts) {
   const char* op = "broadcast";
-  if (tensors.size() != 1)
-    throwNotSupported("broadcast of several tensors per process (a list of " +
-                      std::to_string(tensors.size()) + ")");
+  const at::Tensor& t = oneTensor(tensors, op);
   TORCH_CHECK_VALUE(opts.rootTensor == 0, "smddp: broadcast: rootTensor must be 0");
   checkRoot(opts.rootRank, size_, op);
   at::Device device = deviceOf(tensors, op);
-  at::Tensor t = tensors[0];
   // Only moved: any dtype (DDP broadcasts every buffer of a module).
   Moved mv = movedAs(t.scalar_type());
   int root = static_cast<int>(opts.rootRank);
   bool isRoot = root == rank_;
-  auto body = [t, mv, root, isRoot](RunContext& ctx) {
-    at::Tensor data = staged(t);
-    ctx.check(
-        smddp_broadcast(data.data_ptr(), unitsOf(data, mv), mv.dtype, root, ctx.comm, ctx.stream),
-        "smddp_broadcast");
-    if (!isRoot)
-      copyBack(t, data);
-  };
-  return enqueue(c10d::OpType::BROADCAST, op, device, {t}, {t}, opts.timeout, std::move(body));
+  return collective(
+      {c10d::OpType::BROADCAST, op, "smddp_broadcast", device, {t}, {t}, opts.timeout,
+       std::nullopt, false, true},
+      [t, isRoot] { return std::vector<Io>{{t, {}, !isRoot}}; },
+      [mv, root](RunContext& ctx, size_t, const at::Tensor&, const at::Tensor& dst) {
+        return smddp_broadcast(dst.data_ptr(), unitsOf(dst, mv), mv.dtype, root, ctx.comm,
+                               ctx.stream);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::reduce(
     std::vector<at::Tensor>& tensors,
     const c10d::ReduceOptions& opts) {
   const char* op = "reduce";
-  if (tensors.size() != 1)
-    throwNotSupported("reduce of several tensors per process (a list of " +
-                      std::to_string(tensors.size()) + ")");
+  const at::Tensor& t = oneTensor(tensors, op);
   TORCH_CHECK_VALUE(opts.rootTensor == 0, "smddp: reduce: rootTensor must be 0");
   checkRoot(opts.rootRank, size_, op);
   at::Device device = deviceOf(tensors, op);
-  at::Tensor t = tensors[0];
   Dtype dt = toSmddpDtype(t.scalar_type(), op);
   Reduction red = toSmddpReduction(opts.reduceOp, dt, op);
   int root = static_cast<int>(opts.rootRank);
   bool isRoot = root == rank_;
-  auto body = [t, dt, red, root, isRoot](RunContext& ctx) {
-    at::Tensor data = staged(t);
-    at::Tensor src = red.premul ? premultiplied(data, red) : data;
-    ctx.check(
-        smddp_reduce(src.data_ptr(), data.data_ptr(), countOf(data, dt), dt.dtype, red.op, root,
-                     ctx.comm, ctx.stream),
-        "smddp_reduce");
-    if (isRoot)
-      copyBack(t, data);
-  };
-  return enqueue(
-      c10d::OpType::REDUCE, op, device, {t}, withFactor({t}, red), opts.timeout, std::move(body));
+  return collective(
+      {c10d::OpType::REDUCE, op, "smddp_reduce", device, {t}, withFactor({t}, red), opts.timeout,
+       red, false, true},
+      [t, isRoot] { return std::vector<Io>{{t, {}, isRoot}}; },
+      [dt, red, root](RunContext& ctx, size_t, const at::Tensor& src, const at::Tensor& dst) {
+        return smddp_reduce(src.data_ptr(), dst.data_ptr(), countOf(dst, dt), dt.dtype, red.op,
+                            root, ctx.comm, ctx.stream);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allgather(
@@ -338,77 +387,49 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allgather(
     std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   const char* op = "allgather";
-  if (inputs.size() != 1 || outputs.size() != 1)
-    throwNotSupported("allgather of several tensors per process");
-  std::vector<at::Tensor> outs = outputs[0];
-  TORCH_CHECK_VALUE(
-      static_cast<int>(outs.size()) == size_,
-      "smddp: allgather: the output list has ",
-      outs.size(),
-      " tensors for a group of ",
-      size_);
-  at::Tensor in = inputs[0];
+  const at::Tensor& in = oneTensor(inputs, op);
+  const std::vector<at::Tensor>& outs = oneList(outputs, op);
+  checkPerRank(outs, size_, op, "output");
   std::vector<at::Tensor> all = outs;
   all.push_back(in);
   at::Device device = deviceOf(all, op);
   checkSameDtype(all, op);
-  for (const auto& o : outs)
-    TORCH_CHECK_VALUE(
-        o.numel() == in.numel(),
-        "smddp: allgather: an output tensor has ",
-        o.numel(),
-        " elements, the input ",
-        in.numel());
+  checkNumel(outs, in.numel(), op, "an output", "the input");
   Moved mv = movedAs(in.scalar_type());
   int size = size_;
-  auto body = [in, outs, mv, size](RunContext& ctx) {
-    at::Tensor src = staged(in);
-    at::Tensor flat = at::empty({size * in.numel()}, in.options());
-    ctx.check(
-        smddp_allgather(src.data_ptr(), flat.data_ptr(), unitsOf(src, mv), mv.dtype, ctx.comm,
-                        ctx.stream),
-        "smddp_allgather");
-    for (int r = 0; r < size; r++)
-      outs[r].copy_(flat.narrow(0, r * in.numel(), in.numel()).view(outs[r].sizes()));
-  };
-  return enqueue(c10d::OpType::ALLGATHER, op, device, outs, all, opts.timeout, std::move(body));
+  return collective(
+      {c10d::OpType::ALLGATHER, op, "smddp_allgather", device, outs, all, opts.timeout,
+       std::nullopt, false, true},
+      [in, size] { return std::vector<Io>{{in, at::empty({size * in.numel()}, in.options())}}; },
+      [mv](RunContext& ctx, size_t, const at::Tensor& src, const at::Tensor& dst) {
+        return smddp_allgather(src.data_ptr(), dst.data_ptr(), unitsOf(src, mv), mv.dtype,
+                               ctx.comm, ctx.stream);
+      },
+      [outs](RunContext&, const std::vector<at::Tensor>& dsts) { unflatten(dsts[0], outs); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::_allgather_base(
     at::Tensor& output,
     at::Tensor& input,
     const c10d::AllgatherOptions& opts) {
-  const char* op = "all_gather_into_tensor";
-  at::Device device = deviceOf({output, input}, op);
-  checkSameDtype({output, input}, op);
-  TORCH_CHECK_VALUE(
-      output.numel() == input.numel() * size_,
-      "smddp: all_gather_into_tensor: the output has ",
-      output.numel(),
-      " elements, not ",
-      size_,
-      " x ",
-      input.numel());
-  Moved mv = movedAs(input.scalar_type());
-  at::Tensor in = input, out = output;
-  auto body = [in, out, mv](RunContext& ctx) {
-    at::Tensor src = staged(in);
-    at::Tensor dst = staged(out);
-    ctx.check(
-        smddp_allgather(src.data_ptr(), dst.data_ptr(), unitsOf(src, mv), mv.dtype, ctx.comm,
-                        ctx.stream),
-        "smddp_allgather");
-    copyBack(out, dst);
-  };
-  return enqueue(
-      c10d::OpType::_ALLGATHER_BASE, op, device, {out}, {out, in}, opts.timeout, std::move(body));
+  return allgather_into_tensor_coalesced(
+      {output}, {input}, opts, "all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs,
     std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  const char* op = "allgather_into_tensor_coalesced";
+  return allgather_into_tensor_coalesced(
+      outputs, inputs, opts, "allgather_into_tensor_coalesced", c10d::OpType::COALESCED);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allgather_into_tensor_coalesced(
+    const std::vector<at::Tensor>& outputs,
+    const std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts,
+    const char* op,
+    c10d::OpType type) {
   std::vector<at::Tensor> all = outputs;
   all.insert(all.end(), inputs.begin(), inputs.end());
   at::Device device = deviceOf(all, op);
@@ -416,21 +437,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allgather_into_tensor_coalesce
   std::vector<Moved> mvs;
   for (const auto& in : inputs)
     mvs.push_back(movedAs(in.scalar_type()));
-  std::vector<at::Tensor> ins = inputs, outs = outputs;
-  auto body = [ins, outs, mvs](RunContext& ctx) {
-    for (size_t i = 0; i < ins.size(); i++) {
-      at::Tensor src = staged(ins[i]);
-      at::Tensor dst = staged(outs[i]);
-      ctx.check(
-          smddp_allgather(src.data_ptr(), dst.data_ptr(), unitsOf(src, mvs[i]), mvs[i].dtype,
-                          ctx.comm, ctx.stream),
-          "smddp_allgather");
-      copyBack(outs[i], dst);
-    }
-  };
-  return enqueue(
-      c10d::OpType::COALESCED, op, device, outs, all, opts.timeout,
-      std::move(body));
+  return collective(
+      {type, op, "smddp_allgather", device, outputs, all, opts.timeout, std::nullopt, false,
+       true},
+      [ins = inputs, outs = outputs] { return pairsOf(ins, outs); },
+      [mvs](RunContext& ctx, size_t i, const at::Tensor& src, const at::Tensor& dst) {
+        return smddp_allgather(src.data_ptr(), dst.data_ptr(), unitsOf(src, mvs[i]),
+                               mvs[i].dtype, ctx.comm, ctx.stream);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::reduce_scatter(
@@ -438,83 +452,48 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::reduce_scatter(
     std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   const char* op = "reduce_scatter";
-  if (outputs.size() != 1 || inputs.size() != 1)
-    throwNotSupported("reduce_scatter of several tensors per process");
-  std::vector<at::Tensor> ins = inputs[0];
-  TORCH_CHECK_VALUE(
-      static_cast<int>(ins.size()) == size_,
-      "smddp: reduce_scatter: the input list has ",
-      ins.size(),
-      " tensors for a group of ",
-      size_);
-  at::Tensor out = outputs[0];
+  const at::Tensor& out = oneTensor(outputs, op);
+  const std::vector<at::Tensor>& ins = oneList(inputs, op);
+  checkPerRank(ins, size_, op, "input");
   std::vector<at::Tensor> all = ins;
   all.push_back(out);
   at::Device device = deviceOf(all, op);
   checkSameDtype(all, op);
-  for (const auto& in : ins)
-    TORCH_CHECK_VALUE(
-        in.numel() == out.numel(),
-        "smddp: reduce_scatter: an input tensor has ",
-        in.numel(),
-        " elements, the output ",
-        out.numel());
+  checkNumel(ins, out.numel(), op, "an input", "the output");
   Dtype dt = toSmddpDtype(out.scalar_type(), op);
   Reduction red = toSmddpReduction(opts.reduceOp, dt, op);
-  auto body = [ins, out, dt, red](RunContext& ctx) {
-    at::Tensor flat = flatOf(ins);
-    at::Tensor src = red.premul ? premultiplied(flat, red) : flat;
-    at::Tensor dst = staged(out);
-    ctx.check(
-        smddp_reduce_scatter(src.data_ptr(), dst.data_ptr(), countOf(dst, dt), dt.dtype, red.op,
-                             ctx.comm, ctx.stream),
-        "smddp_reduce_scatter");
-    copyBack(out, dst);
-  };
-  return enqueue(
-      c10d::OpType::REDUCE_SCATTER, op, device, {out}, withFactor(all, red), opts.timeout,
-      std::move(body));
+  return collective(
+      {c10d::OpType::REDUCE_SCATTER, op, "smddp_reduce_scatter", device, {out},
+       withFactor(all, red), opts.timeout, red, false, true},
+      [ins, out] { return std::vector<Io>{{flatOf(ins), out}}; },
+      [dt, red](RunContext& ctx, size_t, const at::Tensor& src, const at::Tensor& dst) {
+        return smddp_reduce_scatter(src.data_ptr(), dst.data_ptr(), countOf(dst, dt), dt.dtype,
+                                    red.op, ctx.comm, ctx.stream);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::_reduce_scatter_base(
     at::Tensor& output,
     at::Tensor& input,
     const c10d::ReduceScatterOptions& opts) {
-  const char* op = "reduce_scatter_tensor";
-  at::Device device = deviceOf({output, input}, op);
-  checkSameDtype({output, input}, op);
-  TORCH_CHECK_VALUE(
-      input.numel() == output.numel() * size_,
-      "smddp: reduce_scatter_tensor: the input has ",
-      input.numel(),
-      " elements, not ",
-      size_,
-      " x ",
-      output.numel());
-  Dtype dt = toSmddpDtype(output.scalar_type(), op);
-  Reduction red = toSmddpReduction(opts.reduceOp, dt, op);
-  at::Tensor in = input, out = output;
-  auto body = [in, out, dt, red](RunContext& ctx) {
-    at::Tensor src = staged(in);
-    if (red.premul)
-      src = premultiplied(src, red);
-    at::Tensor dst = staged(out);
-    ctx.check(
-        smddp_reduce_scatter(src.data_ptr(), dst.data_ptr(), countOf(dst, dt), dt.dtype, red.op,
-                             ctx.comm, ctx.stream),
-        "smddp_reduce_scatter");
-    copyBack(out, dst);
-  };
-  return enqueue(
-      c10d::OpType::_REDUCE_SCATTER_BASE, op, device, {out}, withFactor({out, in}, red),
-      opts.timeout, std::move(body));
+  return reduce_scatter_tensor_coalesced(
+      {output}, {input}, opts, "reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs,
     std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  const char* op = "reduce_scatter_tensor_coalesced";
+  return reduce_scatter_tensor_coalesced(
+      outputs, inputs, opts, "reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::reduce_scatter_tensor_coalesced(
+    const std::vector<at::Tensor>& outputs,
+    const std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts,
+    const char* op,
+    c10d::OpType type) {
   std::vector<at::Tensor> all = outputs;
   all.insert(all.end(), inputs.begin(), inputs.end());
   at::Device device = deviceOf(all, op);
@@ -525,25 +504,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::reduce_scatter_tensor_coalesce
     dts.push_back(toSmddpDtype(in.scalar_type(), op));
     reds.push_back(toSmddpReduction(opts.reduceOp, dts.back(), op));
   }
-  std::vector<at::Tensor> ins = inputs, outs = outputs;
-  auto body = [ins, outs, dts, reds](RunContext& ctx) {
-    for (size_t i = 0; i < ins.size(); i++) {
-      at::Tensor src = staged(ins[i]);
-      if (reds[i].premul)
-        src = premultiplied(src, reds[i]);
-      at::Tensor dst = staged(outs[i]);
-      ctx.check(
-          smddp_reduce_scatter(src.data_ptr(), dst.data_ptr(), countOf(dst, dts[i]),
-                               dts[i].dtype, reds[i].op, ctx.comm, ctx.stream),
-          "smddp_reduce_scatter");
-      copyBack(outs[i], dst);
-    }
-  };
   if (!reds.empty())
     all = withFactor(all, reds[0]);
-  return enqueue(
-      c10d::OpType::COALESCED, op, device, outs, all, opts.timeout,
-      std::move(body));
+  return collective(
+      {type, op, "smddp_reduce_scatter", device, outputs, all, opts.timeout,
+       reds.empty() ? std::nullopt : std::optional(reds[0]), false, true},
+      [ins = inputs, outs = outputs] { return pairsOf(ins, outs); },
+      [dts, reds](RunContext& ctx, size_t i, const at::Tensor& src, const at::Tensor& dst) {
+        return smddp_reduce_scatter(src.data_ptr(), dst.data_ptr(), countOf(dst, dts[i]),
+                                    dts[i].dtype, reds[i].op, ctx.comm, ctx.stream);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::alltoall_base(
@@ -562,21 +532,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::alltoall_base(
   Blocks recv = blocksOf(recvRows, static_cast<size_t>(rowNumel(output)) * mv.units);
   // Always smddp_alltoallv, even where this rank's blocks are equal: a
   // peer's may not be, and the plain all-to-all (another protocol) would
-  // not meet its alltoallv.
+  // not meet its alltoallv.  It returns once done: never inline.
   at::Tensor in = input, out = output;
-  auto body = [in, out, mv, send, recv](RunContext& ctx) {
-    at::Tensor src = staged(in);
-    at::Tensor dst = receiveBuffer(out);
-    if (src.numel() > 0 && src.data_ptr() == dst.data_ptr())
-      src = src.clone(); // the library's all-to-all is not in place
-    ctx.check(
-        smddp_alltoallv(src.data_ptr(), send.counts.data(), send.displs.data(), dst.data_ptr(),
-                        recv.counts.data(), recv.displs.data(), mv.dtype, ctx.comm, ctx.stream),
-        "smddp_alltoallv");
-    copyBack(out, dst);
-  };
-  return enqueue(
-      c10d::OpType::ALLTOALL_BASE, op, device, {out}, {out, in}, opts.timeout, std::move(body));
+  return collective(
+      {c10d::OpType::ALLTOALL_BASE, op, "smddp_alltoallv", device, {out}, {out, in},
+       opts.timeout},
+      [in, out] { return std::vector<Io>{{in, out}}; },
+      [mv, send, recv](RunContext& ctx, size_t, const at::Tensor& src, const at::Tensor& dst) {
+        // The library's all-to-all is not in place.
+        at::Tensor from = src.numel() > 0 && src.data_ptr() == dst.data_ptr() ? src.clone() : src;
+        return smddp_alltoallv(from.data_ptr(), send.counts.data(), send.displs.data(),
+                               dst.data_ptr(), recv.counts.data(), recv.displs.data(), mv.dtype,
+                               ctx.comm, ctx.stream);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::barrier(const c10d::BarrierOptions& opts) {

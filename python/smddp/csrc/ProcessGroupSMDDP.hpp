@@ -7,9 +7,15 @@
 // is read from or written to the environment, so any init_method works and
 // sub-groups live beside the world group and beside other backends.
 //
-// Every collective checks its arguments on the caller's thread (what cannot
-// be done exactly is refused there, with a c10 error), then queues the work
-// on the group's worker (WorkQueue.hpp) and returns its Work at once.
+// Every op checks its arguments on the caller's thread (what cannot be done
+// exactly is refused there, with a c10 error; the shared checkers are in
+// Tensors.hpp), then hands one funnel, collective(), a plan of what its
+// library calls read and write and the call itself: the funnel owns the
+// staging, the PREMUL_SUM premultiply, the check of each call and the copy
+// back, and makes the work item.  The work is queued on the group's worker
+// (WorkQueue.hpp) and its Work returned at once; CUDA collectives whose
+// calls return once queued run on the caller's thread instead when the
+// communicator is in the queued mode (WorkQueue::enqueue).
 // Tear-down (shutdown(), abort(), the destructor) is local: it never waits
 // for the other ranks, who may tear their groups down in another order.
 //
@@ -39,6 +45,8 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "Tensors.hpp"
+#include "Types.hpp"
 #include "WorkQueue.hpp"
 
 namespace smddp_torch {
@@ -50,6 +58,49 @@ struct P2POp {
   int peer; // SMDDP_ANY_SOURCE: a receive from anyone
   int tag;
   c10::intrusive_ptr<WorkSMDDP> work; // its member work
+};
+
+// A send or receive as the funnel runs it.  work: the one whose source
+// rank a receive sets (a batch's member; null: the work being run).
+struct P2PCall {
+  bool isSend;
+  at::Tensor tensor;
+  Moved mv;
+  int peer;
+  int tag;
+  WorkSMDDP* work;
+};
+
+// One library call of a collective, on the tensors the funnel staged
+// (collective()): src is what it reads (a contiguous copy where the
+// caller's tensor is not contiguous, multiplied for PREMUL_SUM), dst what
+// it writes (src itself in place); i: which Io of the plan.  Returns the
+// library's result; it may name the failing call in ctx.call.
+using LibCall = std::function<int(RunContext& ctx, size_t i, const at::Tensor& src,
+                                  const at::Tensor& dst)>;
+// What the calls read and write, made where the work runs (on the side
+// stream for CUDA tensors): the caller's tensors, or flat buffers.
+using IoPlan = std::function<std::vector<Io>()>;
+// After every call, the dsts in the plan's order: copies from flat
+// buffers into the caller's tensors, a receive's source rank.
+using AfterCalls = std::function<void(RunContext& ctx, const std::vector<at::Tensor>& dsts)>;
+
+// A work item of the funnel.
+struct Collective {
+  c10d::OpType type;
+  const char* name; // torch's name of the call, in errors
+  const char* call; // the library function, in errors
+  at::Device device;
+  std::vector<at::Tensor> results;  // Work::result(), the future's value
+  std::vector<at::Tensor> touched;  // what the side stream uses (CUDA)
+  std::chrono::milliseconds timeout; // of wait(); 0: the group's
+  std::optional<Reduction> premul = std::nullopt; // PREMUL_SUM: inputs multiplied first
+  bool grouped = false; // the calls between smddp_group_start and _end
+  // Every call is one that returns once queued when the communicator is
+  // in the queued mode (smddp_comm_get_cuda_mode): CUDA work may then run
+  // on the caller's thread (WorkQueue::enqueue).
+  bool queues = false;
+  std::vector<c10::intrusive_ptr<WorkSMDDP>> members = {}; // a batch's works
 };
 
 class ProcessGroupSMDDP : public c10d::Backend {
@@ -217,6 +268,12 @@ class ProcessGroupSMDDP : public c10d::Backend {
   void shutdown();
   void abort();
 
+  // Which way its CUDA works went (WorkQueue::cudaPathStats): tests and
+  // benchmarks (smddp.torch._cuda_path_stats).
+  WorkQueue::CudaPathStats cudaPathStats() const {
+    return queue_->cudaPathStats();
+  }
+
  private:
   c10::intrusive_ptr<WorkSMDDP> makeWork(
       c10d::OpType type,
@@ -225,7 +282,43 @@ class ProcessGroupSMDDP : public c10d::Backend {
       std::vector<at::Tensor> outputs,
       std::chrono::milliseconds timeout,
       WorkSMDDP::Body body);
+  // The funnel of every op that moves tensors: plan's Ios staged (copied
+  // contiguous, premultiplied), call run on each (checked: a failure
+  // raises with the library's sentence), the written outputs copied back,
+  // then after; as one work item, on the worker or, for CUDA work that
+  // queues in the queued mode, on the caller's thread (ProcessGroupNCCL's
+  // collective(inputs, outputs, fn, pre, post)).
+  c10::intrusive_ptr<c10d::Work> collective(
+      Collective spec,
+      IoPlan plan,
+      LibCall call,
+      AfterCalls after = nullptr);
+  // The tensor forms and their coalesced lists, one code each.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      const std::vector<at::Tensor>& outputs,
+      const std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts,
+      const char* op,
+      c10d::OpType type);
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      const std::vector<at::Tensor>& outputs,
+      const std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts,
+      const char* op,
+      c10d::OpType type);
+  // Sends and receives through the funnel; grouped: a batch's, between
+  // smddp_group_start and _end.
+  c10::intrusive_ptr<c10d::Work> p2pWork(
+      std::vector<P2PCall> calls,
+      bool grouped,
+      const char* name,
+      c10d::OpType type,
+      at::Device device,
+      std::vector<at::Tensor> received,
+      std::vector<at::Tensor> touched,
+      std::vector<c10::intrusive_ptr<WorkSMDDP>> members);
   // members: works that start and complete with this one (a batch's).
+  // mayInline: see Collective::queues.
   c10::intrusive_ptr<c10d::Work> enqueue(
       c10d::OpType type,
       const char* name,
@@ -234,7 +327,8 @@ class ProcessGroupSMDDP : public c10d::Backend {
       const std::vector<at::Tensor>& touched,
       std::chrono::milliseconds timeout,
       WorkSMDDP::Body body,
-      std::vector<c10::intrusive_ptr<WorkSMDDP>> members = {});
+      std::vector<c10::intrusive_ptr<WorkSMDDP>> members = {},
+      bool mayInline = false);
 
   // Rank 0 publishes a new id under key, the others read it.
   smddp_unique_id rendezvous(c10d::Store& store, const std::string& key);

@@ -8,6 +8,107 @@
 
 namespace smddp_torch {
 
+std::vector<Io> pairsOf(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
+  std::vector<Io> ios;
+  ios.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); i++)
+    ios.push_back({inputs[i], outputs[i]});
+  return ios;
+}
+
+void unflatten(const at::Tensor& flat, const std::vector<at::Tensor>& tensors) {
+  int64_t offset = 0;
+  for (const auto& t : tensors) {
+    t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
+
+const at::Tensor& oneTensor(const std::vector<at::Tensor>& tensors, const char* op) {
+  TORCH_CHECK_VALUE(!tensors.empty(), "smddp: ", op, " got no tensors");
+  if (tensors.size() != 1)
+    throwNotSupported(std::string(op) + " of several tensors per process (a list of " +
+                      std::to_string(tensors.size()) + ")");
+  TORCH_CHECK(tensors[0].defined(), "smddp: ", op, " got an undefined tensor");
+  return tensors[0];
+}
+
+const std::vector<at::Tensor>& oneList(
+    const std::vector<std::vector<at::Tensor>>& lists,
+    const char* op) {
+  TORCH_CHECK_VALUE(!lists.empty(), "smddp: ", op, " got no tensor lists");
+  if (lists.size() != 1)
+    throwNotSupported(std::string(op) + " of several tensors per process (" +
+                      std::to_string(lists.size()) + " lists)");
+  return lists[0];
+}
+
+void checkPerRank(const std::vector<at::Tensor>& list, int size, const char* op, const char* which) {
+  TORCH_CHECK_VALUE(
+      static_cast<int>(list.size()) == size,
+      "smddp: ",
+      op,
+      ": the ",
+      which,
+      " list has ",
+      list.size(),
+      " tensors for a group of ",
+      size,
+      "; one per rank");
+}
+
+void checkNumel(
+    const std::vector<at::Tensor>& list,
+    int64_t numel,
+    const char* op,
+    const char* which,
+    const char* other) {
+  for (const auto& t : list)
+    TORCH_CHECK_VALUE(
+        t.defined() && t.numel() == numel,
+        "smddp: ",
+        op,
+        ": ",
+        which,
+        " tensor has ",
+        (t.defined() ? t.numel() : 0),
+        " elements, ",
+        other,
+        " ",
+        numel);
+}
+
+std::vector<at::Tensor> rootList(
+    const std::vector<std::vector<at::Tensor>>& lists,
+    bool isRoot,
+    int root,
+    int size,
+    const char* op,
+    const char* which) {
+  if (!isRoot) {
+    TORCH_CHECK_VALUE(
+        lists.empty() || (lists.size() == 1 && lists[0].empty()),
+        "smddp: ",
+        op,
+        ": only the root (rank ",
+        root,
+        ") takes ",
+        which,
+        " tensors");
+    return {};
+  }
+  TORCH_CHECK_VALUE(
+      lists.size() == 1 && static_cast<int>(lists[0].size()) == size,
+      "smddp: ",
+      op,
+      ": the root needs one list of ",
+      size,
+      " ",
+      which,
+      " tensors");
+  return lists[0];
+}
+
 void checkTensor(const at::Tensor& t, const char* op) {
   TORCH_CHECK(t.defined(), "smddp: ", op, " got an undefined tensor");
   if (t.layout() == at::kStrided)

@@ -12,6 +12,48 @@
 
 namespace smddp_torch {
 
+// What one library call of the funnel (ProcessGroupSMDDP::collective)
+// reads and writes.
+struct Io {
+  at::Tensor in;       // read; undefined: a pure receive (into out)
+  at::Tensor out = {}; // written; undefined: in place (into in)
+  bool written = true; // this rank's output takes the result (copied back)
+};
+
+// Io {inputs[i], outputs[i]} for each i.
+std::vector<Io> pairsOf(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs);
+
+// flat's elements, in order, copied into tensors.
+void unflatten(const at::Tensor& flat, const std::vector<at::Tensor>& tensors);
+
+// The argument checks every op shares.  oneTensor, oneList: the one tensor
+// (list) of a call that takes one per process; a list of several is
+// refused (NotImplementedError: "several tensors per process").
+const at::Tensor& oneTensor(const std::vector<at::Tensor>& tensors, const char* op);
+const std::vector<at::Tensor>& oneList(
+    const std::vector<std::vector<at::Tensor>>& lists,
+    const char* op);
+// One tensor per rank of the group: "the <which> list has N tensors for a
+// group of SIZE".
+void checkPerRank(const std::vector<at::Tensor>& list, int size, const char* op, const char* which);
+// Every tensor of list has numel elements: "<which> tensor has N elements,
+// <other> M".
+void checkNumel(
+    const std::vector<at::Tensor>& list,
+    int64_t numel,
+    const char* op,
+    const char* which,
+    const char* other);
+// The per-rank list of a rooted call (gather's outputs, scatter's inputs):
+// on the root one list of size tensors, elsewhere none.
+std::vector<at::Tensor> rootList(
+    const std::vector<std::vector<at::Tensor>>& lists,
+    bool isRoot,
+    int root,
+    int size,
+    const char* op,
+    const char* which);
+
 void checkTensor(const at::Tensor& t, const char* op);
 
 // CPU, or CUDA where this build has the CUDA path.

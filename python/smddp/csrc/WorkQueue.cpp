@@ -415,7 +415,17 @@ WorkQueue::~WorkQueue() {
   freeComm();
 }
 
+std::atomic<bool> WorkQueue::inlineAllowed{true};
+
+WorkQueue::CudaPathStats WorkQueue::cudaPathStats() const {
+  return {cudaMode_.load(), inlined_.load(), queuedCuda_.load()};
+}
+
 void WorkQueue::start() {
+  // Known before any call where one rank or SMDDP_CUDA_ASYNC decides it.
+  int mode = SMDDP_CUDA_UNDECIDED;
+  if (comm_ && smddp_comm_get_cuda_mode(comm_, &mode) == SMDDP_OK)
+    cudaMode_.store(mode);
   // The worker owns a reference, so that it can outlive a stop() called
   // on itself.
   thread_ = std::thread([self = shared_from_this()] { self->loop(); });
@@ -508,8 +518,18 @@ void WorkQueue::throwStopped(const WorkSMDDP& work) const {
 
 void WorkQueue::enqueue(
     const c10::intrusive_ptr<WorkSMDDP>& work,
-    const std::vector<at::Tensor>& deviceTensors) {
+    const std::vector<at::Tensor>& deviceTensors,
+    bool mayInline) {
   prepare(work, deviceTensors);
+#ifdef SMDDP_TORCH_CUDA
+  if (mayInline && work->device_.is_cuda() && inlineAllowed.load(std::memory_order_relaxed) &&
+      cudaMode_.load(std::memory_order_relaxed) == SMDDP_CUDA_QUEUED && runInline(work))
+    return;
+  if (work->device_.is_cuda())
+    queuedCuda_.fetch_add(1, std::memory_order_relaxed);
+#else
+  (void)mayInline;
+#endif
   {
     std::unique_lock<std::mutex> lock(mutex_);
     if (stopped_) {
@@ -597,21 +617,68 @@ void WorkQueue::run(const c10::intrusive_ptr<WorkSMDDP>& work) {
   work->markStarted();
   for (const auto& m : work->members_)
     m->markStarted();
+  std::unique_lock<std::mutex> commLock(commMutex_);
+  std::string say;
+  std::exception_ptr error = execute(work, true, say);
+  commLock.unlock();
+  sayDeviceError(say);
+  work->body_ = nullptr; // frees the staging buffers now
+  for (const auto& m : work->members_)
+    post(m, error);
+  work->members_.clear();
+  post(work, error);
+}
+
+bool WorkQueue::runInline(const c10::intrusive_ptr<WorkSMDDP>& work) {
+  WorkSMDDP::TsanUse use(work.get());
+  // Never waits for the worker: a body it runs may free a tensor that
+  // needs the GIL, which this thread may hold.  Busy, it takes the work.
+  std::unique_lock<std::mutex> commLock(commMutex_, std::try_to_lock);
+  if (!commLock.owns_lock())
+    return false;
+  {
+    // Work queued before this one runs first: issue order is what keeps
+    // the ranks matched.
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopped_ || busy_ || !queue_.empty())
+      return false;
+  }
+  work->markStarted();
+  const bool wasWatching = watching_.load(std::memory_order_relaxed);
+  std::string say;
+  std::exception_ptr error = execute(work, false, say);
+  commLock.unlock();
+  sayDeviceError(say);
+  inlined_.fetch_add(1, std::memory_order_relaxed);
+  if (!wasWatching && watching_.load(std::memory_order_relaxed)) {
+    // The idle worker looks at the GPU every kDevicePoll from now on; the
+    // lock orders this wake-up after its look at watching_.
+    { std::lock_guard<std::mutex> lock(mutex_); }
+    workCv_.notify_one();
+  }
+  work->body_ = nullptr;
+  if (error) {
+    std::lock_guard<std::mutex> lock(work->mutex_);
+    work->runError_ = error; // as post() does: a coalescing window's end reads it
+  }
+  // Its future's callbacks run here, on the caller's thread, as
+  // ProcessGroupNCCL's do: the work is done as far as the host goes.
+  work->complete(error, [] {});
+  return true;
+}
+
+std::exception_ptr WorkQueue::execute(
+    const c10::intrusive_ptr<WorkSMDDP>& work,
+    bool onWorker,
+    std::string& say) {
   // A failure of queued CUDA work is named as such, not as this call's.
-  checkDevice(true);
-  if (state_->failed() || !comm_) {
-    work->body_ = nullptr;
-    std::exception_ptr error = backendError(
+  checkDeviceLocked(say);
+  if (state_->failed() || !comm_)
+    return backendError(
         "smddp: " + std::string(work->name_) + " on " + state_->who() +
         " was not run: this process group failed earlier and cannot be used any "
         "more; the root cause: " +
         state_->rootCause());
-    for (const auto& m : work->members_)
-      post(m, error);
-    post(work, error);
-    work->members_.clear();
-    return;
-  }
 
   void* stream = nullptr;
 #ifdef SMDDP_TORCH_CUDA
@@ -628,16 +695,17 @@ void WorkQueue::run(const c10::intrusive_ptr<WorkSMDDP>& work) {
     stream = work->stream_->stream();
   }
 #endif
-  std::unique_lock<std::mutex> commLock(commMutex_);
   RunContext ctx(comm_, stream, *state_, work.get());
   std::exception_ptr error;
-  std::string say;
   try {
     {
-      // The caller's thread-local state (profiler, dispatch keys), without
-      // autograd: the copies in and out of staging buffers are not part of
-      // any graph, and may write leaf tensors that require grad.
-      at::ThreadLocalStateGuard tlsGuard(work->tls_);
+      // On the worker, the caller's thread-local state (profiler, dispatch
+      // keys); without autograd: the copies in and out of staging buffers
+      // are not part of any graph, and may write leaf tensors that require
+      // grad.
+      std::optional<at::ThreadLocalStateGuard> tlsGuard;
+      if (onWorker)
+        tlsGuard.emplace(work->tls_);
       at::NoGradGuard noGrad;
       work->body_(ctx);
     }
@@ -681,13 +749,14 @@ void WorkQueue::run(const c10::intrusive_ptr<WorkSMDDP>& work) {
     // The listed works too, if the group failed.
     checkDeviceLocked(say);
   }
-  commLock.unlock();
-  sayDeviceError(say);
-  work->body_ = nullptr; // frees the staging buffers now
-  for (const auto& m : work->members_)
-    post(m, error);
-  work->members_.clear();
-  post(work, error);
+  // SMDDP_CUDA_ASYNC=auto decides at the first device collective.
+  if (work->device_.is_cuda() && comm_ &&
+      cudaMode_.load(std::memory_order_relaxed) == SMDDP_CUDA_UNDECIDED) {
+    int mode = SMDDP_CUDA_UNDECIDED;
+    if (smddp_comm_get_cuda_mode(comm_, &mode) == SMDDP_OK)
+      cudaMode_.store(mode, std::memory_order_relaxed);
+  }
+  return error;
 }
 
 // ---- WorkQueue: the device check -----------------------------------------------------

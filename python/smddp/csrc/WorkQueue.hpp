@@ -21,6 +21,21 @@
 // it.  A shim error also aborts the communicator, so that the peers learn at
 // once instead of at their timeout.
 //
+// CUDA collectives whose library calls return once queued (allreduce,
+// allgather, reduce_scatter, broadcast, reduce and their list forms) skip
+// the worker when the communicator is in the queued mode
+// (smddp_comm_get_cuda_mode: SMDDP_CUDA_ASYNC, MPS or a GPU per rank): the
+// caller's thread runs the body itself, as ProcessGroupNCCL issues its
+// calls, if nothing is queued or running on the worker (issue order) and
+// commMutex_ is free (never waiting for it: the worker may need the GIL
+// that the caller holds); else the work is queued as any other.  The body,
+// the events, the device check and the error handling are the worker's
+// (execute()); the work completes before the call returns, its future's
+// callbacks running on the caller's thread.  The blocking mode (ranks
+// time-sliced on one GPU without MPS), host tensors, sends and receives,
+// and calls that return once done (alltoallv, gather, scatter) keep the
+// worker, whose hand-off costs tens of microseconds, not the call's time.
+//
 // CUDA work (SMDDP_TORCH_CUDA) is stream-ordered as in ProcessGroupNCCL: an
 // event recorded on the caller's current stream at enqueue; a side stream of
 // the group that waits on it and that the library call (and any staging
@@ -175,6 +190,9 @@ class RunContext {
   bool recoverable = false;
   // The library's result check() threw for, SMDDP_OK if none.
   int result = SMDDP_OK;
+  // The library function that failed, where a body names it (a batch of
+  // sends and receives) rather than the caller of check().
+  const char* call = nullptr;
 };
 
 class WorkQueue;
@@ -316,10 +334,28 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
 
   // Queues work; throws at once when the group failed or stopped.
   // deviceTensors: the CUDA tensors the call reads or writes (recorded on
-  // the side stream for the caching allocator).
+  // the side stream for the caching allocator).  mayInline: every library
+  // call of its body returns once queued in the queued mode; then CUDA
+  // work runs on the caller's thread instead, when the communicator is in
+  // that mode and nothing is queued or running before it (see the top of
+  // this file).
   void enqueue(
       const c10::intrusive_ptr<WorkSMDDP>& work,
-      const std::vector<at::Tensor>& deviceTensors);
+      const std::vector<at::Tensor>& deviceTensors,
+      bool mayInline = false);
+
+  // What the CUDA works took: the communicator's mode
+  // (smddp_comm_get_cuda_mode, as last seen), how many ran on the caller's
+  // thread and how many on the worker.  For tests and benchmarks.
+  struct CudaPathStats {
+    int mode;
+    uint64_t inlined;
+    uint64_t queued;
+  };
+  CudaPathStats cudaPathStats() const;
+  // False: every CUDA work goes to the worker (benchmarks compare the two
+  // paths; smddp.torch._set_cuda_inline).
+  static std::atomic<bool> inlineAllowed;
   // What enqueue() does before queuing: the same checks, and for CUDA work
   // its streams and its start event on the caller's current stream.  For
   // the members of a batch, which are not queued themselves.
@@ -395,6 +431,17 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   // meanwhile).
   void awaitCompletions(std::chrono::steady_clock::time_point deadline);
   void run(const c10::intrusive_ptr<WorkSMDDP>& work);
+  // The inline path: runs work on this (the caller's) thread if the
+  // worker is idle and commMutex_ free, else returns false (queue it).
+  bool runInline(const c10::intrusive_ptr<WorkSMDDP>& work);
+  // A work's body with commMutex_ held, on the worker (onWorker: under
+  // the issuing thread's thread-local state) or inline: the device check
+  // first, then the body on the side stream, the end events; returns
+  // the error to complete it with.  say: as checkDeviceLocked's.
+  std::exception_ptr execute(
+      const c10::intrusive_ptr<WorkSMDDP>& work,
+      bool onWorker,
+      std::string& say);
   // Hands work's completion to a completer thread (starting one if every
   // completer is busy).
   void post(c10::intrusive_ptr<WorkSMDDP> work, std::exception_ptr error);
@@ -413,10 +460,9 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
 #endif
 
   std::shared_ptr<GroupState> state_;
-  // Whoever calls the library on it holds commMutex_ (the worker around a
-  // body, a device check): one thread at a time, as libsmddp requires.
-  // Written under it too; the worker, its only writer while it runs, reads
-  // it without.
+  // Whoever calls the library on it holds commMutex_ (the worker or the
+  // inline path around a body, a device check): one thread at a time, as
+  // libsmddp requires.  Written under it too.
   smddp_comm* comm_;
   std::mutex commMutex_;
   // For smddp_comm_cancel from stop() while the worker may be inside a
@@ -429,6 +475,11 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   smddp_comm* takeComm();
   // takeComm(), then aborts it.
   void abortComm();
+  // smddp_comm_get_cuda_mode of comm_ once decided (read without a lock
+  // by enqueue), and the counts of cudaPathStats().
+  std::atomic<int> cudaMode_{SMDDP_CUDA_UNDECIDED};
+  std::atomic<uint64_t> inlined_{0};
+  std::atomic<uint64_t> queuedCuda_{0};
   // CUDA works run and not checked yet, in issue order; under commMutex_.
   std::deque<c10::intrusive_ptr<WorkSMDDP>> unverified_;
   // !unverified_.empty(), for the worker's wait without commMutex_.

@@ -43,11 +43,30 @@ PYBIND11_MODULE(_C, m) {
       .def(
           "perform_nocolor_split",
           [](const c10::intrusive_ptr<smddp_torch::ProcessGroupSMDDP>&, const py::object&) {},
-          py::arg("device"));
+          py::arg("device"))
+      .def(
+          "_cuda_path_stats",
+          [](const c10::intrusive_ptr<smddp_torch::ProcessGroupSMDDP>& pg) {
+            auto st = pg->cudaPathStats();
+            py::dict d;
+            d["mode"] = st.mode == SMDDP_CUDA_QUEUED ? "queued"
+                : st.mode == SMDDP_CUDA_BLOCKING     ? "blocking"
+                                                     : "undecided";
+            d["inline"] = st.inlined;
+            d["worker"] = st.queued;
+            return d;
+          },
+          "How the CUDA works of this group ran: the communicator's mode, how many on "
+          "the caller's thread and how many on the worker (tests, benchmarks).");
 
   m.def("_stop_all_at_exit", &smddp_torch::WorkQueue::stopAllAtExit,
         "Stops the threads of every group still running (smddp.torch's atexit hook).",
         py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "_set_cuda_inline",
+      [](bool on) { smddp_torch::WorkQueue::inlineAllowed.store(on); },
+      "False: every CUDA collective goes through the group's worker thread, as in the "
+      "blocking mode (benchmarks compare the two paths).");
   m.def("library_version", [] { return std::string(smddp_version()); },
         "The version of the libsmddp the extension runs with.");
   m.def("header_version", [] {
