@@ -51,6 +51,7 @@
 #include "common/tool.h"
 #include "run/launch.h"
 #include "run/run.h"
+#include "run/store.h"
 
 /* What the launch needs of this process: signals through a signalfd,
  * orphans, descriptors. 0, or an exit status. */
@@ -102,9 +103,67 @@ static int prepare(struct run *r)
 	return 0;
 }
 
-/* The job's id, token and port, and in per-node mode the meeting of the
- * nodes' launchers. 0, or an exit status. */
-static int job_identity(struct run *r, bool pernode)
+/* Whether smddp-run serves torch's store (--store launcher, the default
+ * with --on-failure continue where smddp-run starts the ranks itself).
+ * -1: asked where it cannot be (through mpirun or srun), said on stderr. */
+static int store_here(const struct run *r)
+{
+	bool here = r->plan->kind == PLAN_LOCAL;
+	int want = r->opt.store < 0 ? r->opt.keep_going && here : r->opt.store;
+
+	if (want && !here) {
+		tool_warn("--store launcher: only for the ranks smddp-run starts itself (this "
+		          "host's, or one smddp-run per node with --nnodes); through mpirun or "
+		          "srun, torch's store stays in rank 0");
+		return -1;
+	}
+	return want;
+}
+
+/* torch's store served at MASTER_PORT, outside every rank: here, or in per-
+ * node mode by node 0's launcher (the others only tell their ranks).
+ * libsmddp's own rendezvous (SMDDP_MASTER_PORT) moves to another port: a
+ * free one on one host; across nodes, which must agree without talking,
+ * the launcher port + 1. 0, or an exit status. */
+static int host_store(struct run *r, bool pernode)
+{
+	long port;
+
+	r->agent_store = true;
+	if (!r->opt.dry_run && (!pernode || r->plan->node_rank == 0)) {
+		long bound;
+		if (store_open(atol(r->master_port), &r->store, &bound) < 0) {
+			tool_warn_errno("cannot serve torch's store on port %s (--store launcher; "
+			                "give another --master-port)", r->master_port);
+			return TOOL_EXIT_FAILURE;
+		}
+	}
+	if (pernode) {
+		port = (r->opt.launcher_port ? r->opt.launcher_port : atol(r->master_port) + 1) + 1;
+		if (port > 65535) {
+			tool_warn("--store launcher: no port above the launcher port for libsmddp's "
+			          "rendezvous: give a lower --launcher-port");
+			return TOOL_EXIT_USAGE;
+		}
+	} else {
+		port = pick_free_port(r->opt.master_addr);
+		if (port <= 0) {
+			tool_warn("cannot find a free TCP port on %s for libsmddp's rendezvous",
+			          r->opt.master_addr);
+			return TOOL_EXIT_FAILURE;
+		}
+	}
+	snprintf(r->smddp_port, sizeof r->smddp_port, "%ld", port);
+	if (r->store && store_start(r->store) < 0) {
+		tool_warn_errno("cannot start the thread of torch's store");
+		return TOOL_EXIT_FAILURE;
+	}
+	return 0;
+}
+
+/* The job's id, token and port, torch's store with STORE, and in per-node
+ * mode the meeting of the nodes' launchers. 0, or an exit status. */
+static int job_identity(struct run *r, bool pernode, bool store)
 {
 	const struct plan *p = r->plan;
 
@@ -166,6 +225,12 @@ static int job_identity(struct run *r, bool pernode)
 		}
 	}
 	snprintf(r->master_port, sizeof r->master_port, "%ld", port);
+	/* listening before the nodes meet: the others' ranks may come at once */
+	if (store) {
+		int rc = host_store(r, pernode);
+		if (rc)
+			return rc;
+	}
 
 	if (pernode && !r->opt.dry_run) {
 		char host[256] = "?";
@@ -343,7 +408,10 @@ int main(int argc, char **argv)
 	int rc = prepare(r);
 	if (rc)
 		return rc;
-	rc = job_identity(r, pernode);
+	int store = store_here(r);   /* refused before the nodes meet */
+	if (store < 0)
+		return TOOL_EXIT_USAGE;
+	rc = job_identity(r, pernode, store);
 	if (rc)
 		return rc;
 	rc = trace_env(r, &plan);
@@ -374,6 +442,7 @@ int main(int argc, char **argv)
 		nodes_free(r->nodes);
 	}
 	trace_finish(r);
+	store_stop(r->store);
 	remove_job_shm(r->job_id);
 	exit_like(r);
 	return 0;

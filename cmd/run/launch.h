@@ -104,7 +104,10 @@ struct run {
 
 	char job_id[NODES_ID_MAX];
 	char token[NODES_TOKEN_MAX];
-	char master_port[8];
+	char master_port[8];    /* MASTER_PORT: torch's store, libsmddp's rendezvous */
+	char smddp_port[8];     /* SMDDP_MASTER_PORT: libsmddp's; another with our store */
+	bool agent_store;       /* --store launcher: the ranks are told so */
+	struct store *store;    /* ... and this serves it (not in --dry-run) */
 	struct nodes *nodes;    /* per-node mode: the other nodes' launchers */
 	bool told_nodes;        /* our first failure went to them */
 

@@ -46,6 +46,9 @@ static const char *const rank_env_names[] = {
 	/* what SageMaker's launcher (smddprun) sets, for scripts written for it:
 	 * Hugging Face's Trainer reads SMDATAPARALLEL_LOCAL_RANK */
 	"SMDATAPARALLEL_LOCAL_RANK", "SMDATAPARALLEL_SERVER_ADDR", "SMDATAPARALLEL_SERVER_PORT",
+	/* set only when smddp-run serves torch's store (--store launcher); an
+	 * inherited one would send the ranks to a store nobody serves */
+	"TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT",
 };
 #define NRANK_ENV (sizeof rank_env_names / sizeof rank_env_names[0])
 
@@ -100,13 +103,16 @@ static char **build_env(const struct run *r, int lr)
 	snprintf(v[10], sizeof v[10], "%d", world);
 	/* 11, 13: the address may be long; set below */
 	snprintf(v[12], sizeof v[12], "%s", r->master_port);
-	snprintf(v[14], sizeof v[14], "%s", r->master_port);
+	snprintf(v[14], sizeof v[14], "%s", r->smddp_port[0] ? r->smddp_port : r->master_port);
 	snprintf(v[15], sizeof v[15], "%s", r->token);
 	snprintf(v[16], sizeof v[16], "%s", r->job_id);
 	snprintf(v[17], sizeof v[17], "%s", r->job_id);
 	snprintf(v[18], sizeof v[18], "%d", lr);
 	/* 19: the address, below */
 	snprintf(v[20], sizeof v[20], "%s", r->master_port);
+	/* torch reads the restart count with the agent's store before 2.15 */
+	snprintf(v[21], sizeof v[21], "%s", r->agent_store ? "True" : "");
+	snprintf(v[22], sizeof v[22], "%s", r->agent_store ? "0" : "");
 
 	const struct strv *extra = &r->plan->env;
 	for (char **e = environ; *e; e++)
@@ -128,6 +134,8 @@ static char **build_env(const struct run *r, int lr)
 		env[k++] = r->plan->tf_config[lr ? 1 : 0];
 	for (size_t i = 0; i < NRANK_ENV; i++) {
 		const char *val = (i == 11 || i == 13 || i == 19) ? r->opt.master_addr : v[i];
+		if (i >= 21 && !*val)
+			continue;
 		size_t len = strlen(rank_env_names[i]) + 1 + strlen(val) + 1;
 		char *s = malloc(len);
 		if (!s) {

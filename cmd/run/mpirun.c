@@ -262,9 +262,13 @@ void dry_run_local(const struct run *r)
 	envv_set(&set, "MASTER_ADDR", p->master_addr, true);
 	envv_set(&set, "SMDDP_MASTER_ADDR", p->master_addr, true);
 	envv_set(&set, "MASTER_PORT", r->master_port, true);
-	envv_set(&set, "SMDDP_MASTER_PORT", r->master_port, true);
+	envv_set(&set, "SMDDP_MASTER_PORT", r->smddp_port[0] ? r->smddp_port : r->master_port, true);
 	envv_set(&set, "SMDATAPARALLEL_SERVER_ADDR", p->master_addr, true);
 	envv_set(&set, "SMDATAPARALLEL_SERVER_PORT", r->master_port, true);
+	if (r->agent_store) {
+		envv_set(&set, "TORCHELASTIC_USE_AGENT_STORE", "True", true);
+		envv_set(&set, "TORCHELASTIC_RESTART_COUNT", "0", true);
+	}
 	if (own_id) {
 		envv_set(&set, "SMDDP_JOB_ID", r->job_id, true);
 		envv_set(&set, "TORCHELASTIC_RUN_ID", r->job_id, true);

@@ -23,7 +23,7 @@ enum {
 	OPT_HYPERPARAMETERS, OPT_DISTRIBUTION, OPT_WORKER_WAIT, OPT_NNODES, OPT_NODE_RANK,
 	OPT_RDZV_ENDPOINT, OPT_RDZV_ID, OPT_RDZV_BACKEND, OPT_STANDALONE, OPT_LAUNCHER_PORT,
 	OPT_JOIN_TIMEOUT, OPT_LAUNCHER, OPT_SRUN_ARGS, OPT_UNBUFFERED, OPT_NO_PYTHON,
-	OPT_MAX_RESTARTS, OPT_TRACE_DIR, OPT_ON_FAILURE,
+	OPT_MAX_RESTARTS, OPT_TRACE_DIR, OPT_ON_FAILURE, OPT_STORE,
 	OPT_END
 };
 
@@ -112,6 +112,14 @@ static void usage(void)
 "                          shrink their groups, dist.shrink_group); then the job\n"
 "                          ends when every rank has, and fails only if no rank\n"
 "                          exited 0 (this host's ranks or --nnodes only)\n"
+"      --store launcher|rank0\n"
+"                          where torch's TCPStore lives: in smddp-run, at\n"
+"                          MASTER_PORT, every rank its client\n"
+"                          (TORCHELASTIC_USE_AGENT_STORE=True, as under torchrun),\n"
+"                          so that it outlives any rank; or in rank 0 (env://'s\n"
+"                          own way); default: launcher with --on-failure continue\n"
+"                          (with --nnodes, node 0's launcher serves every node),\n"
+"                          else rank0\n"
 "      --timeout SECONDS   stop the job after this long and exit 124 (default: none)\n"
 "      --env VAR[=VALUE]   give VAR (set to VALUE) to every rank; repeatable\n"
 "      --network-interface IFNAME\n"
@@ -274,6 +282,14 @@ static void set_option(struct options *o, struct seen *s, int c, const char *arg
 			o->keep_going = true;
 		else
 			opt_error("invalid --on-failure '%s': expected stop or continue", arg);
+		break;
+	case OPT_STORE:
+		if (strcmp(arg, "launcher") == 0)
+			o->store = 1;
+		else if (strcmp(arg, "rank0") == 0)
+			o->store = 0;
+		else
+			opt_error("invalid --store '%s': expected launcher or rank0", arg);
 		break;
 	case OPT_TIMEOUT:
 		if (tool_parse_double(arg, 0, 1e9, &o->timeout_s) < 0 || o->timeout_s <= 0)
@@ -508,6 +524,7 @@ void parse_options(int argc, char **argv, struct options *o)
 		{ "unbuffered",    no_argument,       NULL, OPT_UNBUFFERED },
 		{ "trace-dir",     required_argument, NULL, OPT_TRACE_DIR },
 		{ "on-failure",    required_argument, NULL, OPT_ON_FAILURE },
+		{ "store",         required_argument, NULL, OPT_STORE },
 		{ "no-python",     no_argument,       NULL, OPT_NO_PYTHON },
 		{ "no_python",     no_argument,       NULL, OPT_NO_PYTHON },
 		{ "max-restarts",  required_argument, NULL, OPT_MAX_RESTARTS },
@@ -521,6 +538,7 @@ void parse_options(int argc, char **argv, struct options *o)
 
 	memset(o, 0, sizeof *o);
 	o->tag = -1;
+	o->store = -1;
 	o->grace_s = DEFAULT_GRACE_S;
 	o->sagemaker = -1;
 	o->worker_wait_s = DEFAULT_WORKER_WAIT_S;

@@ -44,6 +44,7 @@ struct options {
 	long master_port;       /* 0: pick a free one (local) or DEFAULT_PORT */
 	double grace_s;
 	bool keep_going;        /* --on-failure continue */
+	int store;              /* --store: 1 launcher, 0 rank0, -1 default */
 	double timeout_s;       /* 0: none */
 	const char *timeout_arg;
 	char **argv;            /* PROGRAM ARGS... */

@@ -5,13 +5,16 @@
                                        DistBackendError, shrink the default group
                                        around it and train on, then run
                                        collectives on the new group
+  test_shrink.py fsdp VICTIM           the same under FSDP: the survivors keep the
+                                       full parameters of the last completed step
+                                       (the dead rank's shard is lost with it),
+                                       shrink, wrap a model made from them in FSDP
+                                       on the new group and train on
   test_shrink.py planned EXCLUDED      a healthy group drops EXCLUDED (which
                                        leaves: destroy_process_group, exit 0)
-  test_shrink.py store PORT SECONDS    host torch's TCPStore on 127.0.0.1:PORT
-                                       outside the ranks (TORCHELASTIC_USE_AGENT_STORE):
-                                       rank 0 may die
 
-Run under smddp-run --on-failure continue.  References are computed here by
+Run under smddp-run --on-failure continue, which serves torch's store itself
+(TORCHELASTIC_USE_AGENT_STORE): rank 0 may die.  References are computed here by
 hand: the survivors' DDP parameters against plain SGD on the same data with
 the gradients averaged over the ranks alive at each step, the collectives
 against the survivors' old ranks.
@@ -20,21 +23,12 @@ import gc
 import os
 import signal
 import sys
-import time
 
 import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
-
-if sys.argv[1] == "store":
-    # The store of the job, in no rank: says READY once it listens.
-    store = dist.TCPStore("127.0.0.1", int(sys.argv[2]), is_master=True,
-                          wait_for_workers=False, use_libuv=True)
-    print("READY", flush=True)
-    time.sleep(float(sys.argv[3]))
-    sys.exit(0)
 
 from common import Deadline, check, expect_error, finish  # noqa: E402
 
@@ -147,7 +141,87 @@ def kill(victim, abort):
     dist.all_gather(everyone, flat)
     check(all(torch.equal(e, everyone[0]) for e in everyone),
           "the survivors' parameters disagree")
-    finish(f"old rank {R} of {N}, now {dist.get_rank()} of {dist.get_world_size()}")
+    store = "launcher" if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" else "rank0"
+    finish(f"old rank {R} of {N}, now {dist.get_rank()} of {dist.get_world_size()} "
+           f"store={store}")
+
+
+def full_params(fsdp_model):
+    """The full parameters of an FSDP model (a collective: every rank calls it)."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    with FSDP.summon_full_params(fsdp_model, writeback=False):
+        return [p.detach().clone() for p in fsdp_model.parameters()]
+
+
+def fsdp(victim):
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    def wrap(params):
+        model = make_model()
+        with torch.no_grad():
+            for p, q in zip(model.parameters(), params):
+                p.copy_(q)
+        return FSDP(model, device_id=torch.device("cpu"), use_orig_params=True)
+
+    dist.init_process_group(backend="smddp", timeout=__import__("datetime").timedelta(seconds=60))
+    R, N = dist.get_rank(), dist.get_world_size()
+    lr = 0.1
+    ref = make_model()
+    model = wrap(list(make_model().parameters()))
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    # What a survivor rebuilds from: the full parameters after the last
+    # completed step (plain SGD keeps no other state). A sharded job loses
+    # the dead rank's shard with it, so it must keep such a copy (or a
+    # checkpoint) to go on.
+    saved = full_params(model)
+    alive = list(range(N))
+    step = 0
+    failed_at = None
+    while step < STEPS:
+        if step == DEATH and R == victim:
+            print(f"rank {R}: dying at step {step}", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        opt.zero_grad()
+        x, y = data(R, step)
+        error = None
+        try:
+            nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+            saved = full_params(model)
+        except dist.DistBackendError as e:
+            error = str(e)
+        if error is not None:
+            failed_at = step
+            took = Deadline(30)
+            check(f"rank {victim}" in error, f"the error does not name rank {victim}: "
+                  f"{error[:300]}")
+            alive = [r for r in range(N) if r != victim]
+            # the old wrapper and its optimizer go, with their hooks and shards
+            model = opt = None
+            gc.collect()
+            new = dist.shrink_group([victim])
+            check(took.left() > 0, "shrink_group took more than 30 s")
+            check(dist.group.WORLD is new, "the default group was not replaced")
+            check_collectives(R, alive)
+            # a fresh FSDP job of the survivors, from the state at the failure;
+            # the failed step is run again
+            model = wrap(saved)
+            opt = torch.optim.SGD(model.parameters(), lr=lr)
+            continue
+        reference_step(ref, alive, step, lr)
+        step += 1
+    check(failed_at == DEATH, f"the death was seen at step {failed_at}, not {DEATH}")
+    final = full_params(model)
+    check(all(torch.allclose(p, q, rtol=1e-5, atol=1e-6)
+              for p, q in zip(final, ref.parameters())),
+          "parameters differ from the reference (plain SGD over the ranks alive at each "
+          "step, from the state at the failure)")
+    flat = torch.cat([p.flatten() for p in final])
+    everyone = [torch.zeros_like(flat) for _ in range(dist.get_world_size())]
+    dist.all_gather(everyone, flat)
+    check(all(torch.equal(e, everyone[0]) for e in everyone),
+          "the survivors' parameters disagree")
+    finish(f"old rank {R} of {N}, now {dist.get_rank()} of {dist.get_world_size()} fsdp")
 
 
 def planned(excluded):
@@ -174,7 +248,9 @@ def planned(excluded):
 if __name__ == "__main__":
     if sys.argv[1] == "kill":
         kill(int(sys.argv[2]), len(sys.argv) > 3 and sys.argv[3] == "abort")
+    elif sys.argv[1] == "fsdp":
+        fsdp(int(sys.argv[2]))
     elif sys.argv[1] == "planned":
         planned(int(sys.argv[2]))
     else:
-        sys.exit(f"usage: {sys.argv[0]} kill VICTIM [abort] | planned RANK | store PORT SECONDS")
+        sys.exit(f"usage: {sys.argv[0]} kill VICTIM [abort] | fsdp VICTIM | planned RANK")

@@ -23,6 +23,19 @@ else
 	fail "examples/torch/ddp.py: smddp '$a', gloo '$b' (exit $status)"
 fi
 
+# ---- shrink.py: rank 0 dies at step 5 of 3; the two others shrink, train
+# on, and agree (smddp-run --on-failure continue serves the store)
+if "$PY" -c 'import sys, torch.distributed as d; sys.exit(not hasattr(d, "shrink_group"))'; then
+	LAUNCH_OPTS="--on-failure continue" run_job shrink-smddp 300 3 "$PY" "$E/torch/shrink.py" --kill 0 --at 5
+	a=$(sed -n 's/^.*rank [12]: 10 steps, 2 ranks at the end, parameter checksum //p' "$TDIR/shrink-smddp.out" | sort | uniq -c | tr -s ' ')
+	[ "$status" -eq 0 ] && [ "$(awk '{print $1}' <<<"$a")" = 2 ] &&
+		grep -q "rank 1: now rank 0 of 2" "$TDIR/shrink-smddp.out" &&
+		pass "examples/torch/shrink.py: rank 0 died, the 2 others went on and agree" ||
+		fail "examples/torch/shrink.py: exit $status, checksums: $a"
+else
+	echo "examples/torch/shrink.py is left out: this torch has no dist.shrink_group (2.15 and later)"
+fi
+
 # ---- the Slurm batch script, in an allocation of 2 nodes x 2 tasks on this machine
 t0=$(now)
 (cd "$top_srcdir" && env SLURM_JOB_ID=5 SLURM_JOB_NODELIST='127.0.0.[1-2]' SLURM_JOB_NUM_NODES=2 \

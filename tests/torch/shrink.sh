@@ -1,5 +1,6 @@
-# shrink.sh - dist.shrink_group (torch 2.15+): a rank SIGKILLed mid-training,
-# rank 0 included, or dropped from a healthy group; the survivors go on.
+# shrink.sh - dist.shrink_group (torch 2.15+): a rank SIGKILLed mid-training
+# (DDP, FSDP), rank 0 included, or dropped from a healthy group; the
+# survivors go on.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 . "$top_srcdir/tests/torch/lib.sh"
 need_shim
@@ -27,26 +28,43 @@ expect_survivors() {
 		fail "$name: smddp-run did not name the dead rank $victim"
 }
 
-# rank 0 hosts torch's store (env://): a victim other than rank 0
+# smddp-run serves torch's store (--store launcher, the default with
+# --on-failure continue): any rank may die, rank 0 included
 run_job kill-2-of-4 180 4 "$PY" "$TESTS_PY/test_shrink.py" kill 2
 expect_survivors kill-2-of-4 2 4
-run_job kill-1-of-3-abort 180 3 "$PY" "$TESTS_PY/test_shrink.py" kill 1 abort
-expect_survivors kill-1-of-3-abort 1 3
+grep -q "TORCH-OK .*store=launcher" "$TDIR/kill-2-of-4.out" ||
+	fail "kill-2-of-4: the ranks were not clients of smddp-run's store"
+run_job kill-0-of-3 180 3 "$PY" "$TESTS_PY/test_shrink.py" kill 0
+expect_survivors kill-0-of-3 0 3
 
-# rank 0 dies: the store lives outside the ranks, as torchrun's agent's does
+# per-node mode, two launchers on this machine, 2 ranks each: node 0's
+# launcher serves the store for both; rank 0 dies, the 3 others shrink
 port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$PY" "$TESTS_PY/test_shrink.py" store "$port" 300 >"$TDIR/store.out" 2>&1 &
-store_pid=$!
-for _ in $(seq 100); do grep -q READY "$TDIR/store.out" && break; sleep 0.1; done
-if grep -q READY "$TDIR/store.out"; then
-	TORCHELASTIC_USE_AGENT_STORE=True LAUNCH_OPTS="$LAUNCH_OPTS --master-port $port" \
-		run_job kill-0-of-3 180 3 "$PY" "$TESTS_PY/test_shrink.py" kill 0
-	expect_survivors kill-0-of-3 0 3
-else
-	fail "the store did not start: $(cat "$TDIR/store.out")"
-fi
-kill "$store_pid" 2>/dev/null
-wait "$store_pid" 2>/dev/null
+pernode() {
+	timeout -k 5 240 "$RUN" --nnodes 2 --node-rank "$1" --master-addr 127.0.0.1 --master-port "$port" \
+		-n 2 --join-timeout 60 --timeout 180 $LAUNCH_OPTS "$PY" "$TESTS_PY/test_shrink.py" kill 0
+}
+pernode 1 >"$TDIR/pernode-1.out" 2>&1 &
+node1=$!
+pernode 0 >"$TDIR/pernode.out" 2>&1
+status=$?
+wait "$node1"
+status1=$?
+cat "$TDIR/pernode-1.out" >>"$TDIR/pernode.out"
+echo "--- pernode: node 0 exited $status, node 1 $status1"
+sed 's/^/    /' "$TDIR/pernode.out"
+expect_survivors pernode 0 4
+[ "$status1" -eq 0 ] || fail "pernode: node 1's smddp-run exited $status1"
+
+# FSDP: rank 0 dies; the survivors rebuild FSDP on the new group from the
+# full parameters of the last completed step and agree with a fresh job of 2
+run_job fsdp-0-of-3 240 3 "$PY" "$TESTS_PY/test_shrink.py" fsdp 0
+expect_survivors fsdp-0-of-3 0 3
+
+# env://'s own way, the store in rank 0 (--store rank0): a victim other than rank 0
+LAUNCH_OPTS="$LAUNCH_OPTS --store rank0" \
+	run_job kill-1-of-3-abort 180 3 "$PY" "$TESTS_PY/test_shrink.py" kill 1 abort
+expect_survivors kill-1-of-3-abort 1 3
 
 # a planned shrink of a healthy group: the excluded rank leaves with 0
 LAUNCH_OPTS="--grace 10" torch_job planned-3 120 3 test_shrink.py planned 1

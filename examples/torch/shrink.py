@@ -1,0 +1,69 @@
+"""examples/torch/shrink.py - DDP training that goes on when a rank dies.
+
+    smddp-run -n 4 --on-failure continue python shrink.py --kill 2 --at 5
+
+Each rank trains the same small model on data of its own; DDP averages the
+gradients through the "smddp" backend. To show a failure, rank --kill dies
+(SIGKILL, as a crash or a lost machine would) at step --at. The survivors'
+backward pass raises DistBackendError naming it; they shrink the default
+group around it (dist.shrink_group, torch 2.15), wrap the model in DDP again
+on the new group and run the failed step again. smddp-run --on-failure
+continue leaves them running, and serves torch's store so that any rank
+may die, rank 0 included (docs/fault-tolerance.md).
+"""
+import argparse
+import os
+import re
+import signal
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import smddp.torch  # noqa: F401  registers "smddp"
+
+p = argparse.ArgumentParser()
+p.add_argument("--steps", type=int, default=10)
+p.add_argument("--kill", type=int, default=-1, help="the rank that dies (default: none)")
+p.add_argument("--at", type=int, default=5, help="the step at which it dies")
+args = p.parse_args()
+
+dist.init_process_group(backend="smddp")
+me = dist.get_rank()      # this rank's first rank: its data, its name in messages
+
+
+def batch(step):
+    g = torch.Generator().manual_seed(1000 * me + step)
+    x = torch.randn(32, 16, generator=g)
+    return x, torch.tanh(x.sum(1, keepdim=True))
+
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
+ddp = DDP(model)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+step = 0
+while step < args.steps:
+    if step == args.at and me == args.kill:
+        os.kill(os.getpid(), signal.SIGKILL)
+    x, y = batch(step)
+    opt.zero_grad()
+    try:
+        nn.functional.mse_loss(ddp(x), y).backward()
+    except dist.DistBackendError as e:
+        # "... rank 2 (pid 4242) is gone ...": the rank of the current group
+        dead = sorted({int(r) for r in re.findall(r"rank (\d+) \(pid", str(e))})
+        print(f"rank {me}: step {step} failed; ranks {dead} are gone: shrinking", flush=True)
+        ddp = None                       # the old wrapper's hooks go with it
+        dist.shrink_group(dead)          # the new group is the default one
+        ddp = DDP(model)                 # the same module, on the survivors
+        print(f"rank {me}: now rank {dist.get_rank()} of {dist.get_world_size()}", flush=True)
+        continue                         # the failed step again
+    opt.step()
+    step += 1
+
+flat = torch.cat([q.detach().double().reshape(-1) for q in model.parameters()])
+print(f"rank {me}: {step} steps, {dist.get_world_size()} ranks at the end, "
+      f"parameter checksum {flat.sum().item():.12e}", flush=True)
+dist.destroy_process_group()
