@@ -3,8 +3,9 @@
 # which runs make check on the tarball), the PyTorch backend's tests included.
 #
 # The backend's tests need torch: TORCH_PYTHON, else .venv-torch, which this
-# script makes as CI does (scripts/torch-venv.sh: about 2.8 GB from PyPI) and
-# Hugging Face's transformers and accelerate beside it (scripts/hf-venv.sh).
+# script makes as CI does (scripts/torch-venv.sh: about 2.8 GB from PyPI),
+# Hugging Face's transformers and accelerate beside it (scripts/hf-venv.sh)
+# and DeepSpeed (scripts/deepspeed-venv.sh: 36 MB, and one op compiled).
 # --no-torch (or SMDDP_TEST_TORCH=0) leaves them out, and the summary says so.
 set -eu
 cd "$(dirname "$0")/.."
@@ -42,6 +43,13 @@ else
 			export HF_PYTHON
 		else
 			notes+=("scripts/hf-venv.sh failed: tests/torch/hf.sh skipped (no transformers, accelerate)")
+		fi
+	fi
+	if [ -z "${DS_PYTHON:-}" ]; then
+		if DS_PYTHON=$(./scripts/deepspeed-venv.sh "$TORCH_PYTHON" | tail -n 1); then
+			export DS_PYTHON
+		else
+			notes+=("scripts/deepspeed-venv.sh failed: tests/examples/deepspeed.sh skipped (no deepspeed)")
 		fi
 	fi
 fi

@@ -18,7 +18,18 @@ the GPU placement, and only those: ACCELERATE_TORCH_DEVICE=cpu gives
 Accelerate's state the CPU as its device (it would take cuda:LOCAL_RANK),
 and DistributedDataParallel, when handed device_ids for a module on the
 CPU (which torch refuses), records them, checks them against the local
-rank, and wraps without them.  With DEVICE=cuda nothing stands in.
+rank, and wraps without them.
+
+With DEVICE=cuda nothing stands in: both paths place the model on GPU
+LOCAL_RANK and DDP gets device_ids=[SMDATAPARALLEL_LOCAL_RANK], as on
+SageMaker.  Where there are fewer GPUs than local ranks (2 ranks sharing
+the one GPU of a test machine) both variables are taken modulo the GPUs
+before either client reads them.  The "gloo" job then trains on the same
+GPU too (ddp_backend="gloo", InitProcessGroupKwargs(backend="gloo"): DDP
+over gloo reduces CUDA tensors through host memory), with deterministic
+algorithms in both jobs (the embedding's backward adds with atomics
+otherwise) and cuBLAS's fixed workspace, so that the parameters are still
+compared bit for bit.
 
 The model is built from a config (no model hub): a 1-layer BERT
 classifier, dropout off, on synthetic token ids.
@@ -40,6 +51,9 @@ if BACKEND == "smddp":
     if DEVICE == "cpu":
         os.environ["ACCELERATE_TORCH_DEVICE"] = "cpu"
 
+if DEVICE == "cuda":  # deterministic matrix products: set before CUDA starts
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
@@ -48,9 +62,10 @@ from common import check, finish  # noqa: E402
 placed = []  # the device_ids DDP was given
 
 
-class CpuStandInDDP(torch.nn.parallel.DistributedDataParallel):
-    """DDP that, for a CPU module given device_ids (the CUDA placement of
-    the SageMaker paths), records them and wraps without them."""
+class RecordingDDP(torch.nn.parallel.DistributedDataParallel):
+    """DDP that records the device_ids it is given (the CUDA placement of
+    the SageMaker paths) and, for a CPU module (DEVICE=cpu), wraps without
+    them."""
 
     def __init__(self, module, device_ids=None, output_device=None, *args, **kwargs):
         placed.append(device_ids)
@@ -59,9 +74,18 @@ class CpuStandInDDP(torch.nn.parallel.DistributedDataParallel):
         super().__init__(module, device_ids, output_device, *args, **kwargs)
 
 
-if DEVICE == "cpu":
-    torch.nn.parallel.DistributedDataParallel = CpuStandInDDP
+torch.nn.parallel.DistributedDataParallel = RecordingDDP
 torch.set_num_threads(1)
+if DEVICE == "cuda":
+    gpus = torch.cuda.device_count()
+    for var in ("LOCAL_RANK", "SMDATAPARALLEL_LOCAL_RANK"):
+        if var in os.environ:
+            os.environ[var] = str(int(os.environ[var]) % gpus)
+    # warn_only: torch refuses the classifier's NLLLoss on CUDA in this mode
+    # (flagged, though it reduces a batch of 4 in one thread block); the
+    # embedding's backward, whose atomics differ run to run, takes its
+    # deterministic variant
+    torch.use_deterministic_algorithms(True, warn_only=True)
 
 from transformers import BertConfig, BertForSequenceClassification  # noqa: E402
 
@@ -96,7 +120,7 @@ def trainer():
         output_dir=os.path.join(os.getcwd(), f"trainer-{BACKEND}"),
         per_device_train_batch_size=BATCH, max_steps=STEPS, learning_rate=1e-2, seed=0,
         report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True,
-        dataloader_num_workers=0, use_cpu=BACKEND == "gloo",
+        dataloader_num_workers=0, use_cpu=BACKEND == "gloo" and DEVICE == "cpu",
         ddp_backend="gloo" if BACKEND == "gloo" else None,
     )
     t = Trainer(model=model(), args=args, train_dataset=Data())
@@ -107,7 +131,12 @@ def trainer():
 def accelerate():
     from accelerate import Accelerator
 
-    acc = Accelerator(cpu=BACKEND == "gloo")
+    from accelerate.utils import InitProcessGroupKwargs
+
+    if BACKEND == "gloo" and DEVICE == "cuda":  # the same GPU, reduced over gloo
+        acc = Accelerator(kwargs_handlers=[InitProcessGroupKwargs(backend="gloo")])
+    else:
+        acc = Accelerator(cpu=BACKEND == "gloo")
     m = model()
     opt = torch.optim.SGD(m.parameters(), lr=0.05)
     loader = torch.utils.data.DataLoader(Data(), batch_size=BATCH, shuffle=False)
@@ -131,7 +160,11 @@ lr = int(os.environ["LOCAL_RANK"])
 if BACKEND == "smddp":
     check(os.environ.get("SMDATAPARALLEL_LOCAL_RANK") == str(lr),
           f"SMDATAPARALLEL_LOCAL_RANK={os.environ.get('SMDATAPARALLEL_LOCAL_RANK')}")
+if BACKEND == "smddp" or DEVICE == "cuda":
     check(placed == [[lr]], f"the model was placed on devices {placed}, not [[{lr}]]")
+if DEVICE == "cuda":
+    where = {p.device for p in trained.parameters()}
+    check(where == {torch.device("cuda", lr)}, f"the model trained on {where}, not cuda:{lr}")
 torch.save({k: v.detach().cpu() for k, v in trained.state_dict().items()},
            f"{OUT}.{dist.get_rank()}.pt")
-finish(f"{MODE} on {BACKEND}")
+finish(f"{MODE} on {BACKEND}, {DEVICE}")
