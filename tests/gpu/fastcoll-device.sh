@@ -7,7 +7,8 @@
 #    one the direct path (allreduce, allgather, broadcast, reduce) or the proxy's) at 2 and 4
 #    ranks, with each rank's count of fast and direct calls per collective (INFO); then
 #    mismatch, cancel and a dead rank met by the fast kernels of reduce_scatter, allgather
-#    and broadcast.
+#    and broadcast; lateload (a late rank's first launch of a new kernel while the peer's
+#    direct kernel waits: the DDP hang's candidate cause), lazy and eager module loading.
 # 2. speed, per collective: smddp-allreduce-bench --device cuda --coll X, 16 B to 1 MiB
 #    queued under MPS (auto: the fast path) against SMDDP_CUDA_ASYNC=0 (blocking), at
 #    2 and 4 ranks, in this one run on this one card.  A summary line per run in info.txt:
@@ -40,6 +41,15 @@ for f in "mismatch --coll reduce_scatter:3" "cancelq --coll allgather:2" "dead 1
   args=${f%:*} n=${f##*:}
   timeout 60 env SMDDP_CUDA_ASYNC=auto SMDDP_TIMEOUT=30 $RUN -n $n --timeout 50 --grace 30 $GC $args > "$OUT/fault-${args%% *}.log" 2>&1
   el "$args ($n ranks) exit $?: $(grep -h 'FAULT-' "$OUT/fault-${args%% *}.log" | cut -c1-160 | tr '\n' ' ' | cut -c1-700)"
+done
+# the DDP hang's candidate cause (docs/internals/cuda.md, the direct path): a late rank's
+# first launch of a kernel it never ran while the peer's direct kernel waits for it, under
+# MPS with lazy loading (the default) and with it eager (the expected cure)
+for ml in LAZY EAGER; do
+  left 330 || { el "out of time before lateload $ml"; continue; }
+  timeout 60 env CUDA_MODULE_LOADING=$ml SMDDP_CUDA_ASYNC=auto SMDDP_TIMEOUT=15 $RUN -n 2 --timeout 50 \
+    $GC lateload > $OUT/lateload-$ml.log 2>&1
+  el "lateload $ml exit $?: $(grep -h 'lateload' $OUT/lateload-$ml.log | cut -c1-200 | tr '\n' ' ' | cut -c1-700)"
 done
 mkdir -p $OUT/bench
 summary() {

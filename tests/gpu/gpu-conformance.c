@@ -603,6 +603,10 @@ int main(int argc, char **argv)
 		overlap();
 	} else if (!strcmp(mode, "regs")) {
 		regs();
+	} else if (!strcmp(mode, "ddp")) {
+		ddp();
+	} else if (!strcmp(mode, "lateload")) {
+		lateload();
 	} else if (!strcmp(mode, "mismatch")) {
 		return mismatch();
 	} else if (!strcmp(mode, "refused") && argc > 2) {
@@ -628,7 +632,7 @@ int main(int argc, char **argv)
 		signal(SIGTERM, SIG_IGN);
 		return dead(atoi(argv[2]));
 	} else {
-		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | twostreams | abortq | cancelq | overlap | regs | "
+		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | twostreams | abortq | cancelq | overlap | regs | ddp | lateload | "
 				"p2p [--perf] | p2pdead VICTIM | mismatch | refused HOW | errors | dead VICTIM | badbuf VICTIM | cudafail VICTIM CALL | mixed]\n"
 				"  (abortq, cancelq, dead and mismatch: [--coll allreduce|allgather|reduce_scatter|broadcast|reduce|alltoall])\n");
 		return 2;

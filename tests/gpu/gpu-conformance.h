@@ -56,6 +56,10 @@ void twostreams(void);
 void overlap(void);
 /* The direct path's registration cache: many allocations, misses, reuse. */
 void regs(void);
+/* The calls of a torch DDP construction and first steps, in its order. */
+void ddp(void);
+/* A late peer's first launch of a new kernel while a direct kernel waits (GPU only). */
+void lateload(void);
 
 /* ---- gpu-faults.c: bad calls, failing peers ---- */
 void errors(void);

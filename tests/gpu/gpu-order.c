@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <smddp/smddp.h>
@@ -365,4 +366,246 @@ void regs(void)
 		cudaFree(buf[i]);
 	cudaFreeHost(hin);
 	cudaFreeHost(hres);
+}
+
+/* ---- torch's DDP, its order of calls (python/bench/torch_nccl_bench.py's hang) ---- */
+
+static int ddp_check(const char *what, const float *dev, size_t n, float scale, size_t salt,
+		     float *h)
+{
+	CK(cudaMemcpyAsync(h, dev, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
+	CK(cudaStreamSynchronize(stream));
+	for (size_t j = 0; j < n; j++) {
+		float want = scale * (float)((j + salt) % 89);
+
+		if (h[j] != want) {
+			printf("FAIL rank %d: ddp: %s: element %zu is %g, want %g\n", rank, what, j,
+			       (double)h[j], (double)want);
+			failures++;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static void ddp_fill(float *dev, size_t n, float scale, size_t salt, float *h)
+{
+	for (size_t j = 0; j < n; j++)
+		h[j] = scale * (float)((j + salt) % 89);
+	CK(cudaMemcpyAsync(dev, h, n * sizeof(float), cudaMemcpyHostToDevice, stream));
+	CK(cudaStreamSynchronize(stream));
+}
+
+/* What a DistributedDataParallel's construction and first steps call on
+ * its group, each tensor a fresh allocation as torch's caching allocator
+ * hands them out: an allgather and a broadcast of a few words (the fast
+ * path), two broadcasts of the parameters flattened into two buckets, both
+ * queued before the first is waited for (broadcast_coalesced), copied back
+ * into the parameters (views at offsets of one allocation); then the first
+ * backward's allreduce of every parameter at once (one bucket, a new
+ * allocation), rank 1 late to it by 300 ms; then the rebuilt buckets:
+ * allreduces of views at offsets of another new allocation, one after the
+ * other without a host wait, for three steps.  Sizes above SMDDP_CUDA_FAST
+ * (the direct path where calls are queued).  Every result checked. */
+void ddp(void)
+{
+	enum { NP = 3 };
+	const size_t w = ((size_t)1 << 18) + 7, bias = 33, per = w + bias, total = NP * per;
+	const size_t a_n = 2 * per, b_n = per; /* the broadcast buckets */
+	float *h, *params, *flat_a, *flat_b, *bucket, *rebuilt;
+	int64_t *meta, *gath;
+	int bad = 0;
+
+	CK(cudaMallocHost((void **)&h, total * sizeof(float)));
+	CK(cudaMalloc((void **)&meta, 64));
+	CK(cudaMalloc((void **)&gath, 64 * (size_t)nranks));
+	CK(cudaMalloc((void **)&params, total * sizeof(float)));
+	ddp_fill(params, total, (float)(rank + 7), 0, h);
+	/* _verify_param_shape_across_processes */
+	CK(cudaMemsetAsync(meta, rank == 0 ? 1 : 2, 64, stream));
+	if (smddp_allgather(meta, gath, 1, SMDDP_INT64, comm, stream) != SMDDP_OK ||
+	    smddp_broadcast(meta, 8, SMDDP_INT64, 0, comm, stream) != SMDDP_OK) {
+		printf("FAIL rank %d: ddp: verify: %s\n", rank, smddp_last_error(comm));
+		failures++;
+		bad = 1;
+	}
+	CK(cudaStreamSynchronize(stream));
+	/* _sync_module_states: broadcast_coalesced, two buckets in flight */
+	if (!bad) {
+		CK(cudaMalloc((void **)&flat_a, a_n * sizeof(float)));
+		CK(cudaMalloc((void **)&flat_b, b_n * sizeof(float)));
+		CK(cudaMemcpyAsync(flat_a, params, a_n * sizeof(float), cudaMemcpyDeviceToDevice,
+				   stream));
+		if (smddp_broadcast(flat_a, a_n, SMDDP_FLOAT32, 0, comm, stream) != SMDDP_OK)
+			bad = 1;
+		CK(cudaMemcpyAsync(flat_b, params + a_n, b_n * sizeof(float),
+				   cudaMemcpyDeviceToDevice, stream));
+		if (!bad && smddp_broadcast(flat_b, b_n, SMDDP_FLOAT32, 0, comm, stream) != SMDDP_OK)
+			bad = 1;
+		if (bad) {
+			printf("FAIL rank %d: ddp: broadcast: %s\n", rank, smddp_last_error(comm));
+			failures++;
+		}
+		CK(cudaMemcpyAsync(params, flat_a, a_n * sizeof(float), cudaMemcpyDeviceToDevice,
+				   stream));
+		CK(cudaMemcpyAsync(params + a_n, flat_b, b_n * sizeof(float),
+				   cudaMemcpyDeviceToDevice, stream));
+		if (!bad)
+			bad = ddp_check("parameters after the broadcasts", params, total, 7, 0, h);
+	}
+	/* the first backward: one bucket of every parameter, a new allocation */
+	CK(cudaMalloc((void **)&bucket, total * sizeof(float)));
+	if (!bad) {
+		ddp_fill(bucket, total, (float)(rank + 1), 1, h);
+		if (rank == 1) {
+			int ms = 300;
+
+			hold(&ms);
+			CK(cudaStreamSynchronize(stream));
+		}
+		if (smddp_allreduce(bucket, bucket, total, SMDDP_FLOAT32, SMDDP_SUM, comm, stream) !=
+		    SMDDP_OK) {
+			printf("FAIL rank %d: ddp: first bucket: %s\n", rank, smddp_last_error(comm));
+			failures++;
+			bad = 1;
+		} else {
+			bad = ddp_check("the first step's bucket", bucket, total,
+					(float)(nranks * (nranks + 1) / 2), 1, h);
+		}
+	}
+	/* the rebuilt buckets: views of one new allocation, in reverse order */
+	CK(cudaMalloc((void **)&rebuilt, total * sizeof(float)));
+	for (int step = 1; step <= 3 && !bad; step++) {
+		ddp_fill(rebuilt, total, (float)(rank + 1), (size_t)step, h);
+		if (rank == step % nranks) {
+			int ms = 100;
+
+			hold(&ms);
+			CK(cudaStreamSynchronize(stream));
+		}
+		for (int k = NP - 1; k >= 0 && !bad; k--)
+			if (smddp_allreduce(rebuilt + (size_t)k * per, rebuilt + (size_t)k * per, per,
+					    SMDDP_FLOAT32, SMDDP_SUM, comm, stream) != SMDDP_OK) {
+				printf("FAIL rank %d: ddp: step %d bucket %d: %s\n", rank, step, k,
+				       smddp_last_error(comm));
+				failures++;
+				bad = 1;
+			}
+		if (!bad)
+			bad = ddp_check("a rebuilt bucket", rebuilt, total,
+					(float)(nranks * (nranks + 1) / 2), (size_t)step, h);
+	}
+	if (!bad) {
+		printf("ok rank %d: ddp: the calls of a DDP construction and 4 steps checked\n", rank);
+		passed++;
+	}
+	cudaFreeHost(h);
+}
+
+/* ---- a peer's first launch of a kernel while our direct kernel waits for it ---- */
+
+/* An empty kernel in PTX: a module this process has not loaded yet. */
+static const char lateload_ptx[] = ".version 7.0\n.target sm_52\n.address_size 64\n"
+				   ".visible .entry smddp_lateload_nop()\n{\n\tret;\n}\n";
+
+/* The candidate cause of the DDP hang on one GPU under MPS (docs/internals/
+ * cuda.md, the direct path): with CUDA_MODULE_LOADING=LAZY (the default
+ * since CUDA 12.2) the first launch of a kernel loads it, and the load waits for
+ * the GPU's work to drain, holding the context's lock.  Rank 0's direct
+ * allreduce waits on the GPU for rank 1, which first loads and launches a
+ * kernel it never ran (as a DDP step's first GEMM), 300 ms late.  If the
+ * load waits for rank 0's kernel, it returns only when that kernel gives
+ * up (SMDDP_TIMEOUT) and the allreduce fails: said as FAIL with the time
+ * the load took.  Only on a GPU (the fake CUDA lacks cuModuleLoadData):
+ * SKIP there. */
+void lateload(void)
+{
+	typedef CUresult (*pfn_load)(CUmodule *, const void *);
+	typedef CUresult (*pfn_getf)(CUfunction *, CUmodule, const char *);
+	typedef CUresult (*pfn_launch)(CUfunction, unsigned, unsigned, unsigned, unsigned,
+				       unsigned, unsigned, unsigned, CUstream, void **, void **);
+	enum cudaDriverEntryPointQueryResult q;
+	void *fl = NULL, *fg = NULL, *fk = NULL;
+	const size_t count = ((size_t)1 << 20) + 3, m = count * sizeof(float);
+	float *buf, *h;
+	int bad = 0;
+
+	if (cudaGetDriverEntryPointByVersion("cuModuleLoadData", &fl, 12000, cudaEnableDefault,
+					     &q) != cudaSuccess || !fl ||
+	    cudaGetDriverEntryPointByVersion("cuModuleGetFunction", &fg, 12000,
+					     cudaEnableDefault, &q) != cudaSuccess || !fg ||
+	    cudaGetDriverEntryPointByVersion("cuLaunchKernel", &fk, 12000, cudaEnableDefault,
+					     &q) != cudaSuccess || !fk) {
+		(void)cudaGetLastError();
+		printf("ok rank %d: lateload: SKIP (no cuModuleLoadData: not a real GPU)\n", rank);
+		passed++;
+		return;
+	}
+	CK(cudaMallocHost((void **)&h, m));
+	CK(cudaMalloc((void **)&buf, m));
+	for (int round = 0; round < 2 && !bad; round++) {
+		double took = 0;
+
+		for (size_t j = 0; j < count; j++)
+			h[j] = (float)(rank + 1) * (float)(j % 89);
+		CK(cudaMemcpyAsync(buf, h, m, cudaMemcpyHostToDevice, stream));
+		CK(cudaStreamSynchronize(stream));
+		if (round == 1 && rank == 1) {
+			/* round 0 loaded the direct kernel on both ranks */
+			CUmodule mod;
+			CUfunction fn;
+			struct timespec t0, t1;
+
+			usleep(300 * 1000);
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			if (((pfn_load)fl)(&mod, lateload_ptx) != CUDA_SUCCESS ||
+			    ((pfn_getf)fg)(&fn, mod, "smddp_lateload_nop") != CUDA_SUCCESS ||
+			    ((pfn_launch)fk)(fn, 1, 1, 1, 32, 1, 1, 0, (CUstream)stream, NULL, NULL) !=
+				    CUDA_SUCCESS) {
+				printf("FAIL rank %d: lateload: cannot load or launch the PTX kernel\n",
+				       rank);
+				failures++;
+				bad = 1;
+				break;
+			}
+			CK(cudaStreamSynchronize(stream));
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			took = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+			printf("# lateload rank 1: loading and running a new kernel took %.3f s while "
+			       "rank 0's direct kernel waited\n", took);
+		}
+		if (smddp_allreduce(buf, buf, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream) !=
+			    SMDDP_OK ||
+		    cudaStreamSynchronize(stream) != cudaSuccess) {
+			printf("FAIL rank %d: lateload: round %d: %s%s\n", rank, round,
+			       smddp_last_error(comm),
+			       took > 1 ? " (the peer's first launch of a kernel waited for this "
+					  "rank's direct kernel: CUDA lazy loading)" : "");
+			failures++;
+			bad = 1;
+			break;
+		}
+		int ae = SMDDP_OK;
+
+		smddp_comm_get_async_error(comm, &ae);
+		CK(cudaMemcpyAsync(h, buf, m, cudaMemcpyDeviceToHost, stream));
+		CK(cudaStreamSynchronize(stream));
+		for (size_t j = 0; j < count && !bad; j++)
+			if (ae != SMDDP_OK ||
+			    h[j] != (float)(nranks * (nranks + 1) / 2) * (float)(j % 89)) {
+				printf("FAIL rank %d: lateload: round %d: element %zu is %g (%s)%s\n",
+				       rank, round, j, (double)h[j], smddp_strerror(ae),
+				       took > 1 ? ": the first launch of a kernel waited for the "
+						  "peer's direct kernel (CUDA lazy loading)" : "");
+				failures++;
+				bad = 1;
+			}
+	}
+	if (!bad) {
+		printf("ok rank %d: lateload: a late peer's first kernel launch did not wait for "
+		       "the direct kernel\n", rank);
+		passed++;
+	}
+	cudaFree(buf);
+	cudaFreeHost(h);
 }

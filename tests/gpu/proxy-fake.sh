@@ -52,6 +52,14 @@ for r in 1 2; do
 		pass "regs-n3: rank $r's proxy mapped a buffer its kernel waited for" ||
 		fail "regs-n3: rank $r's kernels never waited for a mapping"
 done
+# the calls of a torch DDP construction and first steps, in its order, each on a new
+# allocation: an allgather and a broadcast of a few words, two broadcasts of flat buckets
+# queued together, the first step's one bucket of every parameter (rank 1 late to it),
+# the rebuilt buckets as views at offsets of one allocation
+fake ddp-n2 2 SMDDP_CUDA_ASYNC=1 FAKECUDA_JITTER_US=100 SMDDP_DEBUG=INFO SMDDP_DEBUG_SUBSYS=COLL \
+	-- ddp
+expect_direct ddp-n2 0 1
+fake ddp-n3 3 SMDDP_CUDA_ASYNC=1 FAKECUDA_JITTER_US=100 -- ddp
 # every collective (but sends and receives) of up to SMDDP_CUDA_FAST bytes per peer takes
 # the fast path: its count per collective, said at INFO when the communicator goes
 expect_fast() {
