@@ -71,7 +71,7 @@ static void random_hex(char *out, size_t nhex)
 		if (r < 0 && errno != EINTR) {
 			/* no entropy source at all: time and pid, still unique enough
 			 * to keep two jobs apart */
-			uint64_t x = (uint64_t)now_ms() * 6364136223846793005ull ^ (uint64_t)getpid();
+			uint64_t x = (uint64_t)sd_now_ms() * 6364136223846793005ull ^ (uint64_t)getpid();
 			for (; got < nb; got++, x = x * 6364136223846793005ull + 1442695040888963407ull)
 				b[got] = (unsigned char)(x >> 56);
 		} else if (r > 0) {
@@ -134,7 +134,7 @@ static bool mac_ok(const char *want, const char *mac)
  * how many were not shown. */
 TOOL_PRINTF(2, 3) static void warn_limited(struct nodes *n, const char *fmt, ...)
 {
-	int64_t t = now_ms();
+	int64_t t = sd_now_ms();
 	if (t - n->warn_since >= WARN_WINDOW_MS) {
 		if (n->unshown)
 			tool_warn("(%d more refused connection%s not shown)", n->unshown,
@@ -276,7 +276,7 @@ static int send_go(struct nodes *n, const struct peer *p)
 static int join_as_node0(struct nodes *n, int sigfd)
 {
 	const struct nodes_config *c = &n->cfg;
-	int64_t until = now_ms() + (int64_t)(c->join_timeout_s * 1000 + 0.5);
+	int64_t until = sd_now_ms() + (int64_t)(c->join_timeout_s * 1000 + 0.5);
 	struct peer **slots = calloc(c->nnodes, sizeof *slots);
 	struct pollfd *pfd = calloc(2 + MAX_PENDING + c->nnodes, sizeof *pfd);
 	struct peer **who = calloc(2 + MAX_PENDING + c->nnodes, sizeof *who);
@@ -295,14 +295,14 @@ static int join_as_node0(struct nodes *n, int sigfd)
 	}
 
 	while (joined < c->nnodes - 1) {
-		if (now_ms() >= until)
+		if (sd_now_ms() >= until)
 			break;
 		/* a connection that took the challenge and holds its place in
 		 * silence goes, so that MAX_PENDING of them cannot lock the
 		 * launchers out until the deadline */
 		for (size_t i = 0; i < n->npeers; i++) {
 			struct peer *p = &n->peers[i];
-			if (p->fd >= 0 && p->node < 0 && now_ms() - p->since >= ANSWER_MS) {
+			if (p->fd >= 0 && p->node < 0 && sd_now_ms() - p->since >= ANSWER_MS) {
 				warn_limited(n, "node 0: closed a connection from %s that did not answer "
 				             "the challenge within %d s", p->addr, ANSWER_MS / 1000);
 				nodes_close_peer(p);
@@ -347,7 +347,7 @@ static int join_as_node0(struct nodes *n, int sigfd)
 								slots[k] = n->peers + (slots[k] - old);
 					nodes_keepalive(fd);
 					nodes_peer_addr(fd, p->addr, sizeof p->addr);
-					p->since = now_ms();
+					p->since = sd_now_ms();
 					/* the challenge, before anything else: nothing of the
 					 * job goes to a connection that has not answered it */
 					if (!random_nonce(p->nonce0)) {
@@ -518,12 +518,12 @@ static int take_go(struct nodes *n, const struct nodes_config *cfg, const struct
 static int join_as_other(struct nodes *n, const struct nodes_config *cfg, int sigfd)
 {
 	const struct nodes_config *c = &n->cfg;
-	int64_t until = now_ms() + (int64_t)(c->join_timeout_s * 1000 + 0.5);
+	int64_t until = sd_now_ms() + (int64_t)(c->join_timeout_s * 1000 + 0.5);
 	char err[512] = "no attempt";
 	int fd = -1, sig = 0;
 
 	while (fd < 0) {
-		if (now_ms() >= until) {
+		if (sd_now_ms() >= until) {
 			tool_warn("node %d: node 0's launcher at %s did not answer within %g s "
 			          "(--join-timeout): %s; start smddp-run --node-rank 0 there, or check "
 			          "--master-addr and --launcher-port", c->node_rank, n->addr,
@@ -554,14 +554,14 @@ static int join_as_other(struct nodes *n, const struct nodes_config *cfg, int si
 	 * it gives up (by its own deadline, which ends before ours: it was
 	 * running when we came). A node 0 that never challenges is an older
 	 * smddp-run (v1 waited for the JOIN) or no launcher at all. */
-	int64_t connected_at = now_ms();
+	int64_t connected_at = sd_now_ms();
 	int64_t hello_until = until > connected_at + HELLO_MIN_MS ? until : connected_at + HELLO_MIN_MS;
 	int64_t joined_at = 0, go_until = 0;
 	bool sent_join = false;
 	char nonce1[NODES_HEX + 1];
 	for (;;) {
 		int64_t deadline = sent_join ? go_until : hello_until;
-		if (now_ms() >= deadline && !sent_join) {
+		if (sd_now_ms() >= deadline && !sent_join) {
 			tool_warn("node %d: node 0's launcher at %s took the connection but sent no "
 			          "challenge within %.0f s: an older smddp-run there (use the same "
 			          "smddp-run version on every node), or not smddp-run at all (check "
@@ -569,7 +569,7 @@ static int join_as_other(struct nodes *n, const struct nodes_config *cfg, int si
 			          (double)(hello_until - connected_at) / 1000);
 			return 1;
 		}
-		if (now_ms() >= deadline) {
+		if (sd_now_ms() >= deadline) {
 			tool_warn("node %d: joined node 0's launcher at %s, which in %.0f s neither "
 			          "started the job nor gave up (--join-timeout differs between the "
 			          "nodes?)", c->node_rank, n->addr, (double)(go_until - joined_at) / 1000);
@@ -627,7 +627,7 @@ static int join_as_other(struct nodes *n, const struct nodes_config *cfg, int si
 					return 1;
 				}
 				sent_join = true;
-				joined_at = now_ms();
+				joined_at = sd_now_ms();
 				go_until = joined_at + (int64_t)(c->join_timeout_s * 1000 + 0.5) + GO_MARGIN_MS;
 				if (go_until < until + GO_MARGIN_MS)
 					go_until = until + GO_MARGIN_MS;

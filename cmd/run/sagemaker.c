@@ -678,15 +678,15 @@ static pid_t find_daemon(void)
 
 int worker_wait(const struct options *o, const struct plan *p)
 {
-	int64_t until = now_ms() + ms_from_s(o->worker_wait_s);
-	int64_t stop = o->timeout_s > 0 ? now_ms() + ms_from_s(o->timeout_s) : 0;
+	int64_t until = sd_now_ms() + sd_ms_from_s(o->worker_wait_s);
+	int64_t stop = o->timeout_s > 0 ? sd_now_ms() + sd_ms_from_s(o->timeout_s) : 0;
 	pid_t pid;
 
 	tool_warn("host %s runs ranks %ld..%ld of this %s job; waiting for mpirun on %s to "
 	          "start them", p->current_host, p->node_rank * p->ppn,
 	          p->node_rank * p->ppn + p->ppn - 1, p->form, p->hosts.v[0]);
 	while (!(pid = find_daemon())) {
-		if (now_ms() >= until) {
+		if (sd_now_ms() >= until) {
 			tool_warn("mpirun on %s did not reach host %s within %g seconds (--worker-wait)",
 			          p->hosts.v[0], p->current_host, o->worker_wait_s);
 			return TOOL_EXIT_FAILURE;
@@ -698,7 +698,7 @@ int worker_wait(const struct options *o, const struct plan *p)
 	for (;;) {
 		int left = -1;
 		if (stop) {
-			int64_t l = stop - now_ms();
+			int64_t l = stop - sd_now_ms();
 			if (l <= 0)
 				return 124;
 			left = l > INT_MAX ? INT_MAX : (int)l;

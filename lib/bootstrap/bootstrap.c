@@ -55,6 +55,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock/clock.h"
 #include "util/sd.h"
 #include "bootstrap/wire.h"
 

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock/clock.h"
 #include "util/sd.h"
 #include "bootstrap/wire.h"
 

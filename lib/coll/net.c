@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "clock/clock.h"
 #include "coll/net-int.h"
 #include "transport/transport.h"
 #include "util/wait.h"

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
+#include "clock/clock.h"
 #include "coll/coll.h"
 #include "coll/net.h"
 #include "core/comm.h"

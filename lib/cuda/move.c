@@ -12,6 +12,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include "clock/clock.h"
 #include "cuda/cuda.h"
 #include "cuda/internal.h"
 #include "cuda/kernels.h"

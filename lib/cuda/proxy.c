@@ -84,6 +84,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include "clock/clock.h"
 #include "coll/net.h"
 #include "cuda/cuda.h"
 #include "cuda/internal.h"

@@ -143,7 +143,4 @@ struct sd_err *sd_init_err(void);
 		sd_r_;                                                              \
 	})
 
-
-uint64_t sd_now_ns(void); /* CLOCK_MONOTONIC */
-
 #endif

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "bootstrap/bootstrap.h"
+#include "clock/clock.h"
 
 #define MS 1000000ull
 #define SEC 1000000000ull
@@ -40,8 +41,6 @@ void say(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3
 		}                                                                            \
 	} while (0)
 
-/* CLOCK_MONOTONIC in ns. */
-uint64_t now(void);
 void msleep(unsigned ms);
 /* The bootstrap parameters of rank of size, rank 0 at c->addr:c->port. */
 struct sd_boot_params params(struct ctx *c, int rank, int size, const char *token, unsigned deadline_ms);

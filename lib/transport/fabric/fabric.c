@@ -18,6 +18,7 @@
 #include <rdma/fi_tagged.h>
 
 #include "base/comm-types.h"
+#include "clock/clock.h"
 #include "transport/netep.h"
 #include "util/wait.h"
 

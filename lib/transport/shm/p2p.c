@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "bootstrap/bootstrap.h"
+#include "clock/clock.h"
 #include "transport/shm/shm.h"
 
 /* op->state */

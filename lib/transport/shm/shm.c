@@ -44,6 +44,7 @@
 
 #include "base/comm-types.h"
 #include "bootstrap/bootstrap.h"
+#include "clock/clock.h"
 #include "transport/transport.h"
 #include "transport/shm/shm.h"
 
