@@ -56,6 +56,7 @@
 #include <unistd.h>
 
 #include "clock/clock.h"
+#include "config/param.h"
 #include "util/sd.h"
 #include "bootstrap/wire.h"
 

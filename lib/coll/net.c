@@ -22,6 +22,7 @@
 
 #include "clock/clock.h"
 #include "coll/net-int.h"
+#include "config/param.h"
 #include "transport/transport.h"
 #include "util/wait.h"
 

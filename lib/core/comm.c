@@ -19,6 +19,7 @@
 #include "clock/clock.h"
 #include "coll/coll.h"
 #include "coll/net.h"
+#include "config/param.h"
 #include "core/comm.h"
 #include "core/trace.h"
 #include "cuda/cuda.h"

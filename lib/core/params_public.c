@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 
+#include "config/param.h"
 #include "util/sd.h"
 
 SD_EXPORT size_t smddp_param_count(void)

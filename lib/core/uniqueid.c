@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
+#include "config/param.h"
 #include "core/comm.h"
 
 #define ID_MAGIC "SMDDPU1"

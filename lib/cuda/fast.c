@@ -51,6 +51,7 @@
 #include <cuda_runtime.h>
 
 #include "clock/clock.h"
+#include "config/param.h"
 #include "cuda/cuda.h"
 #include "cuda/internal.h"
 #include "cuda/kernels.h"

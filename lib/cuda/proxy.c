@@ -86,6 +86,7 @@
 
 #include "clock/clock.h"
 #include "coll/net.h"
+#include "config/param.h"
 #include "cuda/cuda.h"
 #include "cuda/internal.h"
 #include "cuda/kernels.h"

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "config/param.h"
 #include "util/sd.h"
 #include "topo/topo.h"
 

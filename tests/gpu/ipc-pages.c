@@ -44,6 +44,7 @@
 #include <cuda_runtime.h>
 
 #include "clock/clock.h"
+#include "config/param.h"
 #include "util/sd.h"
 #include "cuda/kernels.h"
 

@@ -19,6 +19,7 @@
 
 #include "base/comm-types.h"
 #include "clock/clock.h"
+#include "config/param.h"
 #include "transport/netep.h"
 #include "util/wait.h"
 
