@@ -38,7 +38,7 @@ const char *sd_net_host_of(struct smddp_comm *c, int r)
 static int check_news(struct smddp_comm *c)
 {
 	struct sd_net *n = c->net;
-	char err[512];
+	struct sd_err err;
 	int who = -1, rc = sd_comm_cancelled(c);
 
 	if (rc)
@@ -60,7 +60,7 @@ static int check_news(struct smddp_comm *c)
 		return sd_comm_error(c, why, "%s", n->abort_in + sizeof(why));
 	}
 	if (n->job && n->job->boot) {
-		rc = sd_boot_poll(n->job->boot, &who, err, sizeof(err));
+		rc = sd_boot_poll(n->job->boot, &who, &err);
 		/* News of a rank outside this communicator (a split) is not
 		 * this communicator's failure. */
 		for (int r = 0; rc && who >= 0 && r <= c->size; r++)
@@ -69,7 +69,7 @@ static int check_news(struct smddp_comm *c)
 			else if (n->world[r] == who)
 				break;
 		if (rc)
-			return sd_comm_error(c, rc, "%s", err);
+			return sd_comm_error(c, rc, "%s", err.msg);
 	}
 	return SMDDP_OK;
 }

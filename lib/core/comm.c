@@ -468,23 +468,22 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 	char hostid[SD_HOSTID_MAX], trace_id[48] = "0";
 	struct sd_err err;
 	uint64_t nonce = 0;
-	int rc, listen_fd = -1, trace_rank, trace_size;
+	/* The socket of smddp_comm_init_rank's id: ours to close until
+	 * sd_boot_init takes it, whatever happens. */
+	int rc, listen_fd = how ? how->listen_fd : -1, spans = 0, trace_rank, trace_size;
 
 	sd_err_clear(sd_init_err());
 	if (!out) {
-		if (how && how->listen_fd >= 0)
-			close(how->listen_fd);
-		return sd_err_set(sd_init_err(), SMDDP_EINVAL, "smddp_init: comm is NULL");
+		rc = sd_err_set(sd_init_err(), SMDDP_EINVAL, "smddp_init: comm is NULL");
+		goto out;
 	}
 	*out = NULL;
 	sd_log_init();
 	sd_check_signals();
 	rc = sd_params_load(sd_init_err());
-	if (rc && how && how->listen_fd >= 0)
-		close(how->listen_fd);
 	if (rc) {
 		SD_WARN(SD_SUB_CONFIG, "%s", sd_init_err()->msg);
-		return rc;
+		goto out;
 	}
 	if (*sd_param_str("SMDDP_TOPO_FILE")) {
 		/* A topology given by the user replaces discovery: check it
@@ -495,11 +494,9 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 
 		rc = sd_topo_shared(&topo);
 		if (rc) {
-			if (how && how->listen_fd >= 0)
-				close(how->listen_fd);
 			sd_err_set(sd_init_err(), rc, "%s", smddp_topo_error());
 			SD_WARN(SD_SUB_INIT, "%s", sd_init_err()->msg);
-			return rc;
+			goto out;
 		}
 		SD_INFO(SD_SUB_INIT, "topology: %d GPUs, %d NICs, %d NUMA nodes",
 			smddp_topo_num_gpus(topo),
@@ -507,9 +504,8 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
-		if (how && how->listen_fd >= 0)
-			close(how->listen_fd);
-		return sd_err_set(sd_init_err(), SMDDP_ENOMEM, "smddp_init: out of memory");
+		rc = sd_err_set(sd_init_err(), SMDDP_ENOMEM, "smddp_init: out of memory");
+		goto out;
 	}
 	c->is_world = 1;
 	c->cancel = &c->cancelled;
@@ -520,7 +516,6 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 	if (how) {
 		c->rank = how->rank;
 		c->size = how->size;
-		listen_fd = how->listen_fd;
 	} else {
 		rc = discover(c);
 		if (rc)
@@ -607,8 +602,9 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 		if (rc)
 			goto fail;
 	}
-	for (int r = 0; r < c->size; r++) {
+	for (int r = 0; r < c->size && !spans; r++) {
 		if (strcmp(peers[r].hostid, peers[0].hostid) != 0) {
+			spans = 1;
 #ifdef HAVE_LIBFABRIC
 			char (*vhost)[SD_HOSTID_MAX] = calloc((size_t)c->size, SD_HOSTID_MAX);
 			struct sd_job *job = calloc(1, sizeof(*job));
@@ -629,14 +625,6 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 				free(job);
 			if (rc)
 				goto fail;
-			memset(&c->cur, 0, sizeof(c->cur));
-			sd_trace_open(c, trace_id, trace_rank, trace_size);
-			SD_INFO(SD_SUB_INIT, "communicator ready: rank %d of %d (local %d of %d), "
-					     "job %s, several hosts",
-				c->rank, c->size, c->local_rank, c->local_size, c->jobid);
-			free(peers);
-			*out = c;
-			return SMDDP_OK;
 #else
 			char sync = 0, *all = malloc((size_t)c->size);
 
@@ -656,27 +644,36 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 #endif
 		}
 	}
-	c->local_rank = c->rank;
-	c->local_size = c->size;
-	rc = setup_segment(c, 1, c, 0, c->rank == 0, boot_gather, NULL);
-	if (rc)
-		goto fail;
+	if (!spans) {
+		c->local_rank = c->rank;
+		c->local_size = c->size;
+		rc = setup_segment(c, 1, c, 0, c->rank == 0, boot_gather, NULL);
+		if (rc)
+			goto fail;
+	}
 	memset(&c->cur, 0, sizeof(c->cur));
 	sd_trace_open(c, trace_id, trace_rank, trace_size);
-	SD_INFO(SD_SUB_INIT, "communicator ready: rank %d of %d, job %s, shared memory, spin %d",
-		c->rank, c->size, c->jobid, c->spin);
-	free(peers);
+	if (spans)
+		SD_INFO(SD_SUB_INIT, "communicator ready: rank %d of %d (local %d of %d), "
+				     "job %s, several hosts",
+			c->rank, c->size, c->local_rank, c->local_size, c->jobid);
+	else
+		SD_INFO(SD_SUB_INIT, "communicator ready: rank %d of %d, job %s, shared memory, "
+				     "spin %d",
+			c->rank, c->size, c->jobid, c->spin);
 	*out = c;
-	return SMDDP_OK;
+	goto out;
 fail:
-	if (listen_fd >= 0)
-		close(listen_fd);
+	/* c's failures went to c->last_error: the init error reads them. */
 	sd_err_set(sd_init_err(), rc, "%s", c->last_error);
-	free(peers);
 	c->failed = rc;
 	if (c->tp_state)
 		c->tp->abort(c);
 	comm_free(c, 0);
+out:
+	if (listen_fd >= 0)
+		close(listen_fd);
+	free(peers);
 	return rc;
 }
 

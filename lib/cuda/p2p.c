@@ -48,6 +48,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include "base/checks.h"
 #include "base/comm-types.h"
 #include "coll/coll.h"
 #ifdef HAVE_LIBFABRIC
@@ -104,12 +105,6 @@ struct dop {
 	int dev;          /* the GPU of the buffer (-1: no bytes) */
 };
 
-static int fail(struct smddp_comm *c, cudaError_t e, const char *what)
-{
-	return sd_comm_error(c, SMDDP_ECUDA, "%s: %s (%s)", what, cudaGetErrorString(e),
-			     cudaGetErrorName(e));
-}
-
 /* Each reason for staging inside a node is said once per process, at INFO:
  * it holds for the job, and a message per call would drown the log. */
 static int said[5];
@@ -130,12 +125,12 @@ static int wait_stream(struct smddp_comm *c, cudaStream_t st, cudaEvent_t ev, co
 	int r;
 
 	if (e != cudaSuccess)
-		return fail(c, e, "cannot record an event on the stream");
+		return SD_CUDA_ERR(c, e, "cannot record an event on the stream");
 	r = sd_cuda_wait(sd_cuda_q_event, ev, c->timeout_ns, NULL, &e);
 	if (r == SMDDP_OK)
 		return SMDDP_OK;
 	if (r == SMDDP_ECUDA)
-		return fail(c, e, late);
+		return SD_CUDA_ERR(c, e, "%s", late);
 	return sd_comm_error(c, SMDDP_ETIMEDOUT,
 			     "waited %.0f s (%s) for the stream: %s did not finish (work queued "
 			     "on the stream before the call may be stuck)",
@@ -246,7 +241,7 @@ static int stage_send(struct smddp_comm *c, struct dop *o, cudaStream_t st)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory for %zu bytes", op->bytes);
 	e = cudaMemcpyAsync(o->host, o->src, op->bytes, cudaMemcpyDeviceToHost, st);
 	if (e != cudaSuccess)
-		return fail(c, e, "copying a send buffer to the host");
+		return SD_CUDA_ERR(c, e, "copying a send buffer to the host");
 	return SMDDP_OK;
 }
 
@@ -455,7 +450,7 @@ static int copy_sends(struct smddp_comm *c, struct sd_cuda *cu, struct dop *x, i
 			e = cudaMemcpyAsync((void *)o->src, op->buf, op->bytes,
 					    cudaMemcpyDeviceToDevice, st);
 			if (e != cudaSuccess)
-				return fail(c, e, "copying a send buffer that the batch overwrites");
+				return SD_CUDA_ERR(c, e, "copying a send buffer that the batch overwrites");
 		}
 		if (o->d.mode == M_IPC) {
 			SD_CHECK(buf_info(c, o->src, op->bytes, &d, &o->d.b));
@@ -481,7 +476,7 @@ static int copy_sends(struct smddp_comm *c, struct sd_cuda *cu, struct dop *x, i
 			continue;
 		e = cudaMemcpyAsync(r->buf, s->buf, r->bytes, cudaMemcpyDefault, st);
 		if (e != cudaSuccess)
-			return fail(c, e, "copying a message to this rank itself");
+			return SD_CUDA_ERR(c, e, "copying a message to this rank itself");
 	}
 	return SMDDP_OK;
 }
@@ -534,7 +529,7 @@ static int take(struct smddp_comm *c, struct sd_cuda *cu, struct dop *o, int q,
 		e = cudaMemcpyAsync(op->buf, p, op->bytes, cudaMemcpyDefault, st);
 		o->r.status = e == cudaSuccess ? R_DONE : R_FAILED;
 		if (e != cudaSuccess)
-			return fail(c, e, "copying a message from a peer's GPU memory");
+			return SD_CUDA_ERR(c, e, "copying a message from a peer's GPU memory");
 		*copied = 1;
 	}
 	o->hbytes = op->bytes;
@@ -628,12 +623,12 @@ int sd_cuda_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n, void *stream
 		gpu = cu->dev;
 	cudaGetDevice(&old);
 	if (gpu >= 0 && (e = cudaSetDevice(gpu)) != cudaSuccess) {
-		rc = fail(c, e, "cudaSetDevice");
+		rc = SD_CUDA_ERR(c, e, "cudaSetDevice");
 		goto out;
 	}
 	if ((e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)) != cudaSuccess) {
 		ev = NULL;
-		rc = fail(c, e, "cannot create an event");
+		rc = SD_CUDA_ERR(c, e, "cannot create an event");
 		goto out;
 	}
 	SD_CHECK_GOTO(pair_self(c, x, n, pair), rc, out);
@@ -650,7 +645,7 @@ int sd_cuda_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n, void *stream
 		if ((e = cudaMalloc(&cu->scratch, len)) != cudaSuccess) {
 			cu->scratch = NULL;
 			(void)cudaGetLastError(); /* ours, not left for the caller's next check */
-			rc = fail(c, e, "cannot allocate device memory for a send in place");
+			rc = SD_CUDA_ERR(c, e, "cannot allocate device memory for a send in place");
 			goto out;
 		}
 		cu->scratch_len = len;
@@ -751,7 +746,7 @@ int sd_cuda_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n, void *stream
 			continue;
 		e = cudaMemcpyAsync(o->op->buf, o->host, o->op->bytes, cudaMemcpyHostToDevice, st);
 		if (e != cudaSuccess) {
-			rc = fail(c, e, "copying a received message to the device");
+			rc = SD_CUDA_ERR(c, e, "copying a received message to the device");
 			goto out;
 		}
 		down = pending = 1;

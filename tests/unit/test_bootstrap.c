@@ -143,7 +143,7 @@ int gather_check(struct ctx *c, struct sd_boot *b, int rank, int size, size_t le
 }
 
 /* Poll until something happens or ms pass; returns rc, *who, err, elapsed. */
-int poll_for(struct sd_boot *b, unsigned ms, int *who, char *err, size_t errlen, uint64_t *took)
+int poll_for(struct sd_boot *b, unsigned ms, int *who, struct sd_err *err, uint64_t *took)
 {
 	uint64_t t0 = sd_now_ns(), end = t0 + ms * MS;
 	int rc;
@@ -154,7 +154,7 @@ int poll_for(struct sd_boot *b, unsigned ms, int *who, char *err, size_t errlen,
 
 		for (int i = 0; i < n; i++)
 			pf[i] = (struct pollfd){fds[i], POLLIN, 0};
-		rc = sd_boot_poll(b, who, err, errlen);
+		rc = sd_boot_poll(b, who, err);
 		if (rc)
 			break;
 		poll(pf, (nfds_t)n, 10);

@@ -81,7 +81,7 @@ static void killed(struct ctx *c, int victim, int in_gather)
 		free(mine);
 		who = victim; /* the all-gather names it in err.msg only */
 	} else {
-		rc = poll_for(b, 3000, &who, err.msg, sizeof(err.msg), &took);
+		rc = poll_for(b, 3000, &who, &err, &took);
 	}
 	snprintf(want, sizeof(want), "rank %d (pid ", victim);
 	CHECK(c, rc == SMDDP_EPEER && who == victim && contains(err.msg, want),
@@ -93,7 +93,7 @@ static void killed(struct ctx *c, int victim, int in_gather)
 		CHECK(c, contains(err.msg, "closed its connection to rank 0: it died or was killed"), "the sentence says so");
 	/* Sticky. */
 	int who2 = -1;
-	rc = sd_boot_poll(b, &who2, err.msg, sizeof(err.msg));
+	rc = sd_boot_poll(b, &who2, &err);
 	CHECK(c, rc == SMDDP_EPEER && who2 == victim, "poll again: still EPEER naming rank %d", victim);
 	sd_boot_close(b, 0);
 }
@@ -135,7 +135,7 @@ static void aborted(struct ctx *c, int aborter, int in_gather)
 
 		sd_boot_abort(b, why);
 		CHECK(c, sd_now_ns() - t0 < 200 * MS, "sd_boot_abort returns at once");
-		rc = sd_boot_poll(b, &who, err.msg, sizeof(err.msg));
+		rc = sd_boot_poll(b, &who, &err);
 		CHECK(c, rc == SMDDP_EABORTED, "and this rank's channel is aborted (rc %d: %s)", rc, err.msg);
 		sd_boot_close(b, 0);
 		return;
@@ -150,7 +150,7 @@ static void aborted(struct ctx *c, int aborter, int in_gather)
 		free(all);
 		free(mine);
 	} else {
-		rc = poll_for(b, 3000, &who, err.msg, sizeof(err.msg), &took);
+		rc = poll_for(b, 3000, &who, &err, &took);
 	}
 	CHECK(c, rc == SMDDP_EABORTED && who == aborter && contains(err.msg, why),
 	      "%s reports EABORTED naming rank %d (rc %d, rank %d): %s", in_gather ? "all-gather" : "poll", aborter,

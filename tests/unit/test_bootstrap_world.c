@@ -44,7 +44,7 @@ void sc_size1(struct ctx *c)
 	CHECK(c, sd_boot_fds(b, fds, 4) == 0, "no file descriptors");
 	CHECK(c, sd_boot_allgather(b, mine, all, 5, sd_now_ns() + SEC, &err) == 0 && !strcmp(all, "abcd"),
 	      "all-gather copies");
-	CHECK(c, sd_boot_poll(b, &who, err.msg, sizeof(err.msg)) == SMDDP_OK, "poll: nothing happened");
+	CHECK(c, sd_boot_poll(b, &who, &err) == SMDDP_OK, "poll: nothing happened");
 	sd_boot_close(b, 1);
 	CHECK(c, sd_boot_init(&p, &b, &peer, &nonce2, &err) == SMDDP_OK && nonce2 != nonce,
 	      "nonce is random (%016llx then %016llx)", (unsigned long long)nonce, (unsigned long long)nonce2);
@@ -85,14 +85,14 @@ void sc_world(struct ctx *c)
 	if (size <= 3) /* 8 ranks x 4 MiB twice only costs time */
 		gather_check(c, b, rank, size, BIG, 5, 1);
 	gather_check(c, b, rank, size, 1, 6, 0);
-	CHECK(c, sd_boot_poll(b, &who, err.msg, sizeof(err.msg)) == SMDDP_OK, "poll: nothing happened (%s)", err.msg);
+	CHECK(c, sd_boot_poll(b, &who, &err) == SMDDP_OK, "poll: nothing happened (%s)", err.msg);
 	if (rank != 0) {
 		sd_boot_close(b, 1);
 		say(c, "closed cleanly");
 		return;
 	}
 	/* The others close cleanly now: no death may be reported. */
-	rc = poll_for(b, 300, &who, err.msg, sizeof(err.msg), &took);
+	rc = poll_for(b, 300, &who, &err, &took);
 	CHECK(c, rc == SMDDP_OK, "no false death after the others' clean close (rc %d: %s)", rc, err.msg);
 	sd_boot_close(b, 1);
 }
@@ -125,7 +125,7 @@ void sc_close0(struct ctx *c)
 		sd_boot_close(b, 1);
 		return;
 	}
-	rc = poll_for(b, 300, &who, err.msg, sizeof(err.msg), &took);
+	rc = poll_for(b, 300, &who, &err, &took);
 	CHECK(c, rc == SMDDP_OK, "no false death after rank 0's clean close (rc %d: %s)", rc, err.msg);
 	rc = sd_boot_allgather(b, &x, all, 1, sd_now_ns() + SEC, &err);
 	CHECK(c, rc == SMDDP_EPEER, "an all-gather after rank 0 left: EPEER (%s)", err.msg);
