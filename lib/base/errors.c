@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 
+#include "base/errors.h"
 #include "util/sd.h"
 
 static const char *const result_str[] = {

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "clock/clock.h"
+#include "hash/sha256.h"
 #include "util/sd.h"
 #include "bootstrap/wire.h"
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/errors.h"
 #include "bootstrap/bootstrap.h"
 #include "clock/clock.h"
 #include "coll/coll.h"

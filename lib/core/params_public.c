@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 
+#include "base/errors.h"
 #include "config/param.h"
 #include "util/sd.h"
 

@@ -17,6 +17,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "base/errors.h"
 #include "bootstrap/bootstrap.h"
 #include "config/param.h"
 #include "core/comm.h"

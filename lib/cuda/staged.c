@@ -2,7 +2,7 @@
  *
  * A communicator whose ranks are on several hosts moves device buffers by
  * copying them through pinned host memory and running the host algorithms
- * of lib/coll/net.c (shared memory inside each host, libfabric between
+ * of lib/transport/net/net.c (shared memory inside each host, libfabric between
  * hosts) on the copies.  The call is cut into chunks of the same elements
  * on every rank; each chunk is its own host collective, with its own
  * number on the wire (c->wire), so that messages of different chunks never

@@ -1,4 +1,4 @@
-/* sd.h - internal declarations shared by every module of libsmddp.
+/* sd.h - the bottom of libsmddp's internals: logging, the error sink, SD_CHECK.
  *
  * Names: smddp_ is public, sd_<module>_ is library-internal (hidden by the
  * version script and -fvisibility=hidden), statics carry no prefix.
@@ -11,8 +11,6 @@
 #include <stdint.h>
 
 #include <smddp/smddp.h>
-
-#include "hash/sha256.h"   /* SHA-256 and HMAC, for the rendezvous's challenge-response */
 
 #define SD_EXPORT __attribute__((visibility("default")))
 
@@ -90,26 +88,6 @@ static inline void sd_err_clear(struct sd_err *e)
 			goto label;                                                 \
 		}                                                                   \
 	} while (0)
-
-/* ---- reduction (lib/reduce/) ---------------------------------------------
- * dst[i] = op(srcs[0][i], ..., srcs[nsrc-1][i]) for i < count.  dst may be
- * equal to any srcs[j] (never partially overlapping).  fp16 and bf16 reduce
- * in float and round once to nearest even.  For SMDDP_AVG the sum is divided
- * by avg_div (floats: in the accumulation type; integers: wrapped sum,
- * truncating toward zero).  Integer overflow wraps (two's complement).
- */
-void sd_reduce(void *dst, const void *const *srcs, int nsrc, size_t count,
-	       enum smddp_dtype dtype, enum smddp_op op, int avg_div);
-float sd_half_to_float(uint16_t h);
-uint16_t sd_float_to_half(float f);
-float sd_bf16_to_float(uint16_t b);
-uint16_t sd_float_to_bf16(float f);
-
-/* ---- the init error (lib/base/errors.c) ----------------------------------
- * This thread's sink for failures without a communicator (smddp_init, a
- * NULL communicator, smddp_group_*): smddp_last_error(NULL) reads it.
- */
-struct sd_err *sd_init_err(void);
 
 /* Retry on EINTR. */
 #define SD_RETRY_EINTR(expr)                                                        \

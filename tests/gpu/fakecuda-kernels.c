@@ -15,6 +15,7 @@
 #include "clock/clock.h"
 #include "cuda/kernels.h"
 #include "fakecuda.h"
+#include "reduce/reduce.h"
 #include "util/sd.h"
 
 /* ---- the kernels (lib/cuda/kernels.h), as host work on the stream ------------ */

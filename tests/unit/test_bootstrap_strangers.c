@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hash/sha256.h"
 #include "util/sd.h"
 #include "bootstrap/bootstrap.h"
 #include "test_bootstrap.h"

@@ -1,4 +1,4 @@
-/* fabric.c - the libfabric endpoint behind lib/coll/net.c: provider choice, registration, progress. */
+/* fabric.c - the libfabric endpoint behind lib/transport/net/net.c: provider choice, registration, progress. */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -399,7 +399,7 @@ static int qpost_sleep(void *arg, uint64_t ns, int *rc)
 	return *rc ? SD_WAIT_FAILED : SD_WAIT_NOT_YET;
 }
 
-/* Are the peers still there (check_news of lib/coll/net.c)? */
+/* Are the peers still there (sd_net_check_news of lib/transport/net/net.c)? */
 static int qpost_health(void *arg)
 {
 	struct qpost *q = arg;
