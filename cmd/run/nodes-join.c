@@ -273,6 +273,134 @@ static int send_go(struct nodes *n, const struct peer *p)
 	return nodes_send_line(p->fd, "%s mac=%s", go, mac);
 }
 
+/* A connection that took the challenge and holds its place in silence
+ * goes, so that MAX_PENDING of them cannot lock the launchers out until
+ * the deadline. */
+static void drop_silent(struct nodes *n)
+{
+	for (size_t i = 0; i < n->npeers; i++) {
+		struct peer *p = &n->peers[i];
+		if (p->fd >= 0 && p->node < 0 && sd_now_ms() - p->since >= ANSWER_MS) {
+			warn_limited(n, "node 0: closed a connection from %s that did not answer "
+			             "the challenge within %d s", p->addr, ANSWER_MS / 1000);
+			nodes_close_peer(p);
+		}
+	}
+}
+
+/* A new connection on node 0's port: it gets the challenge before
+ * anything else, since nothing of the job goes to a connection that has
+ * not answered it.  1: a connection was taken (n->peers may have moved,
+ * and slots with it); 0: none; -1: a failure that ends the join. */
+static int accept_launcher(struct nodes *n, int lfd, struct peer **slots)
+{
+	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (fd < 0)
+		return 0;
+	/* peers may move: the slots point into the array */
+	struct peer *old = n->peers;
+	struct peer *p = nodes_add_peer(n, fd);
+	if (!p) {
+		close(fd);
+		return 1;
+	}
+	if (old && old != n->peers)
+		for (int k = 0; k < n->cfg.nnodes; k++)
+			if (slots[k])
+				slots[k] = n->peers + (slots[k] - old);
+	nodes_keepalive(fd);
+	nodes_peer_addr(fd, p->addr, sizeof p->addr);
+	p->since = sd_now_ms();
+	if (!random_nonce(p->nonce0)) {
+		tool_warn_errno("node 0: no random numbers for the challenge (getrandom)");
+		nodes_close_peer(p);
+		return -1;
+	}
+	if (nodes_send_line(fd, "HELLO v=%d nonce=%s", NODES_PROTO, p->nonce0) < 0)
+		nodes_close_peer(p);
+	return 1;
+}
+
+/* What a connection said: its JOIN, checked (check_join), or its leaving.
+ * Returns the change in the number of nodes joined (1, -1 or 0). */
+static int read_launcher(struct nodes *n, struct peer *p, struct peer **slots)
+{
+	char line[LINE_MAX_LEN];
+	bool eof = false;
+	int got, joined = 0;
+	while ((got = nodes_read_line(p, line, sizeof line, &eof)) == 1) {
+		if (p->node >= 0)
+			continue;   /* a joined node has nothing to say before GO */
+		struct nodes_msg m;
+		const char *bad = nodes_parse_line(line, &m);
+		if (bad || m.verb != NODES_JOIN) {
+			/* not a launcher: a scanner, a health check, a typo'd port */
+			warn_limited(n, "node 0: closed a connection from %s that is no "
+			             "launcher: its first line is not a JOIN (%s)", p->addr,
+			             bad ? bad : "another message");
+			nodes_close_peer(p);
+			break;
+		}
+		if (check_join(n, p, &m, line, slots) == 0) {
+			joined++;
+			if (isatty(2))   /* progress, on a terminal only */
+				tool_warn("node %d of %d (host %s, %s) joined", p->node,
+				          n->cfg.nnodes, p->host, p->addr);
+		}
+		if (p->fd < 0)
+			break;
+	}
+	if (got < 0 && p->fd >= 0) {
+		if (p->node >= 0) {
+			tool_warn("node %d (host %s, %s) left before the job started; waiting "
+			          "for another launcher as node %d", p->node, p->host, p->addr,
+			          p->node);
+			slots[p->node] = NULL;
+			p->node = -1;
+			joined--;
+		}
+		nodes_close_peer(p);
+	}
+	return joined;
+}
+
+/* The deadline passed: say which nodes did not join (and which
+ * connections never answered), here and to every launcher connected. */
+static void report_missing(struct nodes *n, struct peer **slots)
+{
+	const struct nodes_config *c = &n->cfg;
+	char missing[512] = "";
+	size_t off = 0;
+	int nmiss = 0;
+	for (int k = 1; k < c->nnodes; k++)
+		if (!slots[k]) {
+			nmiss++;
+			if (off < sizeof missing - 16)
+				off += snprintf(missing + off, sizeof missing - off, "%s%d",
+				                off ? ", " : "", k);
+		}
+	/* connections that took the challenge and never answered: a
+	 * launcher that is stuck, or not a launcher */
+	char silent[256] = "";
+	int nsilent = 0;
+	for (size_t i = 0; i < n->npeers; i++)
+		if (n->peers[i].fd >= 0 && n->peers[i].node < 0 && nsilent++ == 0)
+			snprintf(silent, sizeof silent, "%s", n->peers[i].addr);
+	char why[1024];
+	int off2 = snprintf(why, sizeof why, "node%s %s of %d did not join within %g s "
+	                    "(--join-timeout): no smddp-run --node-rank %s reached port %ld of "
+	                    "host %s", nmiss > 1 ? "s" : "", missing, c->nnodes,
+	                    c->join_timeout_s, nmiss > 1 ? "N" : missing, c->launcher_port,
+	                    n->host);
+	if (nsilent && off2 > 0 && (size_t)off2 < sizeof why)
+		snprintf(why + off2, sizeof why - off2, " (%d connection%s, from %s%s, took the "
+		         "challenge but never answered it)", nsilent, nsilent == 1 ? "" : "s",
+		         silent, nsilent > 1 ? " and others" : "");
+	tool_warn("%s", why);
+	/* also to those whose JOIN was not read yet: they came too late */
+	stop_joining(n, 1, why);
+}
+
 static int join_as_node0(struct nodes *n, int sigfd)
 {
 	const struct nodes_config *c = &n->cfg;
@@ -297,17 +425,7 @@ static int join_as_node0(struct nodes *n, int sigfd)
 	while (joined < c->nnodes - 1) {
 		if (sd_now_ms() >= until)
 			break;
-		/* a connection that took the challenge and holds its place in
-		 * silence goes, so that MAX_PENDING of them cannot lock the
-		 * launchers out until the deadline */
-		for (size_t i = 0; i < n->npeers; i++) {
-			struct peer *p = &n->peers[i];
-			if (p->fd >= 0 && p->node < 0 && sd_now_ms() - p->since >= ANSWER_MS) {
-				warn_limited(n, "node 0: closed a connection from %s that did not answer "
-				             "the challenge within %d s", p->addr, ANSWER_MS / 1000);
-				nodes_close_peer(p);
-			}
-		}
+		drop_silent(n);
 		nfds_t np = 0;
 		pfd[np] = (struct pollfd){ .fd = sigfd, .events = POLLIN };
 		who[np++] = NULL;
@@ -333,109 +451,19 @@ static int join_as_node0(struct nodes *n, int sigfd)
 		if (pfd[0].revents && (sig = nodes_stop_signal(sigfd)))
 			goto out;
 		if (pfd[1].revents & POLLIN) {
-			int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-			if (fd >= 0) {
-				/* peers may move: the slots point into the array */
-				struct peer *old = n->peers;
-				struct peer *p = nodes_add_peer(n, fd);
-				if (!p) {
-					close(fd);
-				} else {
-					if (old && old != n->peers)
-						for (int k = 0; k < c->nnodes; k++)
-							if (slots[k])
-								slots[k] = n->peers + (slots[k] - old);
-					nodes_keepalive(fd);
-					nodes_peer_addr(fd, p->addr, sizeof p->addr);
-					p->since = sd_now_ms();
-					/* the challenge, before anything else: nothing of the
-					 * job goes to a connection that has not answered it */
-					if (!random_nonce(p->nonce0)) {
-						tool_warn_errno("node 0: no random numbers for the challenge "
-						                "(getrandom)");
-						nodes_close_peer(p);
-						goto out;
-					}
-					if (nodes_send_line(fd, "HELLO v=%d nonce=%s", NODES_PROTO, p->nonce0) < 0)
-						nodes_close_peer(p);
-				}
+			int a = accept_launcher(n, lfd, slots);
+			if (a < 0)
+				goto out;
+			if (a > 0)
 				continue;   /* the poll set refers to the old array */
-			}
 		}
-		for (nfds_t i = 2; i < np; i++) {
-			struct peer *p = who[i];
-			if (!pfd[i].revents || p->fd < 0)
-				continue;
-			char line[LINE_MAX_LEN];
-			bool eof = false;
-			int got;
-			while ((got = nodes_read_line(p, line, sizeof line, &eof)) == 1) {
-				if (p->node >= 0)
-					continue;   /* a joined node has nothing to say before GO */
-				struct nodes_msg m;
-				const char *bad = nodes_parse_line(line, &m);
-				if (bad || m.verb != NODES_JOIN) {
-					/* not a launcher: a scanner, a health check, a typo'd port */
-					warn_limited(n, "node 0: closed a connection from %s that is no "
-					             "launcher: its first line is not a JOIN (%s)", p->addr,
-					             bad ? bad : "another message");
-					nodes_close_peer(p);
-					break;
-				}
-				if (check_join(n, p, &m, line, slots) == 0) {
-					joined++;
-					if (isatty(2))   /* progress, on a terminal only */
-						tool_warn("node %d of %d (host %s, %s) joined", p->node,
-						          c->nnodes, p->host, p->addr);
-				}
-				if (p->fd < 0)
-					break;
-			}
-			if (got < 0 && p->fd >= 0) {
-				if (p->node >= 0) {
-					tool_warn("node %d (host %s, %s) left before the job started; waiting "
-					          "for another launcher as node %d", p->node, p->host, p->addr,
-					          p->node);
-					slots[p->node] = NULL;
-					p->node = -1;
-					joined--;
-				}
-				nodes_close_peer(p);
-			}
-		}
+		for (nfds_t i = 2; i < np; i++)
+			if (pfd[i].revents && who[i]->fd >= 0)
+				joined += read_launcher(n, who[i], slots);
 	}
 
 	if (joined < c->nnodes - 1) {
-		char missing[512] = "";
-		size_t off = 0;
-		int nmiss = 0;
-		for (int k = 1; k < c->nnodes; k++)
-			if (!slots[k]) {
-				nmiss++;
-				if (off < sizeof missing - 16)
-					off += snprintf(missing + off, sizeof missing - off, "%s%d",
-					                off ? ", " : "", k);
-			}
-		/* connections that took the challenge and never answered: a
-		 * launcher that is stuck, or not a launcher */
-		char silent[256] = "";
-		int nsilent = 0;
-		for (size_t i = 0; i < n->npeers; i++)
-			if (n->peers[i].fd >= 0 && n->peers[i].node < 0 && nsilent++ == 0)
-				snprintf(silent, sizeof silent, "%s", n->peers[i].addr);
-		char why[1024];
-		int off2 = snprintf(why, sizeof why, "node%s %s of %d did not join within %g s "
-		                    "(--join-timeout): no smddp-run --node-rank %s reached port %ld of "
-		                    "host %s", nmiss > 1 ? "s" : "", missing, c->nnodes,
-		                    c->join_timeout_s, nmiss > 1 ? "N" : missing, c->launcher_port,
-		                    n->host);
-		if (nsilent && off2 > 0 && (size_t)off2 < sizeof why)
-			snprintf(why + off2, sizeof why - off2, " (%d connection%s, from %s%s, took the "
-			         "challenge but never answered it)", nsilent, nsilent == 1 ? "" : "s",
-			         silent, nsilent > 1 ? " and others" : "");
-		tool_warn("%s", why);
-		/* also to those whose JOIN was not read yet: they came too late */
-		stop_joining(n, 1, why);
+		report_missing(n, slots);
 		rc = 1;
 		goto out;
 	}
