@@ -427,7 +427,7 @@ int main(int argc, char **argv)
 	trace_start(r, &plan, pernode);
 
 	if (r->opt.timeout_s > 0)
-		r->timeout_at = now_ms() + ms_from_s(r->opt.timeout_s);
+		r->timeout_at = sd_now_ms() + sd_ms_from_s(r->opt.timeout_s);
 	r->phase = PH_RUN;
 	for (int i = 0; i < r->nranks && r->phase == PH_RUN; i++) {
 		if (start_rank(r, &r->ranks[i], i) < 0)

@@ -11,7 +11,7 @@
 #         every rank, the parameter registry and the shared topology read from
 #         many threads, the fault program's killer thread.  Left out here:
 #         the CUDA proxy thread (lib/cuda/proxy.c needs CUDA to build and a
-#         GPU to run: the tsan stage of tests/gpu/run-on-device.sh);
+#         GPU to run: the tsan stage of lab/gpu/run-on-device.sh);
 #   tsan-torch  the PyTorch shim's worker and completer threads: the shim
 #         built with -fsanitize=thread against the tsan build, 2-rank jobs
 #         of python/tests (collectives, ddp, p2p, groups, pipeline) on CPU

@@ -1,7 +1,7 @@
 /* tests/tsan-canary.c - a known data race, to show that ThreadSanitizer runs and its reports are counted.
  *
  * Two threads bump one int without a lock.  scripts/tsan-torch.sh loads it
- * as a library into python (canary()); tests/gpu/run-on-device.sh's tsan
+ * as a library into python (canary()); lab/gpu/run-on-device.sh's tsan
  * stage runs it as a program (built with -DCANARY_MAIN).  Either must see
  * one report, or a clean run of the real tests would prove nothing. */
 #include <pthread.h>

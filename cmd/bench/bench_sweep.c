@@ -12,6 +12,7 @@
 #include <smddp/smddp.h>
 
 #include "bench.h"
+#include "clock/clock.h"
 #include "sweep.h"
 #include "../common/tool.h"
 
@@ -228,14 +229,6 @@ static void finish_call(void)
 #endif
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -322,11 +315,11 @@ static void measure(const struct bench_backend *be, struct bench_call call,
 	finish_call();
 	be_barrier(be);
 	for (long i = 0; i < opt.iters; i++) {
-		double t0 = now_s();
+		double t0 = sd_now_s();
 		be_run(be, &call);
-		cputimes[i] = now_s() - t0;
+		cputimes[i] = sd_now_s() - t0;
 		finish_call();
-		times[i] = now_s() - t0;
+		times[i] = sd_now_s() - t0;
 	}
 	double sec = slowest_median(times);
 	m->time_us = sec * 1e6;

@@ -20,16 +20,10 @@
 #include <sys/socket.h>
 
 #include "check-az.h"
+#include "clock/clock.h"
 #include "common/tool.h"
 
 #define TRIES 3
-
-static double now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
 
 /* One connect within timeout_s: its duration, or -1 with err. */
 static double connect_once(const struct addrinfo *a, double timeout_s, char *err, size_t errlen)
@@ -39,7 +33,7 @@ static double connect_once(const struct addrinfo *a, double timeout_s, char *err
 		snprintf(err, errlen, "socket: %s", strerror(errno));
 		return -1;
 	}
-	double t0 = now_us(), rtt = -1;
+	double t0 = (sd_now_s() * 1e6), rtt = -1;
 	int rc = connect(fd, a->ai_addr, a->ai_addrlen);
 	if (rc < 0 && errno != EINPROGRESS) {
 		snprintf(err, errlen, "connect: %s", strerror(errno));
@@ -49,7 +43,7 @@ static double connect_once(const struct addrinfo *a, double timeout_s, char *err
 		struct pollfd p = { .fd = fd, .events = POLLOUT };
 		double deadline = t0 + timeout_s * 1e6;
 		for (;;) {
-			int left_ms = (int)((deadline - now_us()) / 1000) + 1;
+			int left_ms = (int)((deadline - (sd_now_s() * 1e6)) / 1000) + 1;
 			if (left_ms <= 0) {
 				snprintf(err, errlen, "no answer within %g s", timeout_s);
 				goto out;
@@ -70,7 +64,7 @@ static double connect_once(const struct addrinfo *a, double timeout_s, char *err
 			goto out;
 		}
 	}
-	rtt = now_us() - t0;
+	rtt = (sd_now_s() * 1e6) - t0;
 out:
 	close(fd);
 	return rtt;

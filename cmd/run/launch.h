@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
+#include "clock/clock.h"
 #include "run/nodes.h"
 #include "run/run.h"
 
@@ -180,8 +181,6 @@ bool output_open(struct run *r);
 
 /* ---- loop.c --------------------------------------------------------------- */
 
-int64_t now_ms(void);
-int64_t ms_from_s(double s);
 void stop_ranks(struct run *r);
 void read_signals(struct run *r);
 void event_loop(struct run *r);

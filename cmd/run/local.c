@@ -295,10 +295,10 @@ int start_rank(struct run *r, struct rank *rk, int lr)
 	/* exec() closes the CLOEXEC pipe: EOF means it worked, an int its errno. */
 	int err = 0;
 	size_t got = 0;
-	int64_t until = now_ms() + START_WAIT_MS;
+	int64_t until = sd_now_ms() + START_WAIT_MS;
 	for (;;) {
 		struct pollfd p = { .fd = ep[0], .events = POLLIN };
-		int64_t left = until - now_ms();
+		int64_t left = until - sd_now_ms();
 		if (left <= 0) {
 			tool_warn("rank %d (pid %d) did not start within %d seconds", rk->rank, (int)pid,
 			          START_WAIT_MS / 1000);

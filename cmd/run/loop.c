@@ -19,18 +19,6 @@
 #include "run/launch.h"
 #include "run/run.h"
 
-int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t ms_from_s(double s)
-{
-	return (int64_t)(s * 1000.0 + 0.5);
-}
-
 /* ---- process bookkeeping ---------------------------------------------- */
 
 /* Signals every started rank's process group. A rank that has exited is a
@@ -264,7 +252,7 @@ static void enter_kill(struct run *r)
 {
 	r->phase = PH_KILL;
 	signal_groups(r, SIGKILL);
-	r->deadline = now_ms() + KILL_WAIT_MS;
+	r->deadline = sd_now_ms() + KILL_WAIT_MS;
 }
 
 /* Asks every rank to stop: SIGTERM now, SIGKILL after the grace period. */
@@ -284,7 +272,7 @@ static void stop_with(struct run *r, int sig)
 		sig = SIGTERM;
 	signal_groups(r, sig);
 	signal_groups(r, SIGCONT);   /* a stopped rank must see it now */
-	r->deadline = now_ms() + ms_from_s(r->opt.grace_s);
+	r->deadline = sd_now_ms() + sd_ms_from_s(r->opt.grace_s);
 }
 
 void stop_ranks(struct run *r)
@@ -296,7 +284,7 @@ void stop_ranks(struct run *r)
  * other descendant (re-parented to us, the subreaper), until none is left. */
 static void sweep_descendants(struct run *r)
 {
-	int64_t until = now_ms() + SWEEP_WAIT_MS;
+	int64_t until = sd_now_ms() + SWEEP_WAIT_MS;
 
 	signal_groups(r, SIGKILL);
 	for (;;) {
@@ -308,7 +296,7 @@ static void sweep_descendants(struct run *r)
 		}
 		if (pid < 0 && errno == ECHILD)
 			return;
-		if (now_ms() >= until) {
+		if (sd_now_ms() >= until) {
 			tool_warn("some processes of the job did not exit after SIGKILL");
 			return;
 		}
@@ -331,7 +319,7 @@ static void enter_drain(struct run *r)
 	}
 	r->phase = PH_DRAIN;
 	sweep_descendants(r);
-	r->deadline = now_ms() + DRAIN_WAIT_MS;
+	r->deadline = sd_now_ms() + DRAIN_WAIT_MS;
 }
 
 static void got_signal(struct run *r, int sig)
@@ -467,7 +455,7 @@ void event_loop(struct run *r)
 			r->status = TOOL_EXIT_FAILURE;
 		}
 		enter_kill(r);
-		while (r->nlive > 0 && now_ms() < r->deadline) {
+		while (r->nlive > 0 && sd_now_ms() < r->deadline) {
 			struct timespec ts = { 0, 10 * 1000 * 1000 };
 			nanosleep(&ts, NULL);
 			read_signals(r);
@@ -479,7 +467,7 @@ void event_loop(struct run *r)
 	}
 
 	for (;;) {
-		int64_t now = now_ms();
+		int64_t now = sd_now_ms();
 
 		/* phase transitions driven by time or by the last rank's exit */
 		if (r->phase == PH_RUN && r->timeout_at && now >= r->timeout_at) {
@@ -503,7 +491,7 @@ void event_loop(struct run *r)
 			enter_drain(r);
 		tell_nodes(r);
 		if (r->phase == PH_DRAIN) {
-			if (streams_open(r) && now_ms() >= r->deadline)
+			if (streams_open(r) && sd_now_ms() >= r->deadline)
 				close_all_streams(r);   /* someone escaped with our pipe */
 			/* node 0 stays for the other nodes, to report on the job */
 			if (!streams_open(r) && !queues_pending(r) &&
@@ -511,7 +499,7 @@ void event_loop(struct run *r)
 				break;
 			/* Output nobody reads may wait for the reader, and node 0 for
 			 * the other nodes, but not past --timeout. */
-			if (r->timeout_at && now_ms() >= r->timeout_at) {
+			if (r->timeout_at && sd_now_ms() >= r->timeout_at) {
 				if (r->cause == CAUSE_NONE) {
 					r->cause = CAUSE_TIMEOUT;
 					snprintf(r->why, sizeof r->why, "the job ran for %s seconds "
@@ -565,7 +553,7 @@ void event_loop(struct run *r)
 		    (!next || r->timeout_at < next))
 			next = r->timeout_at;
 		if (next) {
-			int64_t left = next - now_ms();
+			int64_t left = next - sd_now_ms();
 			timeout = left < 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
 		}
 

@@ -24,7 +24,7 @@ void nodes_on_dump(struct nodes *n, nodes_dump_fn fn, void *ctx)
 
 int nodes_send_dump(struct nodes *n, const char *name, const char *line, int64_t until_ms)
 {
-	if (n->cfg.node_rank == 0 || n->npeers == 0 || n->peers[0].fd < 0 || now_ms() >= until_ms)
+	if (n->cfg.node_rank == 0 || n->npeers == 0 || n->peers[0].fd < 0 || sd_now_ms() >= until_ms)
 		return -1;
 	/* nodes_send_line waits up to a second per full socket buffer: node 0
 	 * reads these as they come, also while its own ranks still run. */
@@ -49,7 +49,7 @@ int nodes_wait_dumps(struct nodes *n, int sigfd, int64_t until_ms, bool (*all_in
 		for (size_t i = 0; i < n->npeers; i++)
 			if (n->peers[i].fd < 0 && n->peers[i].node > 0)
 				n->dump_fn(n->dump_ctx, n->peers[i].node, NULL);
-		if (all_in(n->dump_ctx) || now_ms() >= until_ms || sig) {
+		if (all_in(n->dump_ctx) || sd_now_ms() >= until_ms || sig) {
 			free(pfd);
 			return sig;
 		}

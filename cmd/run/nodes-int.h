@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "clock/clock.h"
 #include "common/tool.h"   /* TOOL_PRINTF */
 #include "run/nodes.h"
 #include "run/nodes-line.h"
@@ -49,17 +50,10 @@ struct nodes {
 	void *dump_ctx;
 };
 
-/* Inline, so that no file owns them (loop.c has a now_ms() of its own). */
-static inline int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
+/* Milliseconds from now (sd_now_ms()) to until, at most cap: a poll() timeout. */
 static inline int ms_left(int64_t until, int cap)
 {
-	int64_t l = until - now_ms();
+	int64_t l = until - sd_now_ms();
 	if (l < 0)
 		return 0;
 	return l > cap ? cap : (int)l;

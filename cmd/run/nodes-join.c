@@ -71,7 +71,7 @@ static void random_hex(char *out, size_t nhex)
 		if (r < 0 && errno != EINTR) {
 			/* no entropy source at all: time and pid, still unique enough
 			 * to keep two jobs apart */
-			uint64_t x = (uint64_t)now_ms() * 6364136223846793005ull ^ (uint64_t)getpid();
+			uint64_t x = (uint64_t)sd_now_ms() * 6364136223846793005ull ^ (uint64_t)getpid();
 			for (; got < nb; got++, x = x * 6364136223846793005ull + 1442695040888963407ull)
 				b[got] = (unsigned char)(x >> 56);
 		} else if (r > 0) {
@@ -134,7 +134,7 @@ static bool mac_ok(const char *want, const char *mac)
  * how many were not shown. */
 TOOL_PRINTF(2, 3) static void warn_limited(struct nodes *n, const char *fmt, ...)
 {
-	int64_t t = now_ms();
+	int64_t t = sd_now_ms();
 	if (t - n->warn_since >= WARN_WINDOW_MS) {
 		if (n->unshown)
 			tool_warn("(%d more refused connection%s not shown)", n->unshown,
@@ -273,10 +273,138 @@ static int send_go(struct nodes *n, const struct peer *p)
 	return nodes_send_line(p->fd, "%s mac=%s", go, mac);
 }
 
+/* A connection that took the challenge and holds its place in silence
+ * goes, so that MAX_PENDING of them cannot lock the launchers out until
+ * the deadline. */
+static void drop_silent(struct nodes *n)
+{
+	for (size_t i = 0; i < n->npeers; i++) {
+		struct peer *p = &n->peers[i];
+		if (p->fd >= 0 && p->node < 0 && sd_now_ms() - p->since >= ANSWER_MS) {
+			warn_limited(n, "node 0: closed a connection from %s that did not answer "
+			             "the challenge within %d s", p->addr, ANSWER_MS / 1000);
+			nodes_close_peer(p);
+		}
+	}
+}
+
+/* A new connection on node 0's port: it gets the challenge before
+ * anything else, since nothing of the job goes to a connection that has
+ * not answered it.  1: a connection was taken (n->peers may have moved,
+ * and slots with it); 0: none; -1: a failure that ends the join. */
+static int accept_launcher(struct nodes *n, int lfd, struct peer **slots)
+{
+	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (fd < 0)
+		return 0;
+	/* peers may move: the slots point into the array */
+	struct peer *old = n->peers;
+	struct peer *p = nodes_add_peer(n, fd);
+	if (!p) {
+		close(fd);
+		return 1;
+	}
+	if (old && old != n->peers)
+		for (int k = 0; k < n->cfg.nnodes; k++)
+			if (slots[k])
+				slots[k] = n->peers + (slots[k] - old);
+	nodes_keepalive(fd);
+	nodes_peer_addr(fd, p->addr, sizeof p->addr);
+	p->since = sd_now_ms();
+	if (!random_nonce(p->nonce0)) {
+		tool_warn_errno("node 0: no random numbers for the challenge (getrandom)");
+		nodes_close_peer(p);
+		return -1;
+	}
+	if (nodes_send_line(fd, "HELLO v=%d nonce=%s", NODES_PROTO, p->nonce0) < 0)
+		nodes_close_peer(p);
+	return 1;
+}
+
+/* What a connection said: its JOIN, checked (check_join), or its leaving.
+ * Returns the change in the number of nodes joined (1, -1 or 0). */
+static int read_launcher(struct nodes *n, struct peer *p, struct peer **slots)
+{
+	char line[LINE_MAX_LEN];
+	bool eof = false;
+	int got, joined = 0;
+	while ((got = nodes_read_line(p, line, sizeof line, &eof)) == 1) {
+		if (p->node >= 0)
+			continue;   /* a joined node has nothing to say before GO */
+		struct nodes_msg m;
+		const char *bad = nodes_parse_line(line, &m);
+		if (bad || m.verb != NODES_JOIN) {
+			/* not a launcher: a scanner, a health check, a typo'd port */
+			warn_limited(n, "node 0: closed a connection from %s that is no "
+			             "launcher: its first line is not a JOIN (%s)", p->addr,
+			             bad ? bad : "another message");
+			nodes_close_peer(p);
+			break;
+		}
+		if (check_join(n, p, &m, line, slots) == 0) {
+			joined++;
+			if (isatty(2))   /* progress, on a terminal only */
+				tool_warn("node %d of %d (host %s, %s) joined", p->node,
+				          n->cfg.nnodes, p->host, p->addr);
+		}
+		if (p->fd < 0)
+			break;
+	}
+	if (got < 0 && p->fd >= 0) {
+		if (p->node >= 0) {
+			tool_warn("node %d (host %s, %s) left before the job started; waiting "
+			          "for another launcher as node %d", p->node, p->host, p->addr,
+			          p->node);
+			slots[p->node] = NULL;
+			p->node = -1;
+			joined--;
+		}
+		nodes_close_peer(p);
+	}
+	return joined;
+}
+
+/* The deadline passed: say which nodes did not join (and which
+ * connections never answered), here and to every launcher connected. */
+static void report_missing(struct nodes *n, struct peer **slots)
+{
+	const struct nodes_config *c = &n->cfg;
+	char missing[512] = "";
+	size_t off = 0;
+	int nmiss = 0;
+	for (int k = 1; k < c->nnodes; k++)
+		if (!slots[k]) {
+			nmiss++;
+			if (off < sizeof missing - 16)
+				off += snprintf(missing + off, sizeof missing - off, "%s%d",
+				                off ? ", " : "", k);
+		}
+	/* connections that took the challenge and never answered: a
+	 * launcher that is stuck, or not a launcher */
+	char silent[256] = "";
+	int nsilent = 0;
+	for (size_t i = 0; i < n->npeers; i++)
+		if (n->peers[i].fd >= 0 && n->peers[i].node < 0 && nsilent++ == 0)
+			snprintf(silent, sizeof silent, "%s", n->peers[i].addr);
+	char why[1024];
+	int off2 = snprintf(why, sizeof why, "node%s %s of %d did not join within %g s "
+	                    "(--join-timeout): no smddp-run --node-rank %s reached port %ld of "
+	                    "host %s", nmiss > 1 ? "s" : "", missing, c->nnodes,
+	                    c->join_timeout_s, nmiss > 1 ? "N" : missing, c->launcher_port,
+	                    n->host);
+	if (nsilent && off2 > 0 && (size_t)off2 < sizeof why)
+		snprintf(why + off2, sizeof why - off2, " (%d connection%s, from %s%s, took the "
+		         "challenge but never answered it)", nsilent, nsilent == 1 ? "" : "s",
+		         silent, nsilent > 1 ? " and others" : "");
+	tool_warn("%s", why);
+	/* also to those whose JOIN was not read yet: they came too late */
+	stop_joining(n, 1, why);
+}
+
 static int join_as_node0(struct nodes *n, int sigfd)
 {
 	const struct nodes_config *c = &n->cfg;
-	int64_t until = now_ms() + (int64_t)(c->join_timeout_s * 1000 + 0.5);
+	int64_t until = sd_now_ms() + (int64_t)(c->join_timeout_s * 1000 + 0.5);
 	struct peer **slots = calloc(c->nnodes, sizeof *slots);
 	struct pollfd *pfd = calloc(2 + MAX_PENDING + c->nnodes, sizeof *pfd);
 	struct peer **who = calloc(2 + MAX_PENDING + c->nnodes, sizeof *who);
@@ -295,19 +423,9 @@ static int join_as_node0(struct nodes *n, int sigfd)
 	}
 
 	while (joined < c->nnodes - 1) {
-		if (now_ms() >= until)
+		if (sd_now_ms() >= until)
 			break;
-		/* a connection that took the challenge and holds its place in
-		 * silence goes, so that MAX_PENDING of them cannot lock the
-		 * launchers out until the deadline */
-		for (size_t i = 0; i < n->npeers; i++) {
-			struct peer *p = &n->peers[i];
-			if (p->fd >= 0 && p->node < 0 && now_ms() - p->since >= ANSWER_MS) {
-				warn_limited(n, "node 0: closed a connection from %s that did not answer "
-				             "the challenge within %d s", p->addr, ANSWER_MS / 1000);
-				nodes_close_peer(p);
-			}
-		}
+		drop_silent(n);
 		nfds_t np = 0;
 		pfd[np] = (struct pollfd){ .fd = sigfd, .events = POLLIN };
 		who[np++] = NULL;
@@ -333,109 +451,19 @@ static int join_as_node0(struct nodes *n, int sigfd)
 		if (pfd[0].revents && (sig = nodes_stop_signal(sigfd)))
 			goto out;
 		if (pfd[1].revents & POLLIN) {
-			int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-			if (fd >= 0) {
-				/* peers may move: the slots point into the array */
-				struct peer *old = n->peers;
-				struct peer *p = nodes_add_peer(n, fd);
-				if (!p) {
-					close(fd);
-				} else {
-					if (old && old != n->peers)
-						for (int k = 0; k < c->nnodes; k++)
-							if (slots[k])
-								slots[k] = n->peers + (slots[k] - old);
-					nodes_keepalive(fd);
-					nodes_peer_addr(fd, p->addr, sizeof p->addr);
-					p->since = now_ms();
-					/* the challenge, before anything else: nothing of the
-					 * job goes to a connection that has not answered it */
-					if (!random_nonce(p->nonce0)) {
-						tool_warn_errno("node 0: no random numbers for the challenge "
-						                "(getrandom)");
-						nodes_close_peer(p);
-						goto out;
-					}
-					if (nodes_send_line(fd, "HELLO v=%d nonce=%s", NODES_PROTO, p->nonce0) < 0)
-						nodes_close_peer(p);
-				}
+			int a = accept_launcher(n, lfd, slots);
+			if (a < 0)
+				goto out;
+			if (a > 0)
 				continue;   /* the poll set refers to the old array */
-			}
 		}
-		for (nfds_t i = 2; i < np; i++) {
-			struct peer *p = who[i];
-			if (!pfd[i].revents || p->fd < 0)
-				continue;
-			char line[LINE_MAX_LEN];
-			bool eof = false;
-			int got;
-			while ((got = nodes_read_line(p, line, sizeof line, &eof)) == 1) {
-				if (p->node >= 0)
-					continue;   /* a joined node has nothing to say before GO */
-				struct nodes_msg m;
-				const char *bad = nodes_parse_line(line, &m);
-				if (bad || m.verb != NODES_JOIN) {
-					/* not a launcher: a scanner, a health check, a typo'd port */
-					warn_limited(n, "node 0: closed a connection from %s that is no "
-					             "launcher: its first line is not a JOIN (%s)", p->addr,
-					             bad ? bad : "another message");
-					nodes_close_peer(p);
-					break;
-				}
-				if (check_join(n, p, &m, line, slots) == 0) {
-					joined++;
-					if (isatty(2))   /* progress, on a terminal only */
-						tool_warn("node %d of %d (host %s, %s) joined", p->node,
-						          c->nnodes, p->host, p->addr);
-				}
-				if (p->fd < 0)
-					break;
-			}
-			if (got < 0 && p->fd >= 0) {
-				if (p->node >= 0) {
-					tool_warn("node %d (host %s, %s) left before the job started; waiting "
-					          "for another launcher as node %d", p->node, p->host, p->addr,
-					          p->node);
-					slots[p->node] = NULL;
-					p->node = -1;
-					joined--;
-				}
-				nodes_close_peer(p);
-			}
-		}
+		for (nfds_t i = 2; i < np; i++)
+			if (pfd[i].revents && who[i]->fd >= 0)
+				joined += read_launcher(n, who[i], slots);
 	}
 
 	if (joined < c->nnodes - 1) {
-		char missing[512] = "";
-		size_t off = 0;
-		int nmiss = 0;
-		for (int k = 1; k < c->nnodes; k++)
-			if (!slots[k]) {
-				nmiss++;
-				if (off < sizeof missing - 16)
-					off += snprintf(missing + off, sizeof missing - off, "%s%d",
-					                off ? ", " : "", k);
-			}
-		/* connections that took the challenge and never answered: a
-		 * launcher that is stuck, or not a launcher */
-		char silent[256] = "";
-		int nsilent = 0;
-		for (size_t i = 0; i < n->npeers; i++)
-			if (n->peers[i].fd >= 0 && n->peers[i].node < 0 && nsilent++ == 0)
-				snprintf(silent, sizeof silent, "%s", n->peers[i].addr);
-		char why[1024];
-		int off2 = snprintf(why, sizeof why, "node%s %s of %d did not join within %g s "
-		                    "(--join-timeout): no smddp-run --node-rank %s reached port %ld of "
-		                    "host %s", nmiss > 1 ? "s" : "", missing, c->nnodes,
-		                    c->join_timeout_s, nmiss > 1 ? "N" : missing, c->launcher_port,
-		                    n->host);
-		if (nsilent && off2 > 0 && (size_t)off2 < sizeof why)
-			snprintf(why + off2, sizeof why - off2, " (%d connection%s, from %s%s, took the "
-			         "challenge but never answered it)", nsilent, nsilent == 1 ? "" : "s",
-			         silent, nsilent > 1 ? " and others" : "");
-		tool_warn("%s", why);
-		/* also to those whose JOIN was not read yet: they came too late */
-		stop_joining(n, 1, why);
+		report_missing(n, slots);
 		rc = 1;
 		goto out;
 	}
@@ -518,12 +546,12 @@ static int take_go(struct nodes *n, const struct nodes_config *cfg, const struct
 static int join_as_other(struct nodes *n, const struct nodes_config *cfg, int sigfd)
 {
 	const struct nodes_config *c = &n->cfg;
-	int64_t until = now_ms() + (int64_t)(c->join_timeout_s * 1000 + 0.5);
+	int64_t until = sd_now_ms() + (int64_t)(c->join_timeout_s * 1000 + 0.5);
 	char err[512] = "no attempt";
 	int fd = -1, sig = 0;
 
 	while (fd < 0) {
-		if (now_ms() >= until) {
+		if (sd_now_ms() >= until) {
 			tool_warn("node %d: node 0's launcher at %s did not answer within %g s "
 			          "(--join-timeout): %s; start smddp-run --node-rank 0 there, or check "
 			          "--master-addr and --launcher-port", c->node_rank, n->addr,
@@ -554,14 +582,14 @@ static int join_as_other(struct nodes *n, const struct nodes_config *cfg, int si
 	 * it gives up (by its own deadline, which ends before ours: it was
 	 * running when we came). A node 0 that never challenges is an older
 	 * smddp-run (v1 waited for the JOIN) or no launcher at all. */
-	int64_t connected_at = now_ms();
+	int64_t connected_at = sd_now_ms();
 	int64_t hello_until = until > connected_at + HELLO_MIN_MS ? until : connected_at + HELLO_MIN_MS;
 	int64_t joined_at = 0, go_until = 0;
 	bool sent_join = false;
 	char nonce1[NODES_HEX + 1];
 	for (;;) {
 		int64_t deadline = sent_join ? go_until : hello_until;
-		if (now_ms() >= deadline && !sent_join) {
+		if (sd_now_ms() >= deadline && !sent_join) {
 			tool_warn("node %d: node 0's launcher at %s took the connection but sent no "
 			          "challenge within %.0f s: an older smddp-run there (use the same "
 			          "smddp-run version on every node), or not smddp-run at all (check "
@@ -569,7 +597,7 @@ static int join_as_other(struct nodes *n, const struct nodes_config *cfg, int si
 			          (double)(hello_until - connected_at) / 1000);
 			return 1;
 		}
-		if (now_ms() >= deadline) {
+		if (sd_now_ms() >= deadline) {
 			tool_warn("node %d: joined node 0's launcher at %s, which in %.0f s neither "
 			          "started the job nor gave up (--join-timeout differs between the "
 			          "nodes?)", c->node_rank, n->addr, (double)(go_until - joined_at) / 1000);
@@ -627,7 +655,7 @@ static int join_as_other(struct nodes *n, const struct nodes_config *cfg, int si
 					return 1;
 				}
 				sent_join = true;
-				joined_at = now_ms();
+				joined_at = sd_now_ms();
 				go_until = joined_at + (int64_t)(c->join_timeout_s * 1000 + 0.5) + GO_MARGIN_MS;
 				if (go_until < until + GO_MARGIN_MS)
 					go_until = until + GO_MARGIN_MS;

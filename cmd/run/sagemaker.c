@@ -429,205 +429,255 @@ bool sm_detect(void)
 	return access(path, F_OK) == 0;
 }
 
-/* SageMaker: resourceconfig.json, hyperparameters.json, the distribution
- * and SM_* into a plan. Precedence: a file given by flag, then the SM_*
- * variables, then the files of the configuration folder. */
-void sagemaker_plan(const struct options *o, struct plan *p)
+/* resourceconfig: the file given by flag, else SM_RESOURCE_CONFIG, else
+ * the file of the configuration folder, else SM_HOSTS alone; *what names
+ * where it came from, for messages. */
+static cJSON *load_resource_config(const struct options *o, const char *rcpath, const char **what)
 {
-	char rcpath[4200], hppath[4200];
 	const char *env;
-	cJSON *rc = NULL, *hps = NULL;
-	const char *rcwhat, *hpwhat = NULL;
+	cJSON *rc;
 
-	snprintf(rcpath, sizeof rcpath, "%s/resourceconfig.json", sm_config_dir());
-	snprintf(hppath, sizeof hppath, "%s/hyperparameters.json", sm_config_dir());
-
-	/* resourceconfig */
 	if (o->resource_config) {
 		rc = load_json_file(o->resource_config, "resource config");
-		rcwhat = o->resource_config;
+		*what = o->resource_config;
 	} else if ((env = getenv("SM_RESOURCE_CONFIG")) && *env) {
 		rc = parse_json(env, "SM_RESOURCE_CONFIG");
-		rcwhat = "SM_RESOURCE_CONFIG";
+		*what = "SM_RESOURCE_CONFIG";
 	} else if (access(rcpath, F_OK) == 0) {
 		rc = load_json_file(rcpath, "resource config");
-		rcwhat = rcpath;
+		*what = rcpath;
 	} else {
 		rc = cJSON_CreateObject();
-		rcwhat = "SM_HOSTS";
+		*what = "SM_HOSTS";
 		if (!getenv("SM_HOSTS") || !getenv("SM_CURRENT_HOST"))
 			config_error("--sagemaker: no resource config: give --resource-config FILE, or "
 			             "set SM_RESOURCE_CONFIG, or SM_HOSTS and SM_CURRENT_HOST (looked for "
 			             "%s)", rcpath);
 	}
 	if (!cJSON_IsObject(rc))
-		config_error("%s: expected a JSON object", rcwhat);
+		config_error("%s: expected a JSON object", *what);
+	return rc;
+}
 
-	const char *cur = json_string(rc, "current_host", rcwhat);
-	const char *netif = json_string(rc, "network_interface_name", rcwhat);
-	const char *itype = json_string(rc, "current_instance_type", rcwhat);
+/* This host as the resource config says, SM_* over it (unless the config
+ * was given by flag). The strings point into rc or the environment. */
+struct sm_host {
+	const char *cur, *netif, *itype, *group;
+	struct strv hosts;
+};
+
+static void read_host(const struct options *o, const cJSON *rc, const char *rcwhat,
+                      struct sm_host *h)
+{
+	const char *env;
+
+	h->cur = json_string(rc, "current_host", rcwhat);
+	h->netif = json_string(rc, "network_interface_name", rcwhat);
+	h->itype = json_string(rc, "current_instance_type", rcwhat);
 	const char *g1 = json_string(rc, "current_group_name", rcwhat);
 	const char *g2 = json_string(rc, "current_instance_group", rcwhat);
 	if (g1 && g2 && strcmp(g1, g2) != 0)
 		config_error("%s: conflicting \"current_group_name\" (%s) and "
 		             "\"current_instance_group\" (%s)", rcwhat, g1, g2);
-	const char *group = g1 ? g1 : g2;
-	struct strv hosts = { 0 };
+	h->group = g1 ? g1 : g2;
 	const cJSON *jh = cJSON_GetObjectItemCaseSensitive(rc, "hosts");
 	if (jh)
-		json_hosts(jh, &hosts, rcwhat);
+		json_hosts(jh, &h->hosts, rcwhat);
 	if (!o->resource_config) {
 		if ((env = getenv("SM_CURRENT_HOST")) && *env)
-			cur = env;
+			h->cur = env;
 		if ((env = getenv("SM_NETWORK_INTERFACE_NAME")) && *env)
-			netif = env;
+			h->netif = env;
 		if ((env = getenv("SM_HOSTS")) && *env) {
-			cJSON *h = parse_json(env, "SM_HOSTS");
+			cJSON *j = parse_json(env, "SM_HOSTS");
 			struct strv fresh = { 0 };
-			json_hosts(h, &fresh, "SM_HOSTS");
-			strv_free(&hosts);
-			hosts = fresh;
-			cJSON_Delete(h);
+			json_hosts(j, &fresh, "SM_HOSTS");
+			strv_free(&h->hosts);
+			h->hosts = fresh;
+			cJSON_Delete(j);
 		}
 	}
-	if (!cur)
+	if (!h->cur)
 		config_error("%s: no \"current_host\"", rcwhat);
-	if (!valid_host(cur))
-		config_error("%s: invalid current host '%s'", rcwhat, cur);
-	if (hosts.n == 0)
+	if (!valid_host(h->cur))
+		config_error("%s: invalid current host '%s'", rcwhat, h->cur);
+	if (h->hosts.n == 0)
 		config_error("%s: no \"hosts\"", rcwhat);
+}
 
-	/* hyperparameters */
+/* hyperparameters: the file given by flag, else SM_HPS, else the file of
+ * the configuration folder, else none (NULL). */
+static cJSON *load_hyperparameters(const struct options *o, const char *hppath, const char **what)
+{
+	const char *env;
+	cJSON *hps = NULL;
+
 	if (o->hyperparameters) {
 		hps = load_json_file(o->hyperparameters, "hyperparameters");
-		hpwhat = o->hyperparameters;
+		*what = o->hyperparameters;
 	} else if ((env = getenv("SM_HPS")) && *env) {
 		hps = parse_json(env, "SM_HPS");
-		hpwhat = "SM_HPS";
+		*what = "SM_HPS";
 	} else if (access(hppath, F_OK) == 0) {
 		hps = load_json_file(hppath, "hyperparameters");
-		hpwhat = hppath;
+		*what = hppath;
 	}
 	if (hps && !cJSON_IsObject(hps))
-		config_error("%s: expected a JSON object", hpwhat);
+		config_error("%s: expected a JSON object", *what);
+	return hps;
+}
 
-	/* distribution: the flag, else the hyperparameter form */
-	struct dist d = { 0 }, dh = { 0 };
-	char *hp_itype = NULL;
+/* The distribution: the flag, else the hyperparameter form (*dh, which
+ * must agree with the flag's where both are given). */
+static void read_distribution(const struct options *o, const cJSON *hps, const char *hpwhat,
+                              struct dist *d, struct dist *dh, char **hp_itype)
+{
 	if (hps) {
-		cJSON *hd = hp_to_distribution(hps, hpwhat, &hp_itype);
-		parse_distribution(hd, &dh, hpwhat);
+		cJSON *hd = hp_to_distribution(hps, hpwhat, hp_itype);
+		parse_distribution(hd, dh, hpwhat);
 		cJSON_Delete(hd);
 	}
 	if (o->distribution) {
 		const char *s = o->distribution + strspn(o->distribution, " \t\r\n");
 		cJSON *j = *s == '{' || *s == '[' ? parse_json(s, "--distribution")
 		                     : load_json_file(o->distribution, "distribution");
-		parse_distribution(j, &d, "--distribution");
+		parse_distribution(j, d, "--distribution");
 		cJSON_Delete(j);
-		if (dh.form && (!d.form || strcmp(d.form, dh.form) != 0))
+		if (dh->form && (!d->form || strcmp(d->form, dh->form) != 0))
 			config_error("conflicting distribution: --distribution says %s, %s says %s",
-			             d.form ? d.form : "none", hpwhat, dh.form);
+			             d->form ? d->form : "none", hpwhat, dh->form);
 	} else {
-		d = dh;
+		*d = *dh;
 	}
-	if (!itype)
-		itype = hp_itype;
+}
 
-	/* instance groups: only their hosts train */
+/* Instance groups: only the hosts of the groups the distribution names
+ * train; and this host's instance type from its group when nothing else
+ * said it. */
+static void apply_groups(const cJSON *rc, const char *rcwhat, const struct dist *d,
+                         struct sm_host *h)
+{
 	const cJSON *igs = cJSON_GetObjectItemCaseSensitive(rc, "instance_groups");
-	if (d.groups.n) {
+	if (d->groups.n) {
 		struct strv kept = { 0 };
 		if (!cJSON_IsArray(igs))
 			config_error("the distribution names instance groups but %s has no "
 			             "\"instance_groups\"", rcwhat);
-		for (size_t i = 0; i < d.groups.n; i++) {
+		for (size_t i = 0; i < d->groups.n; i++) {
 			const cJSON *g, *found = NULL;
 			cJSON_ArrayForEach(g, igs)
 				if (cJSON_IsObject(g) && json_string(g, "instance_group_name", rcwhat) &&
-				    strcmp(json_string(g, "instance_group_name", rcwhat), d.groups.v[i]) == 0)
+				    strcmp(json_string(g, "instance_group_name", rcwhat), d->groups.v[i]) == 0)
 					found = g;
 			if (!found)
-				config_error("instance group '%s' is not in %s", d.groups.v[i], rcwhat);
+				config_error("instance group '%s' is not in %s", d->groups.v[i], rcwhat);
 			json_hosts(cJSON_GetObjectItemCaseSensitive(found, "hosts"), &kept, rcwhat);
 		}
-		strv_free(&hosts);
-		hosts = kept;
+		strv_free(&h->hosts);
+		h->hosts = kept;
 	}
-	if (!itype && group && cJSON_IsArray(igs)) {
+	if (!h->itype && h->group && cJSON_IsArray(igs)) {
 		const cJSON *g;
 		cJSON_ArrayForEach(g, igs)
 			if (cJSON_IsObject(g) && json_string(g, "instance_group_name", rcwhat) &&
-			    strcmp(json_string(g, "instance_group_name", rcwhat), group) == 0)
-				itype = json_string(g, "instance_type", rcwhat);
+			    strcmp(json_string(g, "instance_group_name", rcwhat), h->group) == 0)
+				h->itype = json_string(g, "instance_type", rcwhat);
 	}
+}
 
-	qsort(hosts.v, hosts.n, sizeof *hosts.v, cmp_str);
-	p->hosts = hosts;
-	p->current_host = xstrdup(cur);
-	p->node_rank = -1;
-	for (size_t i = 0; i < hosts.n; i++)
-		if (strcmp(hosts.v[i], cur) == 0)
-			p->node_rank = (int)i;
-	if (p->node_rank < 0) {
-		if (d.groups.n) {
-			p->kind = PLAN_IDLE;
-			p->form = d.form ? d.form : "local";
-			strv_free(&d.mpi_opts);
-			dist_unused(&d, o->distribution ? &dh : NULL, hp_itype);
-			cJSON_Delete(rc);
-			cJSON_Delete(hps);
-			return;
-		}
-		config_error("%s: the current host '%s' is not among the hosts", rcwhat, cur);
-	}
+/* Processes per host: -n, else the distribution's, else the GPUs
+ * (SM_NUM_GPUS, else counted), at least one. */
+static long plan_ppn(const struct options *o, const struct dist *d)
+{
+	const char *env;
+	long gpus = 0, ppn;
 
-	p->form = d.form ? d.form : "local";
-	p->netif = o->netif ? o->netif : netif ? xstrdup(netif) : NULL;
-	p->instance_type = itype ? xstrdup(itype) : NULL;
-	p->mpi_opts = d.mpi_opts;
-	if (d.mp_params)
-		envv_set(&p->env, "SM_HP_MP_PARAMETERS", d.mp_params, true);
-
-	long gpus = 0;
 	if ((env = getenv("SM_NUM_GPUS")) && *env &&
 	    tool_parse_long(env, 0, MAX_NPROC, &gpus) < 0)
 		config_error("SM_NUM_GPUS='%s': expected a number from 0 to %d", env, MAX_NPROC);
 	if (!env || !*env)
 		gpus = count_gpus();
-	p->ppn = o->nproc ? o->nproc : d.ppn ? d.ppn : gpus > 0 ? gpus : 1;
-	if (p->ppn > MAX_NPROC)
-		p->ppn = MAX_NPROC;
+	ppn = o->nproc ? o->nproc : d->ppn ? d->ppn : gpus > 0 ? gpus : 1;
+	return ppn > MAX_NPROC ? MAX_NPROC : ppn;
+}
 
-	if (d.form && strcmp(d.form, "parameter_server") == 0) {
-		/* One server and one worker per host, as SageMaker's TensorFlow
-		 * containers: workers on port 2222, servers on 2223. */
-		if (o->nproc)
-			config_error("parameter_server runs one server and one worker per host: "
-			             "-n does not apply");
-		p->ppn = 2;
-		char *cluster = xasprintf("{\"cluster\":{\"ps\":[");
-		for (int role = 0; role < 2; role++) {
-			for (size_t i = 0; i < hosts.n; i++) {
-				char *c = xasprintf("%s%s\"%s:%d\"", cluster, i ? "," : "", hosts.v[i],
-				                    role ? 2222 : 2223);
-				free(cluster);
-				cluster = c;
-			}
-			char *c = xasprintf("%s]%s", cluster, role ? "}" : ",\"worker\":[");
+/* parameter_server: one server and one worker per host, as SageMaker's
+ * TensorFlow containers: workers on port 2222, servers on 2223. */
+static void plan_parameter_server(const struct options *o, struct plan *p)
+{
+	if (o->nproc)
+		config_error("parameter_server runs one server and one worker per host: "
+		             "-n does not apply");
+	p->ppn = 2;
+	char *cluster = xasprintf("{\"cluster\":{\"ps\":[");
+	for (int role = 0; role < 2; role++) {
+		for (size_t i = 0; i < p->hosts.n; i++) {
+			char *c = xasprintf("%s%s\"%s:%d\"", cluster, i ? "," : "", p->hosts.v[i],
+			                    role ? 2222 : 2223);
 			free(cluster);
 			cluster = c;
 		}
-		p->tf_config[0] = xasprintf("TF_CONFIG=%s,\"environment\":\"cloud\",\"task\":{\"type\":\"ps\","
-		                            "\"index\":%d}}", cluster, p->node_rank);
-		p->tf_config[1] = xasprintf("TF_CONFIG=%s,\"environment\":\"cloud\",\"task\":{\"type\":\"worker\","
-		                            "\"index\":%d}}", cluster, p->node_rank);
+		char *c = xasprintf("%s]%s", cluster, role ? "}" : ",\"worker\":[");
 		free(cluster);
+		cluster = c;
 	}
+	p->tf_config[0] = xasprintf("TF_CONFIG=%s,\"environment\":\"cloud\",\"task\":{\"type\":\"ps\","
+	                            "\"index\":%d}}", cluster, p->node_rank);
+	p->tf_config[1] = xasprintf("TF_CONFIG=%s,\"environment\":\"cloud\",\"task\":{\"type\":\"worker\","
+	                            "\"index\":%d}}", cluster, p->node_rank);
+	free(cluster);
+}
+
+/* SageMaker: resourceconfig.json, hyperparameters.json, the distribution
+ * and SM_* into a plan. Precedence: a file given by flag, then the SM_*
+ * variables, then the files of the configuration folder. */
+void sagemaker_plan(const struct options *o, struct plan *p)
+{
+	char rcpath[4200], hppath[4200];
+	const char *rcwhat, *hpwhat = NULL;
+	struct sm_host h = { 0 };
+	struct dist d = { 0 }, dh = { 0 };
+	char *hp_itype = NULL;
+
+	snprintf(rcpath, sizeof rcpath, "%s/resourceconfig.json", sm_config_dir());
+	snprintf(hppath, sizeof hppath, "%s/hyperparameters.json", sm_config_dir());
+	cJSON *rc = load_resource_config(o, rcpath, &rcwhat);
+	read_host(o, rc, rcwhat, &h);
+	cJSON *hps = load_hyperparameters(o, hppath, &hpwhat);
+	read_distribution(o, hps, hpwhat, &d, &dh, &hp_itype);
+	if (!h.itype)
+		h.itype = hp_itype;
+	apply_groups(rc, rcwhat, &d, &h);
+
+	qsort(h.hosts.v, h.hosts.n, sizeof *h.hosts.v, cmp_str);
+	p->hosts = h.hosts;
+	p->current_host = xstrdup(h.cur);
+	p->node_rank = -1;
+	for (size_t i = 0; i < h.hosts.n; i++)
+		if (strcmp(h.hosts.v[i], h.cur) == 0)
+			p->node_rank = (int)i;
+	p->form = d.form ? d.form : "local";
+	if (p->node_rank < 0) {
+		if (!d.groups.n)
+			config_error("%s: the current host '%s' is not among the hosts", rcwhat, h.cur);
+		/* in no group that trains: this host idles */
+		p->kind = PLAN_IDLE;
+		strv_free(&d.mpi_opts);
+		goto out;
+	}
+	p->netif = o->netif ? o->netif : h.netif ? xstrdup(h.netif) : NULL;
+	p->instance_type = h.itype ? xstrdup(h.itype) : NULL;
+	p->mpi_opts = d.mpi_opts;
+	if (d.mp_params)
+		envv_set(&p->env, "SM_HP_MP_PARAMETERS", d.mp_params, true);
+	p->ppn = plan_ppn(o, &d);
+	if (d.form && strcmp(d.form, "parameter_server") == 0)
+		plan_parameter_server(o, p);
 	if (d.mpirun)
 		p->kind = p->node_rank == 0 ? PLAN_MPIRUN : PLAN_WORKER;
 	else
 		p->kind = PLAN_LOCAL;
+out:
 	dist_unused(&d, o->distribution ? &dh : NULL, hp_itype);
 	cJSON_Delete(rc);
 	cJSON_Delete(hps);
@@ -678,15 +728,15 @@ static pid_t find_daemon(void)
 
 int worker_wait(const struct options *o, const struct plan *p)
 {
-	int64_t until = now_ms() + ms_from_s(o->worker_wait_s);
-	int64_t stop = o->timeout_s > 0 ? now_ms() + ms_from_s(o->timeout_s) : 0;
+	int64_t until = sd_now_ms() + sd_ms_from_s(o->worker_wait_s);
+	int64_t stop = o->timeout_s > 0 ? sd_now_ms() + sd_ms_from_s(o->timeout_s) : 0;
 	pid_t pid;
 
 	tool_warn("host %s runs ranks %ld..%ld of this %s job; waiting for mpirun on %s to "
 	          "start them", p->current_host, p->node_rank * p->ppn,
 	          p->node_rank * p->ppn + p->ppn - 1, p->form, p->hosts.v[0]);
 	while (!(pid = find_daemon())) {
-		if (now_ms() >= until) {
+		if (sd_now_ms() >= until) {
 			tool_warn("mpirun on %s did not reach host %s within %g seconds (--worker-wait)",
 			          p->hosts.v[0], p->current_host, o->worker_wait_s);
 			return TOOL_EXIT_FAILURE;
@@ -698,7 +748,7 @@ int worker_wait(const struct options *o, const struct plan *p)
 	for (;;) {
 		int left = -1;
 		if (stop) {
-			int64_t l = stop - now_ms();
+			int64_t l = stop - sd_now_ms();
 			if (l <= 0)
 				return 124;
 			left = l > INT_MAX ? INT_MAX : (int)l;

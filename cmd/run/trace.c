@@ -274,7 +274,7 @@ static void send_ring(struct sender *s)
  * communicator, then the end. */
 static void send_dumps(struct run *r)
 {
-	struct sender s = { .r = r, .until = now_ms() + SEND_WAIT_MS, .budget = SEND_MAX_BYTES,
+	struct sender s = { .r = r, .until = sd_now_ms() + SEND_WAIT_MS, .budget = SEND_MAX_BYTES,
 	                    .ok = true };
 	char job[40], num[16];
 	int files = 0;
@@ -331,7 +331,7 @@ void trace_nodes(struct run *r)
 	}
 	if (!r->trace_gather || r->cause == CAUSE_NONE)
 		return;
-	int64_t until = now_ms() + ms_from_s(r->opt.grace_s) + GATHER_SLACK_MS;
+	int64_t until = sd_now_ms() + sd_ms_from_s(r->opt.grace_s) + GATHER_SLACK_MS;
 	nodes_wait_dumps(r->nodes, r->sigfd, until, all_in);
 	for (int i = 1; i < r->trace_gather->nnodes; i++)
 		incoming_close(r->trace_gather, &r->trace_gather->node[i], false);
@@ -471,7 +471,7 @@ void trace_signal_ranks(struct run *r)
 	}
 	if (!r->trace_dir[0] || !job[0])
 		return; /* nowhere to look: the handler's own blocking must do */
-	for (int64_t end = now_ms() + DUMP_WAIT_MS; pending && now_ms() < end;) {
+	for (int64_t end = sd_now_ms() + DUMP_WAIT_MS; pending && sd_now_ms() < end;) {
 		struct timespec ts = {0, 5 * 1000000L};
 
 		nanosleep(&ts, NULL);

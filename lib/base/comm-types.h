@@ -71,7 +71,7 @@ struct smddp_comm {
 	struct sd_boot *boot;      /* world only: the rendezvous channel */
 	const struct sd_transport_ops *tp;
 	void *tp_state;            /* the transport's own */
-	struct sd_net *net;        /* ranks on several hosts (lib/coll/net.c) */
+	struct sd_net *net;        /* ranks on several hosts (lib/transport/net/net.c) */
 	const int *names;          /* the number messages give rank r (NULL: r) */
 	uint64_t seq;              /* collectives called so far */
 	uint64_t step;             /* pipelined steps so far: half = step & 1 */

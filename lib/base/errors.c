@@ -2,8 +2,8 @@
 #include "config.h"
 
 #include <stdio.h>
-#include <time.h>
 
+#include "base/errors.h"
 #include "util/sd.h"
 
 static const char *const result_str[] = {
@@ -76,12 +76,4 @@ static __thread struct sd_err init_err;
 struct sd_err *sd_init_err(void)
 {
 	return &init_err;
-}
-
-uint64_t sd_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }

@@ -55,6 +55,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock/clock.h"
+#include "config/param.h"
 #include "util/sd.h"
 #include "bootstrap/wire.h"
 
@@ -597,7 +599,7 @@ out:
 
 /* ---- after the rendezvous ----------------------------------------------- */
 
-int sd_boot_poll(struct sd_boot *b, int *rank, char *err, size_t errlen)
+int sd_boot_poll(struct sd_boot *b, int *rank, struct sd_err *err)
 {
 	if (rank)
 		*rank = -1;
@@ -606,16 +608,8 @@ int sd_boot_poll(struct sd_boot *b, int *rank, char *err, size_t errlen)
 	if (!b->failed)
 		sd_boot_pump(b, 0, NULL);
 	if (b->failed) {
-		struct sd_err why;
-		int rc;
-
 		sd_boot_drain_output(b, 0); /* relays go out even if nobody polls again */
-		rc = sd_boot_report_fail(b, rank, &why);
-		/* (err, errlen), not a struct sd_err, until the wait loops that
-		 * are its only callers move to lib/util/wait.c (issue 16). */
-		if (err && errlen)
-			snprintf(err, errlen, "%s", why.msg);
-		return rc;
+		return sd_boot_report_fail(b, rank, err);
 	}
 	return SMDDP_OK;
 }

@@ -94,7 +94,7 @@ int sd_boot_allgather(struct sd_boot *b, const void *mine, void *all, size_t len
  * sd_boot_abort), with a sentence in err.  Once failed, stays failed and
  * keeps returning the same.  Rank 0 relays deaths and aborts to every other
  * rank as soon as it sees them, here or in any other sd_boot_ call. */
-int sd_boot_poll(struct sd_boot *b, int *rank, char *err, size_t errlen);
+int sd_boot_poll(struct sd_boot *b, int *rank, struct sd_err *err);
 
 /* The numeric address of this host that the channel's connections use
  * (a non-loopback one where there is one), for peers to reach this rank

@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock/clock.h"
+#include "hash/sha256.h"
 #include "util/sd.h"
 #include "bootstrap/wire.h"
 

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 
 #include "bootstrap/bootstrap.h"
+#include "hash/sha256.h"
 #include "util/sd.h"
 
 /* How long a rank waits for rank 0 past its own deadline (see its uses). */

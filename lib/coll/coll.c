@@ -19,6 +19,7 @@
 
 #include "coll/coll.h"
 #include "coll/node.h"
+#include "reduce/reduce.h"
 #include "transport/transport.h"
 
 #define SMALL_TOTAL (128 * 1024) /* count * size * nranks at or below: latency path */

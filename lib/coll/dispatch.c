@@ -4,8 +4,7 @@
  * net-algo.c, which use coll.c's one-node algorithms on its node
  * communicator; any other runs coll.c's directly.  The choice is made
  * here, above both, so that calls point one way: this file -> net-algo.c
- * -> coll.c, and this file -> coll.c (coll.c used to make the choice
- * itself and so called net-algo.c, which called it back).
+ * -> coll.c, and this file -> coll.c.
  */
 #include "config.h"
 

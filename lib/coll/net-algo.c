@@ -22,6 +22,7 @@
 
 #include "coll/net-int.h"
 #include "coll/node.h"
+#include "reduce/reduce.h"
 #include "transport/transport.h"
 
 /* ---- ring allreduce, reduce-scatter, allgather --------------------------- */

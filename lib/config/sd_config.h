@@ -1,4 +1,4 @@
-/* sd_config.h - private glue between log.c, param.c and config.c (which calls neither).
+/* sd_config.h - private glue between the registry (param.c) and the file reader (config.c).
  *
  * Not lib/config/config.h: a header of that name would shadow the
  * autoconf config.h for lib/config/config.c, whose first line is
@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 
+#include "config/param.h"
 #include "util/sd.h"
 
 /* What the config file needs of the registry, handed down by param.c, so
@@ -32,11 +33,5 @@ int sd_config_read(const char *path, int must_exist, const struct sd_config_regi
 
 /* param.c: the registry, as sd_config_read() takes it. */
 const struct sd_config_registry *sd_param_registry(void);
-
-/* log.c: shared parsers and late configuration from the config file. */
-int sd_log_parse_level(const char *s); /* -1 when invalid */
-int sd_log_parse_subsys(const char *s, unsigned *mask, char *bad, size_t badlen);
-/* NULL leaves that setting as it is. */
-void sd_log_reconfigure(const char *level, const char *subsys, const char *file);
 
 #endif

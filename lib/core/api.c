@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/errors.h"
 #include "coll/coll.h"
 #include "core/comm.h"
 #include "core/trace.h"

@@ -15,9 +15,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/errors.h"
 #include "bootstrap/bootstrap.h"
+#include "clock/clock.h"
 #include "coll/coll.h"
 #include "coll/net.h"
+#include "config/param.h"
 #include "core/comm.h"
 #include "core/trace.h"
 #include "cuda/cuda.h"
@@ -457,6 +460,120 @@ static int setup_spanning(struct smddp_comm *c, int want, struct smddp_comm *via
 }
 #endif
 
+/* A topology given by the user (SMDDP_TOPO_FILE) replaces discovery:
+ * sd_comm_init checks it first, so that a bad file fails there and not in
+ * the middle of a job.  (Discovery itself costs ~0.4 s and is done only
+ * when a choice needs it: NICs between hosts.) */
+static int check_topo_file(void)
+{
+	const struct smddp_topo *topo;
+	int rc;
+
+	if (!*sd_param_str("SMDDP_TOPO_FILE"))
+		return SMDDP_OK;
+	rc = sd_topo_shared(&topo);
+	if (rc) {
+		sd_err_set(sd_init_err(), rc, "%s", smddp_topo_error());
+		SD_WARN(SD_SUB_INIT, "%s", sd_init_err()->msg);
+		return rc;
+	}
+	SD_INFO(SD_SUB_INIT, "topology: %d GPUs, %d NICs, %d NUMA nodes", smddp_topo_num_gpus(topo),
+		smddp_topo_num_nics(topo), smddp_topo_num_numa(topo));
+	return SMDDP_OK;
+}
+
+/* The rendezvous of c's ranks, for sd_comm_init: the TCP store of
+ * lib/bootstrap/ for several ranks, this process alone for one.  Fills
+ * peers and the nonce; *listen_fd (the socket of an id) is handed on to
+ * sd_boot_init or closed, and -1 after either. */
+static int join_rendezvous(struct smddp_comm *c, const struct sd_init_how *how, const char *hostid,
+			   struct sd_boot_peer *peers, uint64_t *nonce, int *listen_fd)
+{
+	if (c->size > 1) {
+		const char *addr = how ? how->addr : first_env("SMDDP_MASTER_ADDR", "MASTER_ADDR");
+		const char *port = how ? how->port : first_env("SMDDP_MASTER_PORT", "MASTER_PORT");
+		const char *token = how ? how->token : getenv("SMDDP_JOB_TOKEN");
+		struct sd_boot_params bp;
+		struct sd_err err;
+		int rc;
+
+		if (!addr || !port)
+			return sd_comm_error(c, SMDDP_ECONFIG,
+					     "%d ranks need a rendezvous point: set MASTER_ADDR and "
+					     "MASTER_PORT (or SMDDP_MASTER_ADDR/SMDDP_MASTER_PORT) to "
+					     "rank 0's address and a free port, or launch with smddp-run",
+					     c->size);
+		bp.rank = c->rank;
+		bp.size = c->size;
+		bp.addr = addr;
+		bp.port = port;
+		bp.token = token ? token : "";
+		bp.allow_no_token = (int)sd_param_int("SMDDP_ALLOW_NO_TOKEN");
+		bp.hostid = hostid;
+		bp.deadline_ns = sd_now_ns() + c->timeout_ns;
+		bp.listen_fd = *listen_fd;
+		bp.key_differs = how ? how->key_differs : NULL;
+		bp.gone = how ? how->gone : NULL;
+		bp.gone_arg = how ? how->gone_arg : NULL;
+		*listen_fd = -1; /* sd_boot_init's now, whatever happens */
+		rc = sd_boot_init(&bp, &c->boot, peers, nonce, &err);
+		return rc ? sd_comm_error(c, rc, "%s", err.msg) : SMDDP_OK;
+	}
+	snprintf(peers[0].hostid, sizeof(peers[0].hostid), "%s", hostid);
+	peers[0].pid = getpid();
+	*nonce = sd_now_ns() ^ ((uint64_t)getpid() << 40);
+	if (*listen_fd >= 0) { /* an id for one rank: nobody will connect */
+		close(*listen_fd);
+		*listen_fd = -1;
+	}
+	return SMDDP_OK;
+}
+
+/* c's ranks are on several hosts (sd_comm_init): the transport between
+ * hosts over the world's bootstrap channel; in a build without one, the
+ * same refusal on every rank. */
+static int join_hosts(struct smddp_comm *c, const struct sd_boot_peer *peers)
+{
+#ifdef HAVE_LIBFABRIC
+	char (*vhost)[SD_HOSTID_MAX] = calloc((size_t)c->size, SD_HOSTID_MAX);
+	struct sd_job *job = calloc(1, sizeof(*job));
+	int rc;
+
+	if (!vhost || !job) {
+		free(vhost);
+		free(job);
+		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	}
+	for (int q = 0; q < c->size; q++)
+		memcpy(vhost[q], peers[q].hostid, SD_HOSTID_MAX);
+	job->boot = c->boot;
+	sd_net_boot_ip(c->boot, job->ip, sizeof(job->ip));
+	rc = setup_spanning(c, 1, c, boot_gather, NULL, vhost, job);
+	free(vhost);
+	if (!job->refs)
+		free(job);
+	return rc;
+#else
+	char sync = 0, *all = malloc((size_t)c->size);
+	int r = 1;
+
+	while (strcmp(peers[r].hostid, peers[0].hostid) == 0)
+		r++;
+	/* Every rank sees the same table and fails alike; one more
+	 * gather keeps rank 0 from leaving (its sockets reset) before
+	 * all have read it.  (Two hosts mean two ranks at least.) */
+	if (all)
+		boot_gather(c, &sync, all, 1);
+	free(all);
+	return sd_comm_error(c, SMDDP_EUNSUPPORTED,
+			     "rank %d runs on host %s and rank 0 on %s: this build of "
+			     "libsmddp has no transport between hosts (it was built "
+			     "without libfabric: install libfabric-dev and rebuild); run "
+			     "all ranks on one host",
+			     r, peers[r].hostid, peers[0].hostid);
+#endif
+}
+
 /* Both ways in: smddp_init (how == NULL: everything from the environment)
  * and smddp_comm_init_rank (rank, size and rendezvous given). */
 int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
@@ -464,50 +581,31 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 	struct smddp_comm *c = NULL;
 	struct sd_boot_peer *peers = NULL;
 	char hostid[SD_HOSTID_MAX], trace_id[48] = "0";
-	struct sd_err err;
 	uint64_t nonce = 0;
-	int rc, listen_fd = -1, trace_rank, trace_size;
+	/* The socket of smddp_comm_init_rank's id: ours to close until
+	 * sd_boot_init takes it, whatever happens. */
+	int rc, listen_fd = how ? how->listen_fd : -1, spans = 0, trace_rank, trace_size;
 
 	sd_err_clear(sd_init_err());
 	if (!out) {
-		if (how && how->listen_fd >= 0)
-			close(how->listen_fd);
-		return sd_err_set(sd_init_err(), SMDDP_EINVAL, "smddp_init: comm is NULL");
+		rc = sd_err_set(sd_init_err(), SMDDP_EINVAL, "smddp_init: comm is NULL");
+		goto out;
 	}
 	*out = NULL;
 	sd_log_init();
 	sd_check_signals();
 	rc = sd_params_load(sd_init_err());
-	if (rc && how && how->listen_fd >= 0)
-		close(how->listen_fd);
 	if (rc) {
 		SD_WARN(SD_SUB_CONFIG, "%s", sd_init_err()->msg);
-		return rc;
+		goto out;
 	}
-	if (*sd_param_str("SMDDP_TOPO_FILE")) {
-		/* A topology given by the user replaces discovery: check it
-		 * now, so that a bad file fails here and not in the middle of
-		 * a job.  (Discovery itself costs ~0.4 s and is done only when
-		 * a choice needs it: NICs between hosts.) */
-		const struct smddp_topo *topo;
-
-		rc = sd_topo_shared(&topo);
-		if (rc) {
-			if (how && how->listen_fd >= 0)
-				close(how->listen_fd);
-			sd_err_set(sd_init_err(), rc, "%s", smddp_topo_error());
-			SD_WARN(SD_SUB_INIT, "%s", sd_init_err()->msg);
-			return rc;
-		}
-		SD_INFO(SD_SUB_INIT, "topology: %d GPUs, %d NICs, %d NUMA nodes",
-			smddp_topo_num_gpus(topo),
-			smddp_topo_num_nics(topo), smddp_topo_num_numa(topo));
-	}
+	rc = check_topo_file();
+	if (rc)
+		goto out;
 	c = calloc(1, sizeof(*c));
 	if (!c) {
-		if (how && how->listen_fd >= 0)
-			close(how->listen_fd);
-		return sd_err_set(sd_init_err(), SMDDP_ENOMEM, "smddp_init: out of memory");
+		rc = sd_err_set(sd_init_err(), SMDDP_ENOMEM, "smddp_init: out of memory");
+		goto out;
 	}
 	c->is_world = 1;
 	c->cancel = &c->cancelled;
@@ -518,7 +616,6 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 	if (how) {
 		c->rank = how->rank;
 		c->size = how->size;
-		listen_fd = how->listen_fd;
 	} else {
 		rc = discover(c);
 		if (rc)
@@ -543,47 +640,9 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 		goto fail;
 	}
 	host_identity(hostid, sizeof(hostid));
-	if (c->size > 1) {
-		const char *addr = how ? how->addr : first_env("SMDDP_MASTER_ADDR", "MASTER_ADDR");
-		const char *port = how ? how->port : first_env("SMDDP_MASTER_PORT", "MASTER_PORT");
-		const char *token = how ? how->token : getenv("SMDDP_JOB_TOKEN");
-		struct sd_boot_params bp;
-
-		if (!addr || !port) {
-			rc = sd_comm_error(c, SMDDP_ECONFIG,
-					   "%d ranks need a rendezvous point: set MASTER_ADDR and "
-					   "MASTER_PORT (or SMDDP_MASTER_ADDR/SMDDP_MASTER_PORT) to "
-					   "rank 0's address and a free port, or launch with smddp-run",
-					   c->size);
-			goto fail;
-		}
-		bp.rank = c->rank;
-		bp.size = c->size;
-		bp.addr = addr;
-		bp.port = port;
-		bp.token = token ? token : "";
-		bp.allow_no_token = (int)sd_param_int("SMDDP_ALLOW_NO_TOKEN");
-		bp.hostid = hostid;
-		bp.deadline_ns = sd_now_ns() + c->timeout_ns;
-		bp.listen_fd = listen_fd;
-		bp.key_differs = how ? how->key_differs : NULL;
-		bp.gone = how ? how->gone : NULL;
-		bp.gone_arg = how ? how->gone_arg : NULL;
-		listen_fd = -1; /* sd_boot_init's now, whatever happens */
-		rc = sd_boot_init(&bp, &c->boot, peers, &nonce, &err);
-		if (rc) {
-			sd_comm_error(c, rc, "%s", err.msg);
-			goto fail;
-		}
-	} else {
-		snprintf(peers[0].hostid, sizeof(peers[0].hostid), "%s", hostid);
-		peers[0].pid = getpid();
-		nonce = sd_now_ns() ^ ((uint64_t)getpid() << 40);
-		if (listen_fd >= 0) { /* an id for one rank: nobody will connect */
-			close(listen_fd);
-			listen_fd = -1;
-		}
-	}
+	rc = join_rendezvous(c, how, hostid, peers, &nonce, &listen_fd);
+	if (rc)
+		goto fail;
 	for (int r = 0; r < c->size; r++)
 		c->pids[r] = peers[r].pid;
 	if (!how || !how->parent) /* a shrink keeps its parent's (inherit_tunables) */
@@ -605,76 +664,40 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 		if (rc)
 			goto fail;
 	}
-	for (int r = 0; r < c->size; r++) {
-		if (strcmp(peers[r].hostid, peers[0].hostid) != 0) {
-#ifdef HAVE_LIBFABRIC
-			char (*vhost)[SD_HOSTID_MAX] = calloc((size_t)c->size, SD_HOSTID_MAX);
-			struct sd_job *job = calloc(1, sizeof(*job));
-
-			if (!vhost || !job) {
-				free(vhost);
-				free(job);
-				rc = sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
-				goto fail;
-			}
-			for (int q = 0; q < c->size; q++)
-				memcpy(vhost[q], peers[q].hostid, SD_HOSTID_MAX);
-			job->boot = c->boot;
-			sd_net_boot_ip(c->boot, job->ip, sizeof(job->ip));
-			rc = setup_spanning(c, 1, c, boot_gather, NULL, vhost, job);
-			free(vhost);
-			if (!job->refs)
-				free(job);
-			if (rc)
-				goto fail;
-			memset(&c->cur, 0, sizeof(c->cur));
-			sd_trace_open(c, trace_id, trace_rank, trace_size);
-			SD_INFO(SD_SUB_INIT, "communicator ready: rank %d of %d (local %d of %d), "
-					     "job %s, several hosts",
-				c->rank, c->size, c->local_rank, c->local_size, c->jobid);
-			free(peers);
-			*out = c;
-			return SMDDP_OK;
-#else
-			char sync = 0, *all = malloc((size_t)c->size);
-
-			/* Every rank sees the same table and fails alike; one more
-			 * gather keeps rank 0 from leaving (its sockets reset) before
-			 * all have read it.  (Two hosts mean two ranks at least.) */
-			if (all)
-				boot_gather(c, &sync, all, 1);
-			free(all);
-			rc = sd_comm_error(c, SMDDP_EUNSUPPORTED,
-					   "rank %d runs on host %s and rank 0 on %s: this build of "
-					   "libsmddp has no transport between hosts (it was built "
-					   "without libfabric: install libfabric-dev and rebuild); run "
-					   "all ranks on one host",
-					   r, peers[r].hostid, peers[0].hostid);
-			goto fail;
-#endif
-		}
+	for (int r = 1; r < c->size && !spans; r++)
+		spans = strcmp(peers[r].hostid, peers[0].hostid) != 0;
+	if (spans) {
+		rc = join_hosts(c, peers);
+	} else {
+		c->local_rank = c->rank;
+		c->local_size = c->size;
+		rc = setup_segment(c, 1, c, 0, c->rank == 0, boot_gather, NULL);
 	}
-	c->local_rank = c->rank;
-	c->local_size = c->size;
-	rc = setup_segment(c, 1, c, 0, c->rank == 0, boot_gather, NULL);
 	if (rc)
 		goto fail;
 	memset(&c->cur, 0, sizeof(c->cur));
 	sd_trace_open(c, trace_id, trace_rank, trace_size);
-	SD_INFO(SD_SUB_INIT, "communicator ready: rank %d of %d, job %s, shared memory, spin %d",
-		c->rank, c->size, c->jobid, c->spin);
-	free(peers);
+	if (spans)
+		SD_INFO(SD_SUB_INIT, "communicator ready: rank %d of %d (local %d of %d), "
+				     "job %s, several hosts",
+			c->rank, c->size, c->local_rank, c->local_size, c->jobid);
+	else
+		SD_INFO(SD_SUB_INIT, "communicator ready: rank %d of %d, job %s, shared memory, "
+				     "spin %d",
+			c->rank, c->size, c->jobid, c->spin);
 	*out = c;
-	return SMDDP_OK;
+	goto out;
 fail:
-	if (listen_fd >= 0)
-		close(listen_fd);
+	/* c's failures went to c->last_error: the init error reads them. */
 	sd_err_set(sd_init_err(), rc, "%s", c->last_error);
-	free(peers);
 	c->failed = rc;
 	if (c->tp_state)
 		c->tp->abort(c);
 	comm_free(c, 0);
+out:
+	if (listen_fd >= 0)
+		close(listen_fd);
+	free(peers);
 	return rc;
 }
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errors.h"
 #include "coll/coll.h"
 #include "coll/net.h"
 #include "core/comm.h"

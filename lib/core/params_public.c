@@ -3,6 +3,8 @@
 
 #include <stdio.h>
 
+#include "base/errors.h"
+#include "config/param.h"
 #include "util/sd.h"
 
 SD_EXPORT size_t smddp_param_count(void)

@@ -40,6 +40,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/errors.h"
 #include "core/comm.h"
 #include "cuda/cuda.h"
 #include "hash/sha256.h"

@@ -43,6 +43,7 @@
 #include <x86intrin.h>
 #endif
 
+#include "config/param.h"
 #include "core/comm.h"
 #include "core/trace.h"
 

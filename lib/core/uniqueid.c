@@ -17,7 +17,9 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "base/errors.h"
 #include "bootstrap/bootstrap.h"
+#include "config/param.h"
 #include "core/comm.h"
 
 #define ID_MAGIC "SMDDPU1"

@@ -59,6 +59,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include "base/checks.h"
 #include "cuda/cuda.h"
 #include "cuda/internal.h"
 #include "cuda/kernels.h"
@@ -327,7 +328,7 @@ static int own_slot(struct smddp_comm *c, struct sd_cuda *cu, const struct buf_p
 		int rc = sd_cuda_wait(sd_cuda_q_event, cu->fast_ev, c->timeout_ns, NULL, &ee);
 
 		if (rc == SMDDP_ECUDA)
-			return cuda_error(c, ee, "an earlier collective on the GPU failed");
+			return SD_CUDA_ERR(c, ee, "an earlier collective on the GPU failed");
 		if (rc)
 			return sd_comm_error(c, SMDDP_ETIMEDOUT,
 					     "an earlier direct collective did not finish within %s "
@@ -401,19 +402,18 @@ int sd_cuda_direct_call(struct smddp_comm *c, struct sd_cuda *cu, const struct s
 	a.call = c->dev_calls;
 	a.tag = sd_cuda_call_tag(k);
 	if (cu->last_st != st && (e = sd_cuda_after_last(cu, st)) != cudaSuccess)
-		return cuda_error(c, e, "cannot order the stream after the last call on another "
+		return SD_CUDA_ERR(c, e, "cannot order the stream after the last call on another "
 					"stream");
 	if ((ke = sd_cuda_kernel_direct(&a, k->dtype, k->op, st)) != 0)
-		return sd_comm_error(c, SMDDP_ECUDA, "cannot launch the %s kernel: %s (is the "
-						     "stream one of this GPU?)",
-				     sd_coll_name(k->coll), cudaGetErrorString((cudaError_t)ke));
+		return SD_CUDA_ERR(c, ke, "cannot launch the %s kernel (is the stream one of this GPU?)",
+				   sd_coll_name(k->coll));
 	cu->direct_k++;
 	cu->reg_own[a.sj].last_k = cu->direct_k;
 	cu->reg_own[a.rj].last_k = cu->direct_k;
 	cu->direct_calls++;
 	cu->direct_by[k->coll]++;
 	if ((e = cudaEventRecord(cu->fast_ev, st)) != cudaSuccess)
-		return cuda_error(c, e, "cannot record an event on the stream");
+		return SD_CUDA_ERR(c, e, "cannot record an event on the stream");
 	SD_TRACE(SD_SUB_COLL, "GPU call %u: direct %s of %zu elements (slots %u/%u, %u/%u), queued",
 		 a.call, sd_coll_name(k->coll), k->count, a.sj, a.sg, a.rj, a.rg);
 	cu->fast_pending = 1;

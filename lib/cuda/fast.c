@@ -52,6 +52,9 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include "base/checks.h"
+#include "clock/clock.h"
+#include "config/param.h"
 #include "cuda/cuda.h"
 #include "cuda/internal.h"
 #include "cuda/kernels.h"
@@ -328,18 +331,17 @@ int sd_cuda_fast_call(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_
 	/* After the last call of this communicator when that was on another
 	 * stream: they share the window (and the proxy's resources). */
 	if (cu->last_st != st && (e = sd_cuda_after_last(cu, st)) != cudaSuccess)
-		return cuda_error(c, e, "cannot order the stream after the last call on another "
+		return SD_CUDA_ERR(c, e, "cannot order the stream after the last call on another "
 					"stream");
 	if ((ke = sd_cuda_kernel_fast(&a, k->dtype, k->op, st)) != 0)
-		return sd_comm_error(c, SMDDP_ECUDA, "cannot launch the %s kernel: %s (is the "
-						     "stream one of this GPU?)",
-				     sd_coll_name(k->coll), cudaGetErrorString((cudaError_t)ke));
+		return SD_CUDA_ERR(c, ke, "cannot launch the %s kernel (is the stream one of this GPU?)",
+				   sd_coll_name(k->coll));
 	for (int b = 0; b < a.nblocks; b++)
 		cu->fast_need[par][b] = a.call;
 	cu->fast_k++;
 	if ((e = cudaEventRecord(cu->fast_ev, st)) != cudaSuccess)
 		/* A later call on another stream could not be ordered after it. */
-		return cuda_error(c, e, "cannot record an event on the stream");
+		return SD_CUDA_ERR(c, e, "cannot record an event on the stream");
 	SD_TRACE(SD_SUB_COLL, "GPU call %u: fast %s of %zu elements, %d block(s), queued", a.call,
 		 sd_coll_name(k->coll), k->count, a.nblocks);
 	cu->fast_pending = 1;

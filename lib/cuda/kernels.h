@@ -6,7 +6,7 @@
  * agree), and the result is written to every dst[k][i].  With nsrc == 1 and
  * an op other than AVG it is a copy to ndst places, read once.
  *
- * Semantics are those of sd_reduce() (lib/util/sd.h): integer SUM and PROD
+ * Semantics are those of sd_reduce() (lib/reduce/reduce.h): integer SUM and PROD
  * wrap; fp16 and bf16 reduce in float and round once to nearest even; AVG is
  * the sum divided by avg_div (floats in their accumulation type, integers
  * the wrapped sum divided truncating toward zero).  A dst may be one of the

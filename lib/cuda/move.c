@@ -12,6 +12,8 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include "base/checks.h"
+#include "clock/clock.h"
 #include "cuda/cuda.h"
 #include "cuda/internal.h"
 #include "cuda/kernels.h"
@@ -58,8 +60,7 @@ static int launch_reduce(struct sink *k, struct sd_cuda_kargs *a, int dt, int op
 	}
 	e = sd_cuda_kernel_reduce(a, dt, op, div, cu->st, cu->max_blocks);
 	if (e)
-		return sd_comm_error(&cu->sh, SMDDP_ECUDA, "cannot launch the reduction kernel: %s",
-				     cudaGetErrorString((cudaError_t)e));
+		return SD_CUDA_ERR(&cu->sh, e, "cannot launch the reduction kernel");
 	return SMDDP_OK;
 }
 
@@ -85,8 +86,7 @@ static int launch_pairs(struct sink *k, const void *const *src, void *const *dst
 	}
 	e = sd_cuda_kernel_copy_pairs(src, dst, np, bytes, cu->st, cu->max_blocks);
 	if (e)
-		return sd_comm_error(&cu->sh, SMDDP_ECUDA, "cannot launch the copy kernel: %s",
-				     cudaGetErrorString((cudaError_t)e));
+		return SD_CUDA_ERR(&cu->sh, e, "cannot launch the copy kernel");
 	return SMDDP_OK;
 }
 
@@ -230,8 +230,7 @@ static int wait_stream(struct sd_cuda *cu)
 	if (rc == SMDDP_OK)
 		return SMDDP_OK;
 	if (rc == SMDDP_ECUDA)
-		return sd_comm_error(&cu->sh, SMDDP_ECUDA, "a kernel of this call failed: %s (%s)",
-				     cudaGetErrorString(e), cudaGetErrorName(e));
+		return SD_CUDA_ERR(&cu->sh, e, "a kernel of this call failed");
 	return sd_comm_error(&cu->sh, SMDDP_ETIMEDOUT,
 			     "the GPU did not finish this call's kernel within SMDDP_TIMEOUT");
 }
@@ -311,7 +310,7 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
 				cudaFreeHost(cu->args);
 			cu->args = NULL;
 			cu->args_gpu = NULL;
-			return cuda_error(c, e, "cannot allocate memory for the kernels' arguments");
+			return SD_CUDA_ERR(c, e, "cannot allocate memory for the kernels' arguments");
 		}
 	}
 	/* The slot's last call has run on its stream (a call released unrun
@@ -325,7 +324,7 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
 		int rc = sd_cuda_wait(sd_cuda_q_event, cu->ev_out[o->slot], c->timeout_ns, NULL, &e);
 
 		if (rc == SMDDP_ECUDA)
-			return cuda_error(c, e, "the stream of the call that last used this slot "
+			return SD_CUDA_ERR(c, e, "the stream of the call that last used this slot "
 						"failed");
 		if (rc)
 			return sd_comm_error(c, SMDDP_ETIMEDOUT,
@@ -344,7 +343,7 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
 	if (e == cudaSuccess)
 		e = cudaEventRecord(cu->ev_in[o->slot], st);
 	if (e != cudaSuccess)
-		return cuda_error(c, e, "cannot queue the call on the stream (is it a stream of this "
+		return SD_CUDA_ERR(c, e, "cannot queue the call on the stream (is it a stream of this "
 					"GPU?)");
 	if ((r = (CUresult)sd_cuda_wait32(st, cu->word_dev, o->seq)) != CUDA_SUCCESS)
 		return sd_comm_error(c, SMDDP_ECUDA,
@@ -357,8 +356,7 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
 	int rc = SMDDP_OK;
 
 	if (ke)
-		rc = sd_comm_error(c, SMDDP_ECUDA, "cannot queue the call's kernel: %s",
-				   cudaGetErrorString((cudaError_t)ke));
+		rc = SD_CUDA_ERR(c, ke, "cannot queue the call's kernel");
 	else if ((r = (CUresult)sd_cuda_write32(st, cu->up_dev, o->seq)) != CUDA_SUCCESS ||
 		 (r = (CUresult)sd_cuda_wait32(st, cu->word_dev, o->last)) != CUDA_SUCCESS)
 		rc = sd_comm_error(c, SMDDP_ECUDA,
@@ -368,7 +366,7 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
 	else if (k->coll == SD_COLL_REDUCE_SCATTER && rs_staged(o->b, m, n, me) &&
 		 (e = cudaMemcpyAsync(k->recvbuf, (const char *)k->sendbuf + (size_t)me * m, m,
 				      cudaMemcpyDeviceToDevice, st)) != cudaSuccess)
-		rc = cuda_error(c, e, "cannot queue the copy of the result into recvbuf");
+		rc = SD_CUDA_ERR(c, e, "cannot queue the copy of the result into recvbuf");
 	/* Also after a failure: what the slot's next call must wait for. */
 	if (!sd_cuda_end_queued(cu, st, o->slot) && !rc)
 		rc = sd_comm_error(c, SMDDP_ECUDA, "cannot record an event on the stream");
@@ -406,9 +404,7 @@ static int input_ready(struct sd_cuda *cu, struct op *o, struct meeting *m)
 	if (rc == SMDDP_EABORTED)
 		return sd_cuda_stopped(c, "before this call ran");
 	if (rc == SMDDP_ECUDA)
-		return sd_comm_error(c, SMDDP_ECUDA,
-				     "the stream failed before this call: %s (%s)",
-				     cudaGetErrorString(e), cudaGetErrorName(e));
+		return SD_CUDA_ERR(c, e, "the stream failed before this call");
 	if (rc)
 		return sd_comm_error(c, SMDDP_ETIMEDOUT,
 				     "the stream did not reach this call within SMDDP_TIMEOUT: is "
@@ -419,8 +415,7 @@ static int input_ready(struct sd_cuda *cu, struct op *o, struct meeting *m)
 		sd_cuda_extents(&o->k, c->size, c->rank, &sb, &rb);
 		if ((e = cudaMemcpyAsync(o->scratch, o->k.sendbuf, sb, cudaMemcpyDeviceToDevice,
 					 cu->st)) != cudaSuccess)
-			return sd_comm_error(c, SMDDP_ECUDA, "cannot copy the input aside: %s",
-					     cudaGetErrorString(e));
+			return SD_CUDA_ERR(c, e, "cannot copy the input aside");
 		SD_CHECK(wait_stream(cu));
 	}
 	GPU_STEP("input ready");
@@ -579,8 +574,7 @@ static int run_queued(struct sd_cuda *cu, struct op *o, struct meeting *m)
 		return sd_cuda_stopped(c, "during this call");
 	}
 	if (rc == SMDDP_ECUDA)
-		return sd_comm_error(c, rc, "a kernel of this call failed: %s (%s)",
-				     cudaGetErrorString(e), cudaGetErrorName(e));
+		return SD_CUDA_ERR(c, e, "a kernel of this call failed");
 	if (rc)
 		return sd_comm_error(c, rc, "the GPU did not finish this call's kernel within "
 					    "SMDDP_TIMEOUT");
@@ -612,8 +606,7 @@ static int move_and_meet(struct sd_cuda *cu, struct op *o, struct meeting *m)
 	if (after) {
 		if ((e = cudaMemcpyAsync(o->k.recvbuf, (char *)o->k.sendbuf + (size_t)c->rank * mb, mb,
 					 cudaMemcpyDeviceToDevice, cu->st)) != cudaSuccess)
-			return sd_comm_error(c, SMDDP_ECUDA, "cannot copy the result into recvbuf: %s",
-					     cudaGetErrorString(e));
+			return SD_CUDA_ERR(c, e, "cannot copy the result into recvbuf");
 		SD_CHECK(wait_stream(cu));
 	}
 	return SMDDP_OK;

@@ -48,6 +48,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include "base/checks.h"
 #include "base/comm-types.h"
 #include "coll/coll.h"
 #ifdef HAVE_LIBFABRIC
@@ -104,12 +105,6 @@ struct dop {
 	int dev;          /* the GPU of the buffer (-1: no bytes) */
 };
 
-static int fail(struct smddp_comm *c, cudaError_t e, const char *what)
-{
-	return sd_comm_error(c, SMDDP_ECUDA, "%s: %s (%s)", what, cudaGetErrorString(e),
-			     cudaGetErrorName(e));
-}
-
 /* Each reason for staging inside a node is said once per process, at INFO:
  * it holds for the job, and a message per call would drown the log. */
 static int said[5];
@@ -130,12 +125,12 @@ static int wait_stream(struct smddp_comm *c, cudaStream_t st, cudaEvent_t ev, co
 	int r;
 
 	if (e != cudaSuccess)
-		return fail(c, e, "cannot record an event on the stream");
+		return SD_CUDA_ERR(c, e, "cannot record an event on the stream");
 	r = sd_cuda_wait(sd_cuda_q_event, ev, c->timeout_ns, NULL, &e);
 	if (r == SMDDP_OK)
 		return SMDDP_OK;
 	if (r == SMDDP_ECUDA)
-		return fail(c, e, late);
+		return SD_CUDA_ERR(c, e, "%s", late);
 	return sd_comm_error(c, SMDDP_ETIMEDOUT,
 			     "waited %.0f s (%s) for the stream: %s did not finish (work queued "
 			     "on the stream before the call may be stuck)",
@@ -246,7 +241,7 @@ static int stage_send(struct smddp_comm *c, struct dop *o, cudaStream_t st)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory for %zu bytes", op->bytes);
 	e = cudaMemcpyAsync(o->host, o->src, op->bytes, cudaMemcpyDeviceToHost, st);
 	if (e != cudaSuccess)
-		return fail(c, e, "copying a send buffer to the host");
+		return SD_CUDA_ERR(c, e, "copying a send buffer to the host");
 	return SMDDP_OK;
 }
 
@@ -455,7 +450,7 @@ static int copy_sends(struct smddp_comm *c, struct sd_cuda *cu, struct dop *x, i
 			e = cudaMemcpyAsync((void *)o->src, op->buf, op->bytes,
 					    cudaMemcpyDeviceToDevice, st);
 			if (e != cudaSuccess)
-				return fail(c, e, "copying a send buffer that the batch overwrites");
+				return SD_CUDA_ERR(c, e, "copying a send buffer that the batch overwrites");
 		}
 		if (o->d.mode == M_IPC) {
 			SD_CHECK(buf_info(c, o->src, op->bytes, &d, &o->d.b));
@@ -481,7 +476,7 @@ static int copy_sends(struct smddp_comm *c, struct sd_cuda *cu, struct dop *x, i
 			continue;
 		e = cudaMemcpyAsync(r->buf, s->buf, r->bytes, cudaMemcpyDefault, st);
 		if (e != cudaSuccess)
-			return fail(c, e, "copying a message to this rank itself");
+			return SD_CUDA_ERR(c, e, "copying a message to this rank itself");
 	}
 	return SMDDP_OK;
 }
@@ -534,7 +529,7 @@ static int take(struct smddp_comm *c, struct sd_cuda *cu, struct dop *o, int q,
 		e = cudaMemcpyAsync(op->buf, p, op->bytes, cudaMemcpyDefault, st);
 		o->r.status = e == cudaSuccess ? R_DONE : R_FAILED;
 		if (e != cudaSuccess)
-			return fail(c, e, "copying a message from a peer's GPU memory");
+			return SD_CUDA_ERR(c, e, "copying a message from a peer's GPU memory");
 		*copied = 1;
 	}
 	o->hbytes = op->bytes;
@@ -585,25 +580,12 @@ static int keep(int rc, int *first)
 	return rc;
 }
 
-int sd_cuda_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n, void *stream)
+/* The ops' descriptors x and their buffers' GPUs (*gpu: the one the call
+ * runs on); the IPC state *cu (made on the first GPU) only when a message
+ * may stay inside the node. */
+static int find_gpus(struct smddp_comm *c, struct sd_p2p_op *ops, int n, struct dop *x,
+		     struct sd_cuda **cu, int *gpu)
 {
-	cudaStream_t st = stream;
-	struct dop *x = calloc((size_t)n + 1, sizeof(*x));
-	struct dop **rx = calloc((size_t)n + 1, sizeof(*rx));
-	struct sd_p2p_op *w = calloc((size_t)n + 1, sizeof(*w));
-	int *pair = calloc((size_t)n + 1, sizeof(*pair));
-	uint64_t *nsent = calloc((size_t)c->size, sizeof(*nsent));
-	struct sd_cuda *cu = NULL;
-	cudaEvent_t ev = NULL;
-	cudaError_t e;
-	size_t need;
-	int rc = SMDDP_OK, first = SMDDP_OK, local = SMDDP_OK, old = -1, gpu = -1, k;
-	int copied = 0, again = 0, down = 0, pending = 0;
-
-	if (!x || !rx || !w || !pair || !nsent) {
-		rc = sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
-		goto out;
-	}
 	for (int i = 0; i < n; i++) {
 		x[i].op = &ops[i];
 		x[i].self = ops[i].peer == c->rank;
@@ -611,61 +593,52 @@ int sd_cuda_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n, void *stream
 		ops[i].done = 0;
 		ops[i].source = ops[i].peer;
 	}
-	/* The buffers' GPUs; the IPC state (made on the first GPU) only when
-	 * a message may stay inside the node. */
 	for (int i = 0; i < n; i++) {
 		struct buf_pub b;
 
 		if (!ops[i].bytes)
 			continue;
-		SD_CHECK_GOTO(buf_info(c, ops[i].buf, ops[i].bytes, &x[i].dev, &b), rc, out);
-		if (gpu < 0)
-			gpu = x[i].dev;
-		if (!cu && !x[i].self && (ops[i].peer < 0 || same_host(c, ops[i].peer)))
-			SD_CHECK_GOTO(sd_cuda_state(c, x[i].dev, &cu), rc, out);
+		SD_CHECK(buf_info(c, ops[i].buf, ops[i].bytes, &x[i].dev, &b));
+		if (*gpu < 0)
+			*gpu = x[i].dev;
+		if (!*cu && !x[i].self && (ops[i].peer < 0 || same_host(c, ops[i].peer)))
+			SD_CHECK(sd_cuda_state(c, x[i].dev, cu));
 	}
-	if (cu)
-		gpu = cu->dev;
-	cudaGetDevice(&old);
-	if (gpu >= 0 && (e = cudaSetDevice(gpu)) != cudaSuccess) {
-		rc = fail(c, e, "cudaSetDevice");
-		goto out;
-	}
-	if ((e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)) != cudaSuccess) {
-		ev = NULL;
-		rc = fail(c, e, "cannot create an event");
-		goto out;
-	}
-	SD_CHECK_GOTO(pair_self(c, x, n, pair), rc, out);
-	need = plan_sends(c, cu, x, n, nsent);
-	if (need && cu->scratch_len < need) {
-		/* The queue is drained: the proxy's in-place alltoall does
-		 * not use it now. */
-		if (cu->scratch)
-			cudaFree(cu->scratch);
-		size_t len = sd_cuda_scratch_size(cu->scratch_len, need);
+	if (*cu)
+		*gpu = (*cu)->dev;
+	return SMDDP_OK;
+}
 
+/* The scratch of sends in place, at least need bytes.  The queue is
+ * drained: the proxy's in-place alltoall does not use it now. */
+static int grow_scratch(struct smddp_comm *c, struct sd_cuda *cu, size_t need)
+{
+	size_t len = sd_cuda_scratch_size(cu->scratch_len, need);
+	cudaError_t e;
+
+	if (cu->scratch)
+		cudaFree(cu->scratch);
+	cu->scratch = NULL;
+	cu->scratch_len = 0;
+	if ((e = cudaMalloc(&cu->scratch, len)) != cudaSuccess) {
 		cu->scratch = NULL;
-		cu->scratch_len = 0;
-		if ((e = cudaMalloc(&cu->scratch, len)) != cudaSuccess) {
-			cu->scratch = NULL;
-			(void)cudaGetLastError(); /* ours, not left for the caller's next check */
-			rc = fail(c, e, "cannot allocate device memory for a send in place");
-			goto out;
-		}
-		cu->scratch_len = len;
+		(void)cudaGetLastError(); /* ours, not left for the caller's next check */
+		return SD_CUDA_ERR(c, e, "cannot allocate device memory for a send in place");
 	}
-	/* pending: copies into host buffers may be queued still; after a
-	 * failed wait those buffers are leaked, not freed under the copy. */
-	pending = 1;
-	SD_CHECK_GOTO(copy_sends(c, cu, x, n, pair, st), rc, out);
-	/* The blocking contract: what is sent is what the stream holds after
-	 * the work queued before the call. */
-	SD_CHECK_GOTO(wait_stream(c, st, ev, "the work queued before the call"), rc, out);
-	pending = 0;
+	cu->scratch_len = len;
+	return SMDDP_OK;
+}
 
-	/* Round 1: the descriptors. */
-	k = 0;
+/* Round 1: every rank sends its descriptors; a sender then waits for its
+ * answer in round 2 (or sends staged data there), a receiver takes what
+ * it can at once (take(): *copied when it queued a copy).  A mismatch
+ * goes to *first, a CUDA failure of this rank to *local (its senders are
+ * answered R_FAILED); anything else fails the call. */
+static int round1(struct smddp_comm *c, struct sd_cuda *cu, struct dop *x, int n,
+		  struct sd_p2p_op *w, cudaStream_t st, int *copied, int *first, int *local)
+{
+	int k = 0, rc;
+
 	for (int i = 0; i < n; i++)
 		if (!x[i].self)
 			wop(&w[k++], x[i].op->is_send, x[i].op->peer, x[i].op->key, &x[i].d,
@@ -675,13 +648,13 @@ int sd_cuda_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n, void *stream
 		char said_[sizeof(c->last_error)];
 
 		memcpy(said_, c->last_error, sizeof(said_));
-		rc = sd_comm_error(c, SMDDP_EMISMATCH,
-				   "a message did not fit a receive of device memory: both sides of "
-				   "a message must use device memory, or both host memory (%s)",
-				   said_);
+		return sd_comm_error(c, SMDDP_EMISMATCH,
+				     "a message did not fit a receive of device memory: both sides of "
+				     "a message must use device memory, or both host memory (%s)",
+				     said_);
 	}
 	if (rc)
-		goto out;
+		return rc;
 	k = 0;
 	for (int i = 0; i < n; i++) {
 		struct dop *o = &x[i];
@@ -694,28 +667,98 @@ int sd_cuda_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n, void *stream
 			o->r2 = o->d.mode == M_STAGED ? 2 : 1;
 			continue;
 		}
-		r = take(c, cu, o, w[k - 1].source, st, &copied);
+		r = take(c, cu, o, w[k - 1].source, st, copied);
 		if (r == SMDDP_EMISMATCH && o->r.status == R_MISMATCH)
-			first = first ? first : r;
+			*first = *first ? *first : r;
 		else if (r == SMDDP_ECUDA)
-			local = local ? local : r; /* answered R_FAILED below */
+			*local = *local ? *local : r; /* answered R_FAILED below */
 		else if (r)
-			SD_CHECK_GOTO(r, rc, out);
+			SD_CHECK(r);
 	}
+	return SMDDP_OK;
+}
+
+/* This rank failed in round 1.  The senders of IPC messages wait for an
+ * answer: they get one that says this rank failed, and nothing is staged
+ * in round 3.  Staged messages are still taken in round 2, as their
+ * senders send them, and dropped. */
+static void answer_failed(struct dop *x, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!x[i].op->is_send && !x[i].self) {
+			if (x[i].r2 == 1)
+				x[i].r.status = R_FAILED;
+			x[i].r3 = x[i].ok = 0;
+		}
+}
+
+/* After round 3: the messages received into host memory go down to their
+ * device buffers (*down once a copy is queued). */
+static int copy_down(struct smddp_comm *c, struct dop *x, int n, cudaStream_t st, int *down)
+{
+	for (int i = 0; i < n; i++) {
+		struct dop *o = &x[i];
+		cudaError_t e;
+
+		if (o->op->is_send || o->self || !o->ok || !o->host)
+			continue;
+		e = cudaMemcpyAsync(o->op->buf, o->host, o->op->bytes, cudaMemcpyHostToDevice, st);
+		if (e != cudaSuccess)
+			return SD_CUDA_ERR(c, e, "copying a received message to the device");
+		*down = 1;
+	}
+	return SMDDP_OK;
+}
+
+int sd_cuda_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n, void *stream)
+{
+	cudaStream_t st = stream;
+	struct dop *x = calloc((size_t)n + 1, sizeof(*x));
+	struct dop **rx = calloc((size_t)n + 1, sizeof(*rx));
+	struct sd_p2p_op *w = calloc((size_t)n + 1, sizeof(*w));
+	int *pair = calloc((size_t)n + 1, sizeof(*pair));
+	uint64_t *nsent = calloc((size_t)c->size, sizeof(*nsent));
+	struct sd_cuda *cu = NULL;
+	cudaEvent_t ev = NULL;
+	cudaError_t e;
+	size_t need;
+	int rc = SMDDP_OK, first = SMDDP_OK, local = SMDDP_OK, old = -1, gpu = -1;
+	int copied = 0, again = 0, down = 0, pending = 0;
+
+	if (!x || !rx || !w || !pair || !nsent) {
+		rc = sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+		goto out;
+	}
+	SD_CHECK_GOTO(find_gpus(c, ops, n, x, &cu, &gpu), rc, out);
+	cudaGetDevice(&old);
+	if (gpu >= 0 && (e = cudaSetDevice(gpu)) != cudaSuccess) {
+		rc = SD_CUDA_ERR(c, e, "cudaSetDevice");
+		goto out;
+	}
+	if ((e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)) != cudaSuccess) {
+		ev = NULL;
+		rc = SD_CUDA_ERR(c, e, "cannot create an event");
+		goto out;
+	}
+	SD_CHECK_GOTO(pair_self(c, x, n, pair), rc, out);
+	need = plan_sends(c, cu, x, n, nsent);
+	if (need && cu->scratch_len < need)
+		SD_CHECK_GOTO(grow_scratch(c, cu, need), rc, out);
+	/* pending: copies into host buffers may be queued still; after a
+	 * failed wait those buffers are leaked, not freed under the copy. */
+	pending = 1;
+	SD_CHECK_GOTO(copy_sends(c, cu, x, n, pair, st), rc, out);
+	/* The blocking contract: what is sent is what the stream holds after
+	 * the work queued before the call. */
+	SD_CHECK_GOTO(wait_stream(c, st, ev, "the work queued before the call"), rc, out);
+	pending = 0;
+
+	/* Round 1: the descriptors, and what receivers take of them at once. */
+	SD_CHECK_GOTO(round1(c, cu, x, n, w, st, &copied, &first, &local), rc, out);
 	if (!local && copied)
 		local = wait_stream(c, st, ev, "copying the messages from the peers' GPU memory");
-	if (local) {
-		/* The senders of IPC messages wait for an answer: they get
-		 * one that says this rank failed, and nothing is staged in
-		 * round 3.  Staged messages are still taken in round 2, as
-		 * their senders send them, and dropped. */
-		for (int i = 0; i < n; i++)
-			if (!x[i].op->is_send && !x[i].self) {
-				if (x[i].r2 == 1)
-					x[i].r.status = R_FAILED;
-				x[i].r3 = x[i].ok = 0;
-			}
-	}
+	if (local)
+		answer_failed(x, n);
 
 	/* Round 2: the answers, and the data of staged messages. */
 	SD_CHECK_GOTO(keep(run_round(c, x, n, rx, 2, w), &first), rc, out);
@@ -744,18 +787,11 @@ int sd_cuda_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n, void *stream
 		rc = local;
 		goto out;
 	}
-	for (int i = 0; i < n; i++) {
-		struct dop *o = &x[i];
-
-		if (o->op->is_send || o->self || !o->ok || !o->host)
-			continue;
-		e = cudaMemcpyAsync(o->op->buf, o->host, o->op->bytes, cudaMemcpyHostToDevice, st);
-		if (e != cudaSuccess) {
-			rc = fail(c, e, "copying a received message to the device");
-			goto out;
-		}
-		down = pending = 1;
-	}
+	rc = copy_down(c, x, n, st, &down);
+	if (down)
+		pending = 1; /* also after a failure: the copies queued may still run */
+	if (rc)
+		goto out;
 	/* The host copies are freed below: the stream must be past them. */
 	if (down)
 		SD_CHECK_GOTO(wait_stream(c, st, ev, "copying the received messages"), rc, out);

@@ -84,7 +84,10 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include "base/checks.h"
+#include "clock/clock.h"
 #include "coll/net.h"
+#include "config/param.h"
 #include "cuda/cuda.h"
 #include "cuda/internal.h"
 #include "cuda/kernels.h"
@@ -207,7 +210,7 @@ static int state_init(struct smddp_comm *c, int dev)
 	cu->last_slot = -1;
 	cudaGetDevice(&old);
 	if ((e = cudaSetDevice(dev)) != cudaSuccess) {
-		rc = cuda_error(c, e, "cannot use the buffers' GPU");
+		rc = SD_CUDA_ERR(c, e, "cannot use the buffers' GPU");
 		goto fail;
 	}
 	cudaDeviceGetAttribute(&attr, cudaDevAttrMultiProcessorCount, dev);
@@ -219,18 +222,18 @@ static int state_init(struct smddp_comm *c, int dev)
 	}
 	cu->max_blocks = attr > 0 ? 4 * attr : 0;
 	if ((e = cudaStreamCreateWithFlags(&cu->st, cudaStreamNonBlocking)) != cudaSuccess) {
-		rc = cuda_error(c, e, "cannot create the communicator's stream");
+		rc = SD_CUDA_ERR(c, e, "cannot create the communicator's stream");
 		goto fail;
 	}
 	/* Before any stream waits on the word (see kernels.h). */
 	if ((e = (cudaError_t)sd_cuda_kernels_load()) != cudaSuccess) {
-		rc = cuda_error(c, e, "cannot load libsmddp's GPU kernels");
+		rc = SD_CUDA_ERR(c, e, "cannot load libsmddp's GPU kernels");
 		goto fail;
 	}
 	for (int i = 0; i < QCAP; i++) {
 		if ((e = cudaEventCreateWithFlags(&cu->ev_in[i], cudaEventDisableTiming)) != cudaSuccess ||
 		    (e = cudaEventCreateWithFlags(&cu->ev_out[i], cudaEventDisableTiming)) != cudaSuccess) {
-			rc = cuda_error(c, e, "cannot create events");
+			rc = SD_CUDA_ERR(c, e, "cannot create events");
 			goto fail;
 		}
 	}
@@ -239,7 +242,7 @@ static int state_init(struct smddp_comm *c, int dev)
 	if ((e = cudaHostAlloc((void **)&cu->word, 128, cudaHostAllocMapped | cudaHostAllocPortable)) !=
 	    cudaSuccess) {
 		cu->word = NULL;
-		rc = cuda_error(c, e, "cannot allocate pinned host memory for the release word");
+		rc = SD_CUDA_ERR(c, e, "cannot allocate pinned host memory for the release word");
 		goto fail;
 	}
 	*cu->word = 0;
@@ -247,7 +250,7 @@ static int state_init(struct smddp_comm *c, int dev)
 	*cu->upw = 0;
 	void *dp = NULL;
 	if ((e = cudaHostGetDevicePointer(&dp, (void *)cu->word, 0)) != cudaSuccess) {
-		rc = cuda_error(c, e, "cannot map the release word into the GPU");
+		rc = SD_CUDA_ERR(c, e, "cannot map the release word into the GPU");
 		goto fail;
 	}
 	cu->word_dev = (CUdeviceptr)(uintptr_t)dp;
@@ -458,7 +461,7 @@ static int rewind_tickets(struct smddp_comm *c, struct sd_cuda *cu)
 			continue;
 		rc = sd_cuda_wait(sd_cuda_q_event, cu->ev_out[i], c->timeout_ns, NULL, &e);
 		if (rc == SMDDP_ECUDA)
-			return cuda_error(c, e, "the stream of an earlier call of this communicator "
+			return SD_CUDA_ERR(c, e, "the stream of an earlier call of this communicator "
 						"failed");
 		if (rc)
 			return sd_comm_error(c, SMDDP_ETIMEDOUT,
@@ -540,7 +543,7 @@ static int alltoall_scratch(struct smddp_comm *c, struct sd_cuda *cu, size_t sb,
 		if (e != cudaSuccess) {
 			cu->scratch = NULL;
 			(void)cudaGetLastError(); /* ours, not left for the caller's next check */
-			return cuda_error(c, e, "cannot allocate GPU memory for an in-place alltoall");
+			return SD_CUDA_ERR(c, e, "cannot allocate GPU memory for an in-place alltoall");
 		}
 		cu->scratch_len = len;
 	}
@@ -556,7 +559,7 @@ static int wait_out(struct smddp_comm *c, struct sd_cuda *cu, const struct op *o
 	int rc = sd_cuda_wait(sd_cuda_q_event, cu->ev_out[o->slot], c->timeout_ns, NULL, &e);
 
 	if (rc == SMDDP_ECUDA)
-		return cuda_error(c, e, "a copy between host memory and the GPU failed");
+		return SD_CUDA_ERR(c, e, "a copy between host memory and the GPU failed");
 	if (rc)
 		return sd_comm_error(c, SMDDP_ETIMEDOUT,
 				     "the copies of the result to the GPU did not finish within "
@@ -590,7 +593,7 @@ static int queue_on_stream(struct smddp_comm *c, struct sd_cuda *cu, struct op *
 	/* Queued calls share the staging slots, the scratch copy and the up
 	 * word: a call on another stream than the last goes after it. */
 	if ((o->staged || cu->async) && (e = sd_cuda_after_last(cu, st)) != cudaSuccess)
-		return cuda_error(c, e, "cannot order the stream after the last call on another "
+		return SD_CUDA_ERR(c, e, "cannot order the stream after the last call on another "
 					"stream");
 	if (o->staged)
 		return sd_cuda_staged_queue(c, cu, o);
@@ -600,7 +603,7 @@ static int queue_on_stream(struct smddp_comm *c, struct sd_cuda *cu, struct op *
 	}
 	o->last = o->seq;
 	if ((e = cudaEventRecord(cu->ev_in[o->slot], st)) != cudaSuccess)
-		return cuda_error(c, e, "cannot record an event on the stream (is it a stream of "
+		return SD_CUDA_ERR(c, e, "cannot record an event on the stream (is it a stream of "
 					"this GPU?)");
 	return SMDDP_OK;
 }
@@ -622,19 +625,19 @@ static int one_rank(struct smddp_comm *c, const struct sd_cuda_call *k, int dev)
 	cudaSetDevice(dev);
 	e = cudaMemcpyAsync(dst, src, k->count * dtsize(k->dtype), cudaMemcpyDeviceToDevice, st);
 	if (e != cudaSuccess) {
-		rc = cuda_error(c, e, "cannot queue the copy on the stream");
+		rc = SD_CUDA_ERR(c, e, "cannot queue the copy on the stream");
 		goto out;
 	}
 	if (async_param() != 0)
 		goto out;
 	if ((e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)) != cudaSuccess ||
 	    (e = cudaEventRecord(ev, st)) != cudaSuccess) {
-		rc = cuda_error(c, e, "cannot record an event on the stream");
+		rc = SD_CUDA_ERR(c, e, "cannot record an event on the stream");
 		goto out;
 	}
 	rc = sd_cuda_wait(sd_cuda_q_event, ev, c->timeout_ns, NULL, &e);
 	if (rc == SMDDP_ECUDA)
-		rc = cuda_error(c, e, "the copy failed");
+		rc = SD_CUDA_ERR(c, e, "the copy failed");
 	else if (rc)
 		rc = sd_comm_error(c, rc, "the copy did not finish within %s: is the work "
 					  "queued before it on the stream stuck?",

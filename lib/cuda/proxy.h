@@ -179,12 +179,6 @@ struct sd_cuda {
  * lowers it (FAKECUDA_TICKET_LIMIT) to reach that path. */
 extern uint32_t sd_cuda_ticket_limit;
 
-static inline int cuda_error(struct smddp_comm *c, cudaError_t e, const char *what)
-{
-	return sd_comm_error(c, SMDDP_ECUDA, "%s: %s (%s)", what, cudaGetErrorString(e),
-			     cudaGetErrorName(e));
-}
-
 /* Lets the streams waiting for tickets up to seq go.  The GPU reads the
  * word over the bus: a plain store, ordered after everything the host side
  * did (its kernels completed before, its host memory written). */

@@ -2,7 +2,7 @@
  *
  * A communicator whose ranks are on several hosts moves device buffers by
  * copying them through pinned host memory and running the host algorithms
- * of lib/coll/net.c (shared memory inside each host, libfabric between
+ * of lib/transport/net/net.c (shared memory inside each host, libfabric between
  * hosts) on the copies.  The call is cut into chunks of the same elements
  * on every rank; each chunk is its own host collective, with its own
  * number on the wire (c->wire), so that messages of different chunks never
@@ -60,6 +60,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include "base/checks.h"
 #include "base/comm-types.h"
 #include "coll/coll.h"
 #include "coll/net.h"
@@ -319,10 +320,8 @@ int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 	o->broken = 1;
 	if (e == cudaSuccess)
 		return sd_comm_error(c, SMDDP_ECUDA, "cannot record an event on the stream");
-	return sd_comm_error(c, SMDDP_ECUDA, "cannot queue the copies of a device call between "
-					     "hosts on the stream (is it a stream of this GPU?): "
-					     "%s (%s)",
-			     cudaGetErrorString(e), cudaGetErrorName(e));
+	return SD_CUDA_ERR(c, e, "cannot queue the copies of a device call between hosts on the "
+				 "stream (is it a stream of this GPU?)");
 }
 
 int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
@@ -356,8 +355,7 @@ int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
 		if (rc == SMDDP_EABORTED)
 			return sd_cuda_stopped(c, "during this call");
 		if (rc == SMDDP_ECUDA)
-			return sd_comm_error(c, rc, "a copy between the GPU and host memory failed: "
-						    "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+			return SD_CUDA_ERR(c, e, "a copy between the GPU and host memory failed");
 		if (rc)
 			return sd_comm_error(c, SMDDP_ETIMEDOUT,
 					     i ? "a copy from the GPU to host memory did not finish "

@@ -1,6 +1,6 @@
 /* text/editdist.h - how far apart two names are, for "did you mean" hints.
  *
- * Libc only, like everything in lib/text/: the registry (lib/util/param.c,
+ * Libc only, like everything in lib/text/: the registry (lib/config/param.c,
  * for a misspelt SMDDP_ variable) and the config file (lib/config/config.c,
  * for a misspelt key) both ask, so it lives below both rather than in one
  * of them, which made the two call each other.

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/checks.h"
+#include "config/param.h"
 #include "util/sd.h"
 #include "topo/topo.h"
 
@@ -382,7 +384,7 @@ static int parse_file(const char *path, cJSON **out)
 			break;
 	}
 	if (ferror(f)) {
-		sd_err_set(&topo_err, SMDDP_ECONFIG, "%s: %s", path, strerror(errno));
+		SD_SYS_ERR(&topo_err, SMDDP_ECONFIG, "%s", path);
 		free(buf);
 		fclose(f);
 		return SMDDP_ECONFIG;

@@ -1,4 +1,4 @@
-/* netep.h - the seam below lib/coll/net.c: one endpoint per communicator that spans hosts.
+/* netep.h - the seam below lib/transport/net/net.c: one endpoint per communicator that spans hosts.
  *
  * The algorithms between hosts post sends and receives of byte ranges,
  * tagged, to and from ranks of the communicator, and drive progress.  Two
@@ -6,7 +6,7 @@
  * its tcp provider) and plain TCP sockets of our own (transport/socket/),
  * as NCCL, Gloo and Open MPI each carry one for TCP networks, where
  * libfabric's tcp;ofi_rxm is the floor.  SMDDP_NET_TRANSPORT picks
- * (lib/coll/net.c).  Like the slot transports of transport.h, a table is
+ * (lib/transport/net/net.c).  Like the slot transports of transport.h, a table is
  * complete: every op is set.
  *
  * Semantics both keep: messages between two ranks are matched in the order
@@ -114,7 +114,7 @@ extern const struct sd_ep_ops sd_ep_socket; /* transport/socket/socket.c */
  * (netep.c) */
 int sd_net_has_rdma(void);
 
-/* The calls of lib/coll/net.c, through the endpoint's table. */
+/* The calls of lib/transport/net/net.c, through the endpoint's table. */
 static inline size_t sd_fab_name(struct sd_fab *f, void *buf, size_t len)
 {
 	return f->ops->name_of(f, buf, len);
@@ -190,6 +190,6 @@ static inline uint64_t sd_fab_tag(unsigned kind, uint64_t seq, unsigned phase, u
 }
 #define SD_TAG_KIND_DATA 0u
 #define SD_TAG_KIND_ABORT 1u
-#define SD_TAG_KIND_P2P 2u /* sends and receives: sender and key instead (lib/coll/net.c) */
+#define SD_TAG_KIND_P2P 2u /* sends and receives: sender and key instead (lib/transport/net/net.c) */
 
 #endif

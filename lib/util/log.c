@@ -27,7 +27,6 @@
 #include <unistd.h>
 
 #include "util/sd.h"
-#include "config/sd_config.h"
 
 int sd_log_level = SD_LOG_TRACE; /* until sd_log_init() has run */
 

@@ -1,4 +1,4 @@
-/* sd.h - internal declarations shared by every module of libsmddp.
+/* sd.h - the bottom of libsmddp's internals: logging, the error sink, SD_CHECK.
  *
  * Names: smddp_ is public, sd_<module>_ is library-internal (hidden by the
  * version script and -fvisibility=hidden), statics carry no prefix.
@@ -11,8 +11,6 @@
 #include <stdint.h>
 
 #include <smddp/smddp.h>
-
-#include "hash/sha256.h"   /* SHA-256 and HMAC, for the rendezvous's challenge-response */
 
 #define SD_EXPORT __attribute__((visibility("default")))
 
@@ -46,6 +44,11 @@ void sd_log(int level, unsigned subsys, const char *file, int line, const char *
 #define SD_WARN(sub, ...) SD_LOG_(SD_LOG_WARN, sub, __VA_ARGS__)
 #define SD_INFO(sub, ...) SD_LOG_(SD_LOG_INFO, sub, __VA_ARGS__)
 #define SD_TRACE(sub, ...) SD_LOG_(SD_LOG_TRACE, sub, __VA_ARGS__)
+/* Parsers of the settings above, for the parameter registry's checks. */
+int sd_log_parse_level(const char *s); /* -1 when invalid */
+int sd_log_parse_subsys(const char *s, unsigned *mask, char *bad, size_t badlen);
+/* Late configuration from the config file; NULL leaves that setting as it is. */
+void sd_log_reconfigure(const char *level, const char *subsys, const char *file);
 
 /* ---- errors (lib/util/err.c) ---------------------------------------------
  * The one error idiom (docs/internals/errors.md): a function that can fail
@@ -86,53 +89,6 @@ static inline void sd_err_clear(struct sd_err *e)
 		}                                                                   \
 	} while (0)
 
-/* ---- parameters (lib/util/param.c, lib/config/config.c) ------------------
- * Every tunable is declared once in the table of param.c with its type,
- * default and help.  Precedence: environment > config file (SMDDP_CONFIG, else
- * /etc/smddp.json) > default.  sd_params_load() runs once per process; a bad
- * file or a bad value is SMDDP_ECONFIG with a sentence in err (every call).
- */
-enum sd_param_type { SD_PARAM_INT, SD_PARAM_BOOL, SD_PARAM_SIZE, SD_PARAM_STR, SD_PARAM_ENUM };
-struct sd_param_info {
-	const char *name;    /* environment name, e.g. "SMDDP_TIMEOUT" */
-	const char *key;     /* config-file key, e.g. "timeout" */
-	enum sd_param_type type;
-	const char *def;     /* default, as text */
-	const char *choices; /* for SD_PARAM_ENUM: "WARN|INFO|TRACE" */
-	const char *help;
-};
-int sd_params_load(struct sd_err *err);
-int64_t sd_param_int(const char *name);  /* INT, BOOL (0/1), SIZE (bytes) */
-const char *sd_param_str(const char *name); /* STR, ENUM; "" when unset */
-const char *sd_param_source(const char *name); /* "default", "env", "config" */
-size_t sd_param_count(void);
-const struct sd_param_info *sd_param_at(size_t i);
-
-/* Parsers shared with the tools' tests. */
-int sd_parse_int(const char *s, int64_t *out);     /* decimal, strict */
-int sd_parse_bool(const char *s, int *out);        /* 1/0 true/false yes/no on/off */
-int sd_parse_size(const char *s, uint64_t *out);   /* 64, 64K, 1M, 2G (powers of 2) */
-
-/* ---- reduction (lib/reduce/) ---------------------------------------------
- * dst[i] = op(srcs[0][i], ..., srcs[nsrc-1][i]) for i < count.  dst may be
- * equal to any srcs[j] (never partially overlapping).  fp16 and bf16 reduce
- * in float and round once to nearest even.  For SMDDP_AVG the sum is divided
- * by avg_div (floats: in the accumulation type; integers: wrapped sum,
- * truncating toward zero).  Integer overflow wraps (two's complement).
- */
-void sd_reduce(void *dst, const void *const *srcs, int nsrc, size_t count,
-	       enum smddp_dtype dtype, enum smddp_op op, int avg_div);
-float sd_half_to_float(uint16_t h);
-uint16_t sd_float_to_half(float f);
-float sd_bf16_to_float(uint16_t b);
-uint16_t sd_float_to_bf16(float f);
-
-/* ---- the init error (lib/base/errors.c) ----------------------------------
- * This thread's sink for failures without a communicator (smddp_init, a
- * NULL communicator, smddp_group_*): smddp_last_error(NULL) reads it.
- */
-struct sd_err *sd_init_err(void);
-
 /* Retry on EINTR. */
 #define SD_RETRY_EINTR(expr)                                                        \
 	({                                                                          \
@@ -142,8 +98,5 @@ struct sd_err *sd_init_err(void);
 		while (sd_r_ == -1 && errno == EINTR);                              \
 		sd_r_;                                                              \
 	})
-
-
-uint64_t sd_now_ns(void); /* CLOCK_MONOTONIC */
 
 #endif

@@ -18,6 +18,7 @@
  */
 #include "config.h"
 
+#include "clock/clock.h"
 #include "util/sd.h"
 #include "util/wait.h"
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/bench/baseline.sh - --baseline, --tolerance and --min-busbw: exit 3 below the floor
-. "$top_srcdir/tests/bench/common.sh"
+. "$top_srcdir/tests/bench/lib.sh"
 
 args=(-b 1M -e 1M -n 2 -w 1 -c 0)
 bench 2 "${args[@]}" --json

@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/bench/collectives.sh - every collective, checked, on 2 and 3 ranks (and with
 # --offset): 0 wrong, exit 0
-. "$top_srcdir/tests/bench/common.sh"
+. "$top_srcdir/tests/bench/lib.sh"
 
 for n in 2 3; do
 	bench "$n" --coll all -r all -b 8 -e 256K -f 8 -n 2 -w 1 -c 1

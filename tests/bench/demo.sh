@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/bench/demo.sh - scripts/demo.sh: a quiet build (its log named), the table, and one
 # verdict line last, against Open MPI when mpirun is there, else saying why not
-. "$top_srcdir/tests/bench/common.sh"
+. "$top_srcdir/tests/bench/lib.sh"
 
 # demo.sh builds in the source tree's build/ (scripts/build.sh): only a test of that build
 # may run it, or it would start a second build (distcheck's source tree is read-only)

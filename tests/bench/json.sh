@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/bench/json.sh - --json: one parsable object per size, the documented keys, rank 0 only
-. "$top_srcdir/tests/bench/common.sh"
+. "$top_srcdir/tests/bench/lib.sh"
 
 command -v python3 >/dev/null || { echo "SKIP: python3 is not installed"; exit 77; }
 

@@ -2,7 +2,7 @@
 # tests/bench/jsonfile.sh - machine-readable output through smddp-run: rank 0 alone writes
 # JSON, --baseline and scripts/bench-median.py take smddp-run's tagged lines back, and
 # -J FILE writes untagged lines beside the table
-. "$top_srcdir/tests/bench/common.sh"
+. "$top_srcdir/tests/bench/lib.sh"
 
 command -v python3 >/dev/null || { echo "SKIP: python3 is not installed"; exit 77; }
 args=(-b 64K -e 1M -f 4 -n 2 -w 1 -c 0)

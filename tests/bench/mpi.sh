@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/bench/mpi.sh - --compare mpi under mpirun: a second table with the busbw ratio
-. "$top_srcdir/tests/bench/common.sh"
+. "$top_srcdir/tests/bench/lib.sh"
 
 grep -q '^#define HAVE_MPI 1' "$top_builddir/config.h" ||
 	{ echo "SKIP: built without Open MPI"; exit 77; }

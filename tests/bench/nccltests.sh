@@ -2,7 +2,7 @@
 # tests/bench/nccltests.sh - nccl-tests' command lines: their options accepted (and the
 # ignored ones named), -C report_cputime beside the old -C NAME, --coll, -T, and the
 # collective taken from a program name such as all_gather_perf
-. "$top_srcdir/tests/bench/common.sh"
+. "$top_srcdir/tests/bench/lib.sh"
 
 small=(-b 1K -e 4K -f 4 -n 2 -w 1)
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/bench/p2p.sh - sendrecv and alltoallv: every dtype, odd counts, 1, 4 and 5 ranks, table and JSON
-. "$top_srcdir/tests/bench/common.sh"
+. "$top_srcdir/tests/bench/lib.sh"
 
 command -v python3 >/dev/null || { echo "SKIP: python3 is not installed"; exit 77; }
 

@@ -2,7 +2,7 @@
 # tests/bench/plot.sh - scripts/bench-plot.py draws real --json runs as PNGs and refuses bad input
 # The interpreter is $PLOT_PYTHON, else the srcdir's .venv-plot (python3 -m venv
 # .venv-plot && .venv-plot/bin/pip install matplotlib), else python3.
-. "$top_srcdir/tests/bench/common.sh"
+. "$top_srcdir/tests/bench/lib.sh"
 
 PY=${PLOT_PYTHON:-}
 [ -n "$PY" ] || { [ -x "$top_srcdir/.venv-plot/bin/python" ] && PY=$top_srcdir/.venv-plot/bin/python; }

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/bench/sweep.sh - the sizes of a sweep: from -b by -f (or -i), always ending exactly at -e
-. "$top_srcdir/tests/bench/common.sh"
+. "$top_srcdir/tests/bench/lib.sh"
 
 # sizes ARGS...: the size column of a 2-rank allreduce sweep, on one line
 sizes() {

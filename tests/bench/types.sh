@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/bench/types.sh - -d all -o all: every dtype and op, checked, 0 wrong
-. "$top_srcdir/tests/bench/common.sh"
+. "$top_srcdir/tests/bench/lib.sh"
 
 bench 3 --coll allreduce -d all -o all -b 64 -e 4K -f 64 -n 1 -w 0
 expect_clean_table "allreduce -d all -o all"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/bench/usage.sh - --help, --version and command-line errors (exit 2 + "Try")
-. "$top_srcdir/tests/bench/common.sh"
+. "$top_srcdir/tests/bench/lib.sh"
 
 out=$(timeout 60 "$BENCH" --help) || fail "--help: exit status $?"
 grep -q '^Usage: smddp-allreduce-bench ' <<<"$out" || fail "--help: $out"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/check-az/compare.sh - --compare: every verdict (same AZ, cross-AZ, other VPC, storage proven/unproven/other region, names only, failed hosts)
-. "$top_srcdir/tests/check-az/common.sh"
+. "$top_srcdir/tests/check-az/lib.sh"
 start_emu
 
 # records NAME:MOUNTS...: one file of JSON lines, $T/rec.<N>, path in REC

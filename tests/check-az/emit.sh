@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/check-az/emit.sh - --emit: every field of the record, storage from mounts files, failures as records
-. "$top_srcdir/tests/check-az/common.sh"
+. "$top_srcdir/tests/check-az/lib.sh"
 start_emu
 
 # check FILE 'PYTHON EXPRESSION on d' EXPECTED

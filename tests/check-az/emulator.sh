@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/check-az/emulator.sh - the IMDS emulator itself keeps IMDSv2's rules, which the other tests rely on
-. "$top_srcdir/tests/check-az/common.sh"
+. "$top_srcdir/tests/check-az/lib.sh"
 start_emu
 
 # One Python client does all the requests and prints "NAME STATUS" lines.

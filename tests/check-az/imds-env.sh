@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/check-az/imds-env.sh - the AWS_* variables, IMDSv1 fallback, 401 renewal, retries, timeouts and the hop-limit hint
-. "$top_srcdir/tests/check-az/common.sh"
+. "$top_srcdir/tests/check-az/lib.sh"
 start_emu
 
 M="$FIX/mounts-fsx-in"

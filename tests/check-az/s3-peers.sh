@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/check-az/s3-peers.sh - --s3 (bucket region by an unsigned HEAD) and --peers (connect RTT, a hint only)
-. "$top_srcdir/tests/check-az/common.sh"
+. "$top_srcdir/tests/check-az/lib.sh"
 start_emu
 port=${EMU_URL##*:}
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/check-az/usage.sh - --help, --version, command-line errors (exit 2 + "Try"), unreadable input (exit 1)
-. "$top_srcdir/tests/check-az/common.sh"
+. "$top_srcdir/tests/check-az/lib.sh"
 
 az --help
 expect_rc 0 --help

@@ -40,7 +40,7 @@ secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 lt() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x < y) }'; }
 
 # Does text name rank R ("rank 1", "ranks 0, 1", "rank(s) 1 and 2")?  As in
-# tests/integration/testlib.sh.
+# tests/integration/lib.sh.
 names_rank() { grep -Eiq "ranks?(\(s\))?:? *\[?([0-9]+ *(,|and|&|or|/) *)*$2([^0-9]|\$)" <<<"$1"; }
 # ("host h2", "on h2/BOOT-ID")
 names_host() { grep -Eq "(^|[^[:alnum:]])$2([^[:alnum:]]|\$)" <<<"$1"; }

@@ -38,6 +38,8 @@
 
 #include <smddp/smddp.h>
 
+#include "clock.h" /* lib/clock/: the one clock */
+
 static const char *const rc_names[] = {
 	"SMDDP_OK",	    "SMDDP_EINVAL",   "SMDDP_ENOMEM",	  "SMDDP_ESYSTEM", "SMDDP_ETIMEDOUT",
 	"SMDDP_EPEER",	    "SMDDP_EMISMATCH", "SMDDP_EUNSUPPORTED", "SMDDP_ECUDA",  "SMDDP_ENETWORK",
@@ -55,14 +57,6 @@ static const char *rc_name(int rc)
 	return rc >= 0 && rc <= SMDDP_EINTERNAL ? rc_names[rc] : "unknown result";
 }
 
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static double wall_s(void)
 {
 	struct timespec ts;
@@ -75,12 +69,12 @@ static void enter(const char *what, long i)
 {
 	call_what = what;
 	call_no = i;
-	call_t0 = mono_s();
+	call_t0 = sd_now_s();
 }
 
 static double leave_call(void)
 {
-	double t = mono_s() - call_t0;
+	double t = sd_now_s() - call_t0;
 
 	call_t0 = 0;
 	return t;
@@ -94,9 +88,9 @@ static void *watchdog(void *arg)
 		double t0 = call_t0;
 
 		nanosleep(&ts, NULL);
-		if (t0 > 0 && mono_s() - t0 > hang_s) {
+		if (t0 > 0 && sd_now_s() - t0 > hang_s) {
 			printf("NETLOOP rank=%d hang: call %ld (%s) still running after %.1f s\n", rank,
-			       (long)call_no, call_what, mono_s() - t0);
+			       (long)call_no, call_what, sd_now_s() - t0);
 			fflush(stdout);
 			_exit(3);
 		}
@@ -144,8 +138,8 @@ int main(int argc, char **argv)
 		printf("NETLOOP rank=%d bad: out of memory\n", rank);
 		return 3;
 	}
-	t_end = mono_s() + max_s;
-	for (i = 1; mono_s() < t_end; i++) {
+	t_end = sd_now_s() + max_s;
+	for (i = 1; sd_now_s() < t_end; i++) {
 		/* small integers: the sum is exact, and differs from call to call */
 		for (j = 0; j < count; j++)
 			s[j] = (float)(rank + 1 + (j + (size_t)i) % 5);

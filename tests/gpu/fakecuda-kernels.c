@@ -12,8 +12,10 @@
 
 #include <cuda_runtime.h>
 
+#include "clock/clock.h"
 #include "cuda/kernels.h"
 #include "fakecuda.h"
+#include "reduce/reduce.h"
 #include "util/sd.h"
 
 /* ---- the kernels (lib/cuda/kernels.h), as host work on the stream ------------ */
@@ -207,14 +209,6 @@ struct kfast {
 	int dtype, op;
 };
 
-static uint64_t fast_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* kernels-fast.cu's check_common: peer q's announcement of this call with
  * another tag, the abort word, a "gave up" word, the deadline. */
 static int check_common(struct sd_fast_host *host, char *const *win, int me, int q,
@@ -231,7 +225,7 @@ static int check_common(struct sd_fast_host *host, char *const *win, int me, int
 	if (__atomic_load_n((uint32_t *)(win[q] + SD_FAST_GAVEUP), __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n((uint32_t *)(win[me] + SD_FAST_GAVEUP), __ATOMIC_ACQUIRE))
 		return SD_FAST_GAVE_UP;
-	return fast_now() > deadline ? SD_FAST_TIMEOUT : SD_FAST_OK;
+	return sd_now_ns() > deadline ? SD_FAST_TIMEOUT : SD_FAST_OK;
 }
 
 static int fast_check(const struct sd_fast_args *a, int q, uint64_t deadline)
@@ -389,7 +383,7 @@ static void k_fast(void *arg)
 	const struct sd_fast_args *a = &k->a;
 	int n = a->nranks, me = a->rank, fail = 0, peer = -1, phase = 0;
 	size_t es = smddp_dtype_size((enum smddp_dtype)k->dtype), per = a->region / es;
-	uint64_t deadline = fast_now() + a->timeout_ns;
+	uint64_t deadline = sd_now_ns() + a->timeout_ns;
 	uint32_t seen = 0;
 
 	announce_call(a->win, n, me, a->call, a->tag);
@@ -541,7 +535,7 @@ static void k_direct(void *arg)
 	const struct sd_direct_args *a = &k->a;
 	int n = a->nranks, me = a->rank, fail = 0, peer = -1, phase = 0;
 	size_t es = smddp_dtype_size((enum smddp_dtype)k->dtype), lo, cnt;
-	uint64_t deadline = fast_now() + a->timeout_ns;
+	uint64_t deadline = sd_now_ns() + a->timeout_ns;
 	const void *src[SD_CUDA_MAX_RANKS];
 	void *dst[SD_CUDA_MAX_RANKS];
 	uint32_t seen = 0;

@@ -13,6 +13,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include "clock/clock.h"
 #include "fakecuda.h"
 
 /* ---- streams and events -------------------------------------------------------
@@ -92,14 +93,6 @@ static struct fstream *sof(cudaStream_t st)
 									     : (struct fstream *)st;
 }
 
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static void ev_unref(struct fevent *ev)
 {
 	if (--ev->refs == 0 && ev->dead)
@@ -127,7 +120,7 @@ static void run_item(struct work *w)
 		pthread_mutex_lock(&fake_mu);
 		if (w->gen > w->ev->reached) {
 			w->ev->reached = w->gen;
-			w->ev->ms = now_ms();
+			w->ev->ms = (sd_now_s() * 1e3);
 		}
 		pthread_mutex_unlock(&fake_mu);
 		break;

@@ -14,7 +14,7 @@
 #    2 and 4 ranks, in this one run on this one card.  A summary line per run in info.txt:
 #    out-of-place median time (us) at 16 B, 64 KiB and 1 MiB (the bench's size: the total of
 #    allgather's output, reduce_scatter's input and alltoall's), and #wrong.
-# Run from the tree with build-cuda/ and .devcarry/ (libcjson.so.1), as queued-bench.sh:
+# Run from the tree with build-cuda/ and .devcarry/ (libcjson.so.1), as lab/gpu/queued-bench.sh:
 #   bash tests/gpu/fastcoll-device.sh    (results in $OUT/o.tgz)
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD B=$ROOT/build-cuda T0=$(date +%s)

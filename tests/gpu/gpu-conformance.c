@@ -508,7 +508,7 @@ void matrix(size_t large, int quick, int small)
 	size_t counts[] = {1, 7, 1003, large};
 	int ncounts = small ? 3 : 4;
 	uint64_t cs = 1;
-	double t0 = now_s();
+	double t0 = sd_now_s();
 
 	for (int coll = 0; coll < NCOLL; coll++) {
 		int reducing = coll == ALLREDUCE || coll == REDUCE_SCATTER || coll == REDUCE;
@@ -533,7 +533,7 @@ void matrix(size_t large, int quick, int small)
 			}
 		}
 		if (rank == 0)
-			printf("# %s done (%.1f s)\n", coll_names[coll], now_s() - t0);
+			printf("# %s done (%.1f s)\n", coll_names[coll], sd_now_s() - t0);
 		fflush(stdout);
 	}
 }

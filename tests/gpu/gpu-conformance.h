@@ -12,6 +12,8 @@
 
 #include <smddp/smddp.h>
 
+#include "clock.h" /* lib/clock/: the one clock */
+
 extern int rank, nranks, failures, passed;
 extern struct smddp_comm *comm;
 extern cudaStream_t stream;
@@ -30,14 +32,6 @@ extern const size_t es_of[];
 			exit(1);                                                            \
 		}                                                                           \
 	} while (0)
-
-static inline double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---- gpu-conformance.c: the matrix ---- */
 /* The collectives, in the order of enum sd_coll (their names: coll_names). */

@@ -177,7 +177,7 @@ int badbuf(int victim)
 {
 	size_t count = 1 << 16;
 	char *small = NULL, want[32];
-	double t0 = now_s();
+	double t0 = sd_now_s();
 	int rc;
 
 	CK(cudaMalloc((void **)&small, 256));
@@ -186,7 +186,7 @@ int badbuf(int victim)
 	/* Queued on the peers: the failure comes after the call. */
 	if (rank != victim && rc == SMDDP_OK && queued_mode())
 		rc = await_async_error(t0, 20);
-	double took = now_s() - t0;
+	double took = sd_now_s() - t0;
 	const char *msg = smddp_last_error(comm);
 
 	snprintf(want, sizeof(want), "rank %d", victim);
@@ -222,9 +222,9 @@ int abortq(void)
 	if (rank == 0) {
 		rc = fault_call(count);
 		nanosleep(&half, NULL);
-		t0 = now_s();
+		t0 = sd_now_s();
 		int ab = smddp_comm_abort(comm);
-		double took = now_s() - t0;
+		double took = sd_now_s() - t0;
 
 		CK(cudaStreamSynchronize(stream));
 		verdict(ab == SMDDP_OK && took < 5, rc, took, "smddp_comm_abort returned");
@@ -232,13 +232,13 @@ int abortq(void)
 	}
 	nanosleep(&half, NULL);
 	nanosleep(&half, NULL);
-	t0 = now_s();
+	t0 = sd_now_s();
 	rc = fault_call(count);
 	if (!rc)
 		rc = await_async_error(t0, 20);
 	if (!rc)
 		rc = smddp_barrier(comm);
-	double took = now_s() - t0;
+	double took = sd_now_s() - t0;
 	const char *msg = smddp_last_error(comm);
 
 	verdict(rc != SMDDP_OK && strstr(msg, "rank 0") && strstr(msg, "abort") && took < 20, rc,
@@ -273,7 +273,7 @@ int cancelq(void)
 		smddp_comm_abort(comm);
 		return 0;
 	}
-	t0 = now_s();
+	t0 = sd_now_s();
 	CK(cudaLaunchHostFunc(stream, hold, &ms));
 	rc = fault_call(count);
 	if (rank == 0 && !rc) {
@@ -282,14 +282,14 @@ int cancelq(void)
 	}
 	if (!rc)
 		rc = await_async_error(t0, 20);
-	double took = now_s() - t0;
+	double took = sd_now_s() - t0;
 	const char *msg = smddp_last_error(comm);
 
 	verdict(rank == 0 ? rc == SMDDP_EABORTED && strstr(msg, "cancelled") && took < 2
 			  : rc != SMDDP_OK && strstr(msg, "rank 0") && took < 20,
 		rc, took, msg);
 	CK(cudaStreamSynchronize(stream));
-	printf("STREAM-OK rank=%d released after %.2f s\n", rank, now_s() - t0);
+	printf("STREAM-OK rank=%d released after %.2f s\n", rank, sd_now_s() - t0);
 	smddp_comm_abort(comm);
 	return 0;
 }
@@ -302,14 +302,14 @@ int mixed(void)
 {
 	static float host[1 << 17];
 	size_t count = 1 << 17; /* 512 KiB: two chunks on the device rank */
-	double t0 = now_s();
+	double t0 = sd_now_s();
 	int rc = rank == 0 ? smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm,
 					     stream)
 			   : smddp_allreduce(host, host, count, SMDDP_FLOAT32, SMDDP_SUM, comm,
 					     NULL);
 	if (rank == 0 && rc == SMDDP_OK && queued_mode())
 		rc = await_async_error(t0, 20);
-	double took = now_s() - t0;
+	double took = sd_now_s() - t0;
 	const char *msg = smddp_last_error(comm);
 
 	verdict(rc == SMDDP_EMISMATCH && strstr(msg, "device memory") && took < 20, rc, took, msg);
@@ -339,7 +339,7 @@ int dead(int victim)
 		fflush(stdout);
 		raise(SIGKILL);
 	}
-	t0 = now_s();
+	t0 = sd_now_s();
 	/* Queued: succeeds (or already knows); the stream must be released. */
 	rc = fault_call(count);
 	double limit = 20;
@@ -354,7 +354,7 @@ int dead(int victim)
 		rc = fault_call(count);
 	if (!rc)
 		rc = smddp_barrier(comm);
-	double took = now_s() - t0;
+	double took = sd_now_s() - t0;
 	const char *msg = smddp_last_error(comm);
 	char want[32];
 
@@ -390,7 +390,7 @@ int p2pdead(int victim)
 				fflush(stdout);
 				raise(SIGKILL);
 			}
-			t0 = now_s();
+			t0 = sd_now_s();
 		}
 		smddp_group_start();
 		smddp_send(dsend, n, SMDDP_UINT8, to, 3, comm, stream);
@@ -406,8 +406,8 @@ int p2pdead(int victim)
 		rc = smddp_barrier(comm);
 	snprintf(want, sizeof(want), "rank %d", victim);
 	verdict((rc == SMDDP_EPEER || rc == SMDDP_EABORTED) && strstr(smddp_last_error(comm), want) &&
-			now_s() - t0 < 20,
-		rc, now_s() - t0, smddp_last_error(comm));
+			sd_now_s() - t0 < 20,
+		rc, sd_now_s() - t0, smddp_last_error(comm));
 	smddp_comm_abort(comm);
 	return 0;
 }
@@ -439,7 +439,7 @@ int cudafail(int victim, int call)
 {
 	size_t count = 1 << 16;
 	float *first = (float *)hout;
-	double t0 = now_s();
+	double t0 = sd_now_s();
 	int rc = 0, wrong = 0;
 	char in_call[48];
 
@@ -455,7 +455,7 @@ int cudafail(int victim, int call)
 		rc = await_async_error(t0, 20);
 	if (!rc)
 		rc = smddp_barrier(comm);
-	double took = now_s() - t0;
+	double took = sd_now_s() - t0;
 	const char *msg = smddp_last_error(comm);
 
 	snprintf(in_call, sizeof(in_call), "rank %d: allreduce #%d ", rank, call);
@@ -470,11 +470,11 @@ int cudafail(int victim, int call)
 	if (wrong)
 		printf("FAULT-BAD rank=%d the calls before call %d: %d of %zu sums wrong\n", rank,
 		       call, wrong, count);
-	t0 = now_s();
+	t0 = sd_now_s();
 	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
-	if (rc == SMDDP_OK || now_s() - t0 > 2)
+	if (rc == SMDDP_OK || sd_now_s() - t0 > 2)
 		printf("FAULT-BAD rank=%d a call after the failure returned %s after %.2f s\n", rank,
-		       smddp_strerror(rc), now_s() - t0);
+		       smddp_strerror(rc), sd_now_s() - t0);
 	CK(cudaStreamSynchronize(stream));
 	smddp_comm_destroy(comm);
 	return 0;
@@ -486,7 +486,7 @@ int await_async_error(double t0, double secs)
 {
 	int err = SMDDP_OK;
 
-	while (now_s() - t0 < secs) {
+	while (sd_now_s() - t0 < secs) {
 		int rc = smddp_comm_get_async_error(comm, &err);
 
 		if (rc) {
@@ -531,11 +531,11 @@ int mismatch(void)
 
 	if (good_first_call())
 		return 1;
-	double t0 = now_s();
+	double t0 = sd_now_s();
 	rc = fault_call(count);
 	if (!rc)
 		rc = await_async_error(t0, 10);
-	double took = now_s() - t0;
+	double took = sd_now_s() - t0;
 	const char *msg = smddp_last_error(comm);
 
 	verdict((rc == SMDDP_EMISMATCH || rc == SMDDP_EABORTED) && strstr(msg, "rank ") && took < 2,
@@ -582,7 +582,7 @@ int refused(const char *how)
 	if (good_first_call())
 		return 1;
 	CK(cudaMalloc((void **)&small, 256));
-	double t0 = now_s();
+	double t0 = sd_now_s();
 	if (rank == 1) {
 		if (gather)
 			bad = smddp_allgather(drecv, drecv, count, SMDDP_FLOAT32, comm, stream);
@@ -604,7 +604,7 @@ int refused(const char *how)
 		rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
 	if (!rc)
 		rc = await_async_error(t0, 10);
-	double took = now_s() - t0;
+	double took = sd_now_s() - t0;
 	const char *msg = smddp_last_error(comm);
 
 	/* The others name rank 1.  Rank 1 names whichever peer's failure

@@ -102,9 +102,9 @@ void order(void)
 		 * early would sum zeros. */
 		CK(cudaLaunchHostFunc(stream, hold, NULL));
 		CK(cudaMemcpyAsync(dsend, hin, m, cudaMemcpyHostToDevice, stream));
-		double t0 = now_s();
+		double t0 = sd_now_s();
 		int rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
-		double dt = now_s() - t0;
+		double dt = sd_now_s() - t0;
 		/* The copy after: reads the output the moment the stream allows. */
 		CK(cudaMemcpyAsync(after, drecv, m, cudaMemcpyDeviceToDevice, stream));
 		CK(cudaMemcpyAsync(hres, after, m, cudaMemcpyDeviceToHost, stream));
@@ -237,9 +237,9 @@ void overlap(void)
 		/* bytes of 1 + round + rank: float bits, summed exactly */
 		CK(cudaMemsetAsync(dsend, 0x3f, m, stream));
 		CK(cudaEventRecord(e1, stream));
-		double t0 = now_s();
+		double t0 = sd_now_s();
 		int rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
-		double dt = now_s() - t0;
+		double dt = sd_now_s() - t0;
 
 		CK(cudaMemcpyAsync(hres, drecv, m, cudaMemcpyDeviceToHost, stream));
 		CK(cudaStreamSynchronize(stream));

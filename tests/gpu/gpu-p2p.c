@@ -263,7 +263,7 @@ void p2p_perf(void)
 		for (int it = -3; it < iters; it++) {
 			if (it == 0) {
 				pcall("perf barrier", smddp_barrier(comm));
-				t0 = now_s();
+				t0 = sd_now_s();
 			}
 			smddp_group_start();
 			smddp_send(s, sizes[i], SMDDP_UINT8, to, 60, comm, stream);
@@ -273,7 +273,7 @@ void p2p_perf(void)
 				goto out;
 			}
 		}
-		double us = (now_s() - t0) / iters * 1e6;
+		double us = (sd_now_s() - t0) / iters * 1e6;
 
 		if (rank == 0)
 			printf("P2P-PERF ranks=%d bytes=%zu time_us=%.1f algbw_gbps=%.2f\n", nranks,

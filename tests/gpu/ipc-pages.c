@@ -43,6 +43,8 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include "clock/clock.h"
+#include "config/param.h"
 #include "util/sd.h"
 #include "cuda/kernels.h"
 
@@ -122,19 +124,11 @@ static void load_driver(void)
 	p_gran = entry("cuMemGetAllocationGranularity");
 }
 
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* All ranks here, or exit 1 after DEADLINE_S or once another failed. */
 static void barrier(void)
 {
 	int g = __atomic_load_n(&sh->gen, __ATOMIC_ACQUIRE);
-	double end = now() + DEADLINE_S;
+	double end = sd_now_s() + DEADLINE_S;
 
 	if (__atomic_add_fetch(&sh->arrived, 1, __ATOMIC_ACQ_REL) == nranks) {
 		__atomic_store_n(&sh->arrived, 0, __ATOMIC_RELAXED);
@@ -146,7 +140,7 @@ static void barrier(void)
 
 		if (__atomic_load_n(&sh->failed, __ATOMIC_ACQUIRE))
 			exit(1); /* the one that failed said why */
-		if (now() > end)
+		if (sd_now_s() > end)
 			die("barrier", "a peer did not arrive within 120 s");
 		nanosleep(&ts, NULL);
 	}
@@ -563,12 +557,12 @@ int main(int argc, char **argv)
 reap:
 	for (int q = 1; q < nranks; q++) {
 		int st = 0;
-		double end = now() + DEADLINE_S + 10;
+		double end = sd_now_s() + DEADLINE_S + 10;
 
 		while (waitpid(pid[q], &st, WNOHANG) == 0) {
 			struct timespec ts = {0, 10000000};
 
-			if (now() > end || bad == 1) {
+			if (sd_now_s() > end || bad == 1) {
 				kill(pid[q], SIGKILL);
 				waitpid(pid[q], &st, 0);
 				break;

@@ -27,6 +27,7 @@
 
 #include <cuda_runtime.h>
 
+#include "config/param.h"
 #include "util/sd.h"
 #include "cuda/kernels.h"
 

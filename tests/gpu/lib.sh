@@ -10,7 +10,7 @@ if [ ! -x "$GPUPROG" ]; then
 	exit 77
 fi
 if ! { [ -e /dev/nvidia0 ] || [ -e /dev/nvidiactl ]; } || ! nvidia-smi -L 2>/dev/null | grep -q GPU; then
-	echo "SKIP: no NVIDIA GPU on this machine (tests/gpu/run-on-device.sh runs these on one)"
+	echo "SKIP: no NVIDIA GPU on this machine (lab/gpu/run-on-device.sh runs these on one)"
 	exit 77
 fi
 TDIR=$(mktemp -d "${TMPDIR:-/tmp}/smddp-gpu.XXXXXX")

@@ -3,7 +3,7 @@
 #
 # Takes the build made with ../configure --with-cuda (B, default build-cuda/,
 # carried with the working tree; libcjson.so.1 in .devcarry/, as
-# tests/gpu/run-on-device.sh takes them), builds the extension there as a
+# lab/gpu/run-on-device.sh takes them), builds the extension there as a
 # user does (SMDDP_TORCH_CUDA=1 pip install --no-build-isolation) into
 # $SITE (default /tmp/smddp-torch-cuda-site, kept for the next run; REBUILD=1
 # builds again), then, 2 ranks on GPU 0:

@@ -6,7 +6,7 @@
 # gloo. Takes a libsmddp build made elsewhere with ../configure --with-cuda
 # (B, default build-cuda/, carried with the working tree) and the libraries
 # the GPU machine lacks (libcjson.so.1) in .devcarry/, as
-# tests/gpu/run-on-device.sh does; needs python3 with torch (CUDA), and
+# lab/gpu/run-on-device.sh does; needs python3 with torch (CUDA), and
 # transformers and accelerate for the hf stage. No network.
 #
 # Usage: tests/gpu/torch-examples-device.sh [STAGE...]

@@ -1,6 +1,6 @@
 """torch_errors.py CASE DEVICE - one error path of the smddp backend: raised, or a crash?
 
-Run by tests/gpu/run-on-device.sh torch-errors under smddp-run, 2 ranks.
+Run by lab/gpu/run-on-device.sh torch-errors under smddp-run, 2 ranks.
 Each case must raise a Python exception with libsmddp's or the shim's
 sentence; the process must not die of a signal (seen on the GPU machine:
 SIGSEGV while the shim's message was formatted).  Cases:

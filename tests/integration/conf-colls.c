@@ -308,9 +308,9 @@ void t_barrier(struct group *g, int late_rank)
 	case_begin(&k, g->name, C_BARRIER, -1, -1, late_rank, 0, 0);
 	if (g->rank == late_rank)
 		usleep(150 * 1000);
-	t[0] = now_s();
+	t[0] = sd_now_s();
 	rc = smddp_barrier(g->comm);
-	t[1] = now_s();
+	t[1] = sd_now_s();
 	if (rc != SMDDP_OK)
 		die_rc(&k, rc, g->comm);
 	all = calloc((size_t)g->size * 2, sizeof(double));

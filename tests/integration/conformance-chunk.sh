@@ -4,6 +4,6 @@
 # and every message through the shared segment (SMDDP_SINGLE_COPY=0),
 # so that counts cross many chunk boundaries and every wait sleeps.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 export SMDDP_SHM_CHUNK=4160 SMDDP_SPIN=0 SMDDP_CHECK_COLL=1 SMDDP_SINGLE_COPY=0
 run_conformance 3 --counts 1,7,1001,4099,65537

@@ -1,4 +1,4 @@
 # conformance-n2.sh - every collective, dtype, op, count and placement on 2 rank(s).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 run_conformance 2

@@ -3,6 +3,6 @@
 # odd counts, both in-place forms, and the staged fall-back of in-place
 # reduce_scatter and alltoall decided alike by all ranks.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 export SMDDP_SINGLE_COPY=1 SMDDP_SINGLE_COPY_MIN=0
 run_conformance 3 --counts 1,7,1001,65537

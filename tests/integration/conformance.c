@@ -86,7 +86,7 @@ void run_matrix(struct group *g, const struct plan *p)
 
 	for (c = 0; c < p->ncounts; c++) {
 		size_t count = p->counts[c];
-		double t0 = now_s();
+		double t0 = sd_now_s();
 		long pass0 = n_pass;
 
 		for (dt = 0; dt < SMDDP_NUM_DTYPES; dt++) {
@@ -116,7 +116,7 @@ void run_matrix(struct group *g, const struct plan *p)
 		}
 		if (g->rank == 0)
 			printf("%s: count %zu: %ld cases in %.2f s\n", g->name, count, n_pass - pass0,
-			       now_s() - t0);
+			       sd_now_s() - t0);
 		fflush(stdout);
 	}
 	t_barrier(g, g->size - 1);
@@ -148,7 +148,7 @@ int main(int argc, char **argv)
 			 (1 << SMDDP_NUM_OPS) - 1};
 	struct group *w = calloc(1, sizeof(*w));
 	int skip_split = 0, threads = 0, lifecycle = 0, signals = 0, reuse = 0, rc, r, i;
-	double t0 = now_s();
+	double t0 = sd_now_s();
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	multi_host = getenv("CONFORMANCE_PER_HOST") != NULL;
@@ -239,7 +239,7 @@ int main(int argc, char **argv)
 	if (signals)
 		stop_signals();
 	printf("SUMMARY rank %d of %d: %ld passed, %ld failed, %ld skipped in %.1f s (%.1f s in collectives)\n",
-	       world_rank, w->size, n_pass, n_fail, n_skip, now_s() - t0, lib_s);
+	       world_rank, w->size, n_pass, n_fail, n_skip, sd_now_s() - t0, lib_s);
 	free(w);
 	return n_fail ? 1 : 0;
 }

@@ -9,6 +9,8 @@
 
 #include <smddp/smddp.h>
 
+#include "clock.h" /* lib/clock/: the one clock */
+
 #define MAX_SHOWN 5      /* wrong elements printed per failing case */
 #define MAX_COUNTS 16
 
@@ -36,19 +38,11 @@ extern int verbose;
 /* CONFORMANCE_PER_HOST is set: the ranks are on several hosts. */
 extern int multi_host;
 
-static inline double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts); /* one clock for every process of the host */
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 #define LIBCALL(call)                                                               \
 	({                                                                          \
-		double t_ = now_s();                                                \
+		double t_ = sd_now_s();                                                \
 		int r_ = (call);                                                    \
-		lib_s += now_s() - t_;                                              \
+		lib_s += sd_now_s() - t_;                                              \
 		r_;                                                                 \
 	})
 

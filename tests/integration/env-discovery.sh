@@ -2,7 +2,7 @@
 # torchrun's RANK/WORLD_SIZE, Open MPI's OMPI_COMM_WORLD_*, Slurm's SLURM_*; the
 # first match wins, and SMDDP_MASTER_* wins over MASTER_*.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 
 # job NAME "VARS OF RANK 0" "VARS OF RANK 1": both started by hand; each must
 # come up as the rank it was given (the first word of its line is it) in a

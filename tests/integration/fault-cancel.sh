@@ -4,7 +4,7 @@
 # Inside a node, and between "hosts" (tests/net/fakehost.sh) where the
 # build has libfabric.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 export SMDDP_TIMEOUT=60
 WANT_STATUS=42 # a witness's exit is the first failure
 LAUNCH_OPTS="--grace 30"

@@ -7,7 +7,7 @@
 # rank read its buffer" and lost the root cause.  A failing rank now publishes
 # its reason at once, and a failed read quotes it.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 export SMDDP_TIMEOUT=2 FAULT_LINGER=0
 LAUNCH_OPTS="--grace 5"
 WANT_STATUS=42

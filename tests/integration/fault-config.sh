@@ -1,7 +1,7 @@
 # fault-config.sh - a bad SMDDP_CONFIG file (invalid JSON, unknown key, wrong type) makes
 # smddp_init return SMDDP_ECONFIG with a message naming the file and the key.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 
 port=$("$FAULT" freeport) || { echo "ERROR: no free port"; exit 99; }
 one="SMDDP_RANK=0 SMDDP_WORLD_SIZE=1 SMDDP_MASTER_ADDR=127.0.0.1 SMDDP_MASTER_PORT=$port SMDDP_TIMEOUT=10"

@@ -1,7 +1,7 @@
 # fault-env.sh - a bad environment (or ranks whose settings differ) makes smddp_init fail at once,
 # with a sentence that says what is wrong.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 
 port=$("$FAULT" freeport) || { echo "ERROR: no free port"; exit 99; }
 

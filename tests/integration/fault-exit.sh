@@ -1,6 +1,6 @@
 # fault-exit.sh - a rank calls exit(0) without smddp_comm_destroy while the others are in an allreduce.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 export SMDDP_TIMEOUT=60
 WANT_STATUS=42 # a witness's exit is the first failure
 LAUNCH_OPTS="--grace 30"

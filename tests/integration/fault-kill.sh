@@ -2,7 +2,7 @@
 # The survivors must get SMDDP_EPEER within 10 s (SMDDP_TIMEOUT=60 is far
 # away), naming the dead rank and the collective; see fault.c for the checks.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 export SMDDP_TIMEOUT=60
 LAUNCH_OPTS="--grace 30"
 WANT_STATUS=137 # the victim's SIGKILL is the first failure

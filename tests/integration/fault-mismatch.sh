@@ -3,7 +3,7 @@
 # every rank must get SMDDP_EMISMATCH naming rank 1 (rank 1 its SMDDP_EINVAL), and the
 # next allreduce must be right.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 export SMDDP_TIMEOUT=60 SMDDP_CHECK_COLL=1
 WANT_STATUS=42 # a witness's exit is the first failure
 LAUNCH_OPTS="--grace 30"

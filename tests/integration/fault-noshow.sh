@@ -4,7 +4,7 @@
 # used to hang up, and rank 0 then blamed rank 1 instead of the rank that never
 # connected.  Ranks now wait a grace period past their deadline for rank 0's word.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 export SMDDP_TIMEOUT=3
 LAUNCH_OPTS="--grace 30"
 WANT_STATUS=137

@@ -3,7 +3,7 @@
 # aborting rank) but not the world; a rank's death does not disturb a
 # sub-communicator it is not in, and fails the world (SMDDP_EPEER).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 export SMDDP_TIMEOUT=60
 LAUNCH_OPTS="--grace 30"
 

@@ -2,7 +2,7 @@
 # must get SMDDP_ETIMEDOUT after 2 to 6 s, naming the rank, the collective, its
 # sequence number, op and count (see fault.c).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 export SMDDP_TIMEOUT=2
 # the stuck rank ignores SIGTERM: smddp-run kills it 5 s after a witness exits
 WANT_STATUS=42 # a witness's exit is the first failure

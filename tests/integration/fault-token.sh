@@ -3,7 +3,7 @@
 # times out (SMDDP_TIMEOUT=3) with SMDDP_ETIMEDOUT naming rank 1 and logs a
 # WARN line about the rejected connection.  Neither crashes.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 
 port=$("$FAULT" freeport) || { echo "ERROR: no free port"; exit 99; }
 common=(SMDDP_WORLD_SIZE=2 SMDDP_MASTER_ADDR=127.0.0.1 SMDDP_MASTER_PORT="$port" SMDDP_TIMEOUT=3 SMDDP_DEBUG=WARN)

@@ -65,6 +65,8 @@
 
 #include <smddp/smddp.h>
 
+#include "clock.h" /* lib/clock/: the one clock */
+
 #define COUNT 4099 /* distinctive, so that the messages can be checked for it */
 #define EXIT_SAW_IT 42
 
@@ -79,14 +81,6 @@ static char bad_why[2048];
 static const char *rc_name(int rc)
 {
 	return rc >= 0 && rc <= SMDDP_EINTERNAL ? rc_names[rc] : "unknown result";
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static void sleep_s(double s)
@@ -205,10 +199,10 @@ static void witness(struct smddp_comm *c, int rc, double elapsed, int at_call,
 	 * usable (smddp(3)): every rank makes the same call next, which must
 	 * then work; after anything else it is broken, and the next call must
 	 * fail, and fast. */
-	t0 = now_s();
+	t0 = sd_now_s();
 	rc2 = smddp_allreduce(&x, &y, 1, SMDDP_FLOAT32, SMDDP_SUM, c, NULL);
 	printf("FAULT rank=%d next-call rc=%s elapsed=%.3f msg=%s\n", rank, rc_name(rc2),
-	       now_s() - t0, smddp_last_error(c));
+	       sd_now_s() - t0, smddp_last_error(c));
 	if (e->rc == SMDDP_EMISMATCH || e->rc == SMDDP_EINVAL) {
 		if (rc2 != SMDDP_OK)
 			note_bad("the matched allreduce after the mismatch returned %s",
@@ -220,8 +214,8 @@ static void witness(struct smddp_comm *c, int rc, double elapsed, int at_call,
 
 		if (rc2 == SMDDP_OK)
 			note_bad("an allreduce after the failure returned SMDDP_OK");
-		if (now_s() - t0 > 2.0)
-			note_bad("an allreduce after the failure took %.3f s to fail", now_s() - t0);
+		if (sd_now_s() - t0 > 2.0)
+			note_bad("an allreduce after the failure took %.3f s to fail", sd_now_s() - t0);
 		/* A broken communicator says so without a call, too. */
 		rc3 = smddp_comm_get_async_error(c, &async_err);
 		if (rc3 != SMDDP_OK || async_err == SMDDP_OK)
@@ -233,11 +227,11 @@ static void witness(struct smddp_comm *c, int rc, double elapsed, int at_call,
 	}
 
 	/* and destroy still frees it, without hanging */
-	t0 = now_s();
+	t0 = sd_now_s();
 	rc2 = smddp_comm_destroy(c);
-	printf("FAULT rank=%d destroy rc=%s elapsed=%.3f\n", rank, rc_name(rc2), now_s() - t0);
-	if (now_s() - t0 > 10.0)
-		note_bad("smddp_comm_destroy took %.3f s", now_s() - t0);
+	printf("FAULT rank=%d destroy rc=%s elapsed=%.3f\n", rank, rc_name(rc2), sd_now_s() - t0);
+	if (sd_now_s() - t0 > 10.0)
+		note_bad("smddp_comm_destroy took %.3f s", sd_now_s() - t0);
 
 	if (bad_why[0]) {
 		printf("FAULT-BAD rank=%d: %s\n", rank, bad_why);
@@ -375,7 +369,7 @@ static void mode_killmid(struct smddp_comm *c, int victim, double ms, int sig)
 		exit(1);
 	}
 	for (i = 1; i <= 100000; i++) {
-		t0 = now_s();
+		t0 = sd_now_s();
 		rc = smddp_allreduce(s, r, n, SMDDP_FLOAT32, SMDDP_SUM, c, NULL);
 		if (rc != SMDDP_OK && rank == victim) {
 			/* stopped, then continued by the launcher's SIGCONT: whatever it
@@ -385,7 +379,7 @@ static void mode_killmid(struct smddp_comm *c, int victim, double ms, int sig)
 			exit(0);
 		}
 		if (rc != SMDDP_OK)
-			witness(c, rc, now_s() - t0, i, &e);
+			witness(c, rc, sd_now_s() - t0, i, &e);
 		if (r[0] != (float)size || r[n - 1] != (float)size) {
 			printf("FAULT-BAD rank=%d: allreduce #%d gave %g, %g before the fault\n", rank,
 			       i, r[0], r[n - 1]);
@@ -399,8 +393,8 @@ static void mode_killmid(struct smddp_comm *c, int victim, double ms, int sig)
 /* Waits (30 s at most) for the file another rank creates when it is done. */
 static void await_flag(const char *flag)
 {
-	for (double t0 = now_s(); access(flag, F_OK) != 0; sleep_s(0.01))
-		if (now_s() - t0 > 30) {
+	for (double t0 = sd_now_s(); access(flag, F_OK) != 0; sleep_s(0.01))
+		if (sd_now_s() - t0 > 30) {
 			printf("FAULT-BAD rank=%d: %s never appeared\n", rank, flag);
 			exit(1);
 		}
@@ -435,27 +429,27 @@ static void mode_cancel(struct smddp_comm *c, const char *dir, float *s, float *
 	if (rank == 1) {
 		/* stays away from the call until rank 0 has given it up */
 		await_flag(flag);
-		t0 = now_s();
+		t0 = sd_now_s();
 		rc = good_allreduce(c, s, r, 2);
 		if (rc == SMDDP_OK) {
 			/* Between hosts rank 0 sent its part before it was
 			 * cancelled: this rank's call had all it needed (and
 			 * good_allreduce checked the sum).  The next one fails. */
 			printf("FAULT rank=1 note: allreduce #2 completed with rank 0's part\n");
-			t0 = now_s();
+			t0 = sd_now_s();
 			rc = good_allreduce(c, s, r, 3);
-			witness(c, rc, now_s() - t0, 3, &e);
+			witness(c, rc, sd_now_s() - t0, 3, &e);
 		}
-		witness(c, rc, now_s() - t0, 2, &e);
+		witness(c, rc, sd_now_s() - t0, 2, &e);
 	}
 	cancel_comm = c;
 	if (pthread_create(&th, NULL, canceller, NULL) != 0) {
 		printf("FAULT-BAD rank=0: pthread_create failed\n");
 		exit(1);
 	}
-	t0 = now_s();
+	t0 = sd_now_s();
 	rc = good_allreduce(c, s, r, 2);
-	double took = now_s() - t0;
+	double took = sd_now_s() - t0;
 
 	pthread_join(th, NULL);
 	e.words[1] = "smddp_comm_cancel";
@@ -504,9 +498,9 @@ static void mode_splittimeout(struct smddp_comm *c, const char *dir, float *s, f
 		printf("FAULT rank=1 stayed away\n");
 		exit(0);
 	}
-	t0 = now_s();
+	t0 = sd_now_s();
 	rc = good_allreduce(sub, s, r, 2);
-	double took = now_s() - t0;
+	double took = sd_now_s() - t0;
 	FILE *f = fopen(flag, "w");
 
 	if (f)
@@ -533,7 +527,7 @@ static void mode_killat(struct smddp_comm *c, int victim, const char *where)
 	}
 	if (rank == victim)
 		raise(SIGKILL);
-	t0 = now_s();
+	t0 = sd_now_s();
 	if (!strcmp(where, "split")) {
 		rc = smddp_comm_split(c, 0, rank, &sub);
 	} else if (!strcmp(where, "barrier")) {
@@ -545,10 +539,10 @@ static void mode_killat(struct smddp_comm *c, int victim, const char *where)
 	} else if (!strcmp(where, "destroy")) {
 		rc = smddp_comm_destroy(c);
 		printf("FAULT rank=%d destroy without rank %d: rc=%s elapsed=%.3f\n", rank, victim,
-		       rc_name(rc), now_s() - t0);
-		if (now_s() - t0 > 10.0) {
+		       rc_name(rc), sd_now_s() - t0);
+		if (sd_now_s() - t0 > 10.0) {
 			printf("FAULT-BAD rank=%d: smddp_comm_destroy took %.3f s\n", rank,
-			       now_s() - t0);
+			       sd_now_s() - t0);
 			exit(1);
 		}
 		printf("FAULT-OK rank=%d rc=%s\n", rank, rc_name(rc));
@@ -561,7 +555,7 @@ static void mode_killat(struct smddp_comm *c, int victim, const char *where)
 		       victim);
 		exit(1);
 	}
-	witness(c, rc, now_s() - t0, 2, &e);
+	witness(c, rc, sd_now_s() - t0, 2, &e);
 }
 
 /* An abort (or a death) of a rank concerns the communicators it is in. */
@@ -592,10 +586,10 @@ static void mode_sub(struct smddp_comm *c, int victim, int kill_it)
 			rc = smddp_comm_abort(sub);
 			printf("FAULT rank=%d abort of the copy rc=%s\n", rank, rc_name(rc));
 		} else {
-			t0 = now_s();
+			t0 = sd_now_s();
 			rc = smddp_allreduce(s, r, COUNT, SMDDP_FLOAT32, SMDDP_SUM, sub, NULL);
 			printf("FAULT rank=%d copy: rc=%s elapsed=%.3f msg=%s\n", rank, rc_name(rc),
-			       now_s() - t0, smddp_last_error(sub));
+			       sd_now_s() - t0, smddp_last_error(sub));
 			if (rc != e.rc)
 				note_bad("allreduce on the aborted copy returned %s, expected %s",
 					 rc_name(rc), rc_name(e.rc));
@@ -640,14 +634,14 @@ static void mode_sub(struct smddp_comm *c, int victim, int kill_it)
 			}
 			smddp_comm_destroy(sub);
 		}
-		t0 = now_s();
+		t0 = sd_now_s();
 		rc = good_allreduce(c, s, r, 2);
 		if (rc == SMDDP_OK) {
 			printf("FAULT-BAD rank=%d: world allreduce without rank %d returned SMDDP_OK\n",
 			       rank, victim);
 			exit(1);
 		}
-		witness(c, rc, now_s() - t0, 2, &e);
+		witness(c, rc, sd_now_s() - t0, 2, &e);
 	}
 	if (bad_why[0]) {
 		printf("FAULT-BAD rank=%d: %s\n", rank, bad_why);
@@ -721,15 +715,15 @@ int main(int argc, char **argv)
 			sleep_s(0.3);
 			raise(SIGKILL);
 		}
-		t0 = now_s();
+		t0 = sd_now_s();
 		rc = smddp_init(&c);
 		msg = smddp_last_error(NULL);
 		printf("FAULT rank=%d init rc=%s elapsed=%.3f msg=%s\n", rank, rc_name(rc),
-		       now_s() - t0, msg);
+		       sd_now_s() - t0, msg);
 		if (rc != SMDDP_ETIMEDOUT)
 			note_bad("smddp_init returned %s, expected SMDDP_ETIMEDOUT", rc_name(rc));
-		if (now_s() - t0 < 2.0 || now_s() - t0 > 8.0)
-			note_bad("smddp_init took %.3f s, expected 2 to 8", now_s() - t0);
+		if (sd_now_s() - t0 < 2.0 || sd_now_s() - t0 > 8.0)
+			note_bad("smddp_init took %.3f s, expected 2 to 8", sd_now_s() - t0);
 		if (!mentions_rank(msg, victim))
 			note_bad("the message does not name rank %d", victim);
 		if (bad_why[0]) {
@@ -792,9 +786,9 @@ int main(int argc, char **argv)
 		e.rc = !strcmp(argv[2], "null") && rank == 1 ? SMDDP_EINVAL : SMDDP_EMISMATCH;
 		e.culprit = 1;
 		e.words[0] = mismatch_word(argv[2]);
-		t0 = now_s();
+		t0 = sd_now_s();
 		rc = mismatched_call(c, argv[2], s, r);
-		witness(c, rc, now_s() - t0, 2, &e);
+		witness(c, rc, sd_now_s() - t0, 2, &e);
 	}
 
 	if (!strcmp(mode, "hang") || !strcmp(mode, "late"))
@@ -815,7 +809,7 @@ int main(int argc, char **argv)
 		e.words[3] = "#";
 	}
 	for (i = 1; i <= ngood; i++) {
-		t0 = now_s();
+		t0 = sd_now_s();
 		rc = good_allreduce(c, s, r, i);
 		if (rc != SMDDP_OK) {
 			/* A witness may see the death while finishing the victim's last
@@ -824,7 +818,7 @@ int main(int argc, char **argv)
 			    (!strcmp(mode, "kill") || !strcmp(mode, "exit"))) {
 				printf("FAULT rank=%d note: failed in allreduce #%d, which rank %d "
 				       "completed before dying\n", rank, i, victim);
-				witness(c, rc, now_s() - t0, i, &e);
+				witness(c, rc, sd_now_s() - t0, i, &e);
 			}
 			printf("FAULT-BAD rank=%d: allreduce #%d before the fault returned %s: %s\n",
 			       rank, i, rc_name(rc), smddp_last_error(c));
@@ -848,22 +842,22 @@ int main(int argc, char **argv)
 		} else if (!strcmp(mode, "late")) {
 			/* arrives after the others gave up and left: must not succeed */
 			sleep_s(arg);
-			t0 = now_s();
+			t0 = sd_now_s();
 			rc = good_allreduce(c, s, r, ngood + 1);
 			e.rc = rc == SMDDP_OK ? SMDDP_EPEER : rc; /* any error will do */
 			e.culprit = -1;
 			e.words[0] = NULL;
 			e.min_s = 0;
 			e.max_s = 10.0;
-			witness(c, rc, now_s() - t0, ngood + 1, &e);
+			witness(c, rc, sd_now_s() - t0, ngood + 1, &e);
 		} else { /* abort: it frees the communicator (smddp(3)), so c is gone */
 			sleep_s(0.5);
-			t0 = now_s();
+			t0 = sd_now_s();
 			rc = smddp_comm_abort(c);
 			printf("FAULT rank=%d abort rc=%s elapsed=%.3f\n", rank, rc_name(rc),
-			       now_s() - t0);
-			if (now_s() - t0 > 1.0)
-				note_bad("smddp_comm_abort took %.3f s", now_s() - t0);
+			       sd_now_s() - t0);
+			if (sd_now_s() - t0 > 1.0)
+				note_bad("smddp_comm_abort took %.3f s", sd_now_s() - t0);
 			if (rc != SMDDP_OK)
 				note_bad("smddp_comm_abort returned %s", rc_name(rc));
 			if (bad_why[0]) {
@@ -877,13 +871,13 @@ int main(int argc, char **argv)
 		}
 	}
 
-	t0 = now_s();
+	t0 = sd_now_s();
 	rc = good_allreduce(c, s, r, i);
 	if (rc == SMDDP_OK) {
 		printf("FAULT-BAD rank=%d: allreduce #%d returned SMDDP_OK without rank %d\n", rank,
 		       i, victim);
 		return 1;
 	}
-	witness(c, rc, now_s() - t0, i, &e);
+	witness(c, rc, sd_now_s() - t0, i, &e);
 	return 1;
 }

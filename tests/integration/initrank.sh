@@ -1,6 +1,6 @@
 # initrank.sh - communicators made from a unique id (smddp_comm_init_rank), released locally.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 INITRANK=$top_builddir/tests/integration/initrank
 for n in 1 2 3 4; do
 	mkdir -p "$TDIR/ids-$n"

@@ -1,7 +1,7 @@
 # logging.sh - the library never writes to stdout, even at SMDDP_DEBUG=TRACE; its lines
 # go to stderr, or to SMDDP_DEBUG_FILE with %h (host) and %p (pid) expanded.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 export SMDDP_TIMEOUT=60 SMDDP_DEBUG=TRACE
 
 t0=$(now)

@@ -3,7 +3,7 @@
 # Inside a node, and between "hosts" (tests/net/fakehost.sh) where the
 # build has libfabric.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 P2P=$top_builddir/tests/integration/p2p
 LAUNCH_OPTS="--grace 30" # the survivors report before smddp-run stops them
 

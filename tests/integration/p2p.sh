@@ -9,7 +9,7 @@
 # the ranks still gathering.  "p2p pieces" (messages around 64 KiB and of 3 MiB, sizes that differ
 # across it and below it, any source) both inside a node and between "hosts".
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 P2P=$top_builddir/tests/integration/p2p
 export SMDDP_TIMEOUT=60
 

@@ -2,7 +2,7 @@
 # SIGTERM, SIGINT and others at load unless IPATH_NO_BACKTRACE is set, and exits 1 from its
 # handler: libsmddp says so at init, and smddp-run sets the variable for its ranks.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 lib=$(ls "$top_builddir"/lib/.libs/libsmddp.so 2>/dev/null)
 if [ -z "$lib" ] || ! ldd "$lib" | grep -q libinfinipath; then
 	echo "SKIP: this libfabric does not load libinfinipath"

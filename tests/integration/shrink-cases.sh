@@ -6,7 +6,7 @@
 # then survivors that pass different lists all fail quickly (rank 2, whose
 # list differs, with SMDDP_EMISMATCH) and a shrink with one list then works.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 SHRINK=$top_builddir/tests/integration/shrink
 [ -x "$SHRINK" ] || { echo "ERROR: $SHRINK is not built"; exit 99; }
 export SMDDP_TIMEOUT=60 SHRINK_FDS=1

@@ -6,7 +6,7 @@
 # that no file descriptor is left of the freed ones; nothing is left in
 # /dev/shm.  SMDDP_TIMEOUT is 60 s: every shrink must be far faster.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 SHRINK=$top_builddir/tests/integration/shrink
 [ -x "$SHRINK" ] || { echo "ERROR: $SHRINK is not built"; exit 99; }
 export SMDDP_TIMEOUT=60 SHRINK_FDS=1

@@ -43,18 +43,12 @@
 
 #include <smddp/smddp.h>
 
+#include "clock.h" /* lib/clock/: the one clock */
+
 #define MAXR 64
 
 static int wrank = -1, wsize;
 static int flags;
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static void bad(const char *fmt, ...)
 {
@@ -194,13 +188,13 @@ static int run_until_failure(struct smddp_comm *c, double limit_s)
 	size_t big = 1 << 20;
 	float *buf = malloc(big * sizeof(float));
 	int n = smddp_comm_size(c), rc = SMDDP_OK;
-	double t0 = now_s();
+	double t0 = sd_now_s();
 	int32_t *ag = malloc(sizeof(int32_t) * (size_t)n);
 
 	if (!buf || !ag)
 		bad("out of memory");
 	for (unsigned it = 0; !rc; it++) {
-		if (now_s() - t0 > limit_s)
+		if (sd_now_s() - t0 > limit_s)
 			bad("no call failed within %g s although a rank was to die", limit_s);
 		switch (it % 5) {
 		case 0:
@@ -260,12 +254,12 @@ static void stage(struct smddp_comm **cp, int *members, int *n, const int *victi
 	for (int i = 0; i < nv; i++)
 		if (victims[i] == wrank)
 			raise(SIGKILL);
-	t0 = now_s();
+	t0 = sd_now_s();
 	rc = smddp_comm_shrink(c, excl, ne, flags, &nc);
 	if (rc)
 		bad("stage %d: smddp_comm_shrink after %s failed: %s: %s", stage_no,
 		    smddp_strerror(fail_rc), smddp_strerror(rc), smddp_last_error(c));
-	printf("stage %d: rank %d shrank in %.3f s after %s\n", stage_no, wrank, now_s() - t0,
+	printf("stage %d: rank %d shrank in %.3f s after %s\n", stage_no, wrank, sd_now_s() - t0,
 	       smddp_strerror(fail_rc));
 	/* The old one takes no more calls. */
 	if (smddp_barrier(c) == SMDDP_OK)
@@ -329,14 +323,14 @@ static void mode_planned(struct smddp_comm *c, int victim)
 	if (wrank == victim) {
 		/* Still alive, and the others leave: this call must fail now. */
 		usleep(500000);
-		t0 = now_s();
+		t0 = sd_now_s();
 		rc = smddp_allreduce(&x, &x, 1, SMDDP_FLOAT32, SMDDP_SUM, c, NULL);
 		if (rc == SMDDP_OK)
 			bad("the excluded rank's allreduce on the old communicator succeeded");
-		if (now_s() - t0 > 10)
-			bad("the excluded rank's allreduce took %.1f s to fail", now_s() - t0);
+		if (sd_now_s() - t0 > 10)
+			bad("the excluded rank's allreduce took %.1f s to fail", sd_now_s() - t0);
 		printf("SHRINK-OK rank=%d excluded: %s in %.2f s: %s\n", wrank, smddp_strerror(rc),
-		       now_s() - t0, smddp_last_error(c));
+		       sd_now_s() - t0, smddp_last_error(c));
 		smddp_comm_abort(c);
 		return;
 	}
@@ -415,18 +409,18 @@ static void mode_bad(struct smddp_comm *c)
 		float x = 0;
 
 		(void)smddp_allreduce(&x, &x, 1, SMDDP_FLOAT32, SMDDP_SUM, c, NULL);
-		t0 = now_s();
+		t0 = sd_now_s();
 		rc = wrank == 2 ? smddp_comm_shrink(c, ex2, 2, flags, &nc)
 				: smddp_comm_shrink(c, &last, 1, flags, &nc);
 		if (rc == SMDDP_OK)
 			bad("a shrink with different lists succeeded");
-		if (now_s() - t0 > 15)
-			bad("the shrink with different lists took %.1f s to fail", now_s() - t0);
+		if (sd_now_s() - t0 > 15)
+			bad("the shrink with different lists took %.1f s to fail", sd_now_s() - t0);
 		if (wrank == 2 && rc != SMDDP_EMISMATCH)
 			bad("the rank with the other list got %s, want SMDDP_EMISMATCH: %s",
 			    smddp_strerror(rc), smddp_last_error(c));
 		printf("rank %d: different lists: %s in %.2f s: %s\n", wrank, smddp_strerror(rc),
-		       now_s() - t0, smddp_last_error(c));
+		       sd_now_s() - t0, smddp_last_error(c));
 		fflush(stdout);
 	}
 	/* Then the same list everywhere: it works on the same parent. */

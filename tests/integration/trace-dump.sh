@@ -1,7 +1,7 @@
 # trace-dump.sh - the flight recorder's files: smddp_comm_dump() writes one per rank, 0600,
 # a header then the calls; a timeout writes the failed call with the ranks it waited for.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 export SMDDP_TIMEOUT=60 SMDDP_JOB_ID=tracedump
 
 # line N of rank R's file

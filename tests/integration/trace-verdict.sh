@@ -1,7 +1,7 @@
 # trace-verdict.sh - a planted hang (rank 1 skips the 3rd allreduce) and a mismatch, through
 # smddp-run: one verdict line from the ranks' flight recorders names the rank and the call.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 unset SMDDP_TRACE_DIR SMDDP_TRACE_SIGNAL SMDDP_TRACE_ENTRIES
 # smddp-run's private directory goes under TMPDIR: it must be gone after each job
 export TMPDIR=$TDIR/tmp

@@ -29,8 +29,8 @@ command -v nm >/dev/null || { echo "SKIP: no nm on PATH to read the objects with
 [ -d "$build/lib" ] || { echo "SKIP: no $build/lib: build libsmddp first (the check reads its objects)"; exit 77; }
 
 # One line per object of the library: "SOURCE OBJECT".  The libtool object
-# lib/coll/libsmddp_core_la-net.lo names lib/coll/.libs/libsmddp_core_la-net.o,
-# built from lib/coll/net.c; SOURCE is that file, relative to SRCDIR.
+# lib/coll/libsmddp_core_la-coll.lo names lib/coll/.libs/libsmddp_core_la-coll.o,
+# built from lib/coll/coll.c; SOURCE is that file, relative to SRCDIR.
 objects=$(
 	cd "$build" || exit
 	find lib -name '*.lo' | LC_ALL=C sort | while IFS= read -r lo; do

@@ -6,17 +6,20 @@
 #
 # Reads every #include "..." of lib/**/*.{c,h,cu,cuh} and cmd/**/*.{c,h},
 # resolves it as the compiler does (the including file's folder, then
-# lib/include/, then lib/: the -I flags of Makefile.am; what resolves to
+# lib/include/, then lib/, then cmd/ for the tools: the -I flags of the
+# Makefile.am files; what resolves to
 # none, such as the generated config.h, is not ours to check) and fails
 #   - on an include in lib/ that points up or across (tests/layers/map)
 #     and is not listed in tests/layers/allow;
 #   - on a line of tests/layers/allow that names no such include any more
 #     (the list only shrinks);
 #   - on a file of lib/ that the map puts in no layer;
+#   - on folders that include each other, directly or round a longer
+#     circle (lib/util -> lib/config -> lib/util), whatever their layers;
 #   - on a tool (cmd/) that includes an internal header of lib/: tools use
 #     the public API only (lib/include/), and the libc-only units
 #     lib/text/ and lib/hash/, which they build into
-#     cmd/common/libtoolcommon.a.
+#     cmd/common/libtoolcommon.a, and lib/clock/ (header only).
 set -u
 src=${1:-${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}}
 cd "$src" || exit 99
@@ -32,7 +35,7 @@ includes() {
 		sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" |
 			while IFS= read -r inc; do
 				t=""
-				for cand in "$dir/$inc" "lib/include/$inc" "lib/$inc"; do
+				for cand in "$dir/$inc" "lib/include/$inc" "lib/$inc" "cmd/$inc"; do
 					if [ -f "$cand" ]; then
 						t=$cand
 						break
@@ -113,10 +116,28 @@ while IFS= read -r u; do
 	bad=1
 done < <(echo "$violations" | grep '^UNMAPPED ')
 
-# Tools: the public API only, and lib/text/ and lib/hash/ (compiled into the tools).
+# Folders: no circle, in lib/ nor cmd/ (tsort names the folders of one).
+folder_edges=$(printf '%s\n%s\n' "$lib_files" "$cmd_files" | grep . | includes |
+	awk '{ s = $1; t = $2; sub(/\/[^\/]*$/, "", s); sub(/\/[^\/]*$/, "", t); if (s != t) print s, t }' |
+	LC_ALL=C sort -u)
+if [ -n "$folder_edges" ]; then
+	loop=$(tsort <<<"$folder_edges" 2>&1 >/dev/null | grep -v 'input contains a loop')
+	if [ -n "$loop" ]; then
+		echo "FAIL: folders include each other in a circle:" $(sed 's/^tsort: //' <<<"$loop")
+		while read -r a b; do
+			grep -qxF "$a" <<<"$(sed 's/^tsort: //' <<<"$loop")" &&
+				grep -qxF "$b" <<<"$(sed 's/^tsort: //' <<<"$loop")" &&
+				echo "  $a -> $b"
+		done <<<"$folder_edges"
+		bad=1
+	fi
+fi
+
+# Tools: the public API only, and lib/text/, lib/hash/ (compiled into the tools)
+# and lib/clock/ (header only).
 while read -r f t inc; do
 	case $t in
-	lib/include/* | lib/text/* | lib/hash/*) ;;
+	lib/include/* | lib/text/* | lib/hash/* | lib/clock/*) ;;
 	lib/*)
 		echo "FAIL: $f -> $inc: a tool includes an internal header of the library (use <smddp/smddp.h>)"
 		bad=1
@@ -132,5 +153,5 @@ if [ "$bad" -ne 0 ]; then
 	echo "something from above takes a callback (docs/internals/LAYERS.md)."
 	exit 1
 fi
-echo "ok: every include of lib/ points down or within its unit, but for $nallow listed in $allow; tools include the public API (and lib/text/, lib/hash/) only"
+echo "ok: no folder circle; every include of lib/ points down or within its unit, but for $nallow listed in $allow; tools include the public API (and lib/text/, lib/hash/, lib/clock/) only"
 exit 0

@@ -10,7 +10,7 @@
 # usable, and SMDDP_CHECK_COLL mismatches.  See tests/integration/fault.c for
 # the checks.  Skips (77) in a build without libfabric.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h" || {
 	echo "SKIP: built without libfabric"
 	exit 77

@@ -8,7 +8,7 @@
 # SMDDP_CHECK_COLL.  Skips (77) in a build without libfabric (the layer
 # between hosts is built with it).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h" || {
 	echo "SKIP: built without libfabric"
 	exit 77

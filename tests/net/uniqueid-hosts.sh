@@ -9,7 +9,7 @@
 # rank 1 chose and the variables that fix it, within seconds.  Skips (77) in
 # a build without libfabric.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h" || {
 	echo "SKIP: built without libfabric"
 	exit 77

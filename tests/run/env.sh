@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/run/env.sh - the environment each rank receives, for 1 and 3 ranks
-. "$top_srcdir/tests/run/common.sh"
+. "$top_srcdir/tests/run/lib.sh"
 
 VARS="SMDDP_RANK SMDDP_WORLD_SIZE SMDDP_LOCAL_RANK SMDDP_LOCAL_WORLD_SIZE RANK
 WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK ROLE_RANK ROLE_WORLD_SIZE

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/run/exec-fail.sh - a PROGRAM that cannot be executed: 127 or 126, one message
-. "$top_srcdir/tests/run/common.sh"
+. "$top_srcdir/tests/run/lib.sh"
 
 rc=0
 timeout 60 "$RUN" -n 3 smddp-no-such-program-xyz arg >"$T/out" 2>"$T/err" || rc=$?

@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/run/fail-exit.sh - a rank exits 3: smddp-run says so once, stops the
 # others (and their children), and exits 3
-. "$top_srcdir/tests/run/common.sh"
+. "$top_srcdir/tests/run/lib.sh"
 
 t0=$(now_ms)
 rc=0

@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/run/fail-signal.sh - a rank killed by SIGKILL: exit 137, summary names
 # the rank and the signal, the other ranks are stopped
-. "$top_srcdir/tests/run/common.sh"
+. "$top_srcdir/tests/run/lib.sh"
 
 rc=0
 timeout 60 "$RUN" -n 3 "$PROG" pid "$T" waitn "$T" 3 kill-if 1 9 sleep 50 \

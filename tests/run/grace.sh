@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/run/grace.sh - a rank that ignores SIGTERM gets SIGKILL after --grace
-. "$top_srcdir/tests/run/common.sh"
+. "$top_srcdir/tests/run/lib.sh"
 
 t0=$(now_ms)
 rc=0

@@ -2,7 +2,7 @@
 # tests/run/hosts.sh - --hosts and --hostfile: parsing, --dry-run plans, the
 # options of the mpirun mode, clear errors (exit 2) for malformed host lists
 # and a missing mpirun; --env and --network-interface in local mode
-. "$top_srcdir/tests/run/common.sh"
+. "$top_srcdir/tests/run/lib.sh"
 
 # bad PATTERN ARGS...: exit 2, no stdout, stderr matches PATTERN
 bad() {

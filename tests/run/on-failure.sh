@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/run/on-failure.sh - --on-failure continue: a rank killed or failing
 # leaves the others running to their end; the job fails only if none exits 0
-. "$top_srcdir/tests/run/common.sh"
+. "$top_srcdir/tests/run/lib.sh"
 
 # rank 1 is SIGKILLed at once; the others sleep 2 s and finish: 0, and both spoke
 rc=0

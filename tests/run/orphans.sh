@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/run/orphans.sh - what a rank leaves behind (children in its process
 # group, daemons in their own session) is killed when the job ends
-. "$top_srcdir/tests/run/common.sh"
+. "$top_srcdir/tests/run/lib.sh"
 
 # children that keep the ranks' output pipes open must not make smddp-run wait
 mkdir "$T/a" "$T/b"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/run/pdeathsig.sh - smddp-run killed by SIGKILL: its ranks die too
-. "$top_srcdir/tests/run/common.sh"
+. "$top_srcdir/tests/run/lib.sh"
 
 start_bg "$RUN" -n 3 "$PROG" pid "$T" sleep 50
 launcher=$BG

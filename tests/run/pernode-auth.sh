@@ -5,7 +5,7 @@
 # challenge is named after --join-timeout; launchers of protocol v1 get a
 # clear error; refused strangers do not flood stderr. The other end is
 # tests/run/fakelauncher.py, which speaks the protocol right or wrong.
-. "$top_srcdir/tests/run/common.sh"
+. "$top_srcdir/tests/run/lib.sh"
 command -v python3 >/dev/null || skip "no python3 for the scripted launcher"
 FAKE="$top_srcdir/tests/run/fakelauncher.py"
 TOKEN=s3cr3t-t0ken-of-this-job

@@ -5,7 +5,7 @@
 # checks of the join (sizes, node ranks, tokens), fail-fast both ways, a
 # launcher that dies, one that never comes, and the usage errors.
 # (Across real hosts: tests/cluster/pernode.sh.)
-. "$top_srcdir/tests/run/common.sh"
+. "$top_srcdir/tests/run/lib.sh"
 
 # launcher_of PID: the smddp-run below PID (a subshell, then timeout(1))
 launcher_of() {

@@ -2,7 +2,7 @@
 # tests/run/pet-env.sh - torchrun's PET_* variables give the options the
 # command line does not (command line > PET_* > default); a bad value is a
 # usage error (2) that names the variable
-. "$top_srcdir/tests/run/common.sh"
+. "$top_srcdir/tests/run/lib.sh"
 
 for v in $(env | sed -n 's/^\(PET_[A-Za-z0-9_]*\)=.*/\1/p'); do
 	unset "$v"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/run/shm.sh - /dev/shm/smddp-JOBID-* of the job are removed at its end,
 # nobody else's are
-. "$top_srcdir/tests/run/common.sh"
+. "$top_srcdir/tests/run/lib.sh"
 
 [ -d /dev/shm ] && [ -w /dev/shm ] || { echo "SKIP: /dev/shm is not writable"; exit 77; }
 id="t$$r$RANDOM"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/run/sigterm.sh - SIGTERM, SIGINT, SIGHUP, SIGQUIT to smddp-run reach every
 # rank; smddp-run then dies by the same signal (exits 131 for SIGQUIT)
-. "$top_srcdir/tests/run/common.sh"
+. "$top_srcdir/tests/run/lib.sh"
 
 # Signals ignored where this test was started (a CI job run in the
 # background of a non-interactive shell ignores SIGINT and SIGQUIT, and

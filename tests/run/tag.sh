@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/run/tag.sh - "[R] " prefixes, stdout/stderr kept apart, lines kept whole
-. "$top_srcdir/tests/run/common.sh"
+. "$top_srcdir/tests/run/lib.sh"
 
 # ---- prefixes; stderr to stderr; a last line without '\n' still comes out
 timeout 60 "$RUN" -n 2 "$PROG" out hello err oops part tail >"$T/out" 2>"$T/err" ||

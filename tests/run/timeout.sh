@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/run/timeout.sh - --timeout stops the job and exits 124, like timeout(1)
-. "$top_srcdir/tests/run/common.sh"
+. "$top_srcdir/tests/run/lib.sh"
 
 t0=$(now_ms)
 rc=0

@@ -3,7 +3,7 @@
 # writing under "stty tostop" work (SIGTTOU ignored); a rank that reads it is
 # stopped by SIGTTIN, named, and the job fails with 149 instead of hanging;
 # a rank paused by SIGSTOP is named and waited for
-. "$top_srcdir/tests/run/common.sh"
+. "$top_srcdir/tests/run/lib.sh"
 
 command -v script >/dev/null 2>&1 || skip "no script(1) (util-linux; Debian: bsdutils)"
 

@@ -4,7 +4,7 @@
 # a terminal, or always with --unbuffered (which also sets PYTHONUNBUFFERED=1);
 # on a terminal, a rank's stderr is one too, and its progress line ("\r")
 # shows as it is redrawn
-. "$top_srcdir/tests/run/common.sh"
+. "$top_srcdir/tests/run/lib.sh"
 unset PYTHONUNBUFFERED
 
 # wait_line FILE LINE: FILE has LINE within 20 s

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/run/usage.sh - --help, --version and command-line errors (exit 2 + "Try")
-. "$top_srcdir/tests/run/common.sh"
+. "$top_srcdir/tests/run/lib.sh"
 
 out=$(timeout 60 "$RUN" --help) || fail "--help: exit status $?"
 grep -q '^Usage: smddp-run ' <<<"$out" || fail "--help: $out"

@@ -9,7 +9,7 @@
 # real run through fake-srun (srun's tasks as local processes) with 2 nodes
 # on 127.0.0.[1-2]: each task a per-node smddp-run, its node rank from
 # SLURM_NODEID; a rank failing on node 1 stops the job with its status.
-. "$top_srcdir/tests/run/common.sh"
+. "$top_srcdir/tests/run/lib.sh"
 S="$top_srcdir/tests/slurm"
 failed=0
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/topo/api.sh - the C API on a fixture and errors through it
-. "$top_srcdir/tests/topo/common.sh"
+. "$top_srcdir/tests/topo/lib.sh"
 API="$top_builddir/tests/topo/api"
 
 "$API" discover "$SYSROOT/two-socket" >"$T/out" || fail "discover: $(cat "$T/out")"

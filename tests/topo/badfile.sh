@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/topo/badfile.sh - a bad topology file is one clear line and exit 1
-. "$top_srcdir/tests/topo/common.sh"
+. "$top_srcdir/tests/topo/lib.sh"
 
 # bad NAME PATTERN CONTENT: --topo on a file with CONTENT fails with PATTERN
 bad() {

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/topo/env.sh - --env: every variable with its value, source and default
-. "$top_srcdir/tests/topo/common.sh"
+. "$top_srcdir/tests/topo/lib.sh"
 
 topo --env
 [ "$rc" -eq 0 ] || fail "--env: exit status $rc: $(cat "$T/err")"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/topo/expect.sh - --expect: a match exits 0, each difference listed and exit 3
-. "$top_srcdir/tests/topo/common.sh"
+. "$top_srcdir/tests/topo/lib.sh"
 TS="$SYSROOT/two-socket"
 
 # its own dump matches, and so does a partial description

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/topo/init.sh - smddp_init checks SMDDP_TOPO_FILE: a bad file is SMDDP_ECONFIG at once, a good one runs
-. "$top_srcdir/tests/topo/common.sh"
+. "$top_srcdir/tests/topo/lib.sh"
 
 BENCH="$top_builddir/cmd/bench/smddp-allreduce-bench"
 RUN="$top_builddir/cmd/smddp-run"

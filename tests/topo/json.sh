@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/topo/json.sh - --json of each sysroot fixture, against the expected output
-. "$top_srcdir/tests/topo/common.sh"
+. "$top_srcdir/tests/topo/lib.sh"
 
 for f in vm two-socket; do
 	topo --sysroot "$SYSROOT/$f" --json

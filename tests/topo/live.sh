@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/topo/live.sh - this machine: discovery works, and its JSON reads back the same
-. "$top_srcdir/tests/topo/common.sh"
+. "$top_srcdir/tests/topo/lib.sh"
 
 topo
 [ "$rc" -eq 0 ] || fail "text: exit status $rc: $(cat "$T/err")"

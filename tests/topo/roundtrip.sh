@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/topo/roundtrip.sh - JSON back through --topo, SMDDP_TOPO_FILE and the config file
-. "$top_srcdir/tests/topo/common.sh"
+. "$top_srcdir/tests/topo/lib.sh"
 
 for f in vm two-socket; do
 	topo --sysroot "$SYSROOT/$f" --json

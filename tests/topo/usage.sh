@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/topo/usage.sh - --help, --version and command-line errors (exit 2 + "Try")
-. "$top_srcdir/tests/topo/common.sh"
+. "$top_srcdir/tests/topo/lib.sh"
 
 topo --help
 [ "$rc" -eq 0 ] || fail "--help: exit status $rc"

@@ -6,7 +6,7 @@
 # $top_builddir/tests/torch/site (or $TORCH_SITE); the other tests run after it (Makefile
 # dependency) and use that copy, so nothing is installed anywhere.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
-. "$top_srcdir/tests/integration/testlib.sh"
+. "$top_srcdir/tests/integration/lib.sh"
 PY=${TORCH_PYTHON:-python3}
 SITE=${TORCH_SITE:-$top_builddir/tests/torch/site}
 TESTS_PY=$top_srcdir/python/tests

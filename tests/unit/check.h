@@ -1,13 +1,20 @@
-/* check.h - CHECK() of the unit tests: one line "ok" or "FAIL" per check, the failures counted.
+/* check.h - the checks of every unit test (tests/unit/test_*.c), as curl's tests/unit/curlcheck.h.
  *
- * cond is evaluated once (it may call the code under test); a failed
- * check names its condition.  A forked child that checks for itself sets
- * failures to 0 first: the parent's count is not the child's.
+ * CHECK(cond, fmt, ...): one line "ok" or "FAIL" per check, the failures
+ * counted; cond is evaluated once (it may call the code under test) and a
+ * failed check names it.  FAIL(fmt, ...): a failure that the test found by
+ * its own comparison (a table of cases, a sweep); the first 30 are printed,
+ * all with VERBOSE set.  check_done(name): the summary line and the exit
+ * status (0, or 1 with failures).  A forked child that checks for itself
+ * sets failures to 0 first: the parent's count is not the child's.  The
+ * multi-rank bootstrap tests say which rank checked: their CHECK(ctx, ...)
+ * (test_bootstrap.h) prints through say() and counts in ctx->bad.
  */
 #ifndef SD_TESTS_UNIT_CHECK_H
 #define SD_TESTS_UNIT_CHECK_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 static int failures;
 
@@ -20,5 +27,20 @@ static int failures;
 		if (!ok_)                                                                   \
 			failures++;                                                         \
 	} while (0)
+
+#define FAIL(...)                                                                           \
+	do {                                                                                \
+		if (failures++ < 30 || getenv("VERBOSE")) {                                 \
+			printf("FAIL ");                                                    \
+			printf(__VA_ARGS__);                                                \
+			printf("\n");                                                       \
+		}                                                                           \
+	} while (0)
+
+static inline int check_done(const char *name)
+{
+	printf("%s: %s, %d failure(s)\n", name, failures ? "FAIL" : "PASS", failures);
+	return failures ? 1 : 0;
+}
 
 #endif

@@ -45,11 +45,6 @@ void say(struct ctx *c, const char *fmt, ...)
 	fflush(stdout);
 }
 
-uint64_t now(void)
-{
-	return sd_now_ns();
-}
-
 void msleep(unsigned ms)
 {
 	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -71,7 +66,7 @@ struct sd_boot_params params(struct ctx *c, int rank, int size, const char *toke
 	p.token = token;
 	p.allow_no_token = 0;
 	p.hostid = hostid;
-	p.deadline_ns = now() + deadline_ms * MS;
+	p.deadline_ns = sd_now_ns() + deadline_ms * MS;
 	p.listen_fd = -1;
 	return p;
 }
@@ -109,7 +104,7 @@ struct sd_boot *join(struct ctx *c, int rank, int size, unsigned deadline_ms)
 		int32_t pid;
 		int32_t pad;
 	} mine = {nonce, getpid(), 0}, *all = calloc((size_t)size, sizeof(mine));
-	rc = sd_boot_allgather(b, &mine, all, sizeof(mine), now() + 10 * SEC, &err);
+	rc = sd_boot_allgather(b, &mine, all, sizeof(mine), sd_now_ns() + 10 * SEC, &err);
 	CHECK(c, rc == SMDDP_OK, "all-gather of nonce and pid (rc %d: %s)", rc, err.msg);
 	if (rc == SMDDP_OK) {
 		ok = 1;
@@ -134,7 +129,7 @@ int gather_check(struct ctx *c, struct sd_boot *b, int rank, int size, size_t le
 
 	for (size_t i = 0; i < len; i++)
 		mine[i] = (uint8_t)(rank * 131 + i * 7 + (size_t)round * 13);
-	rc = sd_boot_allgather(b, len ? mine : NULL, len ? all : NULL, len, now() + 10 * SEC, &err);
+	rc = sd_boot_allgather(b, len ? mine : NULL, len ? all : NULL, len, sd_now_ns() + 10 * SEC, &err);
 	if (rc == SMDDP_OK)
 		for (int r = 0; r < size; r++)
 			for (size_t i = 0; i < len; i++)
@@ -148,9 +143,9 @@ int gather_check(struct ctx *c, struct sd_boot *b, int rank, int size, size_t le
 }
 
 /* Poll until something happens or ms pass; returns rc, *who, err, elapsed. */
-int poll_for(struct sd_boot *b, unsigned ms, int *who, char *err, size_t errlen, uint64_t *took)
+int poll_for(struct sd_boot *b, unsigned ms, int *who, struct sd_err *err, uint64_t *took)
 {
-	uint64_t t0 = now(), end = t0 + ms * MS;
+	uint64_t t0 = sd_now_ns(), end = t0 + ms * MS;
 	int rc;
 
 	do {
@@ -159,12 +154,12 @@ int poll_for(struct sd_boot *b, unsigned ms, int *who, char *err, size_t errlen,
 
 		for (int i = 0; i < n; i++)
 			pf[i] = (struct pollfd){fds[i], POLLIN, 0};
-		rc = sd_boot_poll(b, who, err, errlen);
+		rc = sd_boot_poll(b, who, err);
 		if (rc)
 			break;
 		poll(pf, (nfds_t)n, 10);
-	} while (now() < end);
-	*took = now() - t0;
+	} while (sd_now_ns() < end);
+	*took = sd_now_ns() - t0;
 	return rc;
 }
 
@@ -235,7 +230,7 @@ static void start(struct run *r, const char *name, int nproc, void (*fn)(struct 
 	r->name = name;
 	r->nproc = nproc;
 	r->killmask = killmask;
-	r->end = now() + limit_s * SEC;
+	r->end = sd_now_ns() + limit_s * SEC;
 	r->alive = 0;
 	for (int i = 0; i < nproc; i++) {
 		pid_t pid = fork();
@@ -263,7 +258,7 @@ static void finish(struct run *r)
 		int i;
 
 		if (pid <= 0) {
-			if (now() > r->end + 2 * SEC) {
+			if (sd_now_ns() > r->end + 2 * SEC) {
 				for (i = 0; i < r->nproc; i++)
 					if (r->pids[i] > 0) {
 						printf("[%s] FAIL process %d still running past the limit: killed\n",
@@ -312,11 +307,11 @@ static void run(const char *name, int nproc, void (*fn)(struct ctx *), const cha
 		unsigned killmask)
 {
 	struct run r = {0};
-	uint64_t t0 = now();
+	uint64_t t0 = sd_now_ns();
 
 	start(&r, name, nproc, fn, addr, limit_s, killmask);
 	finish(&r);
-	printf("[%s] done in %.2f s\n", name, (double)(now() - t0) / 1e9);
+	printf("[%s] done in %.2f s\n", name, (double)(sd_now_ns() - t0) / 1e9);
 }
 
 static int have_ipv6(void)
@@ -328,7 +323,7 @@ static int have_ipv6(void)
 
 int main(void)
 {
-	uint64_t t0 = now();
+	uint64_t t0 = sd_now_ns();
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_DFL); /* the library must not raise it */
@@ -380,6 +375,6 @@ int main(void)
 
 	finish(&bg);
 	printf("test_bootstrap: %s (%d failure(s)) in %.1f s\n", total_bad ? "FAIL" : "PASS", total_bad,
-	       (double)(now() - t0) / 1e9);
+	       (double)(sd_now_ns() - t0) / 1e9);
 	return total_bad ? 1 : 0;
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "bootstrap/bootstrap.h"
+#include "clock/clock.h"
 
 #define MS 1000000ull
 #define SEC 1000000000ull
@@ -40,8 +41,6 @@ void say(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3
 		}                                                                            \
 	} while (0)
 
-/* CLOCK_MONOTONIC in ns. */
-uint64_t now(void);
 void msleep(unsigned ms);
 /* The bootstrap parameters of rank of size, rank 0 at c->addr:c->port. */
 struct sd_boot_params params(struct ctx *c, int rank, int size, const char *token, unsigned deadline_ms);
@@ -50,7 +49,7 @@ struct sd_boot *join(struct ctx *c, int rank, int size, unsigned deadline_ms);
 /* An all-gather of len bytes a rank, every byte checked for its rank and offset. */
 int gather_check(struct ctx *c, struct sd_boot *b, int rank, int size, size_t len, int round, int in_place);
 /* Poll until something happens or ms pass; returns rc, *who, err, elapsed. */
-int poll_for(struct sd_boot *b, unsigned ms, int *who, char *err, size_t errlen, uint64_t *took);
+int poll_for(struct sd_boot *b, unsigned ms, int *who, struct sd_err *err, uint64_t *took);
 int contains(const char *s, const char *sub);
 
 /* ---- the scenarios: each function is one process of its scenario ---- */

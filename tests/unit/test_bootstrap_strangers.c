@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hash/sha256.h"
 #include "util/sd.h"
 #include "bootstrap/bootstrap.h"
 #include "test_bootstrap.h"
@@ -24,7 +25,7 @@
 /* A raw TCP connection to rank 0's port, retried until it answers. */
 static int raw_connect(struct ctx *c, unsigned ms)
 {
-	uint64_t end = now() + ms * MS;
+	uint64_t end = sd_now_ns() + ms * MS;
 
 	for (;;) {
 		struct sockaddr_in sa = {0};
@@ -36,7 +37,7 @@ static int raw_connect(struct ctx *c, unsigned ms)
 		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
 			return fd;
 		close(fd);
-		if (now() >= end)
+		if (sd_now_ns() >= end)
 			return -1;
 		msleep(10);
 	}
@@ -46,7 +47,7 @@ static int raw_connect(struct ctx *c, unsigned ms)
  * 8 bytes land in hdr. */
 static long read_to_eof(int fd, unsigned ms, uint8_t hdr[8])
 {
-	uint64_t end = now() + ms * MS;
+	uint64_t end = sd_now_ns() + ms * MS;
 	long total = 0;
 
 	memset(hdr, 0, 8);
@@ -54,7 +55,7 @@ static long read_to_eof(int fd, unsigned ms, uint8_t hdr[8])
 		struct pollfd pf = {fd, POLLIN, 0};
 		uint8_t buf[4096];
 		ssize_t n;
-		int left = (int)((end > now() ? end - now() : 0) / MS);
+		int left = (int)((end > sd_now_ns() ? end - sd_now_ns() : 0) / MS);
 
 		if (poll(&pf, 1, left) <= 0)
 			return -1;
@@ -94,13 +95,13 @@ static size_t raw_hello(uint8_t *buf, uint32_t version, int32_t rank, int32_t si
  * Returns the payload length, -1 on EOF, timeout or an oversized frame. */
 static long raw_frame(int fd, unsigned ms, uint32_t *type, uint8_t *buf, size_t cap)
 {
-	uint64_t end = now() + ms * MS;
+	uint64_t end = sd_now_ns() + ms * MS;
 	uint8_t hdr[8];
 	size_t got = 0, len = 0;
 
 	while (got < 8 + len) {
 		struct pollfd pf = {fd, POLLIN, 0};
-		int left = (int)((end > now() ? end - now() : 0) / MS);
+		int left = (int)((end > sd_now_ns() ? end - sd_now_ns() : 0) / MS);
 		ssize_t n;
 
 		if (poll(&pf, 1, left) <= 0)
@@ -241,7 +242,7 @@ void sc_token(struct ctx *c)
 	char logpath[64], log[8192] = "";
 	struct sd_boot_peer peers[3];
 	struct sd_boot *b = NULL;
-	uint64_t nonce, t0 = now();
+	uint64_t nonce, t0 = sd_now_ns();
 	int rc;
 
 	snprintf(c->who, sizeof(c->who), "rank %d/3", c->idx);
@@ -275,11 +276,11 @@ void sc_token(struct ctx *c)
 		snprintf(want, sizeof(want), "rank 0 at 127.0.0.1:%s and rank 1 have different job tokens", c->port);
 		CHECK(c, rc == SMDDP_ECONFIG, "a wrong token is ECONFIG: rc %d", rc);
 		CHECK(c, contains(err.msg, want), "err: %s", err.msg);
-		CHECK(c, now() - t0 < SEC, "refused at once (%.2f s)", (double)(now() - t0) / 1e9);
+		CHECK(c, sd_now_ns() - t0 < SEC, "refused at once (%.2f s)", (double)(sd_now_ns() - t0) / 1e9);
 	} else {
 		CHECK(c, rc == SMDDP_ETIMEDOUT, "rank 2 learns that rank 0 gave up: rc %d", rc);
 		CHECK(c, contains(err.msg, "gave up") && contains(err.msg, "rank(s) 1 of 3"), "err: %s", err.msg);
-		CHECK(c, now() - t0 < 3 * SEC, "before its own deadline (%.2f s)", (double)(now() - t0) / 1e9);
+		CHECK(c, sd_now_ns() - t0 < 3 * SEC, "before its own deadline (%.2f s)", (double)(sd_now_ns() - t0) / 1e9);
 	}
 }
 
@@ -290,7 +291,7 @@ void sc_strangers(struct ctx *c)
 	struct sd_boot *b = NULL;
 	struct sd_err err = {""};
 	uint8_t hdr[8];
-	uint64_t nonce, t0 = now();
+	uint64_t nonce, t0 = sd_now_ns();
 	long n;
 	int rc, fd;
 
@@ -370,8 +371,8 @@ void sc_strangers(struct ctx *c)
 		if (c->idx == 9)
 			(void)!write(fd, "\0\0\0\1", 4);
 		n = read_to_eof(fd, 3000, hdr);
-		CHECK(c, n >= 0 && now() - t0 < 2500 * MS, "closed when the rendezvous ended (%.2f s)",
-		      (double)(now() - t0) / 1e9);
+		CHECK(c, n >= 0 && sd_now_ns() - t0 < 2500 * MS, "closed when the rendezvous ended (%.2f s)",
+		      (double)(sd_now_ns() - t0) / 1e9);
 		close(fd);
 		return;
 	case 10: {
@@ -532,7 +533,7 @@ void sc_flood(struct ctx *c)
 /* A stranger silent for 5 s is told so and closed, while rank 0 waits on. */
 void sc_silent(struct ctx *c)
 {
-	uint64_t t0 = now();
+	uint64_t t0 = sd_now_ns();
 	uint8_t hdr[8];
 	long n;
 	int fd;
@@ -558,7 +559,7 @@ void sc_silent(struct ctx *c)
 			return;
 		}
 	n = read_to_eof(fd, 7000, hdr);
-	double s = (double)(now() - t0) / 1e9;
+	double s = (double)(sd_now_ns() - t0) / 1e9;
 	CHECK(c, n >= 8 && hdr[3] == W_REJECT && s > 4.5 && s < 6.5, "REJECT and EOF after the 5 s hello limit (%.2f s)",
 	      s);
 	close(fd);

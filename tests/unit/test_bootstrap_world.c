@@ -42,9 +42,9 @@ void sc_size1(struct ctx *c)
 		return;
 	CHECK(c, peer.pid == getpid() && !strcmp(peer.hostid, "host-0"), "peers[0] is this process");
 	CHECK(c, sd_boot_fds(b, fds, 4) == 0, "no file descriptors");
-	CHECK(c, sd_boot_allgather(b, mine, all, 5, now() + SEC, &err) == 0 && !strcmp(all, "abcd"),
+	CHECK(c, sd_boot_allgather(b, mine, all, 5, sd_now_ns() + SEC, &err) == 0 && !strcmp(all, "abcd"),
 	      "all-gather copies");
-	CHECK(c, sd_boot_poll(b, &who, err.msg, sizeof(err.msg)) == SMDDP_OK, "poll: nothing happened");
+	CHECK(c, sd_boot_poll(b, &who, &err) == SMDDP_OK, "poll: nothing happened");
 	sd_boot_close(b, 1);
 	CHECK(c, sd_boot_init(&p, &b, &peer, &nonce2, &err) == SMDDP_OK && nonce2 != nonce,
 	      "nonce is random (%016llx then %016llx)", (unsigned long long)nonce, (unsigned long long)nonce2);
@@ -85,14 +85,14 @@ void sc_world(struct ctx *c)
 	if (size <= 3) /* 8 ranks x 4 MiB twice only costs time */
 		gather_check(c, b, rank, size, BIG, 5, 1);
 	gather_check(c, b, rank, size, 1, 6, 0);
-	CHECK(c, sd_boot_poll(b, &who, err.msg, sizeof(err.msg)) == SMDDP_OK, "poll: nothing happened (%s)", err.msg);
+	CHECK(c, sd_boot_poll(b, &who, &err) == SMDDP_OK, "poll: nothing happened (%s)", err.msg);
 	if (rank != 0) {
 		sd_boot_close(b, 1);
 		say(c, "closed cleanly");
 		return;
 	}
 	/* The others close cleanly now: no death may be reported. */
-	rc = poll_for(b, 300, &who, err.msg, sizeof(err.msg), &took);
+	rc = poll_for(b, 300, &who, &err, &took);
 	CHECK(c, rc == SMDDP_OK, "no false death after the others' clean close (rc %d: %s)", rc, err.msg);
 	sd_boot_close(b, 1);
 }
@@ -125,9 +125,9 @@ void sc_close0(struct ctx *c)
 		sd_boot_close(b, 1);
 		return;
 	}
-	rc = poll_for(b, 300, &who, err.msg, sizeof(err.msg), &took);
+	rc = poll_for(b, 300, &who, &err, &took);
 	CHECK(c, rc == SMDDP_OK, "no false death after rank 0's clean close (rc %d: %s)", rc, err.msg);
-	rc = sd_boot_allgather(b, &x, all, 1, now() + SEC, &err);
+	rc = sd_boot_allgather(b, &x, all, 1, sd_now_ns() + SEC, &err);
 	CHECK(c, rc == SMDDP_EPEER, "an all-gather after rank 0 left: EPEER (%s)", err.msg);
 	sd_boot_close(b, 1);
 }
@@ -151,7 +151,7 @@ void sc_no_rank0(struct ctx *c)
 	struct sd_boot_params p = params(c, 1, 2, "", 500);
 	struct sd_boot_peer peers[2];
 	struct sd_boot *b = NULL;
-	uint64_t nonce, t0 = now();
+	uint64_t nonce, t0 = sd_now_ns();
 	struct sd_err err = {""};
 	char want[128];
 	int rc;
@@ -162,7 +162,7 @@ void sc_no_rank0(struct ctx *c)
 		 c->port);
 	CHECK(c, rc == SMDDP_ETIMEDOUT && contains(err.msg, want) && contains(err.msg, "MASTER_ADDR/MASTER_PORT"),
 	      "ETIMEDOUT (rc %d): %s", rc, err.msg);
-	double s = (double)(now() - t0) / 1e9;
+	double s = (double)(sd_now_ns() - t0) / 1e9;
 	CHECK(c, s > 0.4 && s < 1.5, "gave up at its deadline (%.2f s)", s);
 }
 
@@ -172,7 +172,7 @@ void sc_port_busy(struct ctx *c)
 	struct sockaddr_in sa = {0};
 	struct sd_boot_peer peers[2];
 	struct sd_boot *b = NULL;
-	uint64_t nonce, t0 = now();
+	uint64_t nonce, t0 = sd_now_ns();
 	struct sd_err err = {""};
 	char want[128];
 	int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0), rc;
@@ -192,7 +192,7 @@ void sc_port_busy(struct ctx *c)
 				     "using MASTER_PORT?)",
 		 c->port);
 	CHECK(c, rc == SMDDP_ESYSTEM && contains(err.msg, want), "port in use: ESYSTEM (rc %d): %s", rc, err.msg);
-	CHECK(c, now() - t0 < SEC, "at once");
+	CHECK(c, sd_now_ns() - t0 < SEC, "at once");
 	close(fd);
 
 	p.port = "29x";

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "text/cpulist.h"
+#include "check.h"
 
-static int bad;
 
 struct seen {
 	char buf[256];
@@ -30,8 +30,7 @@ static void check(const char *list, int stop_at, int want_rc, const char *want)
 	int rc = sd_text_cpulist(list, add, &s);
 
 	if (rc != want_rc || strcmp(s.buf, want) != 0) {
-		printf("FAIL '%s': %d '%s', expected %d '%s'\n", list, rc, s.buf, want_rc, want);
-		bad++;
+		FAIL("'%s': %d '%s', expected %d '%s'", list, rc, s.buf, want_rc, want);
 	} else {
 		printf("ok   '%s': %d '%s'\n", list, rc, s.buf);
 	}
@@ -50,5 +49,5 @@ int main(void)
 	check("1 2", -1, -1, "1");
 	check("0-", -1, -1, "");
 	check("0-3", 2, -1, "0 1");
-	return bad ? 1 : 0;
+	return check_done("test_cpulist");
 }

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "run/nodes-line.h"
+#include "check.h"
 
-static int bad;
 
 #define N64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
@@ -16,8 +16,7 @@ static void refused(const char *line, const char *why)
 	struct nodes_msg m;
 	const char *got = nodes_parse_line(line, &m);
 	if (!got || (why && strcmp(got, why) != 0)) {
-		printf("FAIL: '%s': %s, not refused (%s)\n", line, got ? got : "taken", why ? why : "any");
-		bad = 1;
+		FAIL("'%s': %s, not refused (%s)", line, got ? got : "taken", why ? why : "any");
 	}
 }
 
@@ -26,19 +25,12 @@ static const struct nodes_msg *taken(const char *line)
 	static struct nodes_msg m;
 	const char *got = nodes_parse_line(line, &m);
 	if (got) {
-		printf("FAIL: '%s' refused: %s\n", line, got);
-		bad = 1;
+		FAIL("'%s' refused: %s", line, got);
 	}
 	return &m;
 }
 
-#define EXPECT(what, cond)                                         \
-	do {                                                       \
-		if (!(cond)) {                                     \
-			printf("FAIL: %s: %s\n", what, #cond);     \
-			bad = 1;                                   \
-		}                                                  \
-	} while (0)
+#define EXPECT(what, cond) CHECK(cond, "%s", what)
 
 int main(void)
 {
@@ -112,7 +104,5 @@ int main(void)
 	line[NODES_LINE_MAX - 1] = '\0';
 	taken(line);
 
-	if (!bad)
-		printf("ok: nodes_parse_line\n");
-	return bad;
+	return check_done("test_nodes_line");
 }

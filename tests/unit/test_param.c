@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "config/param.h"
 #include "util/sd.h"
 #include "check.h"
 

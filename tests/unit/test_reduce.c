@@ -18,21 +18,11 @@
 
 #include "util/sd.h"
 #include "reduce/reduce.h"
+#include "check.h"
 
 #define MAXSRC 8
 #define GUARD 64
 #define GUARD_BYTE 0xa5
-
-static int failures;
-
-#define FAIL(...)                                                                         \
-	do {                                                                              \
-		if (failures++ < 30 || getenv("VERBOSE")) {                                                    \
-			printf("FAIL: ");                                                 \
-			printf(__VA_ARGS__);                                              \
-			printf("\n");                                                     \
-		}                                                                         \
-	} while (0)
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "hash/sha256.h"
+#include "check.h"
 
-static int bad;
 
 static void hex(const uint8_t *d, char *out)
 {
@@ -20,8 +20,7 @@ static void check(const char *what, const uint8_t *got, const char *want)
 
 	hex(got, h);
 	if (strcmp(h, want)) {
-		printf("FAIL %s: %s, expected %s\n", what, h, want);
-		bad++;
+		FAIL("%s: %s, expected %s", what, h, want);
 	} else {
 		printf("ok   %s\n", what);
 	}
@@ -78,10 +77,6 @@ int main(void)
 	hmac("RFC 4231 case 6 (key longer than a block)", k131, 131,
 	     "Test Using Larger Than Block-Size Key - Hash Key First", 54,
 	     "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
-	if (!sd_memeq_ct("abcd", "abcd", 4) || sd_memeq_ct("abcd", "abce", 4)) {
-		printf("FAIL sd_memeq_ct\n");
-		bad++;
-	}
-	printf("test_sha256: %s\n", bad ? "FAIL" : "PASS");
-	return bad ? 1 : 0;
+	CHECK(sd_memeq_ct("abcd", "abcd", 4) && !sd_memeq_ct("abcd", "abce", 4), "sd_memeq_ct");
+	return check_done("test_sha256");
 }

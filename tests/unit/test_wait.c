@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "clock/clock.h"
 #include "util/sd.h"
 #include "util/wait.h"
 

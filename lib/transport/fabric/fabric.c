@@ -1,4 +1,4 @@
-/* fabric.c - the libfabric endpoint behind lib/coll/net.c: provider choice, registration, progress. */
+/* fabric.c - the libfabric endpoint behind lib/transport/net/net.c: provider choice, registration, progress. */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -17,7 +17,10 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include "base/checks.h"
 #include "base/comm-types.h"
+#include "clock/clock.h"
+#include "config/param.h"
 #include "transport/netep.h"
 #include "util/wait.h"
 
@@ -104,11 +107,6 @@ static void ctx_put(struct fab *f, struct fctx *x)
 	x->next = f->free_ctx;
 	f->free_ctx = x;
 	f->busy--;
-}
-
-static int fab_error(struct smddp_comm *c, int rc, const char *what, int fierr)
-{
-	return sd_comm_error(c, rc, "libfabric: %s: %s", what, fi_strerror(fierr < 0 ? -fierr : fierr));
 }
 
 /* The provider names to try, in order, when nothing is asked for. */
@@ -230,16 +228,8 @@ static int fab_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **ou
 	snprintf(f->desc, sizeof(f->desc), "%s on %s", f->info->fabric_attr->prov_name,
 		 f->info->domain_attr->name);
 	rc = SMDDP_ENETWORK;
-	ret = fi_fabric(f->info->fabric_attr, &f->fabric, NULL);
-	if (ret) {
-		fab_error(c, rc, "fi_fabric", ret);
-		goto fail;
-	}
-	ret = fi_domain(f->fabric, f->info, &f->domain, NULL);
-	if (ret) {
-		fab_error(c, rc, "fi_domain", ret);
-		goto fail;
-	}
+	SD_FI_CHECK_GOTO(fi_fabric(f->info->fabric_attr, &f->fabric, NULL), c, rc, fail, "fi_fabric");
+	SD_FI_CHECK_GOTO(fi_domain(f->fabric, f->info, &f->domain, NULL), c, rc, fail, "fi_domain");
 	/* A completion queue that can be slept on, if the provider has one. */
 	cqa.wait_obj = FI_WAIT_UNSPEC;
 	ret = fi_cq_open(f->domain, &cqa, &f->cq, NULL);
@@ -250,26 +240,18 @@ static int fab_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **ou
 		f->cq_waits = 1;
 	}
 	if (ret) {
-		fab_error(c, rc, "fi_cq_open", ret);
+		rc = SD_FI_ERR(c, rc, ret, "fi_cq_open");
 		goto fail;
 	}
-	ret = fi_av_open(f->domain, &ava, &f->av, NULL);
-	if (ret) {
-		fab_error(c, rc, "fi_av_open", ret);
-		goto fail;
-	}
-	ret = fi_endpoint(f->domain, f->info, &f->ep, NULL);
-	if (ret) {
-		fab_error(c, rc, "fi_endpoint", ret);
-		goto fail;
-	}
+	SD_FI_CHECK_GOTO(fi_av_open(f->domain, &ava, &f->av, NULL), c, rc, fail, "fi_av_open");
+	SD_FI_CHECK_GOTO(fi_endpoint(f->domain, f->info, &f->ep, NULL), c, rc, fail, "fi_endpoint");
 	ret = fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV);
 	if (!ret)
 		ret = fi_ep_bind(f->ep, &f->av->fid, 0);
 	if (!ret)
 		ret = fi_enable(f->ep);
 	if (ret) {
-		fab_error(c, rc, "enabling the endpoint", ret);
+		rc = SD_FI_ERR(c, rc, ret, "enabling the endpoint");
 		goto fail;
 	}
 	SD_INFO(SD_SUB_NET, "libfabric %s, provider %s, domain %s, mr_mode 0x%x, %s completions",
@@ -352,7 +334,7 @@ static int reg(struct smddp_comm *c, struct fab *f, const void *buf, size_t len,
 			fi_close(&mr->fid);
 	}
 	if (ret)
-		return fab_error(c, SMDDP_ENETWORK, "registering memory", ret);
+		return SD_FI_ERR(c, SMDDP_ENETWORK, ret, "registering memory");
 	x->mr = mr;
 	*desc = fi_mr_desc(mr);
 	return SMDDP_OK;
@@ -417,7 +399,7 @@ static int qpost_sleep(void *arg, uint64_t ns, int *rc)
 	return *rc ? SD_WAIT_FAILED : SD_WAIT_NOT_YET;
 }
 
-/* Are the peers still there (check_news of lib/coll/net.c)? */
+/* Are the peers still there (sd_net_check_news of lib/transport/net/net.c)? */
 static int qpost_health(void *arg)
 {
 	struct qpost *q = arg;
@@ -531,9 +513,8 @@ static int post(struct smddp_comm *c, struct fab *f, int is_send, int peer, uint
 	r->fc = x;
 	return SMDDP_OK;
 failed:
-	return sd_comm_error(c, SMDDP_ENETWORK, "libfabric: %s %zu bytes %s rank %d: %s",
-			     is_send ? "sending" : "posting a receive of", len,
-			     is_send ? "to" : "from", peer, fi_strerror((int)-ret));
+	return SD_FI_ERR(c, SMDDP_ENETWORK, ret, "%s %zu bytes %s rank %d",
+			 is_send ? "sending" : "posting a receive of", len, is_send ? "to" : "from", peer);
 }
 
 static int fab_send(struct smddp_comm *c, struct sd_fab *base, int peer, uint64_t tag, const void *buf,
@@ -767,7 +748,7 @@ static int fab_progress(struct smddp_comm *c, struct sd_fab *base, int wait_ms, 
 	}
 	if (n == -FI_EIO)
 		return sd_comm_error(c, SMDDP_ENETWORK, "libfabric: a transfer failed");
-	return fab_error(c, SMDDP_ENETWORK, "reading completions", (int)n);
+	return SD_FI_ERR(c, SMDDP_ENETWORK, n, "reading completions");
 }
 
 static int fab_close(struct sd_fab *base)

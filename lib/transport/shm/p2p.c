@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "bootstrap/bootstrap.h"
+#include "clock/clock.h"
 #include "transport/shm/shm.h"
 
 /* op->state */
@@ -350,13 +351,12 @@ static int health(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 		}
 	}
 	if (c->boot) {
-		char err[512];
+		struct sd_err err;
 		int who = -1;
 
-		rc = sd_boot_poll(c->boot, &who, err, sizeof(err));
-
+		rc = sd_boot_poll(c->boot, &who, &err);
 		if (rc)
-			return sd_comm_error(c, rc, "%s", err);
+			return sd_comm_error(c, rc, "%s", err.msg);
 	}
 	return SMDDP_OK;
 }

@@ -42,8 +42,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/checks.h"
 #include "base/comm-types.h"
 #include "bootstrap/bootstrap.h"
+#include "clock/clock.h"
 #include "transport/transport.h"
 #include "transport/shm/shm.h"
 
@@ -117,8 +119,8 @@ static int map_segment(struct smddp_comm *c, struct shm_state *s, int fd, size_t
 	s->base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (s->base == MAP_FAILED) {
 		s->base = NULL;
-		return sd_comm_error(c, SMDDP_ESYSTEM, "cannot map shared memory %s (%zu bytes): %s",
-				     s->name, len, strerror(errno));
+		return SD_SYS_ERR(c, SMDDP_ESYSTEM, "cannot map shared memory %s (%zu bytes)", s->name,
+				  len);
 	}
 	s->len = len;
 	layout(c->size, s->half, &ctl_off, &data_off);
@@ -155,8 +157,7 @@ int sd_shm_create(struct smddp_comm *c, char *name, size_t namelen)
 	len = layout(c->size, s->half, &ctl_off, &data_off);
 	fd = SD_RETRY_EINTR(shm_open(s->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
 	if (fd < 0)
-		return sd_comm_error(c, SMDDP_ESYSTEM, "cannot create shared memory %s: %s", s->name,
-				     strerror(errno));
+		return SD_SYS_ERR(c, SMDDP_ESYSTEM, "cannot create shared memory %s", s->name);
 	s->owner = 1;
 	/* Reserve the pages now: a full /dev/shm must be an error here, not a
 	 * SIGBUS in the middle of a collective. */
@@ -201,8 +202,7 @@ int sd_shm_attach(struct smddp_comm *c, const char *name, int leader)
 		len = layout(c->size, s->half, &ctl_off, &data_off);
 		fd = SD_RETRY_EINTR(shm_open(s->name, O_RDWR | O_CLOEXEC, 0));
 		if (fd < 0)
-			return sd_comm_error(c, SMDDP_ESYSTEM, "cannot open shared memory %s: %s",
-					     s->name, strerror(errno));
+			return SD_SYS_ERR(c, SMDDP_ESYSTEM, "cannot open shared memory %s", s->name);
 		if (fstat(fd, &st) != 0 || (size_t)st.st_size != len) {
 			close(fd);
 			return sd_comm_error(c, SMDDP_EMISMATCH,
@@ -391,13 +391,12 @@ static int check_peers(struct smddp_comm *c, uint64_t target, int boot)
 		}
 	}
 	if (c->boot && boot) {
-		char err[512];
+		struct sd_err err;
 		int who = -1;
 
-		rc = sd_boot_poll(c->boot, &who, err, sizeof(err));
-
+		rc = sd_boot_poll(c->boot, &who, &err);
 		if (rc)
-			return sd_comm_error(c, rc, "%s", err);
+			return sd_comm_error(c, rc, "%s", err.msg);
 	}
 	return SMDDP_OK;
 }

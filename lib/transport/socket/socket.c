@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "base/comm-types.h"
+#include "clock/clock.h"
 #include "transport/socket/socket-int.h"
 
 static int so_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **out)

@@ -1,4 +1,4 @@
-# tests/run/common.sh - sourced by the smddp-run tests: paths, temp dir, cleanup
+# tests/run/lib.sh - sourced by the smddp-run tests: paths, temp dir, cleanup
 #
 # Every process a test starts is recorded by pid (rank pid files written by
 # rankprog, background launchers in BG_PIDS, with everything below them)

@@ -1,4 +1,4 @@
-# testlib.sh - helpers shared by the integration test scripts (sourced by them, not run).
+# tests/integration/lib.sh - helpers shared by the integration test scripts (sourced by them, not run).
 #
 # make check sets top_builddir and top_srcdir (absolute).  Every job runs
 # under both `timeout` and smddp-run's own --timeout, so that a hang fails

@@ -1,4 +1,4 @@
-# tests/check-az/common.sh - sourced by the smddp-check-az tests: paths, the IMDS emulator, cleanup
+# tests/check-az/lib.sh - sourced by the smddp-check-az tests: paths, the IMDS emulator, cleanup
 #
 # Only loopback is ever contacted: every test sets AWS_EC2_METADATA_SERVICE_ENDPOINT
 # to the emulator (or to a closed loopback port), never the default address.

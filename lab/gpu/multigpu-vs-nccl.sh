@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/gpu/multigpu-vs-nccl.sh - libsmddp against NCCL on the GPUs of one machine, one rank per GPU.
+# lab/gpu/multigpu-vs-nccl.sh - libsmddp against NCCL on the GPUs of one machine, one rank per GPU.
 #
 # For allreduce, allgather and reducescatter from 8 B to 1 GiB: the sweep
 # through libsmddp and then the same sweep through NCCL, in the same
@@ -11,7 +11,7 @@
 # configure found NCCL) and the libraries the machine lacks (CARRY, default
 # .devcarry/: libcjson.so.1).  NVLink multicast stays off.
 #
-# Usage: tests/gpu/multigpu-vs-nccl.sh [NRANKS]   (default: every GPU)
+# Usage: lab/gpu/multigpu-vs-nccl.sh [NRANKS]   (default: every GPU)
 # Environment: OUT (logs, default ./gpu-logs), MAXBYTES (default 1G), ITERS (default 20).
 # Exit: 0 done, 1 a run failed, 3 wrong results.
 set -u

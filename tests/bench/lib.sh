@@ -1,4 +1,4 @@
-# tests/bench/common.sh - sourced by the smddp-allreduce-bench tests: paths, temp dir, helpers
+# tests/bench/lib.sh - sourced by the smddp-allreduce-bench tests: paths, temp dir, helpers
 set -u
 : "${top_builddir:?run through make check}"
 : "${top_srcdir:?run through make check}"

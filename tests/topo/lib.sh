@@ -1,4 +1,4 @@
-# tests/topo/common.sh - sourced by the smddp-topo tests: paths, temp dir, helpers
+# tests/topo/lib.sh - sourced by the smddp-topo tests: paths, temp dir, helpers
 set -u
 : "${top_builddir:?run through make check}"
 : "${top_srcdir:?run through make check}"

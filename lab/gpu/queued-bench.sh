@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/gpu/queued-bench.sh - on a GPU machine, in one call: correctness of the queued paths (fast, direct) under MPS,
+# lab/gpu/queued-bench.sh - on a GPU machine, in one call: correctness of the queued paths (fast, direct) under MPS,
 # the modes bench (3 repeats), the copy roofline, GPU tests under MPS and without, and the
 # host-memory bench between fake hosts over libfabric and over the socket endpoint.
 cd "$(dirname "$0")/../.." || exit 1  # the tree, with build-cuda/ and .devcarry/ (libcjson.so.1) as run-on-device.sh takes them

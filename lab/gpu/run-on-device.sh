@@ -1,12 +1,12 @@
 #!/bin/bash
-# tests/gpu/run-on-device.sh - on a GPU machine: the GPU tests, compute-sanitizer, the benchmarks; logs to $OUT.
+# lab/gpu/run-on-device.sh - on a GPU machine: the GPU tests, compute-sanitizer, the benchmarks; logs to $OUT.
 #
 # Takes a build made elsewhere with ../configure --with-cuda (default
 # build-cuda/, carried with the working tree) and the libraries the GPU
 # machine lacks (libcjson.so.1) in .devcarry/; installs and builds nothing.
 # Runs the libtool-built programs from their .libs/ with LD_LIBRARY_PATH.
 #
-# Usage: tests/gpu/run-on-device.sh [STAGE...]
+# Usage: lab/gpu/run-on-device.sh [STAGE...]
 #   info       nvidia-smi, topology, smddp-topo
 #   tests      the GPU tests with 1, 2, 4 and 8 ranks sharing the GPU(s)
 #   sanitizer  compute-sanitizer memcheck and racecheck over a small matrix; the
@@ -38,7 +38,7 @@
 #              512M alone, then ipc-pages 4 x 512 MiB (ipc and local)
 #   mps        under the CUDA MPS daemon: the order test traced, $MPS_TESTS and
 #              the allreduce bench, with SMDDP_CUDA_ASYNC in $MPS_MODES (auto 0)
-#   nccl       tests/gpu/multigpu-vs-nccl.sh with one rank per GPU
+#   nccl       lab/gpu/multigpu-vs-nccl.sh with one rank per GPU
 #   torch      the PyTorch backend (python/) built there against its torch and
 #              this build; $TORCH_TESTS (default: collectives collectives-queued
 #              ddp p2p pipeline; NAME-queued: with SMDDP_CUDA_ASYNC=1, since two
@@ -64,7 +64,7 @@
 #              gcc's TSan runtime of this machine carried beside libcjson:
 #                cp -L "$(gcc -print-file-name=libtsan.so.2)" .devcarry/ &&
 #                strip --strip-debug .devcarry/libtsan.so.2
-#              Run alone: B=build-tsan-cuda tests/gpu/run-on-device.sh tsan
+#              Run alone: B=build-tsan-cuda lab/gpu/run-on-device.sh tsan
 #              (TSAN_MPS=0: without MPS, the ranks time-sliced on one GPU;
 #              TSAN_GPU_TESTS: a part of "order overlap errors matrix")
 # (default: info tests sanitizer kernel bench).  Environment: B (build tree),
@@ -75,7 +75,7 @@
 # Exit: 0 all stages passed, 1 a stage failed.
 # Through the device tool, which brings back at most 8 files, keep the logs
 # elsewhere and bring back one archive:
-#   O=$OUT; OUT=/tmp/o tests/gpu/run-on-device.sh kernel modes mps; tar czf $O/o.tgz -C /tmp o
+#   O=$OUT; OUT=/tmp/o lab/gpu/run-on-device.sh kernel modes mps; tar czf $O/o.tgz -C /tmp o
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
@@ -217,7 +217,7 @@ for s in $stages; do
 	nccl)
 		# issue 8's script on the GPUs here (one rank per GPU)
 		stage nccl 500 env OUT="$TMPD/nccl" MAXBYTES=${NCCL_MAXBYTES:-1G} \
-			bash "$ROOT/tests/gpu/multigpu-vs-nccl.sh"
+			bash "$ROOT/lab/gpu/multigpu-vs-nccl.sh"
 		grep -h "^# \(allreduce\|allgather\|reducescatter\):\|Out of bounds" "$TMPD/nccl.log" |
 			tee -a "$summary"
 		;;
