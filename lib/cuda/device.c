@@ -313,3 +313,18 @@ cudaError_t sd_cuda_q_event(void *e)
 {
 	return cudaEventQuery((cudaEvent_t)e);
 }
+
+/* Host thread, a queued call on stream st: after the last queued call on
+ * the GPU when that was on another stream (its end event), as calls share
+ * the staging slots, the scratch copy, the up word and the fast path's
+ * window. */
+cudaError_t sd_cuda_after_last(struct sd_cuda *cu, cudaStream_t st)
+{
+	if (cu->last_st == st)
+		return cudaSuccess;
+	if (cu->last_fast)
+		return cudaStreamWaitEvent(st, cu->fast_ev, 0);
+	if (cu->last_slot >= 0 && cu->out_used[cu->last_slot] == OUT_RECORDED)
+		return cudaStreamWaitEvent(st, cu->ev_out[cu->last_slot], 0);
+	return cudaSuccess;
+}

@@ -274,18 +274,17 @@ static int sync_peers(struct sd_cuda *cu, int n, int me, char *msg, size_t len)
 	return rc;
 }
 
-void sd_cuda_direct_poll(struct sd_cuda *cu)
+int sd_cuda_direct_poll(struct sd_cuda *cu, char *msg, size_t len)
 {
-	char msg[sizeof(cu->errmsg)];
 	int rc;
 
 	if (!cu->direct_on)
-		return;
+		return SMDDP_OK;
 	uint64_t before = cu->direct_maps;
 
-	if ((rc = sync_peers(cu, cu->sh.size, cu->sh.rank, msg, sizeof(msg))) != SMDDP_OK)
-		sd_cuda_fast_break(cu, rc, msg);
+	rc = sync_peers(cu, cu->sh.size, cu->sh.rank, msg, len);
 	cu->direct_waits += cu->direct_maps - before;
+	return rc;
 }
 
 /* Host thread: the direct calls launched so far are done (all of them,

@@ -567,21 +567,6 @@ static int wait_out(struct smddp_comm *c, struct sd_cuda *cu, const struct op *o
 	return SMDDP_OK;
 }
 
-/* Host thread, a queued call on stream st: after the last queued call on
- * the GPU when that was on another stream (its end event), as calls share
- * the staging slots, the scratch copy, the up word and the fast path's
- * window. */
-cudaError_t sd_cuda_after_last(struct sd_cuda *cu, cudaStream_t st)
-{
-	if (cu->last_st == st)
-		return cudaSuccess;
-	if (cu->last_fast)
-		return cudaStreamWaitEvent(st, cu->fast_ev, 0);
-	if (cu->last_slot >= 0 && cu->out_used[cu->last_slot] == OUT_RECORDED)
-		return cudaStreamWaitEvent(st, cu->ev_out[cu->last_slot], 0);
-	return cudaSuccess;
-}
-
 /* Queues call o on its stream (the stream's side of it): between hosts
  * the staged copies (staged.c); on one node, queued, the call's kernels
  * behind a wait (move.c), else the input event.  Sets o->last. */
@@ -870,7 +855,11 @@ static void *proxy_main(void *arg)
 			    cu->failed || !sd_cuda_fast_busy(cu))
 				continue;
 			pthread_mutex_unlock(&cu->mu);
-			sd_cuda_direct_poll(cu);
+			char msg[sizeof(cu->errmsg)];
+			int prc = sd_cuda_direct_poll(cu, msg, sizeof(msg));
+
+			if (prc != SMDDP_OK)
+				sd_cuda_fast_break(cu, prc, msg);
 			if (now >= watch_at) {
 				sd_cuda_fast_watch(cu);
 				watch_at = now + live;

@@ -263,8 +263,10 @@ int sd_cuda_direct_takes(const struct sd_cuda *cu, const struct sd_cuda_call *k)
 int sd_cuda_direct_call(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_cuda_call *k,
 			const struct buf_pub b[2]);
 /* Proxy thread, while a direct call is in flight: maps the peers' new
- * registrations (a failure breaks the communicator). */
-void sd_cuda_direct_poll(struct sd_cuda *cu);
+ * registrations. A failure (its sentence in msg) breaks the communicator:
+ * the caller hands it to sd_cuda_fast_break, so that direct.c never calls
+ * up into fast.c. */
+int sd_cuda_direct_poll(struct sd_cuda *cu, char *msg, size_t len);
 /* comm_free. */
 void sd_cuda_direct_free(struct smddp_comm *c, struct sd_cuda *cu, int stuck);
 
