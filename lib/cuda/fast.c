@@ -39,7 +39,7 @@
  * Larger calls keep the proxy's path (move.c), but for allreduces,
  * allgathers, broadcasts and reduces, which read the peers' buffers
  * directly (direct.c).  Calls of both paths on one stream are ordered by the
- * stream, on two streams by the events (proxy.c, after_last).
+ * stream, on two streams by the events (device.c, sd_cuda_after_last).
  */
 #include "config.h"
 

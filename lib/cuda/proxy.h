@@ -1,9 +1,12 @@
 /* proxy.h - the state of a communicator's device side, shared by the files of the
- * device path on one node: proxy.c (modes, queue, proxy thread), move.c (one call:
- * meet, map, move), ipc.c (CUDA IPC handles and mappings), device.c (the driver's
- * entry points, buffer checks, waits).  Calls point one way: proxy -> move -> ipc
- * -> device; p2p.c (device sends and receives) uses the state of proxy.c, ipc.c
- * and device.c. */
+ * device path: enqueue.c (a call's way onto its stream), state.c (the state and
+ * its mode), proxy.c (the proxy thread and the host's waits for it), fast.c and
+ * direct.c (kernels that meet the peers), move.c (one proxy call: meet, map,
+ * move), staged.c (between hosts), ipc.c (CUDA IPC handles and mappings),
+ * device.c (the driver's entry points, buffer checks, waits).  Calls point one
+ * way: enqueue -> state -> proxy -> fast, direct, move, staged -> ipc -> device;
+ * p2p.c (device sends and receives) uses the state of state.c, ipc.c and
+ * device.c. */
 #ifndef SD_CUDA_PROXY_H
 #define SD_CUDA_PROXY_H
 
@@ -11,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -175,7 +179,7 @@ struct sd_cuda {
 };
 
 /* Tickets taken past which the next call first starts them over
- * (proxy.c); a call may take 2^24 of them.  The fake CUDA of the tests
+ * (enqueue.c); a call may take 2^24 of them.  The fake CUDA of the tests
  * lowers it (FAKECUDA_TICKET_LIMIT) to reach that path. */
 extern uint32_t sd_cuda_ticket_limit;
 
@@ -188,7 +192,7 @@ static inline void sd_cuda_release(struct sd_cuda *cu, uint32_t seq)
 }
 
 /* Host thread: the call in slot s, queued on st, is the last now (its
- * end event recorded, when that could be done); proxy.c orders a call on
+ * end event recorded, when that could be done); enqueue.c orders a call on
  * another stream after it.  Returns whether the event was recorded. */
 static inline int sd_cuda_end_queued(struct sd_cuda *cu, cudaStream_t st, int s)
 {
@@ -208,11 +212,40 @@ static inline size_t dtsize(int dt)
 	return smddp_dtype_size((enum smddp_dtype)dt);
 }
 
-/* ---- proxy.c ---- */
+static inline void sd_cuda_ts_after(struct timespec *ts, uint64_t ns)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ns += (uint64_t)ts->tv_nsec;
+	ts->tv_sec += (time_t)(ns / 1000000000ull);
+	ts->tv_nsec = (long)(ns % 1000000000ull);
+}
+
+/* ---- state.c ---- */
 
 /* Host thread, comm drained: c's device state, made on GPU dev if c has
  * none yet (an existing one keeps its own GPU). */
 int sd_cuda_state(struct smddp_comm *c, int dev, struct sd_cuda **out);
+/* SMDDP_CUDA_ASYNC: -1 auto, else 0 or 1. */
+int sd_cuda_async_param(void);
+/* Is the CUDA MPS daemon serving this user? */
+int sd_cuda_mps_active(void);
+/* SMDDP_CUDA_ASYNC=auto, once the first call showed where the ranks are:
+ * queued (the proxy started) unless others share this GPU without MPS. */
+int sd_cuda_decide(struct smddp_comm *c, struct sd_cuda *cu);
+
+/* ---- proxy.c ---- */
+
+/* The proxy thread, started (queued mode), stopped (comm_free). */
+int sd_cuda_proxy_start(struct smddp_comm *c, struct sd_cuda *cu);
+void sd_cuda_proxy_stop(struct sd_cuda *cu);
+/* Host thread: every queued call finished, within SMDDP_TIMEOUT + 30 s
+ * per call (else the communicator breaks). */
+int sd_cuda_drain(struct smddp_comm *c, struct sd_cuda *cu);
+/* Host thread, nothing queued: the wire numbers the runs took into c->wire. */
+void sd_cuda_fold_wire(struct smddp_comm *c, struct sd_cuda *cu);
+/* One call run (the proxy, or the host thread in the blocking mode), its
+ * failure recorded for sd_cuda_collect. */
+int sd_cuda_run_call(struct smddp_comm *c, struct sd_cuda *cu, struct op *o);
 
 /* Host thread: a queued call on stream st goes after the last queued
  * call (of either path) when that was on another stream. */
