@@ -120,8 +120,7 @@ static struct param params[] = {
 	     "mapped once, with no host work but the launch; 0: every call takes the proxy's "
 	     "path"),
 	TUNE("SMDDP_CUDA_DIRECT", "cuda_direct", SD_PARAM_BOOL, "1", NULL, 0, 1, NULL, NULL, 0,
-	     "1: an allreduce, allgather, broadcast or reduce on device memory (one node, "
-	     "calls queued) larger than "
+	     "1: a collective on device memory (one node, calls queued) larger than "
 	     "SMDDP_CUDA_FAST runs on kernels that read and write the peers' buffers through "
 	     "CUDA IPC mappings made once per allocation, with no host work but the launch; "
 	     "0: it takes the proxy's path"),

@@ -260,9 +260,8 @@ int sd_cuda_fast_setup(struct smddp_comm *c, struct sd_cuda *cu, int mps)
 			cu->dev, cu->fast_max, sd_fast_window_bytes(n, cu->fast_region));
 		if (cu->direct_on)
 			SD_INFO(SD_SUB_COLL,
-				"device collectives on GPU %d: larger allreduces, allgathers, "
-				"broadcasts and reduces read the peers' buffers directly, mapped once "
-				"per allocation",
+				"device collectives on GPU %d: larger ones read the peers' buffers "
+				"directly, mapped once per allocation",
 				cu->dev);
 	}
 out:

@@ -157,7 +157,7 @@ struct sd_cuda {
 	int fast_stopped;       /* the abort word is set: the communicator is going */
 	uint64_t fast_calls[SD_FAST_ALLTOALL + 1]; /* per collective, for the INFO line at the end */
 	int last_fast;          /* the last call was a fast or direct one (on last_st) */
-	/* direct.c: large allreduces whose kernels read the peers' buffers */
+	/* direct.c: large collectives whose kernels read the peers' buffers */
 	int direct_on;          /* every rank publishes and maps registrations */
 	struct sd_reg_shm *reg_mine;                 /* our registrations (shared memory) */
 	struct sd_reg_shm *reg_peer[SD_CUDA_MAX_RANKS]; /* ... every peer's, read only */
@@ -171,6 +171,8 @@ struct sd_cuda {
 	void **reg_ptr;         /* [SD_CUDA_MAX_RANKS * SD_REG_SLOTS]: the mappings, host side */
 	uint32_t reg_seen[SD_CUDA_MAX_RANKS]; /* peers' versions mapped */
 	pthread_mutex_t reg_mu; /* the mapping side (host thread and proxy) */
+	void *direct_stage;     /* an in-place reduce_scatter's or alltoall's output, */
+	size_t direct_stage_len; /* ... before it goes into recvbuf */
 	uint64_t direct_calls, direct_maps, direct_waits; /* for the INFO line at the end */
 	uint64_t direct_by[SD_FAST_ALLTOALL + 1];         /* ... per collective */
 	void **stale;           /* peers' mappings to close once no stream waits */

@@ -448,9 +448,9 @@ int sd_cuda_kernel_fast(const struct sd_fast_args *a, int dtype, int op, void *s
 	return launch_kernel((cudaStream_t)stream, k_fast, k);
 }
 
-/* ---- the direct path (kernels.h): kernels-fast.cu's k_direct, its steps
- * one after the other on the stream's thread (block 0's, then the whole slice,
- * then the last block's). */
+/* ---- the direct path (kernels.h): kernels-fast.cu's k_direct_meet and
+ * k_direct, their steps one after the other on the stream's thread (the
+ * meeting, then the whole part, then the last block's rendezvous). */
 
 struct kdirect {
 	struct sd_direct_args a;
@@ -580,7 +580,24 @@ static void k_direct(void *arg)
 	if (fail)
 		goto out;
 	cnt = sd_direct_part(a->coll, a->count, es, n, me, &lo);
-	if (cnt && a->coll == SD_FAST_ALLGATHER) {
+	if (cnt && a->coll == SD_FAST_REDUCE_SCATTER) {
+		/* Block me of every rank's input, reduced in rank order into out
+		 * (which may be our own block me: read before written). */
+		const void *s2[SD_CUDA_MAX_RANKS];
+
+		for (int q = 0; q < n; q++)
+			s2[q] = (const char *)src[q] + (size_t)me * a->count * es;
+		sd_reduce(a->out, s2, n, cnt, (enum smddp_dtype)k->dtype, (enum smddp_op)k->op, n);
+	} else if (cnt && a->coll == SD_FAST_ALLTOALL) {
+		/* Block me of rank q's input into block q of out. */
+		for (int q = 0; q < n; q++) {
+			const char *from = (const char *)src[q] + (size_t)me * a->count * es;
+			char *to = (char *)a->out + (size_t)q * a->count * es;
+
+			if (from != to)
+				memcpy(to, from, cnt * es);
+		}
+	} else if (cnt && a->coll == SD_FAST_ALLGATHER) {
 		for (int q = 0; q < n; q++) {
 			char *d = (char *)dst[q] + (size_t)me * a->count * es;
 
@@ -635,8 +652,8 @@ int sd_cuda_kernel_direct(const struct sd_direct_args *a, int dtype, int op, voi
 	struct kdirect *k;
 
 	if (a->nranks < 2 || a->nranks > SD_CUDA_MAX_RANKS || a->root < 0 || a->root >= a->nranks ||
-	    (a->coll != SD_FAST_ALLREDUCE && a->coll != SD_FAST_ALLGATHER &&
-	     a->coll != SD_FAST_BROADCAST && a->coll != SD_FAST_REDUCE))
+	    a->coll < SD_FAST_ALLREDUCE || a->coll > SD_FAST_ALLTOALL ||
+	    ((a->coll == SD_FAST_REDUCE_SCATTER || a->coll == SD_FAST_ALLTOALL) && !a->out))
 		return cudaErrorInvalidValue;
 	if ((k = malloc(sizeof(*k))))
 		*k = (struct kdirect){.a = *a, .dtype = dtype, .op = op};
