@@ -346,6 +346,7 @@ int sd_cuda_fast_call(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_
 		 sd_coll_name(k->coll), k->count, a.nblocks);
 	cu->fast_pending = 1;
 	cu->fast_calls[k->coll]++;
+	sd_cuda_fast_launched(c, cu);
 	cu->last_st = st;
 	cu->last_slot = -1;
 	cu->last_fast = 1;
@@ -490,6 +491,12 @@ void sd_cuda_fast_watch(struct sd_cuda *cu)
 	if (__atomic_load_n(&cu->failed, __ATOMIC_ACQUIRE))
 		return;
 	c->last_error[0] = 0;
+	/* The sentences below name the call in progress: on this (the
+	 * proxy's) copy that is the last call the proxy ran, not the fast
+	 * or direct one whose kernels wait (the last launched, as a rule). */
+	pthread_mutex_lock(&cu->mu);
+	c->cur = cu->fast_last;
+	pthread_mutex_unlock(&cu->mu);
 	rc = fast_words(cu, msg, sizeof(msg));
 	if (rc && cu->fast_host->code == SD_FAST_GAVE_UP) {
 		int h = c->tp->health(c);
