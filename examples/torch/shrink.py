@@ -73,8 +73,11 @@ while step < args.steps:
         if dev.type == "cuda":
             dist.barrier()               # the GPU's all-reduce ran, and did not fail
     except dist.DistBackendError as e:
-        # "... rank 2 (pid 4242) is gone ...": the rank of the current group
-        dead = sorted({int(r) for r in re.findall(r"rank (\d+) \(pid", str(e))})
+        # "... rank 2 (pid 4242) is gone ...": the rank of the current group;
+        # a rank that passed the failure on ("rank 0 (pid 4240) gave up
+        # after: ...") is not one of the dead
+        dead = sorted({int(r) for r in re.findall(r"rank (\d+) \(pid [^)]*\)(?! gave up after)",
+                                                  str(e))})
         print(f"rank {me}: step {step} failed; ranks {dead} are gone: shrinking", flush=True)
         ddp = None                       # the old wrapper's hooks go with it
         dist.shrink_group(dead)          # the new group is the default one

@@ -24,7 +24,10 @@
  * SHRINK-MEM lines).  Then on the new communicator: an allgather of world
  * ranks on device memory (the survivors in their old order), and the
  * matrix (--quick, --small as in matrix mode); the next stage runs on it
- * ("shrink 0 2": 4 -> 3 -> 2).  Each survivor prints "SHRINK-OK rank=W
+ * ("shrink 0 2": 4 -> 3 -> 2).  A STAGE "pR" is a planned shrink: after 24
+ * calls the others leave world rank R (and those joined by '+'), which
+ * stays alive and makes a device call on the old communicator: it must
+ * fail within 10 s with the stream released (SHRINK-OK rank=R excluded).  Each survivor prints "SHRINK-OK rank=W
  * size=S" at the end, or "SHRINK-BAD rank=W: why" and exits 1.  Run under
  * smddp-run --on-failure continue (SIGTERM is ignored here all the same).
  */
@@ -57,6 +60,7 @@ static double kill_after;
  * size instead (the peers' kernels then wait for them); -1: at a time. */
 static int die_before = -1;
 static int victim_now;
+static const char *planned_list = ""; /* the ranks a planned stage leaves ("p1") */
 static const char *const died_in[8] = {"", "allgather #", "", "reduce_scatter #", "allreduce #"};
 
 static void bad(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -115,14 +119,15 @@ static int all_equal(size_t n, float want)
 /* The loop every rank runs on comm until a call fails (a peer died);
  * returns that failure.  dsend holds ones.  A result is checked only
  * where no failure was met: a queued call that the death broke returns
- * SMDDP_OK, its failure comes from the next call. */
-static int until_failure(size_t large, double limit_s)
+ * SMDDP_OK, its failure comes from the next call.  its > 0: stops after
+ * that many calls (none may fail). */
+static int until_failure(size_t large, double limit_s, unsigned its)
 {
 	size_t small = 7, mid = 1003;
 	double t0 = sd_now_s();
 	int rc = SMDDP_OK, err = SMDDP_OK;
 
-	for (unsigned it = 0; !rc; it++) {
+	for (unsigned it = 0; !rc && (!its || it < its); it++) {
 		int root = (int)(it / 8) % nranks;
 		size_t checked = 0;
 
@@ -181,19 +186,22 @@ static int until_failure(size_t large, double limit_s)
 	return rc;
 }
 
-/* The rank of comm that msg names as "rank R (pid P)" (or -1). */
+/* The rank of comm that msg names as gone: the last one named "rank R
+ * (pid P ...)" that did not pass the failure on ("rank Q (pid P) gave up
+ * after: ..."), as examples/shrink.c reads it; -1 if none. */
 static int named_rank(const char *msg)
 {
-	const char *p = msg;
+	const char *p = msg, *end;
+	int gone = -1;
 
-	while ((p = strstr(p, "rank "))) {
+	for (; (p = strstr(p, "rank ")); p += 5) {
 		int r, pid, k = 0;
 
-		if (sscanf(p, "rank %d (pid %d%n", &r, &pid, &k) == 2 && k > 0)
-			return r;
-		p += 5;
+		if (sscanf(p, "rank %d (pid %d%n", &r, &pid, &k) == 2 && k > 0 &&
+		    (end = strchr(p, ')')) && strncmp(end, ") gave up after", 15))
+			gone = r;
 	}
-	return -1;
+	return gone;
 }
 
 /* Free GPU memory once it stops changing (a dead process's context goes
@@ -220,17 +228,52 @@ static void barrier_or_bad(struct smddp_comm *c, const char *what)
 		    smddp_last_error(c));
 }
 
-static void stage(const int *victims, int nv, int stage_no, int flags, size_t large, int quick,
-		  int small)
+/* A planned shrink: the others leave this rank, which is alive and calls
+ * on the old communicator: its device call fails within 10 s (not at
+ * SMDDP_TIMEOUT), its stream released; it leaves (exit 0). */
+static void excluded(const char *what)
+{
+	double t0;
+	int rc, err = SMDDP_OK;
+
+	usleep(300000);
+	t0 = sd_now_s();
+	rc = smddp_allreduce(dsend, drecv, 7, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (rc == SMDDP_OK) {
+		/* Queued: its failure comes from the stream's end, or the next call. */
+		stream_passes(20, "the excluded rank's call");
+		while (!err && sd_now_s() - t0 < 10) {
+			if (smddp_comm_get_async_error(comm, &err) != SMDDP_OK)
+				bad("smddp_comm_get_async_error failed");
+			usleep(5000);
+		}
+		rc = smddp_barrier(comm);
+	}
+	if (rc == SMDDP_OK)
+		bad("%s: the excluded rank's device call on the old communicator succeeded", what);
+	stream_passes(20, "the excluded rank's call");
+	if (sd_now_s() - t0 > 10)
+		bad("%s: the excluded rank's device call took %.1f s to fail", what, sd_now_s() - t0);
+	printf("SHRINK-OK rank=%d excluded: %s in %.2f s: %s\n", wrank, smddp_strerror(rc),
+	       sd_now_s() - t0, smddp_last_error(comm));
+	fflush(stdout);
+	smddp_comm_abort(comm);
+	exit(0);
+}
+
+static void stage(const int *victims, int nv, int planned, int stage_no, int flags, size_t large,
+		  int quick, int small)
 {
 	struct smddp_comm *nc = NULL;
-	int excl[MAXR], ne = 0, m = 0, rc, named, was_mapped[MAXR];
+	int excl[MAXR], ne = 0, m = 0, rc, named, was_mapped[MAXR], me_out = 0;
 	double t0;
 	char what[64];
 
 	snprintf(what, sizeof(what), "stage %d", stage_no);
 	for (int i = 0; i < nv; i++) {
-		if (victims[i] == wrank) {
+		if (victims[i] == wrank && planned) {
+			me_out = 1;
+		} else if (victims[i] == wrank) {
 			victim_now = 1;
 			kill_after = 0.05 + 0.3 * ((wrank * 7919 + stage_no * 104729) % 1000) / 1000.0;
 		}
@@ -240,7 +283,19 @@ static void stage(const int *victims, int nv, int stage_no, int flags, size_t la
 	}
 	if (ne != nv)
 		bad("%s: a victim is not in the communicator", what);
-	rc = until_failure(large, 60);
+	if (planned) {
+		rc = until_failure(large, 60, 24);
+		if (rc)
+			bad("%s: a call before a planned shrink failed: %s: %s", what,
+			    smddp_strerror(rc), smddp_last_error(comm));
+		stream_passes(20, "the calls before a planned shrink");
+		if (me_out)
+			excluded(what);
+		printf("%s: rank %d (world %d) leaves world rank(s) %s (a planned shrink)\n", what,
+		       rank, wrank, planned_list);
+		goto shrink;
+	}
+	rc = until_failure(large, 60, 0);
 	/* A victim that saw another one die first dies now. */
 	for (int i = 0; i < nv; i++)
 		if (victims[i] == wrank) {
@@ -264,6 +319,7 @@ static void stage(const int *victims, int nv, int stage_no, int flags, size_t la
 	}
 	printf("%s: rank %d (world %d) failed with %s naming rank %d: %s\n", what, rank, wrank,
 	       smddp_strerror(rc), named, smddp_last_error(comm));
+shrink:
 	t0 = sd_now_s();
 	rc = smddp_comm_shrink(comm, excl, ne, flags, &nc);
 	if (rc)
@@ -379,7 +435,7 @@ int shrink(int argc, char **argv, size_t large, int quick, int small)
 		members[k] = k;
 	ones_in_dsend();
 	for (int i = 2; i < argc; i++) {
-		int v[MAXR], nv = 0;
+		int v[MAXR], nv = 0, planned;
 		const char *s = argv[i];
 
 		if (!strcmp(s, "--large") || !strcmp(s, "--coll")) {
@@ -388,13 +444,15 @@ int shrink(int argc, char **argv, size_t large, int quick, int small)
 		}
 		if (s[0] == '-')
 			continue;
+		if ((planned = s[0] == 'p'))
+			planned_list = ++s;
 		while (*s && nv < MAXR) {
 			v[nv++] = atoi(s);
 			if (!(s = strchr(s, '+')))
 				break;
 			s++;
 		}
-		stage(v, nv, ++stages, flags, large, quick, small);
+		stage(v, nv, planned, ++stages, flags, large, quick, small);
 		ones_in_dsend(); /* the matrix wrote it */
 	}
 	if (!stages)

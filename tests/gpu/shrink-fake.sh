@@ -4,11 +4,11 @@
 # SMDDP_CUDA_FAST=2K the matrix's calls of 1003 elements read the peers' buffers directly)
 # and blocking, rank 0 among the victims, 4 -> 3 -> 2, the victim dying at a random moment
 # or just before a call of each path (the survivors' kernels waiting for it, the failure
-# naming that call), SMDDP_SHRINK_ABORT.  Each survivor checks that its stream is released,
-# that a call on the old communicator fails at once and that no mapping of the dead rank
-# is left once the old communicator is freed; each new communicator makes its own device
-# state (its own window for the fast path: the INFO line, once per communicator).  The
-# same on a GPU: tests/gpu/shrink-device.sh.
+# naming that call), a planned shrink, SMDDP_SHRINK_ABORT.  Each survivor checks that its
+# stream is released, that a call on the old communicator fails at once and that no mapping
+# of the dead rank is left once the old communicator is freed; each new communicator makes
+# its own device state (its own window for the fast path: the INFO line, once per
+# communicator).  About 15 s.  The same on a GPU: tests/gpu/shrink-device.sh.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$top_srcdir/tests/gpu/fakelib.sh"
 export SMDDP_TIMEOUT=60
@@ -65,6 +65,16 @@ shrunk in-direct 2 1 2
 run_fake in-proxy 120 3 SMDDP_JOB_ID=${job}p SHRINK_IN=proxy SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=2K \
 	FAKECUDA_JITTER_US=100 -- shrink --small 2
 shrunk in-proxy 2 0 1
+# a planned shrink (world rank 1 is left out alive, and its device call on the old
+# communicator fails at once), then world rank 2 dies: queued, and blocking
+for m in 1 0; do
+	run_fake planned-$m 120 4 SMDDP_JOB_ID=${job}l$m SMDDP_CUDA_ASYNC=$m SMDDP_CUDA_FAST=2K \
+		FAKECUDA_JITTER_US=100 -- shrink --small p1 2
+	shrunk planned-$m 2 0 3
+	grep -q "SHRINK-OK rank=1 excluded: " "$TDIR/planned-$m.out" &&
+		pass "planned-$m: the rank left out failed its call on the old communicator at once" ||
+		fail "planned-$m: the rank left out did not report"
+done
 # blocking (auto: the ranks share the fake GPU), SMDDP_SHRINK_ABORT
 run_fake blocking-abort 120 3 SMDDP_JOB_ID=${job}b SHRINK_FLAGS=abort -- shrink --small 0
 shrunk blocking-abort 2 1 2
