@@ -15,7 +15,9 @@
 #        mps-n4         4 ranks, rank 0 at a random moment, then world rank 2
 #        mps-n3-fast    3 ranks, rank 2 dies just before a fast call (the peers' kernels wait
 #                       for it; the failure must name that allgather)
-#        mps-n3-direct  3 ranks, rank 0 dies just before a direct allreduce
+#        mps-n3-direct  3 ranks: a planned shrink first (world rank 1 is left out alive: its
+#                       device call on the old communicator must fail at once), then rank 0
+#                       dies just before a direct allreduce (3 -> 2 -> 1)
 # 2. torch on CUDA tensors: examples/torch/shrink.py --device cuda, 3 ranks under
 #    smddp-run --on-failure continue, rank 0 SIGKILLed at step 5: the 2 others shrink, train
 #    to step 10 and agree (parameter checksums); under MPS and without.  The extension is
@@ -74,9 +76,9 @@ c() {
 		SMDDP_DEBUG_SUBSYS=COLL "${envs[@]}" "$RUN" -n "$n" --timeout 75 --on-failure continue \
 		"$GC" shrink "$@" >"$L/$name.log" 2>&1
 	st=$?
-	el "$name (${envs[*]} shrink $*): exit $st; $(grep -ho 'SHRINK-OK rank=[0-9]* size=[0-9]*' "$L/$name.log" | tr '\n' ' ')"
+	el "$name (${envs[*]} shrink $*): exit $st; $(grep -ho 'SHRINK-OK rank=[0-9]* [a-z]*=*[0-9]*' "$L/$name.log" | tr '\n' ' ')"
 	grep -h "SHRINK-BAD\|SUMMARY\|FAIL rank" "$L/$name.log" | head -6 | sed 's/^/    /' | cut -c1-300 | tee -a "$INFO"
-	grep -h "failed with\|shrank in\|the matrix on" "$L/$name.log" | head -12 | sed 's/^/    /' | cut -c1-300 | tee -a "$INFO"
+	grep -h "failed with\|shrank in\|the matrix on\|excluded:" "$L/$name.log" | head -14 | sed 's/^/    /' | cut -c1-300 | tee -a "$INFO"
 	grep -h "SHRINK-MEM" "$L/$name.log" | sed 's/^/    /' | tee -a "$INFO"
 	grep -ho "^\[[0-9]\] .*fast path calls: .*\|^\[[0-9]\] .* call(s) read the peers' buffers directly ([^)]*)" "$L/$name.log" |
 		sed -E 's/ [^ ]+ \[SMDDP INFO COLL\] device collectives on GPU [0-9]+://' | head -8 | sed 's/^/    /' | tee -a "$INFO"
@@ -88,7 +90,7 @@ c nomps-n4 4 SMDDP_CUDA_ASYNC=auto -- --quick 0 2
 mps_start
 c mps-n4 4 SMDDP_CUDA_ASYNC=auto -- --quick 0 2
 c mps-n3-fast 3 SMDDP_CUDA_ASYNC=auto SHRINK_IN=fast -- --quick 2
-c mps-n3-direct 3 SMDDP_CUDA_ASYNC=auto SHRINK_IN=direct -- --quick 0
+c mps-n3-direct 3 SMDDP_CUDA_ASYNC=auto SHRINK_IN=direct -- --quick p1 0
 mps_stop
 
 # ---- torch
