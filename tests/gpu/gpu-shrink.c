@@ -102,8 +102,8 @@ static void stream_passes(double secs, const char *what)
 		bad("%s: the stream failed: %s (the context is broken)", what, cudaGetErrorString(e));
 }
 
-/* Every element of the first n floats of drecv (and its last one) is want,
- * read back through the stream. */
+/* Every one of the first n floats of drecv is want, read back through the
+ * stream. */
 static int all_equal(size_t n, float want)
 {
 	float *h = (float *)hout;
@@ -131,8 +131,11 @@ static int until_failure(size_t large, double limit_s, unsigned its)
 		int root = (int)(it / 8) % nranks;
 		size_t checked = 0;
 
+		if (sd_now_s() - t0 > limit_s && its)
+			bad("%u calls took more than %.0f s", its, limit_s);
 		if (sd_now_s() - t0 > limit_s)
-			bad("no call failed within %.0f s although a rank was to die", limit_s);
+			bad("no call failed within %.0f s (%u calls) although a rank was to die", limit_s,
+			    it);
 		/* Past the first calls (each path's setup), in the middle. */
 		if (victim_now && die_before >= 0 && it >= 16 && it % 8 == (unsigned)die_before) {
 			fflush(stdout);
