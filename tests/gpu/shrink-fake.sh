@@ -4,11 +4,12 @@
 # SMDDP_CUDA_FAST=2K the matrix's calls of 1003 elements read the peers' buffers directly)
 # and blocking, rank 0 among the victims, 4 -> 3 -> 2, the victim dying at a random moment
 # or just before a call of each path (the survivors' kernels waiting for it, the failure
-# naming that call), a planned shrink, SMDDP_SHRINK_ABORT.  Each survivor checks that its
-# stream is released, that a call on the old communicator fails at once and that no mapping
-# of the dead rank is left once the old communicator is freed; each new communicator makes
-# its own device state (its own window for the fast path: the INFO line, once per
-# communicator).  About 15 s.  The same on a GPU: tests/gpu/shrink-device.sh.
+# naming that call), a planned shrink, SMDDP_SHRINK_ABORT, and between two fake hosts
+# (staged).  Each survivor checks that its stream is released, that a call on the old
+# communicator fails at once and that no mapping of the dead rank is left once the old
+# communicator is freed; each new communicator makes its own device state (its own window
+# for the fast path: the INFO line, once per communicator).  About 25 s.  The same on a
+# GPU: tests/gpu/shrink-device.sh.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$top_srcdir/tests/gpu/fakelib.sh"
 export SMDDP_TIMEOUT=60
@@ -78,4 +79,15 @@ done
 # blocking (auto: the ranks share the fake GPU), SMDDP_SHRINK_ABORT
 run_fake blocking-abort 120 3 SMDDP_JOB_ID=${job}b SHRINK_FLAGS=abort -- shrink --small 0
 shrunk blocking-abort 2 1 2
+# between two "hosts" of 2 ranks (SMDDP_HOSTID, tests/net/fakehost.sh): every call staged
+# through host memory (lib/cuda/staged.c), libfabric's tcp provider between them; the
+# first rank of host 0 dies, then the last of host 1
+if grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h"; then
+	GPU_WRAP="/bin/sh $top_srcdir/tests/net/fakehost.sh" run_fake staged-2x2 120 4 \
+		SMDDP_JOB_ID=${job}s SMDDP_FABRIC_PROVIDER=tcp CONFORMANCE_PER_HOST=2 \
+		FAKECUDA_JITTER_US=100 -- shrink --small 0 3
+	shrunk staged-2x2 2 1 2
+else
+	echo "staged-2x2 is left out: built without libfabric"
+fi
 finish
