@@ -362,17 +362,24 @@ static int fast_words(const struct sd_cuda *cu, char *buf, size_t len)
 	uint32_t call = hr ? hr->call : 0, theirs = hr ? hr->theirs : 0;
 	int peer = hr ? hr->peer : -1;
 	const char *coll = sd_coll_name(hr ? (int)hr->coll : SD_COLL_ALLREDUCE);
+	const char *an = coll[0] == 'a' ? "an" : "a"; /* "an allgather", "a broadcast" */
 
 	switch (code) {
 	case SD_FAST_OK:
 		return 0;
 	case SD_FAST_TIMEOUT:
+		/* With its pid, as a dead rank is named elsewhere: where the
+		 * peers' health was not checked in time, this is how a death
+		 * shows, and a shrink reads the rank to leave out from it. */
 		snprintf(buf, len,
-			 "device call %u (a %s whose kernels wait on their peers): rank %d "
-			 "did not %s within SMDDP_TIMEOUT: is it stuck, or did it make other calls?",
-			 call, coll, peer, hr->phase == 1 ? "take this rank's data of an earlier call"
-				     : hr->phase == 5 ? "finish with this rank's buffers"
-						      : "arrive");
+			 "device call %u (%s %s whose kernels wait on their peers): rank %d (pid %d) "
+			 "did not %s within SMDDP_TIMEOUT: is it dead or stuck, or did it make other "
+			 "calls?",
+			 call, an, coll, peer,
+			 peer >= 0 && peer < cu->sh.size && cu->sh.pids ? (int)cu->sh.pids[peer] : 0,
+			 hr->phase == 1 ? "take this rank's data of an earlier call"
+			 : hr->phase == 5 ? "finish with this rank's buffers"
+					  : "arrive");
 		return SMDDP_ETIMEDOUT;
 	case SD_FAST_AHEAD:
 		snprintf(buf, len,
@@ -384,16 +391,16 @@ static int fast_words(const struct sd_cuda *cu, char *buf, size_t len)
 	case SD_FAST_DESC:
 		snprintf(buf, len,
 			 "rank %d called device call %u with another collective, count, dtype, op "
-			 "or root than this rank (a %s): every rank must make the same calls on "
+			 "or root than this rank (%s %s): every rank must make the same calls on "
 			 "device memory",
-			 peer, call, coll);
+			 peer, call, an, coll);
 		return SMDDP_EMISMATCH;
 	case SD_FAST_UNMAPPED:
 		snprintf(buf, len,
-			 "device call %u (a %s that reads its peers' buffers): rank %d's "
+			 "device call %u (%s %s that reads its peers' buffers): rank %d's "
 			 "buffer was not mapped on this rank within SMDDP_TIMEOUT: did its host "
 			 "thread stop, or its mapping fail?",
-			 call, coll, peer);
+			 call, an, coll, peer);
 		return SMDDP_ETIMEDOUT;
 	case SD_FAST_GAVE_UP:
 		snprintf(buf, len,

@@ -61,7 +61,7 @@ static double kill_after;
 static int die_before = -1;
 static int victim_now;
 static const char *planned_list = ""; /* the ranks a planned stage leaves ("p1") */
-static const char *const died_in[8] = {"", "allgather #", "", "reduce_scatter #", "allreduce #"};
+static const char *const died_in[8] = {"", "allgather", "", "reduce_scatter", "allreduce"};
 
 static void bad(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void bad(const char *fmt, ...)
@@ -312,7 +312,8 @@ static void stage(const int *victims, int nv, int planned, int stage_no, int fla
 
 		for (int i = 0; i < ne; i++)
 			ok |= excl[i] == named;
-		if ((rc != SMDDP_EPEER && rc != SMDDP_EABORTED) || !ok)
+		/* ETIMEDOUT: the kernels' own deadline (SHRINK_DEADLINE=1). */
+		if ((rc != SMDDP_EPEER && rc != SMDDP_EABORTED && rc != SMDDP_ETIMEDOUT) || !ok)
 			bad("%s: the failure (%s) does not name a dead rank as \"rank R (pid P)\": %s",
 			    what, smddp_strerror(rc), smddp_last_error(comm));
 		/* ... nor the call whose kernels (or proxy) waited for it. */

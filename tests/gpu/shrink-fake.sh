@@ -4,12 +4,12 @@
 # SMDDP_CUDA_FAST=2K the matrix's calls of 1003 elements read the peers' buffers directly)
 # and blocking, rank 0 among the victims, 4 -> 3 -> 2, the victim dying at a random moment
 # or just before a call of each path (the survivors' kernels waiting for it, the failure
-# naming that call), a planned shrink, SMDDP_SHRINK_ABORT, and between two fake hosts
-# (staged).  Each survivor checks that its stream is released, that a call on the old
-# communicator fails at once and that no mapping of the dead rank is left once the old
-# communicator is freed; each new communicator makes its own device state (its own window
-# for the fast path: the INFO line, once per communicator).  About 25 s.  The same on a
-# GPU: tests/gpu/shrink-device.sh.
+# naming that call), the kernels' own deadline as the only witness, a planned shrink,
+# SMDDP_SHRINK_ABORT, and between two fake hosts (staged).  Each survivor checks that its
+# stream is released, that a call on the old communicator fails at once and that no mapping
+# of the dead rank is left once the old communicator is freed; each new communicator makes
+# its own device state (its own window for the fast path: the INFO line, once per
+# communicator).  About 35 s.  The same on a GPU: tests/gpu/shrink-device.sh.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$top_srcdir/tests/gpu/fakelib.sh"
 export SMDDP_TIMEOUT=60
@@ -66,6 +66,14 @@ shrunk in-direct 2 1 2
 run_fake in-proxy 120 3 SMDDP_JOB_ID=${job}p SHRINK_IN=proxy SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=2K \
 	FAKECUDA_JITTER_US=100 -- shrink --small 2
 shrunk in-proxy 2 0 1
+# the kernels' own deadline (SMDDP_TIMEOUT 8 s; the peers' health checked every 100 s, so
+# only the deadline can see the death): the failure names the dead rank with its pid
+run_fake deadline-fast 120 3 SMDDP_JOB_ID=${job}t SMDDP_TIMEOUT=8 SMDDP_LIVENESS_MS=100000 \
+	SHRINK_IN=fast SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=2K -- shrink --small 1
+shrunk deadline-fast 2 0 2
+grep -q "did not arrive within SMDDP_TIMEOUT" "$TDIR/deadline-fast.out" &&
+	pass "deadline-fast: the kernels' deadline caught the death" ||
+	fail "deadline-fast: the failure was not the kernels' deadline"
 # a planned shrink (world rank 1 is left out alive, and its device call on the old
 # communicator fails at once), then world rank 2 dies: queued, and blocking
 for m in 1 0; do
