@@ -91,7 +91,7 @@ shrunk blocking-abort 2 1 2
 # through host memory (lib/cuda/staged.c), libfabric's tcp provider between them; the
 # first rank of host 0 dies, then the last of host 1
 if grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h"; then
-	GPU_WRAP="/bin/sh $top_srcdir/tests/net/fakehost.sh" run_fake staged-2x2 120 4 \
+	GPU_WRAP="/bin/sh $top_srcdir/tests/net/fakehost.sh" run_fake staged-2x2 180 4 \
 		SMDDP_JOB_ID=${job}s SMDDP_FABRIC_PROVIDER=tcp CONFORMANCE_PER_HOST=2 \
 		FAKECUDA_JITTER_US=100 -- shrink --small 0 3
 	shrunk staged-2x2 2 1 2
