@@ -24,7 +24,9 @@
 #    built as tests/gpu/torch-cuda.sh builds it, into SITE (default
 #    /tmp/smddp-torch-cuda-site), reused when present (the build is outside the time below).
 #    A torch without dist.shrink_group (before 2.15) runs the example on 2 ranks without a
-#    death instead, and info.txt says so.
+#    death instead, and info.txt says so.  TORCH=auto (default): only where SITE is built
+#    already (tests/gpu/torch-cuda.sh earlier on the same machine); TORCH=1 builds it first
+#    (minutes); TORCH=0 leaves torch out.
 # About 3 minutes (each run bounded by its timeout; a C run is left out past 170 s, a torch
 # run past 220 s).
 # Run from the tree with build-cuda/ and .devcarry/ (libcjson.so.1), as fastcoll-device.sh:
@@ -94,7 +96,13 @@ c mps-n3-fast 3 SMDDP_CUDA_ASYNC=auto SHRINK_IN=fast -- --quick 2
 c mps-n3-direct 3 SMDDP_CUDA_ASYNC=auto SHRINK_IN=direct -- --quick p1 0
 mps_stop
 
-# ---- torch
+# ---- torch (TORCH=0: left out; a build of the extension takes minutes: with TORCH=auto,
+# the default, it runs only where SITE holds one already)
+if [ "${TORCH:-auto}" = 0 ] || { [ "${TORCH:-auto}" = auto ] && [ ! -f "$SITE/.built" ]; }; then
+	el "torch left out (TORCH=${TORCH:-auto}; $SITE/.built: $([ -f "$SITE/.built" ] && echo yes || echo no)): TORCH=1 builds the extension"
+	exit 0
+fi
+tar czf "$O/logs.tgz" -C "$L" --exclude mps-pipe . 2>/dev/null # the C runs' logs, should the build run out of time
 if [ ! -f "$SITE/.built" ]; then
 	el "building the torch extension into $SITE (as tests/gpu/torch-cuda.sh does)"
 	tb=$(date +%s)
