@@ -507,6 +507,7 @@ int sd_cuda_direct_call(struct smddp_comm *c, struct sd_cuda *cu, const struct s
 	cu->reg_own[a.rj].last_k = cu->direct_k;
 	cu->direct_calls++;
 	cu->direct_by[k->coll]++;
+	sd_cuda_fast_launched(c, cu);
 	if ((e = cudaEventRecord(cu->fast_ev, st)) != cudaSuccess)
 		return SD_CUDA_ERR(c, e, "cannot record an event on the stream");
 	SD_TRACE(SD_SUB_COLL, "GPU call %u: direct %s of %zu elements (slots %u/%u, %u/%u%s), queued",

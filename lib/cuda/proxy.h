@@ -156,6 +156,8 @@ struct sd_cuda {
 	int fast_pending;       /* ... recorded */
 	int fast_stopped;       /* the abort word is set: the communicator is going */
 	uint64_t fast_calls[SD_FAST_ALLTOALL + 1]; /* per collective, for the INFO line at the end */
+	struct sd_coll_desc fast_last; /* the last call launched on the fast or direct path (mu):
+					* the one the watch names when a peer fails */
 	int last_fast;          /* the last call was a fast or direct one (on last_st) */
 	/* direct.c: large collectives whose kernels read the peers' buffers */
 	int direct_on;          /* every rank publishes and maps registrations */
@@ -207,6 +209,15 @@ static inline int sd_cuda_end_queued(struct sd_cuda *cu, cudaStream_t st, int s)
 	cu->last_st = st;
 	cu->last_slot = s;
 	return 1;
+}
+
+/* Host thread, a fast or direct call launched: its description, which
+ * the proxy's watch names when a peer fails (fast.c). */
+static inline void sd_cuda_fast_launched(const struct smddp_comm *c, struct sd_cuda *cu)
+{
+	pthread_mutex_lock(&cu->mu);
+	cu->fast_last = c->cur;
+	pthread_mutex_unlock(&cu->mu);
 }
 
 static inline size_t dtsize(int dt)
@@ -272,6 +283,7 @@ void sd_cuda_fast_collect(struct smddp_comm *c, struct sd_cuda *cu);
 int sd_cuda_fast_async_error(const struct sd_cuda *cu, char *buf, size_t len);
 /* Kernels in flight and later ones give up. */
 void sd_cuda_fast_stop(struct sd_cuda *cu);
+
 /* Proxy thread: is a fast call in flight; then the peers' health,
  * smddp_comm_cancel and the kernels' record, every SMDDP_LIVENESS_MS. */
 int sd_cuda_fast_busy(struct sd_cuda *cu);
