@@ -178,7 +178,7 @@ for s in $stages; do
 		;;
 	kernel)
 		# 1M and 16M: where the queued launch's arguments cost most
-		# (gpu-measurements.md, "The cure on the H200")
+		# (gpu-measurements.md, "Why the queued mode is built the way it is")
 		stage kernel-1M 60 "$B/tests/gpu/kernel-bench" -b 1M -n 50 -d float32
 		stage kernel-16M 60 "$B/tests/gpu/kernel-bench" -b 16M -n 50 -d float32
 		stage kernel-256M 120 "$B/tests/gpu/kernel-bench" -b 256M -n 20
@@ -263,21 +263,19 @@ for s in $stages; do
 			done
 		done
 		if [ "${MPS_SANITIZE:-0}" = 1 ]; then
-			# compute-sanitizer under MPS: queued, it did not finish in
-			# 190 s on the H200 (docs/internals/gpu-measurements.md); auto
-			# now recognizes the sanitizer and blocks, which this checks
-			# (not yet run on the GPU), so still off unless MPS_SANITIZE=1
+			# compute-sanitizer under MPS: auto recognizes the sanitizer
+			# and blocks (docs/internals/gpu-measurements.md), which this
+			# checks (not yet run on the GPU); off unless MPS_SANITIZE=1
 			sanitize mps-sanitizer
 		fi
 		mps_stop
 		;;
 	connections)
-		# the queued-mode hang's suspect (gpu-measurements.md, "One
-		# explanation for both"): the proxy's kernel queued behind the
-		# held user stream in a shared hardware queue.  One queue per
-		# process should hang at once, also without MPS; 32 should help
-		# under MPS; the staged path (everything on the user's stream)
-		# should pass in every case.
+		# the queued mode with the hardware queues shared
+		# (gpu-measurements.md, "Why the queued mode is built the way
+		# it is"): every kernel is on the user's stream, so one queue
+		# per process and 32 both pass, with and without MPS, on one
+		# node and staged between "hosts".
 		for mc in 1 32; do
 			stage "conn$mc-order" 60 env CUDA_DEVICE_MAX_CONNECTIONS=$mc SMDDP_CUDA_ASYNC=1 \
 				SMDDP_TIMEOUT=10 "$RUN" -n 2 --timeout 50 "$GPU_CONFORMANCE_BIN" order
@@ -331,7 +329,7 @@ for s in $stages; do
 			grep -v "^#  Rank" "$TMPD/fp-n$1.log" | grep "^\[0\] *[0-9]" | tee -a "$summary"
 		done
 		# does the dip go when the ranks' buffers lie at other offsets
-		# (the HBM channel hypothesis of gpu-measurements.md)?  4 ranks,
+		# (gpu-measurements.md, "The dip": it did not)?  4 ranks,
 		# 512 MiB, alternated twice: no offset, 4 KiB, 68 KiB apart
 		for i in 1 2; do
 			for off in 0 4K 68K; do
@@ -361,8 +359,8 @@ for s in $stages; do
 		done
 		;;
 	pages)
-		# the dip's hypothesis (gpu-measurements.md): if it is the
-		# translation of IPC mappings, only "ipc" shows two speeds
+		# the dip's probe (gpu-measurements.md): does only "ipc", the
+		# legacy IPC mappings, show two speeds across rounds?
 		for nb in "4 256M" "2 512M"; do
 			set -- $nb
 			stage "pages-n$1" 300 "$B/tests/gpu/ipc-pages" -N "$1" -b "$2" -n 20 \

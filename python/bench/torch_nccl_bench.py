@@ -37,6 +37,7 @@ import torch.nn as nn  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 import smddp.torch  # noqa: F401,E402
+from benchlib import mlp  # noqa: E402
 
 REPEATS = int(os.environ.get("REPEATS", "5"))
 torch.set_num_threads(1)
@@ -136,11 +137,7 @@ def bench_ddp():
     steps = int(os.environ.get("DDP_STEPS", "5"))
 
     def model():
-        torch.manual_seed(0)
-        layers = []
-        for _ in range(2):
-            layers += [nn.Linear(width, width), nn.ReLU()]
-        return nn.Sequential(*layers, nn.Linear(width, width)).to(dev)
+        return mlp(width, dev)
 
     nparam = sum(p.numel() for p in model().parameters())
     torch.manual_seed(1 + R)

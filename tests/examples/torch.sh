@@ -5,9 +5,8 @@
 # as far as it allows: the SageMaker launch and the Kubernetes job through
 # smddp-run --dry-run, the container recipe's entrypoint and files.
 . "$top_srcdir/tests/torch/lib.sh"
+. "$top_srcdir/tests/examples/lib.sh"
 need_shim
-E=$top_srcdir/examples
-export SMDDP_TIMEOUT=120 PATH=$top_builddir/cmd:$PATH
 
 # checksums NAME: the "parameter checksum" lines of a job, rank numbers dropped
 checksums() { sed -n 's/^.*rank [0-9]* of \([0-9]*\): parameter checksum /\1 /p' "$TDIR/$1.out" | sort -u; }
