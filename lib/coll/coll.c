@@ -11,14 +11,28 @@
  * copies the reduced partitions out.  Each byte is reduced by exactly one
  * rank, so every rank gets bitwise the same result.  Small vectors skip the
  * second barrier: every rank reduces the whole vector itself.
+ *
+ * From SMDDP_SINGLE_COPY_MIN an allreduce can also read and write the
+ * peers' buffers directly (process_vm_readv/writev, single copy).  Which of
+ * the two is faster depends on more than the size: the kernel's copy costs
+ * a fixed price per page (about 12 GB/s in cache on the CI machine, where
+ * memcpy runs at 45-55), while the staged path writes shared lines that
+ * the peers have just read, which costs little where the cores share a
+ * cache and up to four times the whole call where they do not (a VM's
+ * vCPUs move between such placements within minutes).  So with
+ * SMDDP_SHM_ALGO=auto rank 0 times both per size and takes the faster,
+ * trying the other now and then, and tells the others in the first
+ * barrier of the call (docs/PERFORMANCE.md: one node).
  */
 #include "config.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock/clock.h"
 #include "coll/coll.h"
 #include "coll/node.h"
+#include "config/param.h"
 #include "reduce/reduce.h"
 #include "transport/transport.h"
 
@@ -66,16 +80,100 @@ static int use_single_copy(struct smddp_comm *c, size_t bytes)
 	return c->single_copy && c->size > 1 && bytes >= c->single_copy_min && can_peer_read(c);
 }
 
-static int scratch(struct smddp_comm *c, char **out)
+/* ---- what a communicator keeps between calls (c->scratch) -----------------
+ * One allocation, freed with the communicator: rank 0's timings of the
+ * two ways of a large allreduce, then (page aligned) the blocks that single
+ * copy reads peers into. */
+enum { ALG_SINGLE, ALG_STAGED };
+enum { SHM_ALGO_AUTO, SHM_ALGO_SINGLE, SHM_ALGO_STAGED };
+
+#define TUNE_SIZES 20    /* classes by log2 of the bytes per rank, from 4 KiB */
+#define TUNE_EVERY 32    /* calls of a class between two tries of the slower way */
+#define TUNE_TRY 3       /* calls in a try: the first warms up, the others count */
+
+struct tune {
+	uint64_t ns[2];      /* moving average of a call's time, per way */
+	uint32_t n[2];       /* calls counted, per way */
+	uint32_t calls;
+	int last;            /* the way of the class's previous call (-1: none) */
+};
+
+struct node_state {
+	int algo;            /* SHM_ALGO_* */
+	struct tune tune[TUNE_SIZES][2]; /* [size class][in place] */
+};
+
+#define NODE_HEAD ((sizeof(struct node_state) + 4095) / 4096 * 4096)
+
+static int node_state(struct smddp_comm *c, struct node_state **out)
 {
 	if (!c->scratch) {
-		c->scratch = malloc((size_t)c->size * SC_BLOCK);
-		if (!c->scratch)
+		struct node_state *ns;
+		const char *a = sd_param_str("SMDDP_SHM_ALGO");
+		void *p = NULL;
+
+		if (posix_memalign(&p, 4096, NODE_HEAD + (size_t)c->size * SC_BLOCK) != 0)
 			return sd_comm_error(c, SMDDP_ENOMEM, "out of memory for %d x %d bytes",
 					     c->size, SC_BLOCK);
+		ns = p;
+		memset(ns, 0, sizeof(*ns));
+		ns->algo = !strcmp(a, "single")	  ? SHM_ALGO_SINGLE
+			   : !strcmp(a, "staged") ? SHM_ALGO_STAGED
+						  : SHM_ALGO_AUTO;
+		for (int i = 0; i < TUNE_SIZES; i++)
+			ns->tune[i][0].last = ns->tune[i][1].last = -1;
+		c->scratch = ns;
 	}
 	*out = c->scratch;
 	return SMDDP_OK;
+}
+
+static int scratch(struct smddp_comm *c, char **out)
+{
+	struct node_state *ns;
+
+	SD_CHECK(node_state(c, &ns));
+	*out = (char *)ns + NODE_HEAD;
+	return SMDDP_OK;
+}
+
+static struct tune *tune_of(struct node_state *ns, size_t bytes, int inplace)
+{
+	int k = 0;
+
+	while (k < TUNE_SIZES - 1 && bytes >= ((size_t)8192 << k))
+		k++;
+	return &ns->tune[k][inplace ? 1 : 0];
+}
+
+/* Rank 0's choice: each way is timed TUNE_TRY - 1 times first; then the
+ * faster, but TUNE_TRY calls of the other every TUNE_EVERY, so that a
+ * change of the machine (placement, load) is seen. */
+static int tune_pick(const struct tune *t)
+{
+	int best;
+
+	if (t->n[ALG_SINGLE] < TUNE_TRY - 1)
+		return ALG_SINGLE;
+	if (t->n[ALG_STAGED] < TUNE_TRY - 1)
+		return ALG_STAGED;
+	best = t->ns[ALG_SINGLE] <= t->ns[ALG_STAGED] ? ALG_SINGLE : ALG_STAGED;
+	return t->calls % TUNE_EVERY < TUNE_TRY ? !best : best;
+}
+
+/* The first call after a change of way is not counted: it pays for
+ * caches that the other way left as it needed them. */
+static void tune_record(struct tune *t, int alg, uint64_t ns)
+{
+	t->calls++;
+	if (alg != t->last) {
+		t->last = alg;
+		return;
+	}
+	if (t->n[alg]++ == 0)
+		t->ns[alg] = ns;
+	else
+		t->ns[alg] = t->ns[alg] - t->ns[alg] / 4 + ns / 4;
 }
 
 /* One block of a single-copy reduction: srcs[q] points at elements
@@ -117,14 +215,15 @@ static int sc_reduce_range(struct smddp_comm *c, const void *mine, void *dst, si
 }
 
 /* Allreduce: rank r reduces partition r, a cache-sized block at a time,
- * reading its peers' send buffers, and writes each reduced block into its
- * own receive buffer and straight into every peer's.  Each region of a
- * peer's buffers is touched by one rank only (partition r by rank r), and
+ * reading its peers' send buffers, into its own receive buffer, and writes
+ * each reduced block from there straight into every peer's.  Each region of
+ * a peer's buffers is touched by one rank only (partition r by rank r), and
  * a block is read before the same block is written, so this holds in place
- * too.  The final barrier: every rank's partition has arrived everywhere.
- * Used when every rank works in place: the lines written, here and in the
- * peer, are those just read, still in cache.  Out of place the writes hit
- * cold lines and cost as much as the pull below. */
+ * too (sd_reduce's output may be one of its inputs).  The final barrier:
+ * every rank's partition has arrived everywhere.  In place, the lines
+ * written, here and in the peer, are those just read, still in cache; out
+ * of place, up to PUSH_MAX bytes, those a previous call wrote, still in
+ * this core's cache.  Above, the pull below costs less. */
 static int sc_allreduce_push(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 			enum smddp_dtype dt, enum smddp_op op)
 {
@@ -133,17 +232,16 @@ static int sc_allreduce_push(struct smddp_comm *c, const void *sbuf, void *rbuf,
 	size_t es = smddp_dtype_size(dt), part = part_elems(count, c->size, es), lo, hi;
 	size_t blk = SC_BLOCK / es;
 	int P = c->size, me = c->rank;
-	char *tmp = NULL, *out;
+	char *tmp = NULL;
 
 	SD_CHECK(scratch(c, &tmp));
-	out = tmp + (size_t)me * SC_BLOCK;
 	part_range(count, part, me, &lo, &hi);
 	for (size_t b = lo; b < hi; b += blk) {
 		size_t n = hi - b < blk ? hi - b : blk;
+		char *out = (char *)rbuf + b * es;
 
 		SD_CHECK(fetch_block(c, sbuf, b, n, es, tmp, srcs));
 		sd_reduce(out, srcs, P, n, dt, op, P);
-		memcpy((char *)rbuf + b * es, out, n * es);
 		for (int i = 1; i < P; i++) {
 			int q = (me + i) % P;
 			uintptr_t unused, a;
@@ -180,28 +278,79 @@ static int sc_allreduce_pull(struct smddp_comm *c, const void *sbuf, void *rbuf,
 	return tp->barrier(c);
 }
 
-/* Every rank sees every rank's addresses after the first barrier, so all
- * choose the same way. */
+static int staged_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			 enum smddp_dtype dt, enum smddp_op op, int root);
+
+#define PUSH_MAX ((size_t)16 << 20) /* bytes per rank: push out of place below this */
+
+/* Every rank sees every rank's addresses, and rank 0's choice of way, after
+ * the first barrier, so all go the same way. */
 static int sc_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 			enum smddp_dtype dt, enum smddp_op op)
 {
-	int inplace = 1;
+	const struct sd_transport_ops *tp = c->tp;
+	size_t bytes = count * smddp_dtype_size(dt);
+	struct node_state *ns;
+	struct tune *t = NULL;
+	uint64_t t0 = 0;
+	int inplace = 1, alg = ALG_SINGLE, h = -1, rc;
 
-	c->tp->put_addrs(c, sbuf, rbuf);
-	SD_CHECK(c->tp->barrier(c));
-	for (int q = 0; q < c->size; q++) {
-		uintptr_t a, b;
-
-		c->tp->get_addrs(c, q, &a, &b);
-		inplace &= a == b;
+	SD_CHECK(node_state(c, &ns));
+	/* auto: rank 0 decides, and tells the others in the tiny area of
+	 * this step (a transport without one is timed no more). */
+	if (ns->algo == SHM_ALGO_AUTO && tp->tiny(c, 0, 0)) {
+		h = next_half(c);
+		if (c->rank == 0) {
+			t0 = sd_now_ns();
+			t = tune_of(ns, bytes, sbuf == rbuf);
+			alg = tune_pick(t);
+			*(unsigned char *)tp->tiny(c, 0, h) = (unsigned char)alg;
+		}
 	}
-	if (inplace && can_peer_write(c))
-		return sc_allreduce_push(c, sbuf, rbuf, count, dt, op);
-	return sc_allreduce_pull(c, sbuf, rbuf, count, dt, op);
+	tp->put_addrs(c, sbuf, rbuf);
+	SD_CHECK(tp->barrier(c));
+	if (h >= 0)
+		alg = *(const unsigned char *)tp->tiny(c, 0, h);
+	if (alg == ALG_STAGED) {
+		rc = staged_reduce(c, sbuf, rbuf, count, dt, op, -1);
+	} else {
+		for (int q = 0; q < c->size; q++) {
+			uintptr_t a, b;
+
+			tp->get_addrs(c, q, &a, &b);
+			inplace &= a == b;
+		}
+		if ((inplace || bytes < PUSH_MAX) && can_peer_write(c))
+			rc = sc_allreduce_push(c, sbuf, rbuf, count, dt, op);
+		else
+			rc = sc_allreduce_pull(c, sbuf, rbuf, count, dt, op);
+	}
+	if (t && rc == SMDDP_OK)
+		tune_record(t, alg, sd_now_ns() - t0);
+	return rc;
 }
 
 /* Shared body of allreduce (root < 0) and reduce (root >= 0). */
 static int reduce_common(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			 enum smddp_dtype dt, enum smddp_op op, int root)
+{
+	size_t es = smddp_dtype_size(dt);
+	struct node_state *ns;
+
+	if (c->size > MAX_SRCS)
+		return sd_comm_error(c, SMDDP_EUNSUPPORTED, "more than %d ranks on one node",
+				     MAX_SRCS);
+	if (root < 0 && use_single_copy(c, count * es)) {
+		SD_CHECK(node_state(c, &ns));
+		if (ns->algo != SHM_ALGO_STAGED)
+			return sc_allreduce(c, sbuf, rbuf, count, dt, op);
+	}
+	return staged_reduce(c, sbuf, rbuf, count, dt, op, root);
+}
+
+/* Through the slots of shared memory: the latency path, or the pipeline of
+ * the top of this file. */
+static int staged_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 			 enum smddp_dtype dt, enum smddp_op op, int root)
 {
 	const struct sd_transport_ops *tp = c->tp;
@@ -212,11 +361,6 @@ static int reduce_common(struct smddp_comm *c, const void *sbuf, void *rbuf, siz
 	int P = c->size, me = c->rank;
 	int rc;
 
-	if (P > MAX_SRCS)
-		return sd_comm_error(c, SMDDP_EUNSUPPORTED, "more than %d ranks on one node",
-				     MAX_SRCS);
-	if (root < 0 && use_single_copy(c, count * es))
-		return sc_allreduce(c, sbuf, rbuf, count, dt, op);
 	if (count * es * (size_t)P <= SMALL_TOTAL && count <= step_elems) {
 		int h = next_half(c);
 		void *(*slot)(struct smddp_comm *, int, int) = tp->slot;
