@@ -12,17 +12,19 @@
  * rank, so every rank gets bitwise the same result.  Small vectors skip the
  * second barrier: every rank reduces the whole vector itself.
  *
- * From SMDDP_SINGLE_COPY_MIN an allreduce can also read and write the
- * peers' buffers directly (process_vm_readv/writev, single copy).  Which of
- * the two is faster depends on more than the size: the kernel's copy costs
- * a fixed price per page (about 12 GB/s in cache on the CI machine, where
- * memcpy runs at 45-55), while the staged path writes shared lines that
- * the peers have just read, which costs little where the cores share a
- * cache and up to four times the whole call where they do not (a VM's
- * vCPUs move between such placements within minutes).  So with
- * SMDDP_SHM_ALGO=auto rank 0 times both per size and takes the faster,
- * trying the other now and then, and tells the others in the first
- * barrier of the call (docs/PERFORMANCE.md: one node).
+ * From SMDDP_SINGLE_COPY_MIN an allreduce, allgather, reduce_scatter or
+ * broadcast can also read (and write) the peers' buffers directly
+ * (process_vm_readv/writev, single copy).  Which way is faster depends on
+ * more than the size: the kernel's copy costs a fixed price per page
+ * (about 12 GB/s in cache on the CI machine, where memcpy runs at 45-55),
+ * while the staged path writes shared lines that the peers have just read,
+ * which costs little where the cores share a cache and up to four times
+ * the whole call where they do not (a VM's vCPUs move between such
+ * placements within minutes).  So with SMDDP_SHM_ALGO=auto rank 0 times
+ * both per collective and size, takes the faster, trying the other now and
+ * then, and tells the others one call ahead (way_begin; docs/PERFORMANCE.md,
+ * one node).  Two ranks of a staged allreduce each reduce the whole piece
+ * themselves: one barrier a piece, no copy out.
  */
 #include "config.h"
 
@@ -85,6 +87,7 @@ static int use_single_copy(struct smddp_comm *c, size_t bytes)
  * two ways of a large allreduce, then (page aligned) the blocks that single
  * copy reads peers into. */
 enum { ALG_SINGLE, ALG_STAGED };
+enum { WAY_ALLREDUCE, WAY_ALLGATHER, WAY_REDUCE_SCATTER, WAY_BROADCAST, WAY_COLLS };
 enum { SHM_ALGO_AUTO, SHM_ALGO_SINGLE, SHM_ALGO_STAGED };
 
 #define TUNE_SIZES 20    /* classes by log2 of the bytes per rank, from 4 KiB */
@@ -100,7 +103,8 @@ struct tune {
 
 struct node_state {
 	int algo;            /* SHM_ALGO_* */
-	struct tune tune[TUNE_SIZES][2]; /* [size class][in place] */
+	struct tune tune[WAY_COLLS][TUNE_SIZES]; /* rank 0's: [collective][size class] */
+	uint64_t calls;      /* calls that could go either way, alike on every rank */
 };
 
 #define NODE_HEAD ((sizeof(struct node_state) + 4095) / 4096 * 4096)
@@ -120,8 +124,9 @@ static int node_state(struct smddp_comm *c, struct node_state **out)
 		ns->algo = !strcmp(a, "single")	  ? SHM_ALGO_SINGLE
 			   : !strcmp(a, "staged") ? SHM_ALGO_STAGED
 						  : SHM_ALGO_AUTO;
-		for (int i = 0; i < TUNE_SIZES; i++)
-			ns->tune[i][0].last = ns->tune[i][1].last = -1;
+		for (int k = 0; k < WAY_COLLS; k++)
+			for (int i = 0; i < TUNE_SIZES; i++)
+				ns->tune[k][i].last = -1;
 		c->scratch = ns;
 	}
 	*out = c->scratch;
@@ -137,13 +142,13 @@ static int scratch(struct smddp_comm *c, char **out)
 	return SMDDP_OK;
 }
 
-static struct tune *tune_of(struct node_state *ns, size_t bytes, int inplace)
+static int size_class(size_t bytes)
 {
 	int k = 0;
 
 	while (k < TUNE_SIZES - 1 && bytes >= ((size_t)8192 << k))
 		k++;
-	return &ns->tune[k][inplace ? 1 : 0];
+	return k;
 }
 
 /* Rank 0's choice: each way is timed TUNE_TRY - 1 times first; then the
@@ -174,6 +179,70 @@ static void tune_record(struct tune *t, int alg, uint64_t ns)
 		t->ns[alg] = ns;
 	else
 		t->ns[alg] = t->ns[alg] - t->ns[alg] / 4 + ns / 4;
+}
+
+/* Whether a call of bytes may go the single-copy way (then way_begin
+ * says which way it goes): alike on every rank. */
+static int sc_way(struct smddp_comm *c, size_t bytes)
+{
+	return bytes > 0 && use_single_copy(c, bytes);
+}
+
+/* The way of a call that may go either way (sc_way: single copy is
+ * possible, and the call has a barrier, as it moves bytes).  Rank 0 decides
+ * one call ahead, for every class (collective and size): at the start of
+ * each such call it writes the ways of the next into its hint area of the
+ * other parity, which the others read at the start of that next call, past
+ * this call's barriers; the same parity is rewritten two calls on, past the
+ * barriers of the call between.  So choosing costs no barrier.  The first
+ * such call of a communicator goes the single-copy way.  w->t is set on
+ * rank 0 when the call is timed. */
+struct way {
+	struct tune *t;
+	uint64_t t0;
+	int alg;
+};
+
+static int way_begin(struct smddp_comm *c, int coll, size_t bytes, struct way *w)
+{
+	const struct sd_transport_ops *tp = c->tp;
+	struct node_state *ns;
+	int bit = coll * TUNE_SIZES + size_class(bytes), p;
+	const unsigned char *now;
+
+	_Static_assert(WAY_COLLS * TUNE_SIZES <= 8 * SD_HINT_BYTES, "the ways fit the hint");
+	SD_CHECK(node_state(c, &ns));
+	p = (int)(ns->calls++ & 1);
+	w->t = NULL;
+	w->alg = ALG_SINGLE;
+	now = tp->hint(c, 0, p);
+	if (!now)
+		return SMDDP_OK;
+	w->alg = now[bit / 8] >> (bit % 8) & 1;
+	if (c->rank == 0) {
+		unsigned char *next = tp->hint(c, 0, !p);
+
+		memset(next, 0, SD_HINT_BYTES);
+		for (int i = 0; i < WAY_COLLS * TUNE_SIZES; i++) {
+			int alg = ns->algo == SHM_ALGO_STAGED	? ALG_STAGED
+				  : ns->algo == SHM_ALGO_SINGLE ? ALG_SINGLE
+								: tune_pick(&ns->tune[0][0] + i);
+
+			next[i / 8] |= (unsigned char)(alg << (i % 8));
+		}
+		if (ns->algo == SHM_ALGO_AUTO) {
+			w->t = &ns->tune[coll][size_class(bytes)];
+			w->t0 = sd_now_ns();
+		}
+	}
+	return SMDDP_OK;
+}
+
+static int way_end(const struct way *w, int rc)
+{
+	if (w->t && rc == SMDDP_OK)
+		tune_record(w->t, w->alg, sd_now_ns() - w->t0);
+	return rc;
 }
 
 /* One block of a single-copy reduction: srcs[q] points at elements
@@ -290,44 +359,27 @@ static int sc_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size
 {
 	const struct sd_transport_ops *tp = c->tp;
 	size_t bytes = count * smddp_dtype_size(dt);
-	struct node_state *ns;
-	struct tune *t = NULL;
-	uint64_t t0 = 0;
-	int inplace = 1, alg = ALG_SINGLE, h = -1, rc;
+	struct way w;
+	int inplace = 1, rc;
 
-	SD_CHECK(node_state(c, &ns));
-	/* auto: rank 0 decides, and tells the others in the tiny area of
-	 * this step (a transport without one is timed no more). */
-	if (ns->algo == SHM_ALGO_AUTO && tp->tiny(c, 0, 0)) {
-		h = next_half(c);
-		if (c->rank == 0) {
-			t0 = sd_now_ns();
-			t = tune_of(ns, bytes, sbuf == rbuf);
-			alg = tune_pick(t);
-			*(unsigned char *)tp->tiny(c, 0, h) = (unsigned char)alg;
-		}
-	}
+	SD_CHECK(way_begin(c, WAY_ALLREDUCE, bytes, &w));
+	if (w.alg == ALG_STAGED)
+		return way_end(&w, staged_reduce(c, sbuf, rbuf, count, dt, op, -1));
 	tp->put_addrs(c, sbuf, rbuf);
-	SD_CHECK(tp->barrier(c));
-	if (h >= 0)
-		alg = *(const unsigned char *)tp->tiny(c, 0, h);
-	if (alg == ALG_STAGED) {
-		rc = staged_reduce(c, sbuf, rbuf, count, dt, op, -1);
-	} else {
-		for (int q = 0; q < c->size; q++) {
-			uintptr_t a, b;
+	rc = tp->barrier(c);
+	if (rc)
+		return rc;
+	for (int q = 0; q < c->size; q++) {
+		uintptr_t a, b;
 
-			tp->get_addrs(c, q, &a, &b);
-			inplace &= a == b;
-		}
-		if ((inplace || bytes < PUSH_MAX) && can_peer_write(c))
-			rc = sc_allreduce_push(c, sbuf, rbuf, count, dt, op);
-		else
-			rc = sc_allreduce_pull(c, sbuf, rbuf, count, dt, op);
+		tp->get_addrs(c, q, &a, &b);
+		inplace &= a == b;
 	}
-	if (t && rc == SMDDP_OK)
-		tune_record(t, alg, sd_now_ns() - t0);
-	return rc;
+	if ((inplace || bytes < PUSH_MAX) && can_peer_write(c))
+		rc = sc_allreduce_push(c, sbuf, rbuf, count, dt, op);
+	else
+		rc = sc_allreduce_pull(c, sbuf, rbuf, count, dt, op);
+	return way_end(&w, rc);
 }
 
 /* Shared body of allreduce (root < 0) and reduce (root >= 0). */
@@ -335,16 +387,12 @@ static int reduce_common(struct smddp_comm *c, const void *sbuf, void *rbuf, siz
 			 enum smddp_dtype dt, enum smddp_op op, int root)
 {
 	size_t es = smddp_dtype_size(dt);
-	struct node_state *ns;
 
 	if (c->size > MAX_SRCS)
 		return sd_comm_error(c, SMDDP_EUNSUPPORTED, "more than %d ranks on one node",
 				     MAX_SRCS);
-	if (root < 0 && use_single_copy(c, count * es)) {
-		SD_CHECK(node_state(c, &ns));
-		if (ns->algo != SHM_ALGO_STAGED)
-			return sc_allreduce(c, sbuf, rbuf, count, dt, op);
-	}
+	if (root < 0 && sc_way(c, count * es))
+		return sc_allreduce(c, sbuf, rbuf, count, dt, op);
 	return staged_reduce(c, sbuf, rbuf, count, dt, op, root);
 }
 
@@ -387,6 +435,20 @@ static int staged_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, siz
 
 		memcpy(mine, in, n * es);
 		SD_CHECK(tp->barrier(c));
+		if (P == 2) {
+			/* Two ranks: each reduces the whole piece itself, its
+			 * own part from its input, the peer's from the slot: no
+			 * second barrier and no copy out.  Both reduce the same
+			 * two sources in rank order, so get the same bits.  The
+			 * peer rewrites its slot two steps on, past a barrier
+			 * that this rank reaches only once done with it. */
+			if (root < 0 || root == me) {
+				srcs[me] = in;
+				srcs[1 - me] = tp->slot(c, 1 - me, h);
+				sd_reduce((char *)rbuf + off * es, srcs, P, n, dt, op, P);
+			}
+			continue;
+		}
 		part_range(n, part, me, &lo, &hi);
 		if (hi > lo) {
 			for (int r = 0; r < P; r++)
@@ -420,32 +482,13 @@ int sd_coll_node_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size
 	return reduce_common(c, sbuf, rbuf, count, dt, op, root);
 }
 
-int sd_coll_node_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
-			   enum smddp_dtype dt)
+static int staged_allgather(struct smddp_comm *c, const void *sbuf, char *out, size_t m,
+			    int inplace)
 {
 	const struct sd_transport_ops *tp = c->tp;
-	size_t m = count * smddp_dtype_size(dt);
 	size_t half = tp->half_bytes(c);
 	int P = c->size, me = c->rank;
-	char *out = rbuf;
-	int inplace = (const char *)sbuf == out + (size_t)me * m;
 
-	if (use_single_copy(c, m * (size_t)P)) {
-		tp->put_addrs(c, sbuf, rbuf);
-		SD_CHECK(tp->barrier(c));
-		for (int i = 1; i < P; i++) {
-			/* Start with the next rank so that ranks do not all
-			 * read from rank 0 at once. */
-			int q = (me + i) % P;
-			uintptr_t a, unused;
-
-			tp->get_addrs(c, q, &a, &unused);
-			SD_CHECK(tp->peer_read(c, q, out + (size_t)q * m, a, m));
-		}
-		if (!inplace)
-			memmove(out + (size_t)me * m, sbuf, m);
-		return tp->barrier(c);
-	}
 	for (size_t o = 0; o < m; o += half) {
 		size_t len = m - o < half ? m - o : half;
 		int h = next_half(c);
@@ -464,22 +507,61 @@ int sd_coll_node_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, s
 	return SMDDP_OK;
 }
 
+int sd_coll_node_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			   enum smddp_dtype dt)
+{
+	const struct sd_transport_ops *tp = c->tp;
+	size_t m = count * smddp_dtype_size(dt);
+	int P = c->size, me = c->rank;
+	char *out = rbuf;
+	int inplace = (const char *)sbuf == out + (size_t)me * m;
+	struct way w;
+
+	if (!sc_way(c, m * (size_t)P))
+		return staged_allgather(c, sbuf, out, m, inplace);
+	SD_CHECK(way_begin(c, WAY_ALLGATHER, m * (size_t)P, &w));
+	if (w.alg == ALG_STAGED)
+		return way_end(&w, staged_allgather(c, sbuf, out, m, inplace));
+	tp->put_addrs(c, sbuf, rbuf);
+	SD_CHECK(tp->barrier(c));
+	for (int i = 1; i < P; i++) {
+		/* Start with the next rank so that ranks do not all read from
+		 * rank 0 at once. */
+		int q = (me + i) % P;
+		uintptr_t a, unused;
+
+		tp->get_addrs(c, q, &a, &unused);
+		SD_CHECK(tp->peer_read(c, q, out + (size_t)q * m, a, m));
+	}
+	if (!inplace)
+		memmove(out + (size_t)me * m, sbuf, m);
+	return way_end(&w, tp->barrier(c));
+}
+
 /* Reduce-scatter and all-to-all share their shape: in each step every rank
  * puts `len` elements for each peer q in its half at q*len, and after the
  * barrier takes what each peer put for it. */
+static int staged_exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			   enum smddp_dtype dt, enum smddp_op op, int reduce);
+
 static int exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 		    enum smddp_dtype dt, enum smddp_op op, int reduce)
 {
 	const struct sd_transport_ops *tp = c->tp;
-	const void *srcs[MAX_SRCS];
 	size_t es = smddp_dtype_size(dt);
-	size_t half = tp->half_bytes(c);
 	int P = c->size, me = c->rank;
-	size_t step_elems = half / (es * (size_t)P);
 
-	if (P <= MAX_SRCS && use_single_copy(c, count * es * (size_t)P)) {
+	if (P <= MAX_SRCS && sc_way(c, count * es * (size_t)P)) {
 		int conflict = 0;
+		struct way w;
 
+		/* reduce_scatter may go either way; alltoall goes this one. */
+		w.t = NULL;
+		w.alg = ALG_SINGLE;
+		if (reduce)
+			SD_CHECK(way_begin(c, WAY_REDUCE_SCATTER, count * es * (size_t)P, &w));
+		if (w.alg == ALG_STAGED)
+			return way_end(&w, staged_exchange(c, sbuf, rbuf, count, dt, op, reduce));
 		tp->put_addrs(c, sbuf, rbuf);
 		SD_CHECK(tp->barrier(c));
 		/* A rank working in place with recvbuf == sendbuf would write
@@ -494,7 +576,7 @@ static int exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t c
 				conflict = 1;
 		}
 		if (conflict)
-			goto staged;
+			return staged_exchange(c, sbuf, rbuf, count, dt, op, reduce);
 		if (reduce) {
 			SD_CHECK(sc_reduce_range(c, sbuf, rbuf, (size_t)me * count, 0, count, dt, op));
 		} else {
@@ -512,9 +594,21 @@ static int exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t c
 						       a + (size_t)me * count * es, count * es));
 			}
 		}
-		return tp->barrier(c);
+		return way_end(&w, tp->barrier(c));
 	}
-staged:
+	return staged_exchange(c, sbuf, rbuf, count, dt, op, reduce);
+}
+
+static int staged_exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			   enum smddp_dtype dt, enum smddp_op op, int reduce)
+{
+	const struct sd_transport_ops *tp = c->tp;
+	const void *srcs[MAX_SRCS];
+	size_t es = smddp_dtype_size(dt);
+	size_t half = tp->half_bytes(c);
+	int P = c->size, me = c->rank;
+	size_t step_elems = half / (es * (size_t)P);
+
 	if (step_elems == 0 || P > MAX_SRCS)
 		return sd_comm_error(c, SMDDP_EUNSUPPORTED,
 				     "SMDDP_SHM_CHUNK of %zu bytes is too small for %d ranks of %zu-byte "
@@ -555,24 +649,11 @@ int sd_coll_node_alltoall(struct smddp_comm *c, const void *sbuf, void *rbuf, si
 	return exchange(c, sbuf, rbuf, count, dt, SMDDP_SUM, 0);
 }
 
-int sd_coll_node_broadcast(struct smddp_comm *c, void *buf, size_t count, enum smddp_dtype dt,
-			   int root)
+static int staged_broadcast(struct smddp_comm *c, void *buf, size_t m, int root)
 {
 	const struct sd_transport_ops *tp = c->tp;
-	size_t m = count * smddp_dtype_size(dt);
 	size_t half = tp->half_bytes(c);
 
-	if (use_single_copy(c, m)) {
-		uintptr_t a, unused;
-
-		tp->put_addrs(c, buf, buf);
-		SD_CHECK(tp->barrier(c));
-		if (c->rank != root) {
-			tp->get_addrs(c, root, &a, &unused);
-			SD_CHECK(tp->peer_read(c, root, buf, a, m));
-		}
-		return tp->barrier(c);
-	}
 	for (size_t o = 0; o < m; o += half) {
 		size_t len = m - o < half ? m - o : half;
 		int h = next_half(c);
@@ -584,4 +665,26 @@ int sd_coll_node_broadcast(struct smddp_comm *c, void *buf, size_t count, enum s
 			memcpy((char *)buf + o, tp->slot(c, root, h), len);
 	}
 	return SMDDP_OK;
+}
+
+int sd_coll_node_broadcast(struct smddp_comm *c, void *buf, size_t count, enum smddp_dtype dt,
+			   int root)
+{
+	const struct sd_transport_ops *tp = c->tp;
+	size_t m = count * smddp_dtype_size(dt);
+	struct way w;
+	uintptr_t a, unused;
+
+	if (!sc_way(c, m))
+		return staged_broadcast(c, buf, m, root);
+	SD_CHECK(way_begin(c, WAY_BROADCAST, m, &w));
+	if (w.alg == ALG_STAGED)
+		return way_end(&w, staged_broadcast(c, buf, m, root));
+	tp->put_addrs(c, buf, buf);
+	SD_CHECK(tp->barrier(c));
+	if (c->rank != root) {
+		tp->get_addrs(c, root, &a, &unused);
+		SD_CHECK(tp->peer_read(c, root, buf, a, m));
+	}
+	return way_end(&w, tp->barrier(c));
 }

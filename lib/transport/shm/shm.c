@@ -709,6 +709,11 @@ void *sd_shm_tiny(struct smddp_comm *c, int r, int h)
 	return ST(c)->ctl[r].tiny[h];
 }
 
+void *sd_shm_hint(struct smddp_comm *c, int r, int h)
+{
+	return ST(c)->ctl[r].hint[h];
+}
+
 void sd_shm_put_desc(struct smddp_comm *c, const void *desc, size_t len)
 {
 	memcpy(ST(c)->ctl[c->rank].desc, desc, len < DESC_MAX ? len : DESC_MAX);
