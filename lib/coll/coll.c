@@ -92,12 +92,11 @@ enum { SHM_ALGO_AUTO, SHM_ALGO_SINGLE, SHM_ALGO_STAGED };
 
 #define TUNE_SIZES 20    /* classes by log2 of the bytes per rank, from 4 KiB */
 #define TUNE_EVERY 32    /* calls of a class between two tries of the slower way */
-#define TUNE_TRY 3       /* calls in a try: the first warms up, the others count */
 
 struct tune {
 	uint64_t ns[2];      /* moving average of a call's time, per way */
 	uint32_t n[2];       /* calls counted, per way */
-	uint32_t calls;
+	uint32_t seq;        /* calls of the class started */
 	int last;            /* the way of the class's previous call (-1: none) */
 };
 
@@ -151,26 +150,30 @@ static int size_class(size_t bytes)
 	return k;
 }
 
-/* Rank 0's choice: each way is timed TUNE_TRY - 1 times first; then the
- * faster, but TUNE_TRY calls of the other every TUNE_EVERY, so that a
- * change of the machine (placement, load) is seen. */
+/* Rank 0's choice for the next call of a class (its call number t->seq):
+ * two of each way first (the first after a change of way is not counted),
+ * then the faster, but two of the other every TUNE_EVERY calls, so that a
+ * change of the machine (placement, load) is seen.  The choice is made a
+ * call ahead, before the call just started is counted: a way still without
+ * a count meanwhile stays single copy. */
 static int tune_pick(const struct tune *t)
 {
 	int best;
 
-	if (t->n[ALG_SINGLE] < TUNE_TRY - 1)
+	if (t->seq < 2)
 		return ALG_SINGLE;
-	if (t->n[ALG_STAGED] < TUNE_TRY - 1)
+	if (t->seq < 4)
 		return ALG_STAGED;
+	if (!t->n[ALG_SINGLE] || !t->n[ALG_STAGED])
+		return ALG_SINGLE;
 	best = t->ns[ALG_SINGLE] <= t->ns[ALG_STAGED] ? ALG_SINGLE : ALG_STAGED;
-	return t->calls % TUNE_EVERY < TUNE_TRY ? !best : best;
+	return t->seq % TUNE_EVERY < 2 ? !best : best;
 }
 
 /* The first call after a change of way is not counted: it pays for
  * caches that the other way left as it needed them. */
 static void tune_record(struct tune *t, int alg, uint64_t ns)
 {
-	t->calls++;
 	if (alg != t->last) {
 		t->last = alg;
 		return;
@@ -222,6 +225,7 @@ static int way_begin(struct smddp_comm *c, int coll, size_t bytes, struct way *w
 	if (c->rank == 0) {
 		unsigned char *next = tp->hint(c, 0, !p);
 
+		ns->tune[coll][size_class(bytes)].seq++;
 		memset(next, 0, SD_HINT_BYTES);
 		for (int i = 0; i < WAY_COLLS * TUNE_SIZES; i++) {
 			int alg = ns->algo == SHM_ALGO_STAGED	? ALG_STAGED
