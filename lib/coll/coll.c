@@ -91,13 +91,15 @@ enum { WAY_ALLREDUCE, WAY_ALLGATHER, WAY_REDUCE_SCATTER, WAY_BROADCAST, WAY_COLL
 enum { SHM_ALGO_AUTO, SHM_ALGO_SINGLE, SHM_ALGO_STAGED };
 
 #define TUNE_SIZES 20    /* classes by log2 of the bytes per rank, from 4 KiB */
-#define TUNE_EVERY 32    /* calls of a class between two tries of the slower way */
+#define TUNE_EVERY 64    /* calls of a class between two tries of the slower way */
+#define TUNE_TRY 3       /* calls of a try: the first is not counted */
 
 struct tune {
 	uint64_t ns[2];      /* moving average of a call's time, per way */
 	uint32_t n[2];       /* calls counted, per way */
 	uint32_t seq;        /* calls of the class started */
 	int last;            /* the way of the class's previous call (-1: none) */
+	int run;             /* calls of way `last` counted since it was taken */
 };
 
 struct node_state {
@@ -151,8 +153,9 @@ static int size_class(size_t bytes)
 }
 
 /* Rank 0's choice for the next call of a class (its call number t->seq):
- * two of each way first (the first after a change of way is not counted),
- * then the faster, but two of the other every TUNE_EVERY calls, so that a
+ * TUNE_TRY of each way first (the first after a change of way is not
+ * counted: it pays for caches that the other way left as it needed them),
+ * then the faster, but TUNE_TRY of the other every TUNE_EVERY calls, so that a
  * change of the machine (placement, load) is seen.  The choice is made a
  * call ahead, before the call just started is counted: a way still without
  * a count meanwhile stays single copy. */
@@ -160,28 +163,34 @@ static int tune_pick(const struct tune *t)
 {
 	int best;
 
-	if (t->seq < 2)
+	if (t->seq < TUNE_TRY)
 		return ALG_SINGLE;
-	if (t->seq < 4)
+	if (t->seq < 2 * TUNE_TRY)
 		return ALG_STAGED;
 	if (!t->n[ALG_SINGLE] || !t->n[ALG_STAGED])
 		return ALG_SINGLE;
 	best = t->ns[ALG_SINGLE] <= t->ns[ALG_STAGED] ? ALG_SINGLE : ALG_STAGED;
-	return t->seq % TUNE_EVERY < 2 ? !best : best;
+	return t->seq % TUNE_EVERY < TUNE_TRY ? !best : best;
 }
 
 /* The first call after a change of way is not counted: it pays for
- * caches that the other way left as it needed them. */
+ * caches that the other way left as it needed them.  The next ones start
+ * the way's estimate afresh, as the least of the try's calls (the second
+ * may still pay for some), then a moving average: what a try measured
+ * long ago (another placement, pages not yet mapped) says nothing now. */
 static void tune_record(struct tune *t, int alg, uint64_t ns)
 {
 	if (alg != t->last) {
 		t->last = alg;
+		t->run = 0;
 		return;
 	}
-	if (t->n[alg]++ == 0)
+	if (t->run == 0 || (t->run < TUNE_TRY - 1 && ns < t->ns[alg]))
 		t->ns[alg] = ns;
-	else
+	else if (t->run >= TUNE_TRY - 1)
 		t->ns[alg] = t->ns[alg] - t->ns[alg] / 4 + ns / 4;
+	t->run++;
+	t->n[alg]++;
 }
 
 /* Whether a call of bytes may go the single-copy way (then way_begin

@@ -136,6 +136,11 @@ static int map_segment(struct smddp_comm *c, struct shm_state *s, int fd, size_t
 	if (!s->p2p)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	populate_eager(c, s);
+	/* The slots too: every rank's halves, which each staged step reads
+	 * or writes, else the first calls of a size take a page fault per
+	 * 4 KiB of them on every rank (and SMDDP_SHM_ALGO=auto would time
+	 * the faults). */
+	populate(s->data, (size_t)c->size * 2 * s->half);
 	return SMDDP_OK;
 }
 
