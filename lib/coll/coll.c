@@ -304,8 +304,9 @@ static int sc_reduce_range(struct smddp_comm *c, const void *mine, void *dst, si
  * too (sd_reduce's output may be one of its inputs).  The final barrier:
  * every rank's partition has arrived everywhere.  In place, the lines
  * written, here and in the peer, are those just read, still in cache; out
- * of place, up to PUSH_MAX bytes, those a previous call wrote, still in
- * this core's cache.  Above, the pull below costs less. */
+ * of place on two ranks, below PUSH_MAX bytes, those a previous call wrote,
+ * still in this core's cache.  Above, and on more ranks (measured on two
+ * only), the pull below. */
 static int sc_allreduce_push(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 			enum smddp_dtype dt, enum smddp_op op)
 {
@@ -363,7 +364,7 @@ static int sc_allreduce_pull(struct smddp_comm *c, const void *sbuf, void *rbuf,
 static int staged_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 			 enum smddp_dtype dt, enum smddp_op op, int root);
 
-#define PUSH_MAX ((size_t)16 << 20) /* bytes per rank: push out of place below this */
+#define PUSH_MAX ((size_t)16 << 20) /* bytes: two ranks push out of place below this */
 
 /* Every rank sees every rank's addresses, and rank 0's choice of way, after
  * the first barrier, so all go the same way. */
@@ -388,7 +389,7 @@ static int sc_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size
 		tp->get_addrs(c, q, &a, &b);
 		inplace &= a == b;
 	}
-	if ((inplace || bytes < PUSH_MAX) && can_peer_write(c))
+	if ((inplace || (c->size == 2 && bytes < PUSH_MAX)) && can_peer_write(c))
 		rc = sc_allreduce_push(c, sbuf, rbuf, count, dt, op);
 	else
 		rc = sc_allreduce_pull(c, sbuf, rbuf, count, dt, op);
