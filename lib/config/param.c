@@ -108,6 +108,12 @@ static struct param params[] = {
 	TUNE("SMDDP_SINGLE_COPY_MIN", "single_copy_min", SD_PARAM_SIZE, "256K", NULL, 0,
 	     INT64_MAX, "expected a size like 256K or 1M", NULL, 0,
 	     "bytes per rank from which a collective takes the single-copy path"),
+	TUNE("SMDDP_SHM_ALGO", "shm_algo", SD_PARAM_ENUM, "auto", "auto|single|staged", 0, 0,
+	     "expected one of auto, single, staged", NULL, 0,
+	     "allreduce, allgather, reduce_scatter and broadcast from SMDDP_SINGLE_COPY_MIN "
+	     "inside a node: single (read and write the peers' buffers directly), staged "
+	     "(through shared memory) or auto (rank 0 times both per size and takes the "
+	     "faster, trying the other now and then); rank 0's setting counts"),
 	TUNE("SMDDP_CUDA_ASYNC", "cuda_async", SD_PARAM_STR, "auto", NULL, 0, 0,
 	     "expected auto, 1 or 0", check_auto_bool, 0,
 	     "1: device-memory calls return as soon as they are queued, the stream waiting on "
