@@ -153,6 +153,19 @@ static struct param params[] = {
 	     "between hosts: fabric (libfabric: EFA, verbs, tcp), socket (TCP sockets of "
 	     "libsmddp's own), or auto (socket on hosts without RDMA devices unless a libfabric "
 	     "provider is asked for, else fabric)"),
+	TUNE("SMDDP_SOCKET_NSOCKS", "socket_nsocks", SD_PARAM_INT, "0", NULL, 0, 16,
+	     "expected 0 (automatic) to 16 (connections)", NULL, 0,
+	     "socket transport: data connections per peer and direction that a long message is "
+	     "spread over; 0: automatic (2 with threads, else 1)"),
+	TUNE("SMDDP_SOCKET_THREADS", "socket_threads", SD_PARAM_ENUM, "auto", "auto|0|1", 0, 0,
+	     NULL, NULL, 0,
+	     "socket transport: a thread per data connection, which moves the bytes of long "
+	     "messages on cores of its own (1), or the caller's progress polls them (0); auto: "
+	     "threads on hosts with 4 cores or more"),
+	TUNE("SMDDP_SOCKET_RNDV", "socket_rndv", SD_PARAM_SIZE, "64K", NULL, 1, 1 << 30,
+	     "expected a size from 1 to 1G, like 64K", NULL, 0,
+	     "socket transport: messages this long and longer wait for their receive (rendezvous) "
+	     "and go over the data connections; shorter ones are sent at once"),
 	TUNE("SMDDP_NET_CHUNK", "net_chunk", SD_PARAM_SIZE, "128K", NULL, 4096, 1 << 30,
 	     "expected a size from 4K to 1G, like 128K", NULL, 0,
 	     "bytes per pipelined message between hosts"),
