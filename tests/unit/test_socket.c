@@ -78,7 +78,7 @@ static void spin(int n)
 		progress();
 }
 
-static int pair(int threads, int nsocks)
+static int pair(int threads, int nsocks, size_t credit)
 {
 	struct {
 		uint32_t len;
@@ -99,7 +99,8 @@ static int pair(int threads, int nsocks)
 
 		s->threads = threads;
 		s->nsocks = nsocks;
-		s->rndv_min = 64u << 10;
+		s->long_min = 64u << 10;
+		s->credit = credit;
 		names[i].len = (uint32_t)sd_fab_name(i ? B : A, names[i].name, sizeof(names[i].name));
 	}
 	if (sd_fab_insert(&ca, A, names, sizeof(names[0]), 2) ||
@@ -190,28 +191,52 @@ static int midway(volatile int *rdone)
 	return 0;
 }
 
-static void round_of(int threads)
+static void round_of(int threads, size_t credit)
 {
-	const char *m = threads ? "threads" : "polled";
+	const char *m = threads ? (credit ? "threads+credit" : "threads") : (credit ? "polled+credit" : "polled");
+	size_t L = 8u << 20; /* beyond the credit: a rendezvous */
 	unsigned char *s = malloc(BIG), *r = malloc(BIG), *small = malloc(1024);
 	struct sd_freq sr = {0}, rr = {0}, q[6];
 
-	if (pair(threads, 3)) {
+	if (pair(threads, 3, credit)) {
 		CHECK(0, "%s: two endpoints on loopback", m);
 		return;
 	}
 	/* late */
-	fill(s, 1u << 20, 1);
-	memset(r, 0, 1u << 20);
-	CHECK(!sd_fab_send(&ca, A, 1, 5, s, 1u << 20, &sr), "%s late: send posted", m);
+	fill(s, L, 1);
+	memset(r, 0, L);
+	CHECK(!sd_fab_send(&ca, A, 1, 5, s, L, &sr), "%s late: send posted", m);
 	until_early();
 	spin(200);
 	CHECK(!sr.done, "%s late: the long send waits for its receive", m);
 	CHECK(S(B)->early && S(B)->early->rts && !S(B)->early->data,
 	      "%s late: the receiver kept its announcement, no bytes", m);
-	CHECK(!sd_fab_recv(&cb, B, 0, 5, r, 1u << 20, &rr) && until(&sr.done, &rr.done) && !sr.err &&
-		      !rr.err && rr.len == (1u << 20) && rr.tag == 5 && !diff(r, 1u << 20, 1),
+	CHECK(!sd_fab_recv(&cb, B, 0, 5, r, L, &rr) && until(&sr.done, &rr.done) && !sr.err &&
+		      !rr.err && rr.len == L && rr.tag == 5 && !diff(r, L, 1),
 	      "%s late: it landed in place, whole", m);
+
+	/* push: within the credit a long send goes at once, kept early there */
+	if (credit) {
+		memset(&sr, 0, sizeof(sr));
+		memset(&rr, 0, sizeof(rr));
+		fill(s, 1u << 20, 2);
+		sd_fab_send(&ca, A, 1, 4, s, 1u << 20, &sr);
+		CHECK(until(&sr.done, NULL) && !sr.err, "%s push: the send completes alone", m);
+		until_early();
+		CHECK(S(B)->early && !S(B)->early->rts && S(B)->early->data,
+		      "%s push: the receiver holds its bytes", m);
+		CHECK(!sd_fab_recv(&cb, B, 0, 4, r, 1u << 20, &rr) && until(&rr.done, NULL) &&
+			      !rr.err && rr.len == (1u << 20) && !diff(r, 1u << 20, 2),
+		      "%s push: a later receive takes it whole", m);
+		{
+			uint64_t end = sd_now_ns() + DEADLINE_NS;
+
+			while (S(A)->outs[1].credit != credit && sd_now_ns() < end)
+				progress();
+		}
+		CHECK(S(A)->outs[1].credit == credit, "%s push: the credit came back (%zu)", m,
+		      S(A)->outs[1].credit);
+	}
 
 	/* order: short, long, short, one tag */
 	memset(q, 0, sizeof(q));
@@ -279,8 +304,8 @@ static void round_of(int threads)
 	/* sforget */
 	memset(&sr, 0, sizeof(sr));
 	memset(&rr, 0, sizeof(rr));
-	fill(s, 1u << 20, 10);
-	sd_fab_send(&ca, A, 1, 11, s, 1u << 20, &sr);
+	fill(s, L, 10);
+	sd_fab_send(&ca, A, 1, 11, s, L, &sr);
 	until_early();
 	CHECK(S(B)->early && S(B)->early->rts, "%s sforget: announced", m);
 	sd_fab_forget(A, 0);
@@ -291,7 +316,7 @@ static void round_of(int threads)
 			progress();
 	}
 	CHECK(!S(B)->early, "%s sforget: the receiver dropped the announcement", m);
-	sd_fab_recv(&cb, B, 0, 11, r, 1u << 20, &rr);
+	sd_fab_recv(&cb, B, 0, 11, r, L, &rr);
 	spin(500);
 	CHECK(!rr.done, "%s sforget: a later receive does not take it", m);
 	sd_fab_cancel(B, &rr);
@@ -336,7 +361,7 @@ static void round_of(int threads)
 	unpair();
 
 	/* dead */
-	if (pair(threads, 2)) {
+	if (pair(threads, 2, credit)) {
 		CHECK(0, "%s: two endpoints again", m);
 	} else {
 		/* the receiver reads only when this thread lets it: it closes midway */
@@ -379,7 +404,9 @@ int main(void)
 		printf("FAIL parameters: %s\n", err.msg);
 		return 1;
 	}
-	round_of(0);
-	round_of(1);
+	round_of(0, 0);
+	round_of(1, 0);
+	round_of(0, 4u << 20);
+	round_of(1, 4u << 20);
 	return check_done("test_socket");
 }

@@ -65,11 +65,13 @@ int sd_sock_data_init(struct sock *s)
 	s->nsocks = n > 0 ? (int)n : s->threads ? 2 : 1;
 	if (s->nsocks > MAX_NSOCKS)
 		s->nsocks = MAX_NSOCKS;
-	s->rndv_min = (size_t)sd_param_int("SMDDP_SOCKET_RNDV");
-	if (s->rndv_min < 1)
-		s->rndv_min = 1;
+	s->long_min = (size_t)sd_param_int("SMDDP_SOCKET_LONG");
+	if (s->long_min < 1)
+		s->long_min = 1;
+	s->credit = (size_t)sd_param_int("SMDDP_SOCKET_CREDIT");
 	if (pthread_mutex_init(&s->xmu, NULL))
 		return -1;
+	pthread_cond_init(&s->xcv, NULL);
 	if (pthread_mutex_init(&s->dmu, NULL)) {
 		pthread_mutex_destroy(&s->xmu);
 		return -1;
@@ -86,7 +88,7 @@ int sd_sock_data_init(struct sock *s)
 /* ---- sending ------------------------------------------------------------ */
 
 /* A piece is written (or dropped, err): the last one ends its send. */
-static void piece_done(struct sock *s, struct op *x, int err, int threaded)
+void sd_sock_piece_done(struct sock *s, struct op *x, int err, int threaded)
 {
 	if (err)
 		__atomic_store_n(&x->err, err, __ATOMIC_RELAXED);
@@ -179,7 +181,7 @@ static int dout_io(struct dconn *dc)
 			dc->tail = NULL;
 		dc->queued -= p->len;
 		dc->pieces++;
-		piece_done(s, p->x, 0, dc->threaded);
+		sd_sock_piece_done(s, p->x, 0, dc->threaded);
 		free(p->own);
 		free(p);
 	}
@@ -279,21 +281,35 @@ void sd_sock_data_connect(struct sock *s, int peer, int (*open_fd)(struct sock *
 	}
 }
 
-/* The receiver is ready for x: its pieces go out. */
-int sd_sock_data_send(struct sock *s, struct op *x, int *got)
+static size_t piece_size(struct sock *s, size_t len)
 {
-	struct out *o = &s->outs[x->peer];
-	size_t n = x->len / PIECE_MIN, size, off = 0;
+	size_t n = len / PIECE_MIN, size;
 
-	(void)got;
 	if (n < 1)
 		n = 1;
 	if (n > (size_t)s->nsocks)
 		n = (size_t)s->nsocks;
-	size = (x->len + n - 1) / n;
-	size = (size + 4095) & ~(size_t)4095;
-	n = (x->len + size - 1) / size;
-	x->pieces = (int)n;
+	size = (len + n - 1) / n;
+	return (size + 4095) & ~(size_t)4095;
+}
+
+int sd_sock_npieces(struct sock *s, size_t len)
+{
+	size_t size = piece_size(s, len);
+
+	return (int)((len + size - 1) / size);
+}
+
+/* x's pieces go out: the receiver is ready for it, or (push) it goes at
+ * once, its header counted as one more piece (set by the caller). */
+int sd_sock_data_send(struct sock *s, struct op *x, int push)
+{
+	struct out *o = &s->outs[x->peer];
+	size_t size = piece_size(s, x->len), off = 0;
+	size_t n = (x->len + size - 1) / size;
+
+	if (!push)
+		x->pieces = (int)n;
 	for (size_t i = 0; i < n; i++, off += size) {
 		struct dconn *dc = o->d[o->rr++ % (unsigned)s->nsocks];
 		struct piece *p = calloc(1, sizeof(*p));
@@ -301,7 +317,7 @@ int sd_sock_data_send(struct sock *s, struct op *x, int *got)
 
 		if (!p || !dc) {
 			free(p);
-			piece_done(s, x, p ? ECONNRESET : ENOMEM, 0);
+			sd_sock_piece_done(s, x, p ? ECONNRESET : ENOMEM, 0);
 			continue;
 		}
 		p->x = x;
@@ -314,7 +330,7 @@ int sd_sock_data_send(struct sock *s, struct op *x, int *got)
 		if (dc->err) {
 			pthread_mutex_unlock(&dc->mu);
 			free(p);
-			piece_done(s, x, dc->err, 0);
+			sd_sock_piece_done(s, x, dc->err, 0);
 			continue;
 		}
 		if (dc->tail)
@@ -342,6 +358,41 @@ static struct xfer *find(struct sock *s, int peer, uint64_t id)
 	return NULL;
 }
 
+static void add_xfer(struct sock *s, struct xfer *t)
+{
+	pthread_mutex_lock(&s->xmu);
+	t->next = s->xfers;
+	s->xfers = t;
+	pthread_cond_broadcast(&s->xcv);
+	pthread_mutex_unlock(&s->xmu);
+}
+
+int sd_sock_push_match(struct sock *s, struct op *x, struct early *e, int peer, uint64_t tag,
+		       uint64_t id, size_t len)
+{
+	struct xfer *t = calloc(1, sizeof(*t));
+
+	if (!t) {
+		if (x)
+			sd_sock_complete(x, ENOMEM, 0, 0);
+		return ENOMEM;
+	}
+	t->peer = peer;
+	t->id = id;
+	t->tag = tag;
+	t->x = x;
+	t->e = e;
+	t->buf = x ? x->buf : e->data;
+	t->cap = x ? x->len : len;
+	t->len = t->left = len;
+	if (e)
+		e->xf = t;
+	add_xfer(s, t);
+	if (x) /* it never took memory of ours */
+		sd_sock_give_credit(s, peer, len);
+	return 0;
+}
+
 int sd_sock_rndv_match(struct sock *s, struct op *x, int peer, uint64_t tag, uint64_t id,
 		       size_t len)
 {
@@ -359,10 +410,7 @@ int sd_sock_rndv_match(struct sock *s, struct op *x, int peer, uint64_t tag, uin
 	t->buf = x->buf;
 	t->cap = x->len;
 	t->len = t->left = len;
-	pthread_mutex_lock(&s->xmu);
-	t->next = s->xfers;
-	s->xfers = t;
-	pthread_mutex_unlock(&s->xmu);
+	add_xfer(s, t);
 	err = sd_sock_queue_ctl(s, peer, F_CTS, id);
 	if (err) { /* the connection back is broken: the peer fails this too */
 		pthread_mutex_lock(&s->xmu);
@@ -405,28 +453,34 @@ static int din_io(struct dconn *dc)
 			if (n > 0) {
 				dc->phave += (size_t)n;
 				moved = 1;
-				if (dc->phave < PHDR)
-					continue;
-				uint64_t id = get64(dc->ph), lw = get64(dc->ph + 16);
-
-				pthread_mutex_lock(&s->xmu);
-				dc->xf = find(s, dc->peer, id);
-				pthread_mutex_unlock(&s->xmu);
-				dc->off = (size_t)get64(dc->ph + 8);
-				dc->plen = (size_t)(lw & LEN_MASK);
-				dc->got = 0;
-				if (!dc->xf || dc->off + dc->plen > dc->xf->len) {
-					dc->err = EPROTO;
-					return -1;
-				}
-				if (lw & PF_VOID || !dc->plen) {
-					account(s, dc->xf, dc->plen, lw & PF_VOID ? ECONNABORTED : 0,
-						dc->threaded);
-					dc->xf = NULL;
-					dc->phave = 0;
-				}
 				continue;
 			}
+		} else if (!dc->xf) {
+			uint64_t id = get64(dc->ph), lw = get64(dc->ph + 16);
+
+			pthread_mutex_lock(&s->xmu);
+			dc->xf = find(s, dc->peer, id);
+			pthread_mutex_unlock(&s->xmu);
+			/* A PUSH's pieces may overtake its header on the control
+			 * connection: wait for progress to read it. */
+			dc->waiting = !dc->xf;
+			if (!dc->xf)
+				return moved;
+			dc->off = (size_t)get64(dc->ph + 8);
+			dc->plen = (size_t)(lw & LEN_MASK);
+			dc->got = 0;
+			if (dc->off + dc->plen > dc->xf->len) {
+				dc->err = EPROTO;
+				return -1;
+			}
+			if (lw & PF_VOID || !dc->plen) {
+				struct xfer *t = dc->xf;
+
+				dc->xf = NULL;
+				dc->phave = 0;
+				account(s, t, dc->plen, lw & PF_VOID ? ECONNABORTED : 0, dc->threaded);
+			}
+			continue;
 		} else {
 			struct xfer *t = dc->xf;
 			size_t at = dc->off + dc->got, want = dc->plen - dc->got;
@@ -476,7 +530,23 @@ static void *in_main(void *arg)
 
 		if (__atomic_load_n(&dc->stop, __ATOMIC_ACQUIRE))
 			break;
-		poll(&p, 1, THREAD_NAP_MS);
+		if (__atomic_load_n(&dc->waiting, __ATOMIC_ACQUIRE)) {
+			struct timespec ts;
+
+			/* until progress adds a transfer */
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 10000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_mutex_lock(&dc->s->xmu);
+			if (!find(dc->s, dc->peer, get64(dc->ph)))
+				pthread_cond_timedwait(&dc->s->xcv, &dc->s->xmu, &ts);
+			pthread_mutex_unlock(&dc->s->xmu);
+		} else {
+			poll(&p, 1, THREAD_NAP_MS);
+		}
 		pthread_mutex_lock(&dc->mu);
 		r = dc->stop ? -1 : din_io(dc);
 		pthread_mutex_unlock(&dc->mu);
@@ -528,8 +598,8 @@ size_t sd_sock_data_pollfds(struct sock *s, struct pollfd *p)
 			if (polled_out(s->outs[q].d[i]))
 				p[k++] = (struct pollfd){.fd = s->outs[q].d[i]->fd, .events = POLLOUT};
 	for (struct dconn *dc = s->dins; dc; dc = dc->next)
-		if (polled_in(dc))
-			p[k++] = (struct pollfd){.fd = dc->fd, .events = POLLIN};
+		if (polled_in(dc)) /* a piece that waits for its header: tried each pass */
+			p[k++] = (struct pollfd){.fd = dc->fd, .events = dc->waiting ? 0 : POLLIN};
 	return k;
 }
 
@@ -551,7 +621,7 @@ void sd_sock_data_io(struct sock *s, const struct pollfd *p, size_t n)
 	for (struct dconn *dc = s->dins; dc; dc = dc->next) {
 		if (!polled_in(dc))
 			continue;
-		if (k < n && p[k].fd == dc->fd && p[k++].revents) {
+		if (k < n && p[k].fd == dc->fd && (p[k++].revents || dc->waiting)) {
 			if (din_io(dc) < 0)
 				wake(s, 0);
 		}
@@ -564,7 +634,7 @@ static int pending_from(struct sock *s, int peer)
 
 	pthread_mutex_lock(&s->xmu);
 	for (struct xfer *t = s->xfers; t; t = t->next)
-		n += t->peer == peer && t->left && t->x;
+		n += t->peer == peer && t->left && (t->x || t->e);
 	pthread_mutex_unlock(&s->xmu);
 	return n;
 }
@@ -588,6 +658,8 @@ void sd_sock_data_drain(struct sock *s, int *got)
 			(*got)++;
 		sd_sock_complete(x, err, err ? 0 : x->len, x->tag);
 	}
+	struct xfer *fin = NULL;
+
 	pthread_mutex_lock(&s->xmu);
 	for (struct xfer **pp = &s->xfers; *pp;) {
 		struct xfer *t = *pp;
@@ -597,15 +669,24 @@ void sd_sock_data_drain(struct sock *s, int *got)
 			continue;
 		}
 		*pp = t->next;
+		t->next = fin;
+		fin = t;
+	}
+	pthread_mutex_unlock(&s->xmu);
+	while (fin) {
+		struct xfer *t = fin;
+
+		fin = t->next;
 		if (t->x) {
 			int err = t->err ? t->err : t->len > t->cap ? EMSGSIZE : 0;
 
 			sd_sock_complete(t->x, err, t->len > t->cap ? t->cap : t->len, t->tag);
 			(*got)++;
+		} else if (t->e) {
+			sd_sock_early_arrived(s, t->e, t->err, got);
 		}
 		free(t);
 	}
-	pthread_mutex_unlock(&s->xmu);
 	/* Connections that failed or ended */
 	for (int q = 0; s->outs && q < s->npeers; q++)
 		for (int i = 0; i < s->nsocks; i++) {
@@ -768,13 +849,26 @@ void sd_sock_data_gone(struct sock *s, int peer, uint64_t id, int *got)
 
 void sd_sock_data_fail(struct sock *s, int peer, int err, int *got)
 {
+	struct early *gone[64];
+	int ngone = 0;
+
 	lock_ins(s);
-	for (struct xfer *t = s->xfers; t; t = t->next)
+	for (struct xfer *t = s->xfers; t; t = t->next) {
 		if (t->peer == peer && t->x) {
 			detach(t, err);
 			(*got)++;
+		} else if (t->peer == peer && t->e && ngone < 64) {
+			/* its early memory is given up: the rest goes into a sink */
+			t->e->xf = NULL;
+			gone[ngone++] = t->e;
+			t->e = NULL;
+			t->buf = NULL;
+			t->cap = 0;
 		}
+	}
 	unlock_ins(s);
+	for (int i = 0; i < ngone; i++)
+		sd_sock_early_arrived(s, gone[i], err, got);
 	for (int i = 0; s->outs && i < s->nsocks; i++) {
 		struct dconn *dc = s->outs[peer].d[i];
 
@@ -788,7 +882,7 @@ void sd_sock_data_fail(struct sock *s, int peer, int err, int *got)
 			struct piece *p = dc->head;
 
 			dc->head = p->next;
-			piece_done(s, p->x, err, 0);
+			sd_sock_piece_done(s, p->x, err, 0);
 			free(p->own);
 			free(p);
 		}
@@ -870,7 +964,7 @@ void sd_sock_data_close(struct sock *s)
 				struct piece *p = dc->head;
 
 				dc->head = p->next;
-				piece_done(s, p->x, ECANCELED, 0);
+				sd_sock_piece_done(s, p->x, ECANCELED, 0);
 				free(p->own);
 				free(p);
 			}
@@ -897,6 +991,7 @@ void sd_sock_data_close(struct sock *s)
 		}
 		close(s->wake_fd);
 		s->wake_fd = -1;
+		pthread_cond_destroy(&s->xcv);
 		pthread_mutex_destroy(&s->xmu);
 		pthread_mutex_destroy(&s->dmu);
 	}

@@ -18,13 +18,12 @@
 #define INBUF (256u << 10)     /* per incoming control connection */
 #define DIRECT_MIN (16u << 10) /* an eager payload at least this long is read in place */
 #define HEAD_READ 4096u        /* what one read takes between messages */
-#define RNDV_MIN (64u << 10)   /* a message at least this long waits for its receive */
 #define PIECE_MIN (128u << 10) /* a long message is cut into pieces at least this long */
 #define MAX_NSOCKS 16
 #define SINK (64u << 10)
 
 /* Control frames (the type in the length word's top byte). */
-enum { F_EAGER, F_RTS, F_CTS, F_GONE };
+enum { F_EAGER, F_RTS, F_CTS, F_GONE, F_PUSH, F_CREDIT };
 #define LEN_MASK ((1ull << 56) - 1)
 #define PF_VOID (1ull << 63) /* a piece's flag: the sender gave the message up; no bytes */
 
@@ -71,6 +70,9 @@ struct early {
 	size_t len, got; /* got < len: still arriving */
 	int rts;         /* a long message: no data here, id names it */
 	uint64_t id;
+	struct xfer *xf; /* a long message sent at once (PUSH): its bytes arrive here */
+	size_t credit;   /* what the sender gets back once this is taken */
+	int err;
 	struct op *taker; /* a receive posted while it arrives */
 	struct early *next;
 };
@@ -82,6 +84,7 @@ struct xfer {
 	int peer;
 	uint64_t id, tag;
 	struct op *x;    /* the receive; NULL once forgotten or failed */
+	struct early *e; /* or the early message it fills (PUSH unmatched) */
 	char *buf;       /* NULL: a sink */
 	size_t cap, len, left;
 	int err;
@@ -117,6 +120,7 @@ struct dconn {
 	size_t phave;
 	struct xfer *xf;
 	size_t off, plen, got;
+	int waiting; /* a piece whose header on the control connection is not read yet */
 	char *sink;
 	unsigned long pieces; /* pieces written or read, for the log and the tests */
 	struct dconn *next; /* in: the list of them */
@@ -130,6 +134,7 @@ struct out {
 	struct op *head, *tail;
 	struct op *wait; /* long sends announced, waiting for their clear-to-send */
 	uint64_t next_id;
+	size_t credit;  /* bytes of long messages we may send before the peer asks */
 	unsigned rr;    /* the data connection the next piece starts on */
 	struct dconn *d[MAX_NSOCKS];
 };
@@ -170,10 +175,11 @@ struct sock {
 	int (*news)(struct smddp_comm *c);
 	/* long messages */
 	int nsocks, threads;
-	size_t rndv_min;
+	size_t long_min, credit;
 	struct dconn *dins;       /* incoming data connections */
 	int ndins;
 	pthread_mutex_t xmu;      /* the xfers */
+	pthread_cond_t xcv;       /* a transfer was added (for a piece that came first) */
 	struct xfer *xfers;
 	pthread_mutex_t dmu;      /* done */
 	struct op *done;          /* long sends whose last piece is written */
@@ -255,11 +261,23 @@ void sd_sock_data_connect(struct sock *s, int peer, int (*open_fd)(struct sock *
 /* A long receive meets its announcement: a transfer, and the clear-to-send. */
 int sd_sock_rndv_match(struct sock *s, struct op *x, int peer, uint64_t tag, uint64_t id,
 		       size_t len);
+/* A long message sent at once: its transfer, into the posted receive x or
+ * (x NULL) into early memory. */
+int sd_sock_push_match(struct sock *s, struct op *x, struct early *e, int peer, uint64_t tag,
+		       uint64_t id, size_t len);
+/* The bytes of e (a PUSH that found no receive) have all come (err). */
+void sd_sock_early_arrived(struct sock *s, struct early *e, int err, int *got);
+/* Gives the peer back n bytes of credit. */
+void sd_sock_give_credit(struct sock *s, int peer, size_t n);
 /* The clear-to-send (or GONE, go = 0) for a long send of ours has come. */
 int sd_sock_rndv_cleared(struct sock *s, int peer, uint64_t id, int *got);
 void sd_sock_rndv_gone(struct sock *s, int peer, uint64_t id, int *got);
-/* Cuts a cleared long send into pieces on the data connections. */
-int sd_sock_data_send(struct sock *s, struct op *x, int *got);
+/* Pieces of a long send of len bytes. */
+int sd_sock_npieces(struct sock *s, size_t len);
+/* Cuts a long send (cleared, or a PUSH) into pieces on the data connections. */
+int sd_sock_data_send(struct sock *s, struct op *x, int push);
+/* A piece of x (or a PUSH's header) is over. */
+void sd_sock_piece_done(struct sock *s, struct op *x, int err, int threaded);
 void sd_sock_data_gone(struct sock *s, int peer, uint64_t id, int *got);
 /* An incoming connection's hello named a data connection: it leaves in's list. */
 int sd_sock_data_adopt(struct sock *s, int fd, int peer, int idx);

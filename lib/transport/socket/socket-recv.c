@@ -34,6 +34,10 @@ static int take_early(struct op *x, struct early *e, int *got)
 		err = EMSGSIZE;
 		n = x->len;
 	}
+	if (e->err) {
+		err = e->err;
+		n = 0;
+	}
 	if (n)
 		memcpy(x->buf, e->data, n);
 	sd_sock_complete(x, err, n, e->tag);
@@ -99,6 +103,7 @@ int sd_sock_recv(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag,
 		}
 		unlink_early(s, e);
 		take_early(x, e, &got);
+		sd_sock_give_credit(s, e->peer, e->credit);
 		free(e->data);
 		free(e);
 		return SMDDP_OK;
@@ -127,31 +132,58 @@ void sd_sock_unlink_posted(struct sock *s, struct op *x)
 	x->next = NULL;
 }
 
-/* A long message's announcement: a transfer if its receive is posted,
- * else kept until one is. */
-static int announce(struct sock *s, struct in *in, uint64_t tag, size_t len, uint64_t id)
+/* A long message's header: a transfer if its receive is posted, else
+ * kept until one is, its bytes (push: they come now) in memory of its own. */
+static int announce(struct sock *s, struct in *in, uint64_t tag, size_t len, uint64_t id,
+		    int push)
 {
 	struct early *e;
 
 	for (struct op *x = s->posted; x; x = x->next)
 		if (matches(x, in->peer, tag)) {
 			sd_sock_unlink_posted(s, x);
-			return sd_sock_rndv_match(s, x, in->peer, tag, id, len);
+			return push ? sd_sock_push_match(s, x, NULL, in->peer, tag, id, len)
+				    : sd_sock_rndv_match(s, x, in->peer, tag, id, len);
 		}
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return ENOMEM;
 	e->peer = in->peer;
 	e->tag = tag;
-	e->len = e->got = len;
-	e->rts = 1;
+	e->len = len;
 	e->id = id;
+	if (push) {
+		e->data = malloc(len);
+		e->credit = len;
+		if (!e->data || sd_sock_push_match(s, NULL, e, in->peer, tag, id, len)) {
+			free(e->data);
+			free(e);
+			return ENOMEM;
+		}
+	} else {
+		e->got = len;
+		e->rts = 1;
+	}
 	if (s->early_tail)
 		s->early_tail->next = e;
 	else
 		s->early = e;
 	s->early_tail = e;
 	return 0;
+}
+
+void sd_sock_early_arrived(struct sock *s, struct early *e, int err, int *got)
+{
+	e->xf = NULL;
+	e->err = err;
+	e->got = e->len;
+	if (!e->taker)
+		return;
+	unlink_early(s, e);
+	take_early(e->taker, e, got);
+	sd_sock_give_credit(s, e->peer, e->credit);
+	free(e->data);
+	free(e);
 }
 
 /* The long message id of peer was withdrawn before its clear-to-send
@@ -328,8 +360,11 @@ int sd_sock_pull(struct sock *s, struct in *in, int *got)
 				moved = 1;
 				if (type == F_EAGER)
 					err = begin_message(s, in, tag, (size_t)(lw & LEN_MASK));
-				else if (type == F_RTS)
-					err = announce(s, in, tag, (size_t)(lw & LEN_MASK), id);
+				else if (type == F_RTS || type == F_PUSH)
+					err = announce(s, in, tag, (size_t)(lw & LEN_MASK), id,
+						       type == F_PUSH);
+				else if (type == F_CREDIT)
+					s->outs[in->peer].credit += id;
 				else if (type == F_CTS)
 					err = sd_sock_rndv_cleared(s, in->peer, id, got);
 				else if (type == F_GONE)

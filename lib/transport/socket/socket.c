@@ -130,9 +130,9 @@ static int so_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **out
 		 src_ip && *src_ip ? src_ip : "any address", (unsigned)s->me.port);
 	SD_INFO(SD_SUB_NET,
 		"socket transport: listening on %s port %u; long messages (%zu bytes and up) over %d "
-		"data connection(s) per peer, %s",
-		src_ip && *src_ip ? src_ip : "*", (unsigned)s->me.port, s->rndv_min, s->nsocks,
-		s->threads ? "a thread each" : "polled by the caller");
+		"data connection(s) per peer, %s, %zu bytes of them sent before their receive",
+		src_ip && *src_ip ? src_ip : "*", (unsigned)s->me.port, s->long_min, s->nsocks,
+		s->threads ? "a thread each" : "polled by the caller", s->credit);
 	*out = &s->base;
 	return SMDDP_OK;
 bad_ip:
@@ -185,6 +185,7 @@ static int so_insert(struct smddp_comm *c, struct sd_fab *f, const void *names, 
 			return sd_comm_error(c, SMDDP_ENETWORK,
 					     "socket transport: rank %d's address is not one", r);
 		s->outs[r].fd = -1;
+		s->outs[r].credit = s->credit;
 	}
 	return SMDDP_OK;
 }
@@ -251,6 +252,10 @@ static void written(struct sock *s, int peer, struct op *x, int *got)
 {
 	struct out *o = &s->outs[peer];
 
+	if (x->type == F_PUSH) { /* its header was one of its pieces */
+		sd_sock_piece_done(s, x, 0, 0);
+		return;
+	}
 	if (x->type == F_RTS) {
 		if (!x->owner && !x->keep) { /* forgotten while its header went out */
 			sd_sock_queue_ctl(s, peer, F_GONE, x->id);
@@ -407,9 +412,19 @@ static int post_send(struct smddp_comm *c, struct sock *s, int peer, uint64_t ta
 	x->len = len;
 	x->keep = keep;
 	x->owner = r;
-	if (len >= s->rndv_min && !keep) {
-		x->type = F_RTS;
-		x->id = s->outs[peer].next_id++;
+	if (len >= s->long_min && !keep) {
+		struct out *o = &s->outs[peer];
+
+		/* At once while the receiver can hold it (credit), else when
+		 * it is ready for it. */
+		x->id = o->next_id++;
+		if (o->credit >= len && !o->err) {
+			x->type = F_PUSH;
+			o->credit -= len;
+			x->pieces = sd_sock_npieces(s, len) + 1;
+		} else {
+			x->type = F_RTS;
+		}
 	} else {
 		x->type = F_EAGER;
 		x->wire = len;
@@ -422,7 +437,9 @@ static int post_send(struct smddp_comm *c, struct sock *s, int peer, uint64_t ta
 	r->is_send = 1;
 	r->len = len;
 	r->fc = x;
-	enqueue(s, x, &got); /* a failure is in r: the wait reports it */
+	/* a failure is in r: the wait reports it */
+	if (!enqueue(s, x, &got) && x->type == F_PUSH)
+		sd_sock_data_send(s, x, 1);
 	return SMDDP_OK;
 }
 
@@ -456,6 +473,10 @@ static void fail_to(struct sock *s, int peer, int *got)
 		struct op *x = o->head;
 
 		o->head = x->next;
+		if (x->type == F_PUSH) { /* its pieces fail too: the last one ends it */
+			sd_sock_piece_done(s, x, o->err, 0);
+			continue;
+		}
 		sd_sock_complete(x, o->err, 0, 0);
 		(*got)++;
 	}
@@ -467,6 +488,12 @@ static void fail_to(struct sock *s, int peer, int *got)
 		sd_sock_complete(x, o->err, 0, 0);
 		(*got)++;
 	}
+}
+
+void sd_sock_give_credit(struct sock *s, int peer, size_t n)
+{
+	if (n)
+		sd_sock_queue_ctl(s, peer, F_CREDIT, n);
 }
 
 void sd_sock_peer_fail(struct sock *s, int peer, int err, int send, int *got)
@@ -513,7 +540,8 @@ int sd_sock_rndv_cleared(struct sock *s, int peer, uint64_t id, int *got)
 
 	*pp = x->next;
 	x->next = NULL;
-	return sd_sock_data_send(s, x, got);
+	(void)got;
+	return sd_sock_data_send(s, x, 0);
 }
 
 /* One pass: poll (for at most wait_ms), then the I/O that is ready. */
@@ -551,12 +579,16 @@ static int pass(struct sock *s, int wait_ms, int *got)
 			/* nothing to read: another pass took it */
 		}
 	}
+	if (nready < 0)
+		for (size_t i = 0; i < k; i++)
+			s->pfd[i].revents = 0;
+	/* (pieces that wait for their header are tried whatever poll says) */
+	sd_sock_data_io(s, s->pfd + kd, k - kd);
 	sd_sock_data_drain(s, got);
 	if (nready <= 0)
 		return 0;
 	if (s->pfd[0].revents)
 		sd_sock_accept_all(s);
-	sd_sock_data_io(s, s->pfd + kd, k - kd);
 	k = 2;
 	for (in = s->ins; in; in = next) {
 		next = in->next;
@@ -718,6 +750,11 @@ static int so_forget(struct sd_fab *f, int wait_ms)
 			if (x->owner)
 				x->owner->fc = NULL;
 			x->owner = NULL;
+			if (x->type == F_PUSH) { /* its pieces are on their way: it stays */
+				o->tail = x;
+				pp = &x->next;
+				continue;
+			}
 			if (x->done == 0 || o->err) { /* nothing of it sent: it never was */
 				*pp = x->next;
 				free(x);
