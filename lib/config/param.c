@@ -148,7 +148,7 @@ static struct param params[] = {
 	     0,
 	     "libfabric provider between hosts, e.g. efa, verbs or tcp (else FI_PROVIDER, else "
 	     "the first of efa, verbs, tcp that is present)"),
-	TUNE("SMDDP_NET_TRANSPORT", "net_transport", SD_PARAM_ENUM, "fabric", "auto|fabric|socket",
+	TUNE("SMDDP_NET_TRANSPORT", "net_transport", SD_PARAM_ENUM, "auto", "auto|fabric|socket",
 	     0, 0, NULL, NULL, 0,
 	     "between hosts: fabric (libfabric: EFA, verbs, tcp), socket (TCP sockets of "
 	     "libsmddp's own), or auto (socket on hosts without RDMA devices unless a libfabric "

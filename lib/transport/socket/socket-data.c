@@ -348,6 +348,22 @@ int sd_sock_data_send(struct sock *s, struct op *x, int push)
 	return 0;
 }
 
+int sd_sock_rndv_cleared(struct sock *s, int peer, uint64_t id, int *got)
+{
+	struct op **pp = &s->outs[peer].wait;
+
+	while (*pp && (*pp)->id != id)
+		pp = &(*pp)->next;
+	if (!*pp)
+		return 0; /* withdrawn (GONE is on its way): the peer forgets it */
+	struct op *x = *pp;
+
+	*pp = x->next;
+	x->next = NULL;
+	(void)got;
+	return sd_sock_data_send(s, x, 0);
+}
+
 /* ---- receiving ---------------------------------------------------------- */
 
 static struct xfer *find(struct sock *s, int peer, uint64_t id)
@@ -411,7 +427,7 @@ int sd_sock_rndv_match(struct sock *s, struct op *x, int peer, uint64_t tag, uin
 	t->cap = x->len;
 	t->len = t->left = len;
 	add_xfer(s, t);
-	err = sd_sock_queue_ctl(s, peer, F_CTS, id);
+	err = s->ctl(s, peer, F_CTS, id);
 	if (err) { /* the connection back is broken: the peer fails this too */
 		pthread_mutex_lock(&s->xmu);
 		t->x = NULL;
@@ -463,7 +479,7 @@ static int din_io(struct dconn *dc)
 			pthread_mutex_unlock(&s->xmu);
 			/* A PUSH's pieces may overtake its header on the control
 			 * connection: wait for progress to read it. */
-			dc->waiting = !dc->xf;
+			__atomic_store_n(&dc->waiting, !dc->xf, __ATOMIC_RELEASE);
 			if (!dc->xf)
 				return moved;
 			dc->off = (size_t)get64(dc->ph + 8);
@@ -683,7 +699,7 @@ void sd_sock_data_drain(struct sock *s, int *got)
 			sd_sock_complete(t->x, err, t->len > t->cap ? t->cap : t->len, t->tag);
 			(*got)++;
 		} else if (t->e) {
-			sd_sock_early_arrived(s, t->e, t->err, got);
+			s->early_arrived(s, t->e, t->err, got);
 		}
 		free(t);
 	}
@@ -700,7 +716,7 @@ void sd_sock_data_drain(struct sock *s, int *got)
 			dc->reported |= err != 0;
 			pthread_mutex_unlock(&dc->mu);
 			if (err)
-				sd_sock_peer_fail(s, q, err, 1, got);
+				s->peer_fail(s, q, err, 1, got);
 		}
 	for (struct dconn *dc = s->dins; dc; dc = dc->next) {
 		int err, ended;
@@ -711,7 +727,7 @@ void sd_sock_data_drain(struct sock *s, int *got)
 		dc->reported |= ended;
 		pthread_mutex_unlock(&dc->mu);
 		if (ended && (err || pending_from(s, dc->peer)))
-			sd_sock_peer_fail(s, dc->peer, err ? err : ECONNRESET, 0, got);
+			s->peer_fail(s, dc->peer, err ? err : ECONNRESET, 0, got);
 	}
 }
 
@@ -868,7 +884,7 @@ void sd_sock_data_fail(struct sock *s, int peer, int err, int *got)
 	}
 	unlock_ins(s);
 	for (int i = 0; i < ngone; i++)
-		sd_sock_early_arrived(s, gone[i], err, got);
+		s->early_arrived(s, gone[i], err, got);
 	for (int i = 0; s->outs && i < s->nsocks; i++) {
 		struct dconn *dc = s->outs[peer].d[i];
 
@@ -948,9 +964,14 @@ void sd_sock_data_close(struct sock *s)
 			dc->stop = 1;
 			pthread_cond_signal(&dc->cv);
 			pthread_mutex_unlock(&dc->mu);
+			if (dc->threaded)
+				shutdown(dc->fd, SHUT_RDWR);
 		}
-	for (struct dconn *dc = s->dins; dc; dc = dc->next)
+	for (struct dconn *dc = s->dins; dc; dc = dc->next) {
 		__atomic_store_n(&dc->stop, 1, __ATOMIC_RELEASE);
+		if (dc->threaded) /* its poll returns now, not at its next nap */
+			shutdown(dc->fd, SHUT_RDWR);
+	}
 	for (int q = 0; s->outs && q < s->npeers; q++)
 		for (int i = 0; i < s->nsocks; i++) {
 			struct dconn *dc = s->outs[q].d[i];

@@ -187,6 +187,11 @@ struct sock {
 	int flag;                 /* something is done (atomic) */
 	/* the first failure of a pass, for progress to report */
 	int fail_peer, fail_err, fail_send;
+	/* What the lower files ask of the upper ones (set by socket.c at open;
+	 * calls point one way: socket.c -> socket-recv.c -> socket-data.c). */
+	int (*ctl)(struct sock *s, int peer, int type, uint64_t id); /* queue a control frame */
+	void (*peer_fail)(struct sock *s, int peer, int err, int send, int *got);
+	void (*early_arrived)(struct sock *s, struct early *e, int err, int *got);
 };
 
 static inline struct sock *S(struct sd_fab *f)
@@ -237,12 +242,12 @@ static inline void sd_sock_failed(struct sock *s, int peer, int err, int send)
 	}
 }
 
-/* socket.c */
-int sd_sock_queue_ctl(struct sock *s, int peer, int type, uint64_t id);
-/* Everything to and from peer fails with err (a connection to it broke). */
-void sd_sock_peer_fail(struct sock *s, int peer, int err, int send, int *got);
-/* peer's connection to us ended: its clear-to-sends will not come. */
-void sd_sock_unclear(struct sock *s, int peer, int err, int *got);
+/* Gives the peer back n bytes of credit. */
+static inline void sd_sock_give_credit(struct sock *s, int peer, size_t n)
+{
+	if (n)
+		s->ctl(s, peer, F_CREDIT, n);
+}
 
 /* socket-recv.c */
 int sd_sock_recv(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag, void *buf,
@@ -253,6 +258,8 @@ void sd_sock_accept_all(struct sock *s);
 int sd_sock_pull(struct sock *s, struct in *in, int *got);
 void sd_sock_drop_in(struct sock *s, struct in *in, int *got);
 void sd_sock_fail_from(struct sock *s, int peer, int err, int *got);
+/* The bytes of e (a PUSH that found no receive) have all come (err). */
+void sd_sock_early_arrived(struct sock *s, struct early *e, int err, int *got);
 
 /* socket-data.c */
 int sd_sock_data_init(struct sock *s);
@@ -265,10 +272,6 @@ int sd_sock_rndv_match(struct sock *s, struct op *x, int peer, uint64_t tag, uin
  * (x NULL) into early memory. */
 int sd_sock_push_match(struct sock *s, struct op *x, struct early *e, int peer, uint64_t tag,
 		       uint64_t id, size_t len);
-/* The bytes of e (a PUSH that found no receive) have all come (err). */
-void sd_sock_early_arrived(struct sock *s, struct early *e, int err, int *got);
-/* Gives the peer back n bytes of credit. */
-void sd_sock_give_credit(struct sock *s, int peer, size_t n);
 /* The clear-to-send (or GONE, go = 0) for a long send of ours has come. */
 int sd_sock_rndv_cleared(struct sock *s, int peer, uint64_t id, int *got);
 void sd_sock_rndv_gone(struct sock *s, int peer, uint64_t id, int *got);

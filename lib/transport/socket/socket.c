@@ -65,6 +65,9 @@
 #include "config/param.h"
 #include "transport/socket/socket-int.h"
 
+static int queue_ctl(struct sock *s, int peer, int type, uint64_t id);
+static void peer_fail(struct sock *s, int peer, int err, int send, int *got);
+
 static int so_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **out)
 {
 	struct sock *s = calloc(1, sizeof(*s));
@@ -80,6 +83,9 @@ static int so_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **out
 	s->rank = c->rank;
 	s->timeout_ns = c->timeout_ns;
 	s->wake_fd = -1;
+	s->ctl = queue_ctl;
+	s->peer_fail = peer_fail;
+	s->early_arrived = sd_sock_early_arrived;
 	if (sd_sock_data_init(s)) {
 		free(s);
 		return sd_comm_error(c, SMDDP_ENOMEM, "socket transport: out of memory or threads");
@@ -258,7 +264,7 @@ static void written(struct sock *s, int peer, struct op *x, int *got)
 	}
 	if (x->type == F_RTS) {
 		if (!x->owner && !x->keep) { /* forgotten while its header went out */
-			sd_sock_queue_ctl(s, peer, F_GONE, x->id);
+			queue_ctl(s, peer, F_GONE, x->id);
 			free(x->own);
 			free(x);
 			return;
@@ -379,7 +385,7 @@ static int enqueue(struct sock *s, struct op *x, int *got)
 	return 0;
 }
 
-int sd_sock_queue_ctl(struct sock *s, int peer, int type, uint64_t id)
+static int queue_ctl(struct sock *s, int peer, int type, uint64_t id)
 {
 	struct op *x = calloc(1, sizeof(*x));
 	int got = 0;
@@ -490,13 +496,8 @@ static void fail_to(struct sock *s, int peer, int *got)
 	}
 }
 
-void sd_sock_give_credit(struct sock *s, int peer, size_t n)
-{
-	if (n)
-		sd_sock_queue_ctl(s, peer, F_CREDIT, n);
-}
-
-void sd_sock_peer_fail(struct sock *s, int peer, int err, int send, int *got)
+/* Everything to and from peer fails with err (a connection to it broke). */
+static void peer_fail(struct sock *s, int peer, int err, int send, int *got)
 {
 	struct out *o = &s->outs[peer];
 
@@ -512,7 +513,7 @@ void sd_sock_peer_fail(struct sock *s, int peer, int err, int send, int *got)
 
 /* The long sends to peer that wait for a clear-to-send which will not
  * come: its connection to us ended. */
-void sd_sock_unclear(struct sock *s, int peer, int err, int *got)
+static void unclear(struct sock *s, int peer, int err, int *got)
 {
 	struct out *o = &s->outs[peer];
 
@@ -526,22 +527,6 @@ void sd_sock_unclear(struct sock *s, int peer, int err, int *got)
 		(*got)++;
 	}
 	sd_sock_failed(s, peer, err, 1);
-}
-
-int sd_sock_rndv_cleared(struct sock *s, int peer, uint64_t id, int *got)
-{
-	struct op **pp = &s->outs[peer].wait;
-
-	while (*pp && (*pp)->id != id)
-		pp = &(*pp)->next;
-	if (!*pp)
-		return 0; /* withdrawn (GONE is on its way): the peer forgets it */
-	struct op *x = *pp;
-
-	*pp = x->next;
-	x->next = NULL;
-	(void)got;
-	return sd_sock_data_send(s, x, 0);
 }
 
 /* One pass: poll (for at most wait_ms), then the I/O that is ready. */
@@ -605,9 +590,9 @@ static int pass(struct sock *s, int wait_ms, int *got)
 
 				sd_sock_drop_in(s, in, got);
 				if (peer >= 0 && err)
-					sd_sock_peer_fail(s, peer, err, 0, got);
+					peer_fail(s, peer, err, 0, got);
 				else if (peer >= 0)
-					sd_sock_unclear(s, peer, ECONNRESET, got);
+					unclear(s, peer, ECONNRESET, got);
 			}
 		}
 	}
@@ -618,7 +603,7 @@ static int pass(struct sock *s, int wait_ms, int *got)
 			continue;
 		push(s, p, got);
 		if (o->err)
-			sd_sock_peer_fail(s, p, o->err, 1, got);
+			peer_fail(s, p, o->err, 1, got);
 	}
 	sd_sock_data_drain(s, got);
 	return 0;
@@ -672,6 +657,13 @@ static void so_cancel(struct sd_fab *f, struct sd_freq *r)
 	for (struct op *q = s->posted; q; q = q->next)
 		if (q == x) {
 			sd_sock_unlink_posted(s, x);
+			sd_sock_complete(x, ECANCELED, 0, 0);
+			return;
+		}
+	/* Waiting for an early message still arriving: it stays for another. */
+	for (struct early *e = s->early; e; e = e->next)
+		if (e->taker == x) {
+			e->taker = NULL;
 			sd_sock_complete(x, ECANCELED, 0, 0);
 			return;
 		}
@@ -733,7 +725,7 @@ static int so_forget(struct sd_fab *f, int wait_ms)
 			if (x->owner)
 				x->owner->fc = NULL;
 			if (!o->err)
-				sd_sock_queue_ctl(s, p, F_GONE, x->id);
+				queue_ctl(s, p, F_GONE, x->id);
 			free(x->own);
 			free(x);
 		}
