@@ -526,7 +526,7 @@ static int din_io(struct dconn *dc)
 		}
 		if (n == 0) {
 			dc->err = dc->phave ? ECONNRESET : 0;
-			dc->stop = 1;
+			__atomic_store_n(&dc->stop, 1, __ATOMIC_RELEASE);
 			return -1;
 		}
 		if (errno == EAGAIN || errno == EINTR)
@@ -564,7 +564,7 @@ static void *in_main(void *arg)
 			poll(&p, 1, THREAD_NAP_MS);
 		}
 		pthread_mutex_lock(&dc->mu);
-		r = dc->stop ? -1 : din_io(dc);
+		r = __atomic_load_n(&dc->stop, __ATOMIC_ACQUIRE) ? -1 : din_io(dc);
 		pthread_mutex_unlock(&dc->mu);
 		if (r < 0) {
 			__atomic_store_n(&dc->stop, 1, __ATOMIC_RELEASE);
@@ -602,7 +602,7 @@ static int polled_out(struct dconn *dc)
 
 static int polled_in(struct dconn *dc)
 {
-	return !dc->threaded && !dc->err && !dc->stop;
+	return !dc->threaded && !dc->err && !__atomic_load_n(&dc->stop, __ATOMIC_ACQUIRE);
 }
 
 size_t sd_sock_data_pollfds(struct sock *s, struct pollfd *p)
@@ -722,7 +722,7 @@ void sd_sock_data_drain(struct sock *s, int *got)
 		int err, ended;
 
 		pthread_mutex_lock(&dc->mu);
-		ended = (dc->err || dc->stop) && !dc->reported;
+		ended = (dc->err || __atomic_load_n(&dc->stop, __ATOMIC_ACQUIRE)) && !dc->reported;
 		err = dc->err;
 		dc->reported |= ended;
 		pthread_mutex_unlock(&dc->mu);

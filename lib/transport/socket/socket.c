@@ -443,8 +443,11 @@ static int post_send(struct smddp_comm *c, struct sock *s, int peer, uint64_t ta
 	r->is_send = 1;
 	r->len = len;
 	r->fc = x;
-	/* a failure is in r: the wait reports it */
-	if (!enqueue(s, x, &got) && x->type == F_PUSH)
+	/* a failure is in r: the wait reports it (and a short send written at
+	 * once is over and freed: x is read before) */
+	int push = x->type == F_PUSH;
+
+	if (!enqueue(s, x, &got) && push)
 		sd_sock_data_send(s, x, 1);
 	return SMDDP_OK;
 }
