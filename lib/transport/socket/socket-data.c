@@ -1,12 +1,16 @@
 /* socket-data.c - the socket endpoint's long messages: transfers, pieces, data connections.
  *
- * A long send is announced on the control connection (RTS) and waits; its
- * receiver, once a receive matches it, makes a transfer (the buffer the
- * pieces go to, by the message's id) and answers CTS; the sender then cuts
- * the message into pieces (an id, an offset, a length, then the bytes) and
- * spreads them over its data connections to that peer, which write and
- * read them in place.  A piece's header lets any connection carry any
- * piece, so their order across connections does not matter.
+ * A long send within the peer's credit goes at once: its header (PUSH) on
+ * the control connection, its pieces (an id, an offset, a length, then the
+ * bytes) spread over the data connections to that peer; the receiver
+ * makes a transfer (where the pieces go, by the message's id) into the
+ * matching receive, or into memory of its own until one is posted, and
+ * gives the credit back once the bytes are in place.  Beyond the credit a
+ * long send is announced (RTS) and waits; its receiver, once a receive
+ * matches it, makes the transfer and answers CTS, and the pieces follow.
+ * A piece's header lets any connection carry any piece, so their order
+ * across connections does not matter; one that overtakes its PUSH waits
+ * for progress to read the header.
  *
  * Each data connection has a thread of its own (SMDDP_SOCKET_THREADS),
  * which sleeps in poll() and does its connection's I/O, so that the

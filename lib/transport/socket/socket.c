@@ -25,14 +25,16 @@
  * the post returns), else queued and written as the socket takes them, by
  * progress.
  *
- * A long message (RNDV_MIN and up) is a rendezvous: its header
- * (RTS) is matched like a short one's, in order, but its bytes wait until
- * the receiver has a receive for it and says so (CTS); then they go in
- * pieces over the data connections, each read straight into the posted
- * buffer (socket-data.c).  The algorithms keep many sends in flight and
- * few receives posted; so no long message is read into memory of its own
- * and copied again, and its sender holds it until the receiver is ready,
- * as libfabric's rendezvous does.
+ * A long message (SMDDP_SOCKET_LONG, 64K, and up) has its header matched
+ * in order like a short one's, on the control connection, and its bytes
+ * go in pieces over the data connections, each read straight into the
+ * posted buffer (socket-data.c): at once (PUSH) while the bytes the peer
+ * holds unreceived stay within SMDDP_SOCKET_CREDIT, else only once the
+ * receiver has a receive for it and says so (RTS, then CTS).  The
+ * algorithms keep many sends in flight and few receives posted; the
+ * credit bounds what a receiver reads into memory of its own and copies
+ * again, and the rendezvous leaves the rest at the sender, as libfabric's
+ * does.
  *
  * Progress is one poll() over the listener and the connections, then the
  * reads and writes they are ready for; a wait sleeps in that poll.  The
