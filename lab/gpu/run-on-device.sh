@@ -19,6 +19,9 @@
 #              device against host memory, 2 and 4 ranks, 8 B .. 256 MiB
 #   staged     device memory between "hosts" on loopback against host memory
 #              through the same path, and pinned copy bandwidth (3 runs each)
+#   sockets    between "hosts" on loopback, host and device memory: libfabric's
+#              tcp (SMDDP_NET_TRANSPORT=fabric) against libsmddp's sockets with
+#              2 and 4 data connections per peer, 3 rounds alternated (JSON lines)
 #   async      the stream-ordering test with SMDDP_CUDA_ASYNC=1, phases traced
 #   connections  the queued mode with CUDA_DEVICE_MAX_CONNECTIONS 1 and 32, on one
 #              node and staged between "hosts", without and under MPS (the
@@ -232,6 +235,22 @@ for s in $stages; do
 					SMDDP_FABRIC_PROVIDER=tcp "$RUN" -n 2 --timeout 140 /bin/sh \
 					"$ROOT/tests/net/fakehost.sh" "$BENCH" --device "$mem" -b 8 -e 256M \
 					-f 2 -n 5 -w 2 -c 0 --json
+			done
+		done
+		;;
+	sockets)
+		# between "hosts" on loopback: libfabric's tcp against libsmddp's
+		# sockets (the default here: a thread per data connection, 2 per
+		# peer; then 4), host and device memory, 3 rounds alternated
+		for rep in 1 2 3; do
+			for tr in fabric socket socket4; do
+				for mem in host cuda; do
+					stage "sockets-$tr-$mem-$rep" 150 env CONFORMANCE_PER_HOST=1 \
+						SMDDP_NET_TRANSPORT=${tr%4} \
+						SMDDP_SOCKET_NSOCKS=$([ "$tr" = socket4 ] && echo 4 || echo 0) \
+						"$RUN" -n 2 --timeout 140 /bin/sh "$ROOT/tests/net/fakehost.sh" \
+						"$BENCH" --device "$mem" -b 8 -e 256M -f 4 -n 5 -w 2 -c 0 --json
+				done
 			done
 		done
 		;;
@@ -489,7 +508,7 @@ for s in $stages; do
 		[ "$n" = 0 ] || rc=1
 		;;
 	*)
-		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench p2p staged async mps modes footprint pages nccl torch torch-errors tsan)" >&2
+		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench p2p staged sockets async mps modes footprint pages nccl torch torch-errors tsan)" >&2
 		exit 2
 		;;
 	esac

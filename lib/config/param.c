@@ -153,11 +153,29 @@ static struct param params[] = {
 	     0,
 	     "libfabric provider between hosts, e.g. efa, verbs or tcp (else FI_PROVIDER, else "
 	     "the first of efa, verbs, tcp that is present)"),
-	TUNE("SMDDP_NET_TRANSPORT", "net_transport", SD_PARAM_ENUM, "fabric", "auto|fabric|socket",
+	TUNE("SMDDP_NET_TRANSPORT", "net_transport", SD_PARAM_ENUM, "auto", "auto|fabric|socket",
 	     0, 0, NULL, NULL, 0,
 	     "between hosts: fabric (libfabric: EFA, verbs, tcp), socket (TCP sockets of "
 	     "libsmddp's own), or auto (socket on hosts without RDMA devices unless a libfabric "
 	     "provider is asked for, else fabric)"),
+	TUNE("SMDDP_SOCKET_NSOCKS", "socket_nsocks", SD_PARAM_INT, "0", NULL, 0, 16,
+	     "expected 0 (automatic) to 16 (connections)", NULL, 0,
+	     "socket transport: data connections per peer and direction that a long message is "
+	     "spread over; 0: automatic (2 with threads, else 1)"),
+	TUNE("SMDDP_SOCKET_THREADS", "socket_threads", SD_PARAM_ENUM, "auto", "auto|0|1", 0, 0,
+	     NULL, NULL, 0,
+	     "socket transport: a thread per data connection, which moves the bytes of long "
+	     "messages on cores of its own (1), or the caller's progress polls them (0); auto: "
+	     "threads on hosts with 4 cores or more"),
+	TUNE("SMDDP_SOCKET_LONG", "socket_long", SD_PARAM_SIZE, "64K", NULL, 1, 1 << 30,
+	     "expected a size from 1 to 1G, like 64K", NULL, 0,
+	     "socket transport: messages this long and longer go over the data connections, read "
+	     "in place; shorter ones go on the control connection"),
+	TUNE("SMDDP_SOCKET_CREDIT", "socket_credit", SD_PARAM_SIZE, "4M", NULL, 0, 1 << 30,
+	     "expected a size from 0 to 1G, like 4M", NULL, 0,
+	     "socket transport: bytes of long messages a rank may send to a peer before the peer "
+	     "has posted their receives (kept in memory there until then); a long message beyond "
+	     "that waits for its receive (rendezvous); 0: every long message waits"),
 	TUNE("SMDDP_NET_CHUNK", "net_chunk", SD_PARAM_SIZE, "128K", NULL, 4096, 1 << 30,
 	     "expected a size from 4K to 1G, like 128K", NULL, 0,
 	     "bytes per pipelined message between hosts"),
