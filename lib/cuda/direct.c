@@ -309,6 +309,24 @@ static int all_done(struct sd_cuda *cu)
 	return cu->direct_done_k == cu->direct_k;
 }
 
+/* Host thread: wait until the direct calls in flight are done, before
+ * something a peer may still read is reused; why ends the timeout's words. */
+static int wait_direct_done(struct smddp_comm *c, struct sd_cuda *cu, const char *why)
+{
+	cudaError_t ee = cudaSuccess;
+	int rc = sd_cuda_wait(sd_cuda_q_event, cu->fast_ev, c->timeout_ns, NULL, &ee);
+
+	if (rc == SMDDP_ECUDA)
+		return SD_CUDA_ERR(c, ee, "an earlier collective on the GPU failed");
+	if (rc)
+		return sd_comm_error(c, SMDDP_ETIMEDOUT,
+				     "an earlier direct collective did not finish within %s "
+				     "(waited %s)",
+				     c->timeout_from, why);
+	cu->direct_done_k = cu->direct_k;
+	return SMDDP_OK;
+}
+
 /* Host thread: our slot for allocation b (taking and publishing one when
  * it has none), its generation into *g. */
 static int own_slot(struct smddp_comm *c, struct sd_cuda *cu, const struct buf_pub *b, uint32_t *j,
@@ -318,6 +336,7 @@ static int own_slot(struct smddp_comm *c, struct sd_cuda *cu, const struct buf_p
 	struct sd_reg_ent *x;
 	cudaIpcMemHandle_t h;
 	cudaError_t e;
+	int rc;
 
 	for (int i = 0; i < SD_REG_SLOTS; i++) {
 		struct sd_reg_own *o = &cu->reg_own[i];
@@ -332,21 +351,11 @@ static int own_slot(struct smddp_comm *c, struct sd_cuda *cu, const struct buf_p
 		if (!v || (v->gen && (!o->gen || (int32_t)(o->last_k - v->last_k) < 0)))
 			v = o;
 	}
-	if (v->gen && (int32_t)(v->last_k - cu->direct_done_k) > 0 && !all_done(cu)) {
-		/* Its last call may still run (rare: SD_REG_SLOTS allocations
-		 * in flight): a peer may still read it. */
-		cudaError_t ee = cudaSuccess;
-		int rc = sd_cuda_wait(sd_cuda_q_event, cu->fast_ev, c->timeout_ns, NULL, &ee);
-
-		if (rc == SMDDP_ECUDA)
-			return SD_CUDA_ERR(c, ee, "an earlier collective on the GPU failed");
-		if (rc)
-			return sd_comm_error(c, SMDDP_ETIMEDOUT,
-					     "an earlier direct collective did not finish within %s "
-					     "(waited to reuse a registration slot)",
-					     c->timeout_from);
-		cu->direct_done_k = cu->direct_k;
-	}
+	/* Its last call may still run (rare: SD_REG_SLOTS allocations in
+	 * flight): a peer may still read it. */
+	if (v->gen && (int32_t)(v->last_k - cu->direct_done_k) > 0 && !all_done(cu) &&
+	    (rc = wait_direct_done(c, cu, "to reuse a registration slot")))
+		return rc;
 	if ((e = cudaIpcGetMemHandle(&h, (void *)(uintptr_t)b->base)) != cudaSuccess) {
 		(void)cudaGetLastError();
 		return sd_comm_error(c, SMDDP_ECUDA,
@@ -403,19 +412,11 @@ static int stage_for(struct smddp_comm *c, struct sd_cuda *cu, size_t bytes, voi
 	cudaError_t e;
 
 	if (cu->direct_stage_len < bytes) {
-		if (cu->direct_stage && !all_done(cu)) {
-			cudaError_t ee = cudaSuccess;
-			int rc = sd_cuda_wait(sd_cuda_q_event, cu->fast_ev, c->timeout_ns, NULL, &ee);
+		int rc;
 
-			if (rc == SMDDP_ECUDA)
-				return SD_CUDA_ERR(c, ee, "an earlier collective on the GPU failed");
-			if (rc)
-				return sd_comm_error(c, SMDDP_ETIMEDOUT,
-						     "an earlier direct collective did not finish within "
-						     "%s (waited to grow the in-place stage)",
-						     c->timeout_from);
-			cu->direct_done_k = cu->direct_k;
-		}
+		if (cu->direct_stage && !all_done(cu) &&
+		    (rc = wait_direct_done(c, cu, "to grow the in-place stage")))
+			return rc;
 		if (cu->direct_stage)
 			cudaFree(cu->direct_stage);
 		size_t len = sd_cuda_scratch_size(cu->direct_stage_len, bytes);
