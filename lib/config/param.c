@@ -167,8 +167,8 @@ static struct param params[] = {
 	     "socket transport: a thread per data connection, which moves the bytes of long "
 	     "messages on cores of its own (1), or the caller's progress polls them (0); auto: "
 	     "threads on hosts with 4 cores or more"),
-	TUNE("SMDDP_SOCKET_LONG", "socket_long", SD_PARAM_SIZE, "64K", NULL, 1, 1 << 30,
-	     "expected a size from 1 to 1G, like 64K", NULL, 0,
+	TUNE("SMDDP_SOCKET_LONG", "socket_long", SD_PARAM_SIZE, "128K", NULL, 1, 1 << 30,
+	     "expected a size from 1 to 1G, like 128K", NULL, 0,
 	     "socket transport: messages this long and longer go over the data connections, read "
 	     "in place; shorter ones go on the control connection"),
 	TUNE("SMDDP_SOCKET_CREDIT", "socket_credit", SD_PARAM_SIZE, "4M", NULL, 0, 1 << 30,

@@ -73,7 +73,8 @@ grep -q "socket transport: to rank [01], pieces of long messages per data connec
 # has not posted) and rank 0 reuses the buffer; then rank 1 receives.
 rm -f "$TDIR"/late-*
 LAUNCH_OPTS="--grace 30"
-run_job late-rdv 90 2 --env SMDDP_TIMEOUT=2 --env SMDDP_SOCKET_CREDIT=0 --env P2P_SYNC_DIR="$TDIR" \
+run_job late-rdv 90 2 --env SMDDP_TIMEOUT=2 --env SMDDP_SOCKET_CREDIT=0 --env SMDDP_SOCKET_LONG=4K \
+	--env P2P_SYNC_DIR="$TDIR" \
 	--env CONFORMANCE_PER_HOST=1 $FAKE "$HOSTLY" "$P2P" late
 WANT_STATUS= expect_witnesses late-rdv 0 1
 WANT_STATUS=137

@@ -648,6 +648,13 @@ void sd_sock_data_io(struct sock *s, const struct pollfd *p, size_t n)
 	}
 }
 
+void sd_sock_data_retry(struct sock *s)
+{
+	for (struct dconn *dc = s->dins; dc; dc = dc->next)
+		if (polled_in(dc) && dc->waiting && din_io(dc) < 0)
+			wake(s, 0);
+}
+
 static int pending_from(struct sock *s, int peer)
 {
 	int n = 0;

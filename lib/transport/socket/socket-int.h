@@ -135,6 +135,7 @@ struct out {
 	struct op *wait; /* long sends announced, waiting for their clear-to-send */
 	uint64_t next_id;
 	size_t credit;  /* bytes of long messages we may send before the peer asks */
+	size_t owed;    /* credit taken back from the peer's messages, not yet returned */
 	unsigned rr;    /* the data connection the next piece starts on */
 	struct dconn *d[MAX_NSOCKS];
 };
@@ -242,11 +243,17 @@ static inline void sd_sock_failed(struct sock *s, int peer, int err, int send)
 	}
 }
 
-/* Gives the peer back n bytes of credit. */
+/* Gives the peer back n bytes of credit, a quarter of it at a time (a
+ * control frame per long message cost the medium sizes). */
 static inline void sd_sock_give_credit(struct sock *s, int peer, size_t n)
 {
-	if (n)
-		s->ctl(s, peer, F_CREDIT, n);
+	struct out *o = &s->outs[peer];
+
+	o->owed += n;
+	if (o->owed && o->owed >= s->credit / 4) {
+		s->ctl(s, peer, F_CREDIT, o->owed);
+		o->owed = 0;
+	}
 }
 
 /* socket-recv.c */
@@ -287,6 +294,9 @@ int sd_sock_data_adopt(struct sock *s, int fd, int peer, int idx);
 /* The poll entries of the data connections progress drives, and their I/O. */
 size_t sd_sock_data_pollfds(struct sock *s, struct pollfd *p);
 void sd_sock_data_io(struct sock *s, const struct pollfd *p, size_t n);
+/* Pieces that waited for their header, once the control connections are read
+ * (their sockets are not polled meanwhile: it would not sleep). */
+void sd_sock_data_retry(struct sock *s);
 /* Completions and failures the data connections have left for us. */
 void sd_sock_data_drain(struct sock *s, int *got);
 int sd_sock_data_busy(struct sock *s);

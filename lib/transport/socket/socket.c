@@ -25,7 +25,7 @@
  * the post returns), else queued and written as the socket takes them, by
  * progress.
  *
- * A long message (SMDDP_SOCKET_LONG, 64K, and up) has its header matched
+ * A long message (SMDDP_SOCKET_LONG, 128K, and up) has its header matched
  * in order like a short one's, on the control connection, and its bytes
  * go in pieces over the data connections, each read straight into the
  * posted buffer (socket-data.c): at once (PUSH) while the bytes the peer
@@ -610,6 +610,7 @@ static int pass(struct sock *s, int wait_ms, int *got)
 		if (o->err)
 			peer_fail(s, p, o->err, 1, got);
 	}
+	sd_sock_data_retry(s);
 	sd_sock_data_drain(s, got);
 	return 0;
 }
