@@ -65,7 +65,7 @@ summary() {
   awk '$1 == "[0]" && $2 ~ /^[0-9]+$/ { if ($2 == 16 || $2 == 65536 || $2 == 1048576) t = t " " $2 "B:" $7 "us"; w += $10 + $14 }
        END { printf "%s #wrong %d", t, w }' "$1"
 }
-for coll in allreduce reduce_scatter allgather broadcast reduce alltoall; do
+for coll in allreduce reducescatter allgather broadcast reduce alltoall; do
   part bench || continue
   for mode in queued blocking; do
     case $mode in queued) E="SMDDP_CUDA_ASYNC=auto";; blocking) E="SMDDP_CUDA_ASYNC=0";; esac
@@ -83,7 +83,7 @@ big() {
   awk '$1 == "[0]" && $2 ~ /^[0-9]+$/ { if ($2 == 4194304 || $2 == 67108864 || $2 == 268435456) t = t " " $2 "B:" $7 "us"; if ($2 == 268435456) b = $9; w += $10 + $14 }
        END { printf "%s busbw@256M %s #wrong %d", t, b, w }' "$1"
 }
-for coll in reduce_scatter alltoall allreduce; do
+for coll in reducescatter alltoall allreduce; do
   part big || continue
   for mode in queued blocking; do
     case $mode in queued) E="SMDDP_CUDA_ASYNC=auto";; blocking) E="SMDDP_CUDA_ASYNC=0";; esac
