@@ -93,7 +93,7 @@ int sd_sock_data_init(struct sock *s)
 	return 0;
 }
 
-/* ---- sending ------------------------------------------------------------ */
+/* ---- outgoing connections: pieces written ------------------------------- */
 
 /* A piece is written (or dropped, err): the last one ends its send. */
 void sd_sock_piece_done(struct sock *s, struct op *x, int err, int threaded)
@@ -331,7 +331,7 @@ void sd_sock_data_drop(struct dconn *dc, int err)
 	dc->tail = NULL;
 }
 
-/* ---- receiving ---------------------------------------------------------- */
+/* ---- incoming connections: pieces read into transfers ------------------- */
 
 struct xfer *sd_sock_find_xfer(struct sock *s, int peer, uint64_t id)
 {
