@@ -5,7 +5,7 @@
 # point to point and uneven all-to-all across hosts, then failures: a rank
 # killed between calls and in the middle of a large allreduce (every
 # survivor names it with SMDDP_EPEER), and a mismatch under
-# SMDDP_CHECK_COLL.  Then the long messages' paths forced (socket-data.c):
+# SMDDP_CHECK_COLL.  Then the long messages' paths forced (socket-long.c):
 # every message from 4K up by rendezvous (no credit), over 3 data
 # connections with a thread each: point to point, collectives checked
 # byte for byte, a send that times out and is forgotten while its receiver

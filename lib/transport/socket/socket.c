@@ -28,7 +28,7 @@
  * A long message (SMDDP_SOCKET_LONG, 128K, and up) has its header matched
  * in order like a short one's, on the control connection, and its bytes
  * go in pieces over the data connections, each read straight into the
- * posted buffer (socket-data.c): at once (PUSH) while the bytes the peer
+ * posted buffer (socket-long.c): at once (PUSH) while the bytes the peer
  * holds unreceived stay within SMDDP_SOCKET_CREDIT, else only once the
  * receiver has a receive for it and says so (RTS, then CTS).  The
  * algorithms keep many sends in flight and few receives posted; the
@@ -38,8 +38,9 @@
  *
  * Progress is one poll() over the listener and the connections, then the
  * reads and writes they are ready for; a wait sleeps in that poll.  The
- * data connections have a thread each (SMDDP_SOCKET_THREADS), so that one
- * pair of hosts moves bytes on several cores, or are polled with the rest.
+ * data connections (socket-data.c) have a thread each
+ * (SMDDP_SOCKET_THREADS), so that one pair of hosts moves bytes on several
+ * cores, or are polled with the rest.
  * The kernel copies every byte inside our calls, so a failed collective
  * can always let go of its buffers (forget): a send half written is
  * finished from a copy, a long one not yet cleared is withdrawn (GONE), a
@@ -88,7 +89,7 @@ static int so_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **out
 	s->ctl = queue_ctl;
 	s->peer_fail = peer_fail;
 	s->early_arrived = sd_sock_early_arrived;
-	if (sd_sock_data_init(s)) {
+	if (sd_sock_long_init(s)) {
 		free(s);
 		return sd_comm_error(c, SMDDP_ENOMEM, "socket transport: out of memory or threads");
 	}
