@@ -74,9 +74,11 @@
 
 #include "base/checks.h"
 #include "cuda/cuda.h"
+#include "cuda/device.h"
+#include "cuda/direct.h"
 #include "cuda/internal.h"
+#include "cuda/ipc.h"
 #include "cuda/kernels.h"
-#include "cuda/proxy.h"
 #include "transport/transport.h"
 
 #define REG_MAGIC 0x47455244u /* "DREG" */

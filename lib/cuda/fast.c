@@ -56,9 +56,11 @@
 #include "clock/clock.h"
 #include "config/param.h"
 #include "cuda/cuda.h"
+#include "cuda/device.h"
+#include "cuda/direct.h"
+#include "cuda/fast.h"
 #include "cuda/internal.h"
 #include "cuda/kernels.h"
-#include "cuda/proxy.h"
 #include "transport/transport.h"
 
 #define FAST_MAGIC 0x54534146u /* "FAST" */

@@ -65,8 +65,9 @@
 #include "coll/coll.h"
 #include "coll/net.h"
 #include "cuda/cuda.h"
+#include "cuda/device.h"
 #include "cuda/internal.h"
-#include "cuda/proxy.h"
+#include "cuda/staged.h"
 #include "transport/transport.h"
 
 #define NSLOT 2
