@@ -221,13 +221,42 @@ static inline int sd_cuda_end_queued(struct sd_cuda *cu, cudaStream_t st, int s)
 	return 1;
 }
 
-/* Host thread, a fast or direct call launched: its description, which
- * the proxy's watch names when a peer fails (fast.c). */
-static inline void sd_cuda_fast_launched(const struct smddp_comm *c, struct sd_cuda *cu)
+/* Host thread, a fast or direct call's kernels launched on st: its
+ * description, which the proxy's watch names when a peer fails (fast.c),
+ * and its end event, after which a call on another stream goes
+ * (sd_cuda_after_last).  A cudaError_t: the event could not be recorded. */
+static inline cudaError_t sd_cuda_kernels_launched(const struct smddp_comm *c, struct sd_cuda *cu,
+						   cudaStream_t st)
 {
+	cudaError_t e;
+
 	pthread_mutex_lock(&cu->mu);
 	cu->fast_last = c->cur;
 	pthread_mutex_unlock(&cu->mu);
+	if ((e = cudaEventRecord(cu->fast_ev, st)) != cudaSuccess)
+		return e;
+	cu->fast_pending = 1;
+	cu->last_st = st;
+	cu->last_slot = -1;
+	cu->last_fast = 1;
+	return cudaSuccess;
+}
+
+/* The collectives that the kernels of fast.c and direct.c run (each path
+ * then takes a call by its size). */
+static inline int sd_cuda_kernels_run(int coll)
+{
+	switch (coll) {
+	case SD_COLL_ALLREDUCE:
+	case SD_COLL_ALLGATHER:
+	case SD_COLL_REDUCE_SCATTER:
+	case SD_COLL_BROADCAST:
+	case SD_COLL_REDUCE:
+	case SD_COLL_ALLTOALL:
+		return 1;
+	default:
+		return 0;
+	}
 }
 
 static inline size_t dtsize(int dt)
