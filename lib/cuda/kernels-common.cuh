@@ -333,8 +333,20 @@ static int by_type(int dtype, int op, F f)
 	}
 }
 
+/* The kernels ks loaded (cudaFuncGetAttributes), until one fails: a
+ * cudaError_t.  Up front, before any stream waits (kernels.h says why). */
+template <typename... K>
+static int load_kernels(K... ks)
+{
+	cudaFuncAttributes fa;
+	cudaError_t e = cudaSuccess;
+
+	((e = e == cudaSuccess ? cudaFuncGetAttributes(&fa, ks) : e), ...);
+	return (int)e;
+}
+
 /* f(Tr{}, OP) for every dtype and op that by_type serves, until one
- * fails: the kernels' instances loaded up front (kernels.h says why). */
+ * fails: for load_kernels of every instance. */
 template <typename F>
 static int every_type_op(F f)
 {

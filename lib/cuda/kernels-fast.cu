@@ -660,16 +660,10 @@ extern "C" int sd_cuda_kernel_direct(const struct sd_direct_args *a, int dtype, 
 
 extern "C" int sd_cuda_kernels_load_fast(void)
 {
-	cudaFuncAttributes fa;
-	cudaError_t e = cudaFuncGetAttributes(&fa, k_direct_meet);
+	int e = load_kernels(k_direct_meet);
 
-	if (e == cudaSuccess)
-		e = (cudaError_t)every_type_op([&](auto tr, auto o) {
-			cudaError_t r = cudaFuncGetAttributes(&fa, k_fast<decltype(tr), decltype(o)::value>);
-
-			if (r == cudaSuccess)
-				r = cudaFuncGetAttributes(&fa, k_direct<decltype(tr), decltype(o)::value>);
-			return (int)r;
-		});
-	return (int)e;
+	return e ? e : every_type_op([](auto tr, auto o) {
+		return load_kernels(k_fast<decltype(tr), decltype(o)::value>,
+				    k_direct<decltype(tr), decltype(o)::value>);
+	});
 }

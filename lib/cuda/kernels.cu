@@ -157,22 +157,14 @@ extern "C" int sd_cuda_kernel_reduce(const struct sd_cuda_kargs *in, int dtype, 
 
 extern "C" int sd_cuda_kernels_load(void)
 {
-	cudaFuncAttributes fa;
-	cudaError_t e = cudaFuncGetAttributes(&fa, k_copy_pairs);
+	int e = load_kernels(k_copy_pairs, k_copy_pairs_at);
 
-	if (e == cudaSuccess)
-		e = cudaFuncGetAttributes(&fa, k_copy_pairs_at);
-	if (e == cudaSuccess)
-		e = (cudaError_t)every_type_op([&](auto tr, auto o) {
-			cudaError_t r = cudaFuncGetAttributes(&fa, k_reduce<decltype(tr), decltype(o)::value>);
-
-			if (r == cudaSuccess)
-				r = cudaFuncGetAttributes(&fa, k_reduce_at<decltype(tr), decltype(o)::value>);
-			return (int)r;
+	if (!e)
+		e = every_type_op([](auto tr, auto o) {
+			return load_kernels(k_reduce<decltype(tr), decltype(o)::value>,
+					    k_reduce_at<decltype(tr), decltype(o)::value>);
 		});
-	if (e == cudaSuccess)
-		e = (cudaError_t)sd_cuda_kernels_load_fast();
-	return (int)e;
+	return e ? e : sd_cuda_kernels_load_fast();
 }
 
 extern "C" int sd_cuda_kernel_copy_pairs(const void *const *src, void *const *dst, int npairs,
