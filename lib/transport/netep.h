@@ -28,6 +28,13 @@ struct sd_ep_ops;
 /* An endpoint; each kind embeds this first. */
 struct sd_fab {
 	const struct sd_ep_ops *ops;
+	/* Set at open: the size of message this endpoint moves best, for a
+	 * caller that cuts long messages (net.c's point to point) to cut them
+	 * into.  libfabric's tcp;ofi_rxm sends up to 64 KiB eagerly, and a
+	 * larger message's rendezvous waits behind the data going the other
+	 * way; the sockets take their long way (over the data connections,
+	 * read in place) only from SMDDP_SOCKET_LONG. */
+	size_t piece;
 };
 
 #define SD_FAB_NAME_MAX 200

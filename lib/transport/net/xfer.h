@@ -54,7 +54,7 @@ struct sd_net {
 	struct sd_coll_desc *descs;
 	int desc_pending;
 	int p2p;                 /* a batch of sends and receives waits (messages) */
-	char *bounces;           /* p2p: P2P_PIECE_MAX per small receive, kept */
+	char *bounces;           /* p2p: P2P_WHOLE_MAX per small receive, kept */
 	size_t nbounces;
 	int logged[SD_NUM_COLLS];
 };
