@@ -35,6 +35,11 @@ struct sd_fab {
 	 * way; the sockets take their long way (over the data connections,
 	 * read in place) only from SMDDP_SOCKET_LONG. */
 	size_t piece;
+	/* Set at open: the chunk of the rings and chains (net-algo.c) unless
+	 * SMDDP_NET_CHUNK says otherwise.  Over rxm 128 KiB keeps a shaped
+	 * link full; the sockets pay a system call or more per message and
+	 * per poll, so they want fewer, larger ones. */
+	size_t chunk;
 };
 
 #define SD_FAB_NAME_MAX 200

@@ -94,6 +94,7 @@ static int so_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **out
 		return sd_comm_error(c, SMDDP_ENOMEM, "socket transport: out of memory or threads");
 	}
 	s->base.piece = s->long_min > (4u << 20) ? s->long_min : 4u << 20; /* long, and few */
+	s->base.chunk = 1u << 20;
 	memset(&ss, 0, sizeof(ss));
 	if (src_ip && *src_ip && strchr(src_ip, ':')) {
 		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
