@@ -11,13 +11,13 @@
  */
 #include "config.h"
 
-#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <smddp/smddp.h>
 
+#include "../unit/check.h" /* count_fds() */
 #include "cuda/state.h"
 #include "transport/transport.h"
 
@@ -127,19 +127,6 @@ static void poll_once(const char *what)
 	check(rc == SMDDP_OK && e == SMDDP_EPEER &&
 		      !strcmp(smddp_last_error(comm), fakecuda_async_msg),
 	      what, smddp_last_error(comm));
-}
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
 }
 
 /* A communicator whose queued work failed unseen: release returns it. */

@@ -1,7 +1,6 @@
 /* conf-api.c - conformance: what the matrix does not cover: the API surface and argument
  * errors, sub-communicators, two threads, lifecycle, buffer reuse and signals.
  */
-#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -13,6 +12,7 @@
 #include <smddp/smddp.h>
 
 #include "conformance.h"
+#include "../unit/check.h" /* count_fds() */
 
 /* ---- API surface: names, versions, argument errors ---------------------------- */
 
@@ -393,21 +393,6 @@ void t_threads(struct group *w, const struct plan *p)
 }
 
 /* ---- lifecycle: no leak across communicators, init again after destroy ------- */
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)) != NULL)
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n - 1; /* the directory's own descriptor */
-}
 
 static int count_shm_maps(void)
 {

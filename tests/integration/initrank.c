@@ -12,7 +12,6 @@
  * The launcher's variables only tell this program its rank: the communicators
  * read nothing from the environment.
  */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +21,7 @@
 #include <smddp/smddp.h>
 
 #include "clock.h" /* lib/clock/: the one clock */
+#include "../unit/check.h" /* count_fds() */
 
 static int rank = 0;
 
@@ -133,19 +133,6 @@ static int basic(const char *dir, int n)
 		bad("release took %s", "more than 5 s", 0);
 	printf("INITRANK-OK rank=%d basic, released in %.3f s\n", rank, sd_now_s() - t0);
 	return 0;
-}
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
 }
 
 static void expect(int rc, int want, const char *what, const char *words)

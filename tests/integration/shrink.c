@@ -30,7 +30,6 @@
  * survivor prints "SHRINK-OK rank=R ..." and exits 0; a failed check prints
  * "SHRINK-BAD rank=R: why" and exits 1.
  */
-#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -44,26 +43,13 @@
 #include <smddp/smddp.h>
 
 #include "clock.h" /* lib/clock/: the one clock */
+#include "../unit/check.h" /* count_fds() */
 #include "shrink-stage.h"
 
 #define MAXR 64
 
 static int wsize;
 static int flags;
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n - 1; /* the DIR's own */
-}
 
 /* ---- the check of a new communicator ------------------------------------- */
 

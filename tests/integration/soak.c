@@ -8,12 +8,13 @@
  *   grow by at most 1 MiB and the open descriptors not at all.
  * Prints "SOAK-OK rank=R" and exits 0, or "SOAK-BAD rank=R: why" and exits 1.
  */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <smddp/smddp.h>
+
+#include "../unit/check.h" /* count_fds() */
 
 static int rank;
 
@@ -30,20 +31,6 @@ static long rss_kb(void)
 			break;
 	fclose(f);
 	return kb;
-}
-
-static int open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n - 1; /* the directory itself */
 }
 
 static void bad(const char *why, int rc, struct smddp_comm *c)
@@ -63,7 +50,7 @@ struct track {
 static void sample(struct track *t, long n, long total)
 {
 	long kb = rss_kb();
-	int fds = open_fds();
+	int fds = count_fds();
 
 	printf("SOAK rank=%d phase=%s n=%ld rss_kb=%ld fds=%d\n", rank, t->phase, n, kb, fds);
 	if (n == total / 10) {
