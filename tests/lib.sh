@@ -29,6 +29,13 @@
 #   expect_no_leftovers JOB
 #                   nothing of SMDDP_JOB_ID JOB is left in /dev/shm.
 #
+# And for shrink tests whose survivors print "SHRINK-OK rank=R size=S"
+# (tests/integration/shrink.c, tests/gpu/gpu-shrink.c):
+#
+#   expect_shrink_ok NAME SIZE "RANK..." FILE...
+#                   each world RANK printed that it goes on in a communicator
+#                   of SIZE, into one of FILEs, and nobody printed SHRINK-BAD.
+#
 # Paths, temporary folders and cleanup traps stay with each folder's helper
 # file: they differ from folder to folder.
 
@@ -94,6 +101,17 @@ expect_faults() {
 			fail "$name: rank $r did not report: $what"
 	done
 	! grep -q FAULT-BAD "$TDIR/$name.out" || fail "$(grep FAULT-BAD "$TDIR/$name.out" | head -3)"
+}
+
+expect_shrink_ok() {
+	local name=$1 size=$2 ranks=$3 r
+	shift 3
+	for r in $ranks; do
+		grep -qs "SHRINK-OK rank=$r size=$size\$" "$@" &&
+			pass "$name: rank $r goes on in a communicator of $size" ||
+			fail "$name: rank $r did not finish in a communicator of $size"
+	done
+	! grep -qs SHRINK-BAD "$@" || fail "$name: $(grep -hs SHRINK-BAD "$@" | head -3)"
 }
 
 expect_no_leftovers() {

@@ -20,14 +20,9 @@ job=fakeshrink$$
 # SHRINK-BAD, each survivor's matrix passed, smddp-run exited 0 (--on-failure continue:
 # survivors exited 0); nothing of the job is left in /dev/shm
 shrunk() {
-	local name=$1 size=$2 r
+	local name=$1 size=$2
 	shift 2
-	for r in "$@"; do
-		grep -q "SHRINK-OK rank=$r size=$size\$" "$TDIR/$name.out" &&
-			pass "$name: world rank $r goes on in a communicator of $size" ||
-			fail "$name: world rank $r did not finish in a communicator of $size"
-	done
-	! grep -q SHRINK-BAD "$TDIR/$name.out" || fail "$(grep SHRINK-BAD "$TDIR/$name.out" | head -3)"
+	expect_shrink_ok "$name" "$size" "$*" "$TDIR/$name.out"
 	expect_summary "$name" "$size"
 	expect_no_leftovers "$job"
 }

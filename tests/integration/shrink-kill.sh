@@ -15,14 +15,9 @@ LAUNCH_OPTS="--grace 30"
 # expect_shrunk NAME SIZE RANK...: each RANK printed SHRINK-OK with the final
 # SIZE, nobody SHRINK-BAD, and the first failure was the victim's SIGKILL.
 expect_shrunk() {
-	local name=$1 size=$2 r
+	local name=$1 size=$2
 	shift 2
-	for r in "$@"; do
-		grep -q "SHRINK-OK rank=$r size=$size\$" "$TDIR/$name.out" &&
-			pass "$name: rank $r goes on in a communicator of $size" ||
-			fail "$name: rank $r did not finish in a communicator of $size"
-	done
-	! grep -q SHRINK-BAD "$TDIR/$name.out" || fail "$(grep SHRINK-BAD "$TDIR/$name.out" | head -3)"
+	expect_shrink_ok "$name" "$size" "$*" "$TDIR/$name.out"
 	[ "$status" = 137 ] && pass "$name: smddp-run exited 137 (the SIGKILL)" ||
 		fail "$name: smddp-run exited $status, expected 137"
 	expect_no_leftovers "$SMDDP_JOB_ID"
