@@ -2,6 +2,7 @@
 #
 # The endpoint of lib/transport/socket/ behind the same table as libfabric's:
 # the conformance matrix hierarchical (2 hosts x 2 ranks) and flat (3 x 1),
+# the ring's chunk (the endpoint's, or SMDDP_NET_CHUNK as the user set it),
 # point to point and uneven all-to-all across hosts, then failures: a rank
 # killed between calls and in the middle of a large allreduce (every
 # survivor names it with SMDDP_EPEER), and a mismatch under
@@ -33,6 +34,16 @@ hosts() { # NAME NRANKS PER-HOST
 }
 hosts hier-2x2 4 2
 hosts flat-3x1 3 1
+# the ring's chunk: the sockets' 1 MiB (halved down to 128 KiB for mid sizes), or the
+# user's SMDDP_NET_CHUNK as it is
+grep -q "chunks of 1048576 bytes (at least 131072)$" "$TDIR/hier-2x2.out" &&
+	pass "hier-2x2: the sockets' chunk of 1 MiB" || fail "hier-2x2: not the sockets' chunk"
+run_job chunk-user 60 2 --env CONFORMANCE_PER_HOST=1 --env SMDDP_NET_CHUNK=64K \
+	--env SMDDP_DEBUG=INFO --env SMDDP_DEBUG_SUBSYS=NET $FAKE "$HOSTLY" \
+	"$top_builddir/cmd/bench/smddp-allreduce-bench" -b 1M -e 1M -n 2 -w 1 -c 1
+[ "$status" -eq 0 ] && [ "$(grep -c "chunks of 65536 bytes (at least 65536)$" "$TDIR/chunk-user.out")" -eq 2 ] &&
+	pass "SMDDP_NET_CHUNK=64K: every rank's chunk, as it is" ||
+	fail "SMDDP_NET_CHUNK=64K: exit $status, or not every rank took the user's chunk"
 
 run_job p2p-3x1 300 3 --env CONFORMANCE_PER_HOST=1 $FAKE "$HOSTLY" "$P2P" matrix
 [ "$status" -eq 0 ] && pass "point to point across 3 hosts" || fail "p2p across hosts: exit $status"

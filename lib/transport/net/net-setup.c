@@ -215,12 +215,12 @@ int sd_net_setup(struct smddp_comm *c, struct smddp_comm *node, struct smddp_com
 				sd_fab_on_wait(n->fab, sd_net_check_news);
 				/* The endpoint's chunk, unless the user chose one
 				 * (every rank has the same kind: same_kind below). */
-				n->chunk = strcmp(sd_param_source("SMDDP_NET_CHUNK"), "default")
-						   ? (size_t)sd_param_int("SMDDP_NET_CHUNK")
-						   : n->fab->chunk;
-				n->chunk_min = strcmp(sd_param_source("SMDDP_NET_CHUNK"), "default")
-						       ? n->chunk
-						       : NET_CHUNK_MIN;
+				int user_chunk = strcmp(sd_param_source("SMDDP_NET_CHUNK"),
+							"default") != 0;
+
+				n->chunk = user_chunk ? (size_t)sd_param_int("SMDDP_NET_CHUNK")
+						      : n->fab->chunk;
+				n->chunk_min = user_chunk ? n->chunk : NET_CHUNK_MIN;
 				n->slots = malloc(2 * NSLOTS * n->chunk);
 				if (!n->slots)
 					lrc = sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
@@ -302,10 +302,12 @@ int sd_net_setup(struct smddp_comm *c, struct smddp_comm *node, struct smddp_com
 		n->job = job;
 		job->refs++;
 		c->tp = tp;
-		SD_INFO(SD_SUB_NET, "rank %d of %d spans %d hosts (%s), %d per host, %s; %s",
+		SD_INFO(SD_SUB_NET,
+			"rank %d of %d spans %d hosts (%s), %d per host, %s; %s; chunks of %zu bytes "
+			"(at least %zu)",
 			c->rank, c->size, n->nnodes, sd_fab_describe(n->fab), n->hier ? n->L : -1,
 			n->hier ? "hierarchical collectives" : "uneven hosts: flat collectives",
-			sd_net_algo_names[n->algo]);
+			sd_net_algo_names[n->algo], n->chunk, n->chunk_min);
 	}
 out:
 	free(all);
