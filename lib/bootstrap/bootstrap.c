@@ -29,7 +29,9 @@
  * Rank 0 is the only one that sees every rank: when a connection closes
  * without a BYE, or an ABORT arrives, it records the failure (sticky) and
  * queues a DEATH or ABORT notice to every other rank, flushed in this and
- * every later call.  Frames that arrive outside a call that wants them (an
+ * every later call.  A rank's NOTE (its last error of its own, which left
+ * its communicator working) stays with rank 0 and goes out with its DEATH;
+ * rank 0's own NOTE goes to every rank, who see its connection close.  Frames that arrive outside a call that wants them (an
  * all-gather contribution while rank 0 is in sd_boot_poll) wait in a one-frame
  * stash per connection; a sequence number tells a stray frame from the right
  * one.
@@ -869,6 +871,24 @@ void sd_boot_abort(struct sd_boot *b, const char *why)
 	sd_boot_drain_output(b, 100 * MS);
 }
 
+void sd_boot_note(struct sd_boot *b, const char *why)
+{
+	struct frame *f;
+
+	if (!b || !b->ready || b->failed)
+		return;
+	sd_boot_keep_note(b, b->rank, why);
+	f = sd_boot_frame_str(F_NOTE, 1, b->rank, 0, 0, why);
+	if (!f)
+		return;
+	if (b->rank == 0)
+		sd_boot_broadcast(b, f, -1);
+	else if (b->conns[0])
+		(void)sd_boot_conn_send(b->conns[0], f);
+	sd_boot_frame_unref(f);
+	sd_boot_drain_output(b, 0);
+}
+
 int sd_boot_how(int clean, int rc)
 {
 	if (clean)
@@ -924,6 +944,7 @@ void sd_boot_close(struct sd_boot *b, int how)
 	free(b->pending);
 	free(b->conns);
 	free(b->ids);
+	free(b->notes);
 	free(b->pfd);
 	free(b->pconn);
 	free(b);

@@ -109,6 +109,15 @@ int sd_boot_fds(struct sd_boot *b, int *fds, int max);
  * long (non-blocking sends, best effort). */
 void sd_boot_abort(struct sd_boot *b, const char *why);
 
+/* Leave why (this rank's last error of its own, one that did not end its
+ * communicator: a refused argument, a mismatch) with rank 0, which passes
+ * it on with the news of this rank's death (rank 0's own goes to every
+ * rank), so that should this rank's process end, the others name it as
+ * the cause rather than a bare death ("rank 3 ... left after an error of
+ * its own (its last: WHY)").  One frame, best effort, never blocks; by
+ * the thread that owns the channel. */
+void sd_boot_note(struct sd_boot *b, const char *why);
+
 /* Close the channel.  SD_BOOT_CLEAN after a successful final barrier,
  * SD_BOOT_WITNESS when this rank leaves because another failed (a dead
  * peer, an abort, a broken link): either way peers do not take the close

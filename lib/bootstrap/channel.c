@@ -268,6 +268,10 @@ static uint32_t frame_limit(struct sd_boot *b, struct conn *c, uint32_t type)
 	case F_ABORT:
 	case F_BYE:
 		return SMALL_MAX;
+	case F_NOTE:
+		if (b->ready)
+			return SMALL_MAX;
+		break;
 	}
 	snprintf(c->why, sizeof(c->why), "unexpected frame type %u (%s)", type, sd_boot_type_name(type));
 	return 0;
@@ -354,12 +358,19 @@ static int on_frame(struct sd_boot *b, struct conn *c, uint32_t type, uint8_t **
 		return 0;
 	case F_DEATH: {
 		int32_t dead = (int32_t)sd_boot_rd32(&r);
+		char note[NOTE_MAX + 60];
 
 		if (r.bad || dead < 1 || dead >= b->size || dead == b->rank) {
 			sd_boot_conn_lost(b, c, 0, "bad DEATH");
 			return 1;
 		}
-		if (b->ready)
+		/* the dead rank's note, if it left one with rank 0 */
+		if (r.off < r.n && sd_boot_rdstr(&r, reason, REASON_MAX) > 0)
+			sd_boot_keep_note(b, dead, reason);
+		if (b->ready && sd_boot_note_words(b, dead, note, sizeof(note))[0])
+			sd_boot_fail(b, SMDDP_EPEER, dead, "rank %d (pid %d on %s) left%s: rank 0 saw its connection close",
+			     (int)dead, (int)b->ids[dead].pid, sd_boot_host_of(b, dead), note);
+		else if (b->ready)
 			sd_boot_fail(b, SMDDP_EPEER, dead,
 			     "rank %d (pid %d on %s) died or was killed: rank 0 saw its connection close", (int)dead,
 			     (int)b->ids[dead].pid, sd_boot_host_of(b, dead));
@@ -392,6 +403,19 @@ static int on_frame(struct sd_boot *b, struct conn *c, uint32_t type, uint8_t **
 			sd_boot_fail(b, SMDDP_EABORTED, who, "rank %d (pid %d on %s) aborted: %s", (int)who,
 			     (int)b->ids[who].pid, sd_boot_host_of(b, who), reason);
 		}
+		return 0;
+	}
+	case F_NOTE: {
+		int32_t who = (int32_t)sd_boot_rd32(&r);
+
+		if (sd_boot_rdstr(&r, reason, REASON_MAX) < 0 || who < 0 || who >= b->size) {
+			sd_boot_conn_lost(b, c, 0, "bad NOTE");
+			return 1;
+		}
+		/* trust the connection, not the claim: rank 0 hears a rank's
+		 * own note (and passes it on with its death, if it dies), the
+		 * others rank 0's */
+		sd_boot_keep_note(b, b->rank == 0 ? c->rank : 0, reason);
 		return 0;
 	}
 	case F_BYE:

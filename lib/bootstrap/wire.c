@@ -28,7 +28,8 @@
 const char *sd_boot_type_name(uint32_t t)
 {
 	static const char *const names[] = {"?",      "HELLO", "REJECT", "WELCOME", "GIVEUP",    "GATHER",
-					    "RESULT", "DEATH", "ABORT",  "BYE",     "CHALLENGE", "AUTH"};
+					    "RESULT", "DEATH", "ABORT",  "BYE",     "CHALLENGE", "AUTH",
+					    "NOTE"};
 	return t < sizeof(names) / sizeof(names[0]) ? names[t] : "?";
 }
 
@@ -467,7 +468,9 @@ void sd_boot_broadcast(struct sd_boot *b, struct frame *f, int except)
 /* Rank 0: tell every other rank that `rank` died. */
 static void relay_death(struct sd_boot *b, int rank)
 {
-	struct frame *f = sd_boot_frame_new(F_DEATH, 4);
+	struct frame *f = b->notes && b->notes[rank][0]
+				  ? sd_boot_frame_str(F_DEATH, 1, rank, 0, 0, b->notes[rank])
+				  : sd_boot_frame_new(F_DEATH, 4);
 
 	if (!f)
 		return;
@@ -494,10 +497,26 @@ const char *sd_boot_host_of(struct sd_boot *b, int r)
 	return sd_host_name(b->ids[r].hostid);
 }
 
+void sd_boot_keep_note(struct sd_boot *b, int r, const char *note)
+{
+	if (!b->notes)
+		b->notes = calloc((size_t)b->size, sizeof(*b->notes));
+	if (b->notes)
+		snprintf(b->notes[r], sizeof(b->notes[r]), "%s", note);
+}
+
+const char *sd_boot_note_words(struct sd_boot *b, int r, char *buf, size_t n)
+{
+	if (!b->notes || !b->notes[r][0])
+		return "";
+	snprintf(buf, n, " after an error of its own (its last: %s)", b->notes[r]);
+	return buf;
+}
+
 /* The far end of c closed (err == 0) or broke (errno err), or sent nonsense (proto != NULL). */
 void sd_boot_conn_lost(struct sd_boot *b, struct conn *c, int err, const char *proto)
 {
-	char detail[200] = "";
+	char detail[200] = "", note[NOTE_MAX + 60];
 	int r = c->rank;
 
 	if (err)
@@ -516,6 +535,10 @@ void sd_boot_conn_lost(struct sd_boot *b, struct conn *c, int err, const char *p
 		if (proto)
 			sd_boot_fail(b, SMDDP_EPEER, r, "rank %d (pid %d on %s) sent a malformed frame to rank 0 (%s)", r,
 			     (int)b->ids[r].pid, sd_boot_host_of(b, r), proto);
+		else if (sd_boot_note_words(b, r, note, sizeof(note))[0])
+			sd_boot_fail(b, SMDDP_EPEER, r,
+			     "rank %d (pid %d on %s) left%s: rank 0 saw its connection close%s", r,
+			     (int)b->ids[r].pid, sd_boot_host_of(b, r), note, detail);
 		else
 			sd_boot_fail(b, SMDDP_EPEER, r,
 			     "rank %d (pid %d on %s) closed its connection to rank 0%s: it died or was killed%s", r,
@@ -535,6 +558,9 @@ void sd_boot_conn_lost(struct sd_boot *b, struct conn *c, int err, const char *p
 		if (proto)
 			sd_boot_fail(b, SMDDP_EPEER, 0, "rank 0 (pid %d on %s) sent a malformed frame to rank %d (%s)",
 			     (int)b->ids[0].pid, sd_boot_host_of(b, 0), b->rank, proto);
+		else if (sd_boot_note_words(b, 0, note, sizeof(note))[0])
+			sd_boot_fail(b, SMDDP_EPEER, 0, "rank 0 (pid %d on %s) left%s: rank %d saw its connection close%s",
+			     (int)b->ids[0].pid, sd_boot_host_of(b, 0), note, b->rank, detail);
 		else
 			sd_boot_fail(b, SMDDP_EPEER, 0,
 			     "rank 0 (pid %d on %s) closed its connection to rank %d%s: it died or was killed",

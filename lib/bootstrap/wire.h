@@ -20,7 +20,8 @@
 #define HELLO_MAGIC "SMDDPB1" /* 8 bytes with the NUL */
 #define TOKEN_MAX 256
 #define HELLO_MAX 1024               /* largest hello a stranger may announce */
-#define SMALL_MAX 2048               /* REJECT, GIVEUP, DEATH, ABORT, BYE */
+#define SMALL_MAX 2048               /* REJECT, GIVEUP, DEATH, ABORT, BYE, NOTE */
+#define NOTE_MAX 400                 /* a rank's note as peers keep it */
 #define REASON_MAX 1024              /* reason strings inside frames */
 #define BIG_MAX (1u << 30)           /* GATHER, RESULT, WELCOME */
 #define HELLO_LIMIT_NS (5ull * 1000000000ull)
@@ -37,11 +38,12 @@ enum frame_type {
 	F_GIVEUP = 4,  /* rank 0 gives up the rendezvous: result code, reason */
 	F_GATHER = 5,  /* seq, bytes */
 	F_RESULT = 6,  /* seq, concatenation */
-	F_DEATH = 7,   /* rank */
+	F_DEATH = 7,   /* rank[, its note] */
 	F_ABORT = 8,   /* rank, reason */
 	F_BYE = 9,     /* clean close follows */
 	F_CHALLENGE = 10, /* server nonce, rank 0's MAC */
 	F_AUTH = 11,   /* the rank's MAC, pid, hostid */
+	F_NOTE = 12,   /* rank, its last error of its own: a rank's to rank 0, rank 0's to all */
 };
 
 /* A frame ready to send, shared by the queues of several connections. */
@@ -106,6 +108,9 @@ struct sd_boot {
 	const char *hostid;
 	uint8_t cnonce[NONCE_LEN];
 	int authed;           /* AUTH sent */
+	/* every rank's last error of its own (sd_boot_note), "" if none;
+	 * NULL until the first note */
+	char (*notes)[NOTE_MAX];
 	/* sticky failure */
 	int failed;
 	int fail_rank;
@@ -151,6 +156,9 @@ void sd_boot_frame_unref(struct frame *f);
 uint32_t sd_boot_get32(const uint8_t *p);
 uint64_t sd_boot_get64(const uint8_t *p);
 const char *sd_boot_host_of(struct sd_boot *b, int r);
+/* " after an error of its own (its last: NOTE)" when rank r left a note, else "". */
+const char *sd_boot_note_words(struct sd_boot *b, int r, char *buf, size_t n);
+void sd_boot_keep_note(struct sd_boot *b, int r, const char *note);
 int sd_boot_is_loopback(const struct sockaddr *sa);
 int sd_boot_ms_until(uint64_t deadline);
 void sd_boot_put32(uint8_t *p, uint32_t v);

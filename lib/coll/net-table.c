@@ -71,5 +71,6 @@ const struct sd_transport_ops sd_transport_net = {
 	.p2p = sd_net_p2p,
 	.health = sd_no_health,
 	.abort = sd_net_abort,
+	.note = sd_net_note,
 	.detach = sd_net_detach,
 };

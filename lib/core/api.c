@@ -21,7 +21,9 @@
 #include "core/api.h"
 #include "core/said.h"
 #include "core/trace.h"
+#include "bootstrap/bootstrap.h"
 #include "cuda/cuda.h"
+#include "transport/net/net.h"
 #include "transport/transport.h"
 
 /* ---- device pointers ----------------------------------------------------
@@ -285,6 +287,24 @@ int sd_api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op
 	return host_enter(c, coll, count, dtype, op, root, NULL);
 }
 
+/* An error of this rank's own that leaves the communicator working (a
+ * refused argument, a mismatch) is left where the peers look when a
+ * rank's process ends (the transport's note; across hosts the world's
+ * bootstrap): a program that exits on it is then named with its error,
+ * not as a bare death.  The bootstrap only while no CUDA proxy thread
+ * may be using it. */
+static void leave_note(struct smddp_comm *c, int rc)
+{
+	char why[sizeof(c->last_error) + 64];
+	struct sd_boot *boot = c->boot ? c->boot : c->net ? sd_net_job(c)->boot : NULL;
+
+	snprintf(why, sizeof(why), "%s (%s)", c->last_error, smddp_strerror(rc));
+	if (c->tp)
+		c->tp->note(c, why);
+	if (boot && !c->cuda)
+		sd_boot_note(boot, why);
+}
+
 /* A failure that leaves ranks at different places in the protocol breaks
  * the communicator for good. */
 int sd_api_leave(struct smddp_comm *c, int rc)
@@ -293,6 +313,7 @@ int sd_api_leave(struct smddp_comm *c, int rc)
 	 * result of an earlier one: the flight recorder is dumped. */
 	int fresh = rc && rc != SMDDP_EINVAL && rc != SMDDP_EUNSUPPORTED && !c->failed;
 	int breaks = fresh && rc != SMDDP_EMISMATCH;
+	int keeps = rc && !breaks && !c->failed; /* this rank's own: refused, mismatched */
 
 	/* The device calls queued before this one end first (they may still
 	 * succeed), or report their own failure: the root cause. */
@@ -308,6 +329,8 @@ int sd_api_leave(struct smddp_comm *c, int rc)
 	}
 	if (fresh)
 		sd_trace_failed(c, rc);
+	if (keeps)
+		leave_note(c, rc);
 	memset(&c->cur, 0, sizeof(c->cur));
 	return rc;
 }

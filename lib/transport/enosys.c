@@ -131,6 +131,12 @@ void sd_no_abort(struct smddp_comm *c)
 	missing(c, "abort");
 }
 
+/* No peers to tell (one rank), or none that would look. */
+void sd_no_note(struct smddp_comm *c, const char *why)
+{
+	(void)c, (void)why;
+}
+
 void sd_no_detach(struct smddp_comm *c)
 {
 	missing(c, "detach");

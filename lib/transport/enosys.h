@@ -33,6 +33,7 @@ int sd_no_peer_write(struct smddp_comm *c, int r, uintptr_t dst, const void *src
 int sd_no_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n);
 int sd_no_health(struct smddp_comm *c);
 void sd_no_abort(struct smddp_comm *c);
+void sd_no_note(struct smddp_comm *c, const char *why);
 void sd_no_detach(struct smddp_comm *c);
 
 /* A transport that has nothing: every op its stub (made from

@@ -121,6 +121,11 @@ struct sd_transport_ops {
 	int (*health)(struct smddp_comm *c);
 	/* Tell peers this rank aborts; local, never blocks. */
 	void (*abort)(struct smddp_comm *c);
+	/* Leave why, this rank's last error of its own that did not break the
+	 * communicator (a refused argument, a mismatch), where the peers look
+	 * should this rank's process end: they then name it with the death.
+	 * Local, never blocks; a later note replaces it. */
+	void (*note)(struct smddp_comm *c, const char *why);
 	/* Unmap and free. */
 	void (*detach)(struct smddp_comm *c);
 };
@@ -132,7 +137,7 @@ struct sd_transport_ops {
 #define SD_TRANSPORT_OPS(X)                                                         \
 	X(attach) X(create) X(unlink) X(barrier) X(half_bytes) X(slot) X(tiny)      \
 	X(hint) X(put_desc) X(get_desc) X(finish) X(put_addrs) X(get_addrs) X(peer_read)    \
-	X(peer_write) X(p2p) X(health) X(abort) X(detach)
+	X(peer_write) X(p2p) X(health) X(abort) X(note) X(detach)
 #define SD_TRANSPORT_OP_COUNT_(op) +1
 #define SD_TRANSPORT_NOPS (0 SD_TRANSPORT_OPS(SD_TRANSPORT_OP_COUNT_))
 _Static_assert(sizeof(struct sd_transport_ops) ==

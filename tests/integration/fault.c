@@ -3,6 +3,10 @@
  * Usage (under smddp-run unless noted):
  *   fault kill VICTIM NGOOD     VICTIM does NGOOD allreduces, then raise(SIGKILL)
  *   fault exit VICTIM NGOOD     VICTIM does NGOOD allreduces, then exit(0) without destroy
+ *   fault errexit VICTIM NGOOD  VICTIM does NGOOD allreduces, then one with a NULL recvbuf
+ *                               (its own SMDDP_EINVAL), then exit(1) as a program that
+ *                               gives up on an error does: the others' allreduce fails
+ *                               naming VICTIM and its error ("recvbuf is NULL")
  *   fault killmid VICTIM MS     everyone loops over large allreduces; a thread of VICTIM
  *                               SIGKILLs it after MS milliseconds, in the middle of one
  *   fault stopmid VICTIM MS     likewise but SIGSTOP: alive and stuck mid-collective
@@ -655,7 +659,7 @@ static void mode_sub(struct smddp_comm *c, int victim, int kill_it)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: fault kill|exit|abort VICTIM NGOOD | hang|late VICTIM SECONDS | "
+	fprintf(stderr, "usage: fault kill|exit|errexit|abort VICTIM NGOOD | hang|late VICTIM SECONDS | "
 			"killmid|stopmid VICTIM MS | subabort|subkill|noshow VICTIM | killat VICTIM split|barrier|broadcast|reduce_scatter|destroy | "
 			"mismatch count|op|dtype|root|coll|null|zero | dump | init | freeport\n");
 	exit(2);
@@ -694,7 +698,8 @@ int main(int argc, char **argv)
 		if (argc != 3)
 			usage();
 		victim = atoi(argv[2]);
-	} else if (!strcmp(mode, "kill") || !strcmp(mode, "exit") || !strcmp(mode, "abort") ||
+	} else if (!strcmp(mode, "kill") || !strcmp(mode, "exit") || !strcmp(mode, "errexit") ||
+		   !strcmp(mode, "abort") ||
 		   !strcmp(mode, "hang") || !strcmp(mode, "late") || !strcmp(mode, "killmid") ||
 		   !strcmp(mode, "stopmid") || !strcmp(mode, "killat")) {
 		if (argc != 4)
@@ -798,6 +803,10 @@ int main(int argc, char **argv)
 	e.words[0] = "allreduce";
 	if (!strcmp(mode, "kill") || !strcmp(mode, "exit")) {
 		e.rc = SMDDP_EPEER;
+	} else if (!strcmp(mode, "errexit")) {
+		e.rc = SMDDP_EPEER;
+		e.words[1] = "after an error of its own";
+		e.words[2] = "recvbuf is NULL";
 	} else if (!strcmp(mode, "abort")) {
 		e.rc = SMDDP_EABORTED;
 	} else { /* hang and late, with SMDDP_TIMEOUT=2 */
@@ -815,7 +824,8 @@ int main(int argc, char **argv)
 			/* A witness may see the death while finishing the victim's last
 			 * call; tolerated, but said. */
 			if (rank != victim && i == ngood &&
-			    (!strcmp(mode, "kill") || !strcmp(mode, "exit"))) {
+			    (!strcmp(mode, "kill") || !strcmp(mode, "exit") ||
+			     !strcmp(mode, "errexit"))) {
 				printf("FAULT rank=%d note: failed in allreduce #%d, which rank %d "
 				       "completed before dying\n", rank, i, victim);
 				witness(c, rc, sd_now_s() - t0, i, &e);
@@ -830,6 +840,12 @@ int main(int argc, char **argv)
 			raise(SIGKILL);
 		} else if (!strcmp(mode, "exit")) {
 			exit(0);
+		} else if (!strcmp(mode, "errexit")) {
+			rc = smddp_allreduce(s, NULL, COUNT, SMDDP_FLOAT32, SMDDP_SUM, c, NULL);
+			printf("FAULT rank=%d own call rc=%s msg=%s\n", rank, rc_name(rc),
+			       smddp_last_error(c));
+			fflush(stdout);
+			exit(rc == SMDDP_EINVAL ? 1 : 3);
 		} else if (!strcmp(mode, "hang")) {
 			/* stuck for good: only the launcher's SIGKILL (after --grace)
 			 * ends it, so that no witness sees it die before its own

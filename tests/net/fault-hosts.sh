@@ -5,7 +5,8 @@
 # survivor, on its host or the other, gets SMDDP_EPEER naming the dead rank
 # (through its host's shared memory, the bootstrap, or a peer's notice that
 # carries the code) within 10 s although SMDDP_TIMEOUT is 60.  Also: an
-# explicit abort (SMDDP_EABORTED), an abort of a copy of the world that
+# explicit abort (SMDDP_EABORTED), a rank that exits after an error of its own
+# (named with that error), an abort of a copy of the world that
 # leaves the world usable, a death outside a sub-communicator that leaves it
 # usable, and SMDDP_CHECK_COLL mismatches.  See tests/integration/fault.c for
 # the checks.  Over libfabric (SMDDP_NET_TRANSPORT=fabric; socket-hosts.sh
@@ -31,6 +32,13 @@ for where in split barrier broadcast reduce_scatter; do
 	run_job "killat-$where" 60 4 "${HOSTS[@]}" killat 2 "$where"
 	expect_witnesses "killat-$where" 0 1 3
 done
+# exit(1) after an error of its own: named with it on its host (shared memory) and the
+# other (rank 0 passes its note on with its death), rank 0 (the hub) too
+WANT_STATUS=1
+run_job errexit-rank2 60 4 "${HOSTS[@]}" errexit 2 3
+expect_witnesses errexit-rank2 0 1 3
+run_job errexit-rank0 60 4 "${HOSTS[@]}" errexit 0 3
+expect_witnesses errexit-rank0 1 2 3
 WANT_STATUS=42
 run_job abort-rank1 60 4 "${HOSTS[@]}" abort 1 3
 expect_witnesses abort-rank1 0 1 2 3

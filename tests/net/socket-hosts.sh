@@ -5,7 +5,8 @@
 # the ring's chunk (the endpoint's, or SMDDP_NET_CHUNK as the user set it),
 # point to point and uneven all-to-all across hosts, then failures: a rank
 # killed between calls and in the middle of a large allreduce (every
-# survivor names it with SMDDP_EPEER), and a mismatch under
+# survivor names it with SMDDP_EPEER), one that exits after an error of
+# its own (named with its error), and a mismatch under
 # SMDDP_CHECK_COLL.  Then the long messages' paths forced (socket-long.c):
 # every message from 4K up by rendezvous (no credit), over 3 data
 # connections with a thread each: point to point (and pieces cut at
@@ -55,6 +56,10 @@ run_job kill-rank3 60 4 "${HOSTS[@]}" kill 3 5
 expect_witnesses kill-rank3 0 1 2
 run_job killmid-rank1 60 4 "${HOSTS[@]}" killmid 1 700
 expect_witnesses killmid-rank1 0 2 3
+WANT_STATUS=1
+run_job errexit-rank2 60 4 "${HOSTS[@]}" errexit 2 3
+expect_witnesses errexit-rank2 0 1 3
+WANT_STATUS=137
 
 RDV=(--env SMDDP_SOCKET_CREDIT=0 --env SMDDP_SOCKET_LONG=4K --env SMDDP_SOCKET_NSOCKS=3
 	--env SMDDP_SOCKET_THREADS=1)

@@ -792,6 +792,14 @@ void sd_net_abort(struct smddp_comm *c)
 	memcpy(c->last_error, keep, sizeof(keep));
 }
 
+void sd_net_note(struct smddp_comm *c, const char *why)
+{
+	struct sd_net *n = c->net;
+
+	if (n && n->node && n->node->tp_state)
+		n->node->tp->note(n->node, why);
+}
+
 void sd_net_detach(struct smddp_comm *c)
 {
 	(void)c; /* sd_net_free does the work, with the clean flag */

@@ -109,6 +109,9 @@ void sd_net_put_desc(struct smddp_comm *c, const void *desc, size_t len);
 void sd_net_get_desc(struct smddp_comm *c, int r, void *desc, size_t len);
 /* Tell every peer, best effort. */
 void sd_net_abort(struct smddp_comm *c);
+/* The host's ranks keep the note (the node communicator's transport);
+ * those of other hosts hear it through the bootstrap (the caller). */
+void sd_net_note(struct smddp_comm *c, const char *why);
 void sd_net_detach(struct smddp_comm *c);
 
 #endif

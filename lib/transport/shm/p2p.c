@@ -320,7 +320,7 @@ static int recv_step(struct smddp_comm *c, struct sd_p2p_op *op, int *moved)
 static int health(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 {
 	struct shm_state *s = ST(c);
-	char wbuf[64];
+	char wbuf[64], note[400];
 	int rc = sd_comm_cancelled(c);
 
 	if (rc)
@@ -343,9 +343,10 @@ static int health(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 			if (sd_shm_peer_gone(c, q))
 				return sd_comm_error(
 					c, SMDDP_EPEER,
-					"rank %d (pid %d) is gone: its process ended (killed, crashed "
+					"rank %d (pid %d) is gone%s: its process ended (killed, crashed "
 					"or exited) before it %s %s",
 					SD_RANK_NAME(c, q), (int)c->pids[q],
+					sd_shm_note_words(c, q, note, sizeof(note)),
 					ops[i].is_send ? "received" : "sent",
 					sd_p2p_what(&ops[i], wbuf, sizeof(wbuf)));
 		}

@@ -29,5 +29,6 @@ const struct sd_transport_ops sd_transport_shm = {
 	.p2p = sd_shm_p2p,
 	.health = sd_shm_health,
 	.abort = sd_shm_abort,
+	.note = sd_shm_note,
 	.detach = sd_shm_detach,
 };

@@ -366,7 +366,7 @@ static int check_health(struct smddp_comm *c, uint64_t target)
 static int check_peers(struct smddp_comm *c, uint64_t target, int boot)
 {
 	struct shm_state *s = ST(c);
-	char missing[256];
+	char missing[256], note[400];
 	int rc;
 
 	/* Root causes first: a rank that died, then one that left and says
@@ -379,10 +379,11 @@ static int check_peers(struct smddp_comm *c, uint64_t target, int boot)
 		if (atomic_load_explicit(&s->ctl[r].aborted, memory_order_acquire) == 0 &&
 		    peer_gone(c, s, r))
 			return sd_comm_error(c, SMDDP_EPEER,
-					     "rank %d (pid %d) is gone: its process ended "
+					     "rank %d (pid %d) is gone%s: its process ended "
 					     "(killed, crashed or exited without "
 					     "smddp_comm_destroy) before it reached this step",
-					     SD_RANK_NAME(c, r), (int)c->pids[r]);
+					     SD_RANK_NAME(c, r), (int)c->pids[r],
+					     sd_shm_note_words(c, r, note, sizeof(note)));
 	}
 	/* An explicit abort (no message) is the cause; then a rank that gave
 	 * up after a failure of its own, before one that passes on another's
@@ -750,6 +751,25 @@ void sd_shm_abort(struct smddp_comm *c)
 		atomic_fetch_add_explicit(&s->ctl[r].bell, 1, memory_order_seq_cst);
 		futex(&s->ctl[r].bell, FUTEX_WAKE, 1, NULL);
 	}
+}
+
+void sd_shm_note(struct smddp_comm *c, const char *why)
+{
+	struct shm_state *s = ST(c);
+
+	if (s && s->ctl)
+		snprintf(s->ctl[c->rank].note, sizeof(s->ctl[c->rank].note), "%s", why);
+}
+
+const char *sd_shm_note_words(struct smddp_comm *c, int r, char *buf, size_t n)
+{
+	const char *note = ST(c)->ctl[r].note;
+
+	if (!note[0])
+		return "";
+	snprintf(buf, n, " after an error of its own (its last: %.*s)",
+		 (int)sizeof(ST(c)->ctl[r].note), note);
+	return buf;
 }
 
 void sd_shm_detach(struct smddp_comm *c)

@@ -41,6 +41,9 @@ struct shm_ctl {
 	unsigned char hint[2][SD_HINT_BYTES]; /* what one call tells the next */
 	unsigned char desc[DESC_MAX];
 	char abort_msg[320];       /* its last_error when it left after a failure */
+	/* its last error of its own that left the communicator working
+	 * (sd_shm_note): read only once its process has ended */
+	char note[320];
 } __attribute__((aligned(128)));
 _Static_assert(offsetof(struct shm_ctl, sleeping) + sizeof(uint32_t) <= 128,
 	       "arrive and the tiny data share one 128-byte pair of lines");
@@ -196,6 +199,11 @@ void sd_shm_get_addrs(struct smddp_comm *c, int r, uintptr_t *a, uintptr_t *b);
 int sd_shm_peer_write(struct smddp_comm *c, int r, uintptr_t dst, const void *src, size_t len);
 int sd_shm_health(struct smddp_comm *c);
 void sd_shm_abort(struct smddp_comm *c);
+void sd_shm_note(struct smddp_comm *c, const char *why);
+/* " after an error of its own (its last: NOTE)" when rank r left a note
+ * (sd_shm_note) before its process ended, else "".  Only for a rank whose
+ * process has ended: no one writes it then. */
+const char *sd_shm_note_words(struct smddp_comm *c, int r, char *buf, size_t n);
 void sd_shm_detach(struct smddp_comm *c);
 /* p2p.c */
 int sd_shm_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n);
