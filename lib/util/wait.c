@@ -15,12 +15,65 @@
  *
  * The first polls run in line in the caller (sd_wait() in wait.h), where
  * ready() is inlined; what follows them, here, calls through the pointers.
+ *
+ * Slow yields: with CPU-bound processes in the rank's own session (one
+ * autogroup: a make or a CI run started from the same shell) the scheduler
+ * puts a yielder behind every one of them, so a yield lasts a time slice
+ * (4 ms with HZ 250), and the peer's arrival waits for it: two ranks beside
+ * two busy loops took 4-8 ms a 64 KiB allreduce, every yield of theirs
+ * 0.5-7.6 ms.  A sleeper woken by the peer's doorbell runs again at once,
+ * so where a yield took longer than SLOW_YIELD_NS the spins sleep instead
+ * of yielding, for a window (NAP_MIN_NS, doubled while the yield that ends
+ * it is slow again, up to NAP_MAX_NS; halved when it is quick).  A sleep
+ * costs the peer a futex wake and this rank a wake-up, more than a quick
+ * yield: quick yields stay the rule.  The state is the process's: the
+ * scheduler treats its threads alike.
  */
 #include "config.h"
 
 #include "clock/clock.h"
 #include "util/sd.h"
 #include "util/wait.h"
+
+#define SLOW_YIELD_NS 500000ull
+#define NAP_MIN_NS 2000000ull
+#define NAP_MAX_NS 1000000000ull
+
+/* Relaxed: a race between threads only moves a window. */
+static uint64_t slow_yield_ns = SLOW_YIELD_NS;
+static uint64_t nap_until, nap_for;
+
+void sd_wait_set_slow_yield_ns(uint64_t ns)
+{
+	__atomic_store_n(&slow_yield_ns, ns, __ATOMIC_RELAXED);
+	__atomic_store_n(&nap_until, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&nap_for, 0, __ATOMIC_RELAXED);
+}
+
+int sd_wait_yield(void)
+{
+	uint64_t t = sd_now_ns(), now, d, n;
+
+	if (t < __atomic_load_n(&nap_until, __ATOMIC_RELAXED))
+		return 1;
+	sched_yield();
+	now = sd_now_ns();
+	n = __atomic_load_n(&nap_for, __ATOMIC_RELAXED);
+	d = now - t;
+	if (d >= __atomic_load_n(&slow_yield_ns, __ATOMIC_RELAXED)) {
+		n = n ? 2 * n : NAP_MIN_NS;
+		if (n > NAP_MAX_NS)
+			n = NAP_MAX_NS;
+	} else if (n) {
+		n = n / 2 < NAP_MIN_NS ? 0 : n / 2;
+	} else {
+		return 0;
+	}
+	__atomic_store_n(&nap_for, n, __ATOMIC_RELAXED);
+	if (n)
+		__atomic_store_n(&nap_until, now + n, __ATOMIC_RELAXED);
+	return 0;
+}
 
 int sd_wait_more(struct sd_wait *w, int state, int rc, int spins)
 {
@@ -58,9 +111,9 @@ int sd_wait_more(struct sd_wait *w, int state, int rc, int spins)
 		if (!look && spins < w->spin) {
 			int yield = (++spins & w->yield_mask) == 0;
 
-			if (yield)
-				sched_yield();
-			else
+			if (yield && sd_wait_yield())
+				spins = w->spin;
+			else if (!yield)
 				sd_cpu_relax();
 			/* The clock is read now and then only: it costs more
 			 * than a poll of shared memory. */
