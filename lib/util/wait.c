@@ -23,8 +23,9 @@
  * two busy loops took 4-8 ms a 64 KiB allreduce, every yield of theirs
  * 0.5-7.6 ms.  A sleeper woken by the peer's doorbell runs again at once,
  * so where a yield took longer than SLOW_YIELD_NS the spins sleep instead
- * of yielding, for a window (NAP_MIN_NS, doubled while the yield that ends
- * it is slow again, up to NAP_MAX_NS; halved when it is quick).  A sleep
+ * of yielding, for a window (NAP_MIN_NS, times NAP_GROW while the yield
+ * that ends it is slow again, up to NAP_MAX_NS; divided when it is quick:
+ * each of those yields can cost a time slice, so there are few).  A sleep
  * costs the peer a futex wake and this rank a wake-up, more than a quick
  * yield: quick yields stay the rule.  The state is the process's: the
  * scheduler treats its threads alike.
@@ -36,7 +37,8 @@
 #include "util/wait.h"
 
 #define SLOW_YIELD_NS 500000ull
-#define NAP_MIN_NS 2000000ull
+#define NAP_MIN_NS 20000000ull
+#define NAP_GROW 4
 #define NAP_MAX_NS 1000000000ull
 
 /* Relaxed: a race between threads only moves a window. */
@@ -50,28 +52,25 @@ void sd_wait_set_slow_yield_ns(uint64_t ns)
 	__atomic_store_n(&nap_for, 0, __ATOMIC_RELAXED);
 }
 
+/* Every yield is timed, so that the first slow one is seen: two clock
+ * reads cost about a twentieth of a quick yield (23 and 500 ns here). */
 int sd_wait_yield(void)
 {
-	uint64_t t = sd_now_ns(), now, d, n;
+	uint64_t t = sd_now_ns(), d, n;
 
 	if (t < __atomic_load_n(&nap_until, __ATOMIC_RELAXED))
 		return 1;
 	sched_yield();
-	now = sd_now_ns();
+	d = sd_now_ns() - t;
 	n = __atomic_load_n(&nap_for, __ATOMIC_RELAXED);
-	d = now - t;
-	if (d >= __atomic_load_n(&slow_yield_ns, __ATOMIC_RELAXED)) {
-		n = n ? 2 * n : NAP_MIN_NS;
-		if (n > NAP_MAX_NS)
-			n = NAP_MAX_NS;
-	} else if (n) {
-		n = n / 2 < NAP_MIN_NS ? 0 : n / 2;
-	} else {
+	if (d >= __atomic_load_n(&slow_yield_ns, __ATOMIC_RELAXED))
+		n = n ? (NAP_GROW * n < NAP_MAX_NS ? NAP_GROW * n : NAP_MAX_NS) : NAP_MIN_NS;
+	else if (n)
+		n = n / NAP_GROW < NAP_MIN_NS ? 0 : n / NAP_GROW;
+	else
 		return 0;
-	}
 	__atomic_store_n(&nap_for, n, __ATOMIC_RELAXED);
-	if (n)
-		__atomic_store_n(&nap_until, now + n, __ATOMIC_RELAXED);
+	__atomic_store_n(&nap_until, n ? t + d + n : 0, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -111,10 +110,12 @@ int sd_wait_more(struct sd_wait *w, int state, int rc, int spins)
 		if (!look && spins < w->spin) {
 			int yield = (++spins & w->yield_mask) == 0;
 
-			if (yield && sd_wait_yield())
-				spins = w->spin;
-			else if (!yield)
+			if (!yield)
 				sd_cpu_relax();
+			else if (!w->yield_mask)
+				sched_yield();
+			else if (sd_wait_yield())
+				spins = w->spin;
 			/* The clock is read now and then only: it costs more
 			 * than a poll of shared memory. */
 			if (yield || (w->spin_ns && (spins & 15) == 0)) {

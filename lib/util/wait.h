@@ -76,11 +76,14 @@ static inline void sd_cpu_relax(void)
  * sleep now). */
 int sd_wait_more(struct sd_wait *w, int state, int rc, int spins);
 
-/* A spin's yield (wait.c): sched_yield(), timed.  Returns 1 where yields
+/* The yield of a spin that yields now and then (yield_mask nonzero: a
+ * core per rank; wait.c): sched_yield(), timed.  Returns 1 where yields
  * are slow in this process now (one took longer than the threshold: other
  * runnable tasks got a whole time slice each): then it did not yield, and
  * the wait should sleep on its doorbell instead, as a woken sleeper gets
- * the core back at once where a yielder waits behind them. */
+ * the core back at once where a yielder waits behind them.  A spin that
+ * yields at every poll (more ranks than cores) yields plainly: there the
+ * yield is how the peer gets the core, and its slice is the peer's work. */
 int sd_wait_yield(void);
 
 /* For tests: the threshold of a slow yield (0: every yield is slow,
@@ -121,7 +124,9 @@ static inline __attribute__((always_inline)) int sd_wait(struct sd_wait *w)
 		if (state != SD_WAIT_NOT_YET || spins >= spin)
 			break;
 		if ((++spins & mask) == 0) {
-			if (sd_wait_yield()) {
+			if (!mask) {
+				sched_yield();
+			} else if (sd_wait_yield()) {
 				spins = INT32_MAX;
 				break;
 			}
