@@ -196,9 +196,9 @@ int main(void)
 	CHECK(f.polls < 1000000 && t < 1000000000ull, "the spin ends after spin_ns (%d polls)",
 	      f.polls);
 
-	/* Slow yields (every one, with a threshold of 0): the first yield
-	 * of the spin is made and opens the window, the second sleeps
-	 * instead; in line and past it (a stop word). */
+	/* Slow yields (every one, with a threshold of 0): the first two
+	 * yields of the spin are made, the second opens the window, the
+	 * third sleeps instead; in line and past it (a stop word). */
 	for (int more = 0; more < 2; more++) {
 		sd_wait_set_slow_yield_ns(0);
 		f = (struct fake){.done_in_sleep = 1};
@@ -206,8 +206,8 @@ int main(void)
 		if (!more)
 			w.stop = NULL;
 		rc = sd_wait(&w);
-		CHECK(rc == SMDDP_OK && f.polls >= 32 && f.polls <= 33 && f.sleeps == 1,
-		      "slow yields, %s: sleeps at the second yield (%d polls, %d sleeps)",
+		CHECK(rc == SMDDP_OK && f.polls >= 48 && f.polls <= 49 && f.sleeps == 1,
+		      "slow yields, %s: sleeps at the third yield (%d polls, %d sleeps)",
 		      more ? "past the first polls" : "in line", f.polls, f.sleeps);
 	}
 	/* Within the window (20 ms) a wait sleeps at its first yield; on a
