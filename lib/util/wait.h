@@ -78,8 +78,8 @@ int sd_wait_more(struct sd_wait *w, int state, int rc, int spins);
 
 /* The yield of a spin that yields now and then (yield_mask nonzero: a
  * core per rank; wait.c): sched_yield(), timed.  Returns 1 where yields
- * are slow in this process now (one took longer than the threshold: other
- * runnable tasks got a whole time slice each): then it did not yield, and
+ * are slow in this process now (two of the last 16 took 2 ms or more:
+ * other runnable tasks got a whole time slice each): then it did not yield, and
  * the wait should sleep on its doorbell instead, as a woken sleeper gets
  * the core back at once where a yielder waits behind them.  A spin that
  * yields at every poll (more ranks than cores) yields plainly: there the
