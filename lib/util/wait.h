@@ -72,8 +72,23 @@ static inline void sd_cpu_relax(void)
 }
 
 /* The loop past its first polls (wait.c): state is what ready() said
- * last, rc its result, spins how many polls were spun. */
+ * last, rc its result, spins how many polls were spun (w->spin or more:
+ * sleep now). */
 int sd_wait_more(struct sd_wait *w, int state, int rc, int spins);
+
+/* The yield of a spin that yields now and then (yield_mask nonzero: a
+ * core per rank; wait.c): sched_yield(), timed.  Returns 1 where yields
+ * are slow in this process now (two of the last 16 took 2 ms or more:
+ * other runnable tasks got a whole time slice each): then it did not yield, and
+ * the wait should sleep on its doorbell instead, as a woken sleeper gets
+ * the core back at once where a yielder waits behind them.  A spin that
+ * yields at every poll (more ranks than cores) yields plainly: there the
+ * yield is how the peer gets the core, and its slice is the peer's work. */
+int sd_wait_yield(void);
+
+/* For tests: the threshold of a slow yield (0: every yield is slow,
+ * UINT64_MAX: none is), which also forgets the yields seen so far. */
+void sd_wait_set_slow_yield_ns(uint64_t ns);
 
 /* Runs the wait: SMDDP_OK, a callback's result, SMDDP_ETIMEDOUT at the
  * deadline (w->expired set), SMDDP_EABORTED when *stop turned nonzero.
@@ -108,10 +123,16 @@ static inline __attribute__((always_inline)) int sd_wait(struct sd_wait *w)
 		}
 		if (state != SD_WAIT_NOT_YET || spins >= spin)
 			break;
-		if ((++spins & mask) == 0)
-			sched_yield();
-		else
+		if ((++spins & mask) == 0) {
+			if (!mask) {
+				sched_yield();
+			} else if (sd_wait_yield()) {
+				spins = INT32_MAX;
+				break;
+			}
+		} else {
 			sd_cpu_relax();
+		}
 	}
 	if (state == SD_WAIT_DONE) {
 		w->start = 0;

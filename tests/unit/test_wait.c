@@ -90,6 +90,10 @@ int main(void)
 	uint64_t t;
 	int rc;
 
+	/* No yield counts as slow (the machine may be loaded): the counts
+	 * of polls below are the spin's. */
+	sd_wait_set_slow_yield_ns(UINT64_MAX);
+
 	f = (struct fake){.done_after = 1};
 	w = waiter(&f);
 	rc = sd_wait(&w);
@@ -190,6 +194,65 @@ int main(void)
 	      "naps from 2 us to 512 us (%llu..%llu ns)", (unsigned long long)f.slept_min,
 	      (unsigned long long)f.slept_max);
 	CHECK(f.polls < 1000000 && t < 1000000000ull, "the spin ends after spin_ns (%d polls)",
+	      f.polls);
+
+	/* Slow yields (every one, with a threshold of 0): the first two
+	 * yields of the spin are made, the second opens the window, the
+	 * third sleeps instead; in line and past it (a stop word). */
+	for (int more = 0; more < 2; more++) {
+		sd_wait_set_slow_yield_ns(0);
+		f = (struct fake){.done_in_sleep = 1};
+		w = waiter(&f);
+		if (!more)
+			w.stop = NULL;
+		t = sd_now_ns();
+		rc = sd_wait(&w);
+		/* (Where the window of 20 ms ended before the third, a
+		 * loaded core, the third yields and the fourth sleeps.) */
+		CHECK(rc == SMDDP_OK && f.sleeps == 1 &&
+			      ((f.polls >= 48 && f.polls <= 49) ||
+			       (sd_now_ns() - t > 20000000ull && f.polls >= 64 && f.polls <= 65)),
+		      "slow yields, %s: sleeps at the third yield (%d polls, %d sleeps)",
+		      more ? "past the first polls" : "in line", f.polls, f.sleeps);
+	}
+	/* Within the window (20 ms) a wait sleeps at its first yield; on a
+	 * loaded machine the window may have ended, then it yields once.
+	 * (The waits above did not sleep: their first sleep saw it done;
+	 * t is from before the last one, which opened the window.) */
+	f = (struct fake){.done_in_sleep = 3};
+	w = waiter(&f);
+	w.stop = NULL;
+	rc = sd_wait(&w);
+	CHECK(rc == SMDDP_OK &&
+		      (f.polls == 16 + 2 || (sd_now_ns() - t > 20000000ull && f.polls == 32 + 2)),
+	      "slow yields: the next wait sleeps at its first yield (%d polls)", f.polls);
+	/* Sleeping instead of yielding keeps the deadline and the health
+	 * cadence. */
+	f = (struct fake){0};
+	w = waiter(&f);
+	rc = sd_wait(&w);
+	t = sd_now_ns() - f.t0;
+	CHECK(rc == SMDDP_ETIMEDOUT && w.expired && t >= 200000000ull && t < 2000000000ull,
+	      "slow yields: the deadline holds (%d, %.0f ms)", rc, (double)t / 1e6);
+	CHECK(f.healths >= 2 && f.healths <= 12 && f.slept_max <= 20000000ull,
+	      "slow yields: health every liveness period (%d in 200 ms)", f.healths);
+	/* A spin that yields at every poll (more ranks than cores) yields
+	 * plainly, even where yields are slow: the spin is whole. */
+	sd_wait_set_slow_yield_ns(0);
+	f = (struct fake){.done_in_sleep = 3};
+	w = waiter(&f);
+	w.stop = NULL;
+	w.yield_mask = 0;
+	w.timeout_ns = 60000000000ull; /* 100 yields on a loaded core: not the deadline */
+	rc = sd_wait(&w);
+	CHECK(rc == SMDDP_OK && f.polls == 100 + 3,
+	      "slow yields, a yield at every poll: the whole spin (%d polls)", f.polls);
+	/* Quick yields again: the spin is whole. */
+	sd_wait_set_slow_yield_ns(UINT64_MAX);
+	f = (struct fake){.done_in_sleep = 3};
+	w = waiter(&f);
+	rc = sd_wait(&w);
+	CHECK(rc == SMDDP_OK && f.polls == 100 + 3, "quick yields: the whole spin (%d polls)",
 	      f.polls);
 
 	printf("%d failure(s)\n", failures);
