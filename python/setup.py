@@ -68,7 +68,10 @@ CSRC = [
     "smddp/csrc/PointToPoint.cpp",
     "smddp/csrc/Tensors.cpp",
     "smddp/csrc/Types.cpp",
+    "smddp/csrc/WorkSMDDP.cpp",
     "smddp/csrc/WorkQueue.cpp",
+    "smddp/csrc/WorkQueueLife.cpp",
+    "smddp/csrc/WorkDeviceCheck.cpp",
     "smddp/csrc/WorkCompleters.cpp",
 ]
 

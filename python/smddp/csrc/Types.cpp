@@ -1,4 +1,5 @@
-// Types.cpp - torch dtypes and reduce ops in libsmddp's terms.
+// Types.cpp - torch dtypes and reduce ops in libsmddp's terms, and the errors
+// the backend raises.
 #include "Types.hpp"
 
 #include <cctype>
@@ -15,6 +16,26 @@ void throwNotSupported(const std::string& what, const std::string& hint) {
 
 void throwBackendError(const std::string& msg) {
   C10_THROW_ERROR(DistBackendError, msg);
+}
+
+std::exception_ptr backendError(const std::string& msg) {
+  try {
+    throwBackendError(msg);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+std::string messageOf(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown exception";
+  }
 }
 
 std::string dtypeName(at::ScalarType type) {

@@ -6,6 +6,7 @@
 // why, never approximated.
 #pragma once
 
+#include <exception>
 #include <optional>
 #include <string>
 
@@ -77,5 +78,11 @@ constexpr const char* kOtherBackendLower =
 
 // Raises c10::DistBackendError with msg (which starts with "smddp: ").
 [[noreturn]] void throwBackendError(const std::string& msg);
+
+// The same error, to complete a work with instead of raising it.
+std::exception_ptr backendError(const std::string& msg);
+
+// The message of an exception, without the C++ backtrace of c10 errors.
+std::string messageOf(const std::exception_ptr& error);
 
 } // namespace smddp_torch

@@ -9,6 +9,8 @@
 
 namespace smddp_torch {
 
+thread_local const WorkQueue* completerOf = nullptr;
+
 // ---- WorkQueue: completers ---------------------------------------------------------
 
 void WorkQueue::awaitCompletions(std::chrono::steady_clock::time_point deadline) {
