@@ -290,6 +290,35 @@ if DEVICE == "cuda":
     check(same(H(x), torch.full((1 << 20,), float(N * (N + 1) // 2))),
           "the all_reduce before the barrier")
 
+if DEVICE == "cuda":
+    # A call torch waits for at once (async_op=False; on the caller's
+    # current stream in the queued mode, no Work returned) is ordered after
+    # the kernel that writes its input and before the one that reads its
+    # output, with no wait() in between; so is one with async_op=True
+    # after its wait().
+    c10d = torch.distributed.distributed_c10d
+    has_async_op = hasattr(c10d.AllreduceOptions(), "asyncOp")
+    for async_op in (False, True):
+        x = D(torch.zeros(1 << 16))
+        torch.cuda._sleep(int(1e8))
+        x.fill_(R + 1)
+        before = smddp.torch._cuda_path_stats()["inline"]
+        if has_async_op:
+            # The group's own call: dist.all_reduce hides what it returns.
+            opts = c10d.AllreduceOptions()
+            opts.asyncOp = async_op
+            work = c10d._get_default_group().allreduce([x], opts)
+        else:
+            work = dist.all_reduce(x, async_op=True)
+        went_inline = smddp.torch._cuda_path_stats()["inline"] > before
+        check((work is None) == (has_async_op and went_inline and not async_op),
+              f"allreduce(asyncOp={async_op}) returned {work!r} (inline: {went_inline})")
+        if work is not None:
+            work.wait()
+        y = x * 2
+        check(same(H(y), torch.full((1 << 16,), float(N * (N + 1)))),
+              f"allreduce(asyncOp={async_op}) between two kernels on the current stream")
+
 # A callback that waits for a later collective (a barrier) on the thread
 # that completes works: the barrier waits for earlier callbacks, but not
 # for one that waits for it (else both would wait out the group's 60 s).

@@ -19,8 +19,12 @@
 #             thread): tests/gpu/torch_errors.py dead, a rank dies after
 #             queueing and the other learns of it by itself
 #   latency   under MPS: python/bench/torch_latency.py, a small all_reduce
-#             through torch, smddp (caller's thread), smddp (worker) and
-#             NCCL side by side (NCCL_HOSTID per rank: two "hosts" to NCCL)
+#             through torch, smddp (caller's thread: its current stream, and
+#             async_op=True on its side stream), smddp (worker) and NCCL
+#             side by side (NCCL_HOSTID per rank: two "hosts" to NCCL)
+#   profile   under MPS: torch_latency.py PROFILE=1, where the host time of
+#             one 8 B all_reduce goes on each path (torch.profiler: the
+#             c10d op, the CUDA calls), about half a minute; not a default
 # Usage: tests/gpu/torch-cuda.sh [STAGE...] (default: blocking dead queued latency)
 # Logs: $OUT (default ./gpu-logs): summary.txt and torch-cuda.log.
 # Exit: 0 every stage passed, 1 one failed.
@@ -117,8 +121,15 @@ for s in ${*:-blocking dead queued latency}; do
 		grep -v "WARN" "$TMPD/latency.log" | tee -a "$summary"
 		mps_stop
 		;;
+	profile)
+		mps_start
+		stage profile 200 env PROFILE=1 "$RUN" -n 2 --timeout 190 python3 \
+			"$ROOT/python/bench/torch_latency.py"
+		grep -v "WARN" "$TMPD/profile.log" | tee -a "$summary"
+		mps_stop
+		;;
 	*)
-		echo "torch-cuda.sh: unknown stage '$s' (blocking dead queued latency)" >&2
+		echo "torch-cuda.sh: unknown stage '$s' (blocking dead queued latency profile)" >&2
 		exit 2
 		;;
 	esac

@@ -101,8 +101,28 @@ struct Collective {
   // in the queued mode (smddp_comm_get_cuda_mode): CUDA work may then run
   // on the caller's thread (WorkQueue::enqueue).
   bool queues = false;
+  // torch does not hand the Work back (async_op=False; syncOf): run on the
+  // caller's thread, the call goes on its current stream and no Work is
+  // returned, as ProcessGroupNCCL does.
+  bool sync = false;
   std::vector<c10::intrusive_ptr<WorkSMDDP>> members = {}; // a batch's works
 };
+
+// Whether torch waits for the call at once instead of handing its Work to
+// the user: opts.asyncOp is false (torch 2.8 and later set it from
+// async_op; older options have no such member, and every call is async).
+template <typename Opts>
+auto syncOfOptions(const Opts& opts, int) -> decltype(opts.asyncOp, bool()) {
+  return !opts.asyncOp;
+}
+template <typename Opts>
+bool syncOfOptions(const Opts&, long) {
+  return false;
+}
+template <typename Opts>
+bool syncOf(const Opts& opts) {
+  return syncOfOptions(opts, 0);
+}
 
 class ProcessGroupSMDDP : public c10d::Backend {
  public:
@@ -319,7 +339,8 @@ class ProcessGroupSMDDP : public c10d::Backend {
       std::vector<at::Tensor> touched,
       std::vector<c10::intrusive_ptr<WorkSMDDP>> members);
   // members: works that start and complete with this one (a batch's).
-  // mayInline: see Collective::queues.
+  // mayInline, sync: see Collective::queues and ::sync (null returned for
+  // a sync work that ran on the caller's current stream and succeeded).
   c10::intrusive_ptr<c10d::Work> enqueue(
       c10d::OpType type,
       const char* name,
@@ -329,7 +350,8 @@ class ProcessGroupSMDDP : public c10d::Backend {
       std::chrono::milliseconds timeout,
       WorkSMDDP::Body body,
       std::vector<c10::intrusive_ptr<WorkSMDDP>> members = {},
-      bool mayInline = false);
+      bool mayInline = false,
+      bool sync = false);
 
   // Rank 0 publishes a new id under key, the others read it.
   smddp_unique_id rendezvous(c10d::Store& store, const std::string& key);
