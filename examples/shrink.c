@@ -33,16 +33,23 @@ static long long now_ns(void)
 
 /* The rank a failed call names as gone. Its sentence names the dead peer
  * with its pid ("rank 4 (pid 4242) is gone", "rank 4 (pid 4242 on h2) closed
- * its connection"), and may name others without (this rank, a rank that
- * gave up after it: "rank 5 (host h2) gave up after: ..."). -1 if none. */
+ * its connection"), and may name others: this rank, and ranks that passed
+ * the failure on ("rank 5 (host h2) gave up after: ...", on one host
+ * "rank 0 (pid 4240) gave up after: ..."), each before the words it passes
+ * on. So the last rank named with a pid that did not give up. -1 if none. */
 static int dead_rank(const char *why)
 {
+	int gone = -1;
+
 	for (const char *p = why; (p = strstr(p, "rank ")) != NULL; p += 5) {
 		int r, used = 0;
-		if (sscanf(p + 5, "%d (pid%n", &r, &used) == 1 && used > 0)
-			return r;
+		const char *end;
+
+		if (sscanf(p + 5, "%d (pid%n", &r, &used) == 1 && used > 0 &&
+		    (end = strchr(p, ')')) != NULL && strncmp(end, ") gave up after", 15) != 0)
+			gone = r;
 	}
-	return -1;
+	return gone;
 }
 
 int main(int argc, char **argv)

@@ -5,8 +5,9 @@
 #                                   [-o DIR] [-- BENCH-ARGS...]
 # For every link rate (default 2gbit,unshaped; "unshaped" means no tc tbf)
 # and ranks per host (default 1,2) on 2 namespace hosts, runs
-# scripts/bench-hosts.sh -C sendrecv,alltoallv: libsmddp over libfabric's
-# tcp;ofi_rxm against Open MPI's tcp btl, side by side in the same
+# scripts/bench-hosts.sh -C sendrecv,alltoallv: libsmddp (over its sockets
+# by default; --env SMDDP_NET_TRANSPORT=fabric for libfabric's tcp;ofi_rxm)
+# against Open MPI's tcp btl, side by side in the same
 # processes, REPEATS times (default 3), and prints each median table with
 # the link's raw TCP rate measured on the same hosts just before (link% =
 # busbw as a percentage of it).  Every configuration makes its own

@@ -10,7 +10,8 @@
 # that input into tests/fuzz/corpus/NAME/ (as regress-WHAT): make check
 # replays it from then on.  Without clang and libFuzzer (Debian: clang
 # libclang-rt-14-dev) it says so and exits 0: make check's replay of the
-# corpora still runs the parsers.  Prints automake-style totals ("# PASS: N").
+# corpora still runs the parsers.  JOBS targets run at once (default: every
+# CPU).  Prints automake-style totals ("# PASS: N").
 set -u
 srcdir=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-60}
@@ -56,20 +57,40 @@ make -C "$out" -s -j"${JOBS:-$(nproc)}" "${progs[@]}" >"$out/make.out" 2>&1 || {
 	exit 1
 }
 
-pass=0 fail=0
+# run_one PROG: PROG for SECONDS from its corpora; "EXIT SECONDS" into NAME.result.
+# -timeout: one input taking 10 s is a hang; -rss_limit_mb: one ballooning
+# is a bug too.  The first folder gets what is new.
+run_one() {
+	local n=${1##*/fuzz-} t0 rc=0
+	mkdir -p "$out/corpus/$n"
+	t0=$(date +%s)
+	"$out/$1" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+		-artifact_prefix="$out/crashes/$n-" -print_final_stats=1 \
+		"$out/corpus/$n" "$srcdir/tests/fuzz/corpus/$n" >"$out/$n.log" 2>&1 || rc=$?
+	echo "$rc $(($(date +%s) - t0))" >"$out/$n.result"
+}
+
+# as many targets at once as there are jobs (each fuzzer is one process)
 mkdir -p "$out/crashes"
+running=()
+for p in "${progs[@]}"; do
+	run_one "$p" &
+	running+=($!)
+	if [ "${#running[@]}" -ge "${JOBS:-$(nproc)}" ]; then
+		wait "${running[0]}"
+		running=("${running[@]:1}")
+	fi
+done
+wait
+
+pass=0 fail=0
 for p in "${progs[@]}"; do
 	n=${p##*/fuzz-}
-	mkdir -p "$out/corpus/$n"
 	log=$out/$n.log
-	t0=$(date +%s)
-	# -timeout: one input taking 10 s is a hang; -rss_limit_mb: one
-	# ballooning is a bug too.  The first folder gets what is new.
-	if "$out/$p" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-		-artifact_prefix="$out/crashes/$n-" -print_final_stats=1 \
-		"$out/corpus/$n" "$srcdir/tests/fuzz/corpus/$n" >"$log" 2>&1; then
+	read -r rc took <"$out/$n.result"
+	if [ "$rc" = 0 ]; then
 		pass=$((pass + 1))
-		echo "PASS: fuzz-$n ($(($(date +%s) - t0)) s, $(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" |
+		echo "PASS: fuzz-$n ($took s, $(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" |
 			grep -o '[0-9]*$') runs, corpus $(ls "$out/corpus/$n" | wc -l) new)"
 	else
 		fail=$((fail + 1))

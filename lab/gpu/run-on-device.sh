@@ -19,6 +19,9 @@
 #              device against host memory, 2 and 4 ranks, 8 B .. 256 MiB
 #   staged     device memory between "hosts" on loopback against host memory
 #              through the same path, and pinned copy bandwidth (3 runs each)
+#   sockets    between "hosts" on loopback, host and device memory: libfabric's
+#              tcp (SMDDP_NET_TRANSPORT=fabric) against libsmddp's sockets with
+#              2 and 4 data connections per peer, 3 rounds alternated (JSON lines)
 #   async      the stream-ordering test with SMDDP_CUDA_ASYNC=1, phases traced
 #   connections  the queued mode with CUDA_DEVICE_MAX_CONNECTIONS 1 and 32, on one
 #              node and staged between "hosts", without and under MPS (the
@@ -178,7 +181,7 @@ for s in $stages; do
 		;;
 	kernel)
 		# 1M and 16M: where the queued launch's arguments cost most
-		# (gpu-measurements.md, "The cure on the H200")
+		# (gpu-measurements.md, "Why the queued mode is built the way it is")
 		stage kernel-1M 60 "$B/tests/gpu/kernel-bench" -b 1M -n 50 -d float32
 		stage kernel-16M 60 "$B/tests/gpu/kernel-bench" -b 16M -n 50 -d float32
 		stage kernel-256M 120 "$B/tests/gpu/kernel-bench" -b 256M -n 20
@@ -235,6 +238,22 @@ for s in $stages; do
 			done
 		done
 		;;
+	sockets)
+		# between "hosts" on loopback: libfabric's tcp against libsmddp's
+		# sockets (the default here: a thread per data connection, 2 per
+		# peer; then 4), host and device memory, 3 rounds alternated
+		for rep in 1 2 3; do
+			for tr in fabric socket socket4; do
+				for mem in host cuda; do
+					stage "sockets-$tr-$mem-$rep" 150 env CONFORMANCE_PER_HOST=1 \
+						SMDDP_NET_TRANSPORT=${tr%4} \
+						SMDDP_SOCKET_NSOCKS=$([ "$tr" = socket4 ] && echo 4 || echo 0) \
+						"$RUN" -n 2 --timeout 140 /bin/sh "$ROOT/tests/net/fakehost.sh" \
+						"$BENCH" --device "$mem" -b 8 -e 256M -f 4 -n 5 -w 2 -c 0 --json
+				done
+			done
+		done
+		;;
 	async)
 		# SMDDP_CUDA_ASYNC=1 (queue and return), phases traced
 		stage async-order 40 env SMDDP_CUDA_ASYNC=1 SMDDP_DEBUG=TRACE SMDDP_DEBUG_SUBSYS=COLL \
@@ -263,21 +282,19 @@ for s in $stages; do
 			done
 		done
 		if [ "${MPS_SANITIZE:-0}" = 1 ]; then
-			# compute-sanitizer under MPS: queued, it did not finish in
-			# 190 s on the H200 (docs/internals/gpu-measurements.md); auto
-			# now recognizes the sanitizer and blocks, which this checks
-			# (not yet run on the GPU), so still off unless MPS_SANITIZE=1
+			# compute-sanitizer under MPS: auto recognizes the sanitizer
+			# and blocks (docs/internals/gpu-measurements.md), which this
+			# checks (not yet run on the GPU); off unless MPS_SANITIZE=1
 			sanitize mps-sanitizer
 		fi
 		mps_stop
 		;;
 	connections)
-		# the queued-mode hang's suspect (gpu-measurements.md, "One
-		# explanation for both"): the proxy's kernel queued behind the
-		# held user stream in a shared hardware queue.  One queue per
-		# process should hang at once, also without MPS; 32 should help
-		# under MPS; the staged path (everything on the user's stream)
-		# should pass in every case.
+		# the queued mode with the hardware queues shared
+		# (gpu-measurements.md, "Why the queued mode is built the way
+		# it is"): every kernel is on the user's stream, so one queue
+		# per process and 32 both pass, with and without MPS, on one
+		# node and staged between "hosts".
 		for mc in 1 32; do
 			stage "conn$mc-order" 60 env CUDA_DEVICE_MAX_CONNECTIONS=$mc SMDDP_CUDA_ASYNC=1 \
 				SMDDP_TIMEOUT=10 "$RUN" -n 2 --timeout 50 "$GPU_CONFORMANCE_BIN" order
@@ -331,7 +348,7 @@ for s in $stages; do
 			grep -v "^#  Rank" "$TMPD/fp-n$1.log" | grep "^\[0\] *[0-9]" | tee -a "$summary"
 		done
 		# does the dip go when the ranks' buffers lie at other offsets
-		# (the HBM channel hypothesis of gpu-measurements.md)?  4 ranks,
+		# (gpu-measurements.md, "The dip": it did not)?  4 ranks,
 		# 512 MiB, alternated twice: no offset, 4 KiB, 68 KiB apart
 		for i in 1 2; do
 			for off in 0 4K 68K; do
@@ -361,8 +378,8 @@ for s in $stages; do
 		done
 		;;
 	pages)
-		# the dip's hypothesis (gpu-measurements.md): if it is the
-		# translation of IPC mappings, only "ipc" shows two speeds
+		# the dip's probe (gpu-measurements.md): does only "ipc", the
+		# legacy IPC mappings, show two speeds across rounds?
 		for nb in "4 256M" "2 512M"; do
 			set -- $nb
 			stage "pages-n$1" 300 "$B/tests/gpu/ipc-pages" -N "$1" -b "$2" -n 20 \
@@ -491,7 +508,7 @@ for s in $stages; do
 		[ "$n" = 0 ] || rc=1
 		;;
 	*)
-		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench p2p staged async mps modes footprint pages nccl torch torch-errors tsan)" >&2
+		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench p2p staged sockets async mps modes footprint pages nccl torch torch-errors tsan)" >&2
 		exit 2
 		;;
 	esac

@@ -11,14 +11,30 @@
  * copies the reduced partitions out.  Each byte is reduced by exactly one
  * rank, so every rank gets bitwise the same result.  Small vectors skip the
  * second barrier: every rank reduces the whole vector itself.
+ *
+ * From SMDDP_SINGLE_COPY_MIN an allreduce, allgather, reduce_scatter or
+ * broadcast can also read (and write) the peers' buffers directly
+ * (process_vm_readv/writev, single copy).  Which way is faster depends on
+ * more than the size: the kernel's copy costs a fixed price per page
+ * (about 12 GB/s in cache on the CI machine, where memcpy runs at 45-55),
+ * while the staged path writes shared lines that the peers have just read,
+ * which costs little where the cores share a cache and up to four times
+ * the whole call where they do not (a VM's vCPUs move between such
+ * placements within minutes).  So with SMDDP_SHM_ALGO=auto rank 0 times
+ * both per collective and size, takes the faster, trying the other now and
+ * then, and tells the others one call ahead (way_begin; docs/PERFORMANCE.md,
+ * one node).  Two ranks of a staged allreduce each reduce the whole piece
+ * themselves: one barrier a piece, no copy out.
  */
 #include "config.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock/clock.h"
 #include "coll/coll.h"
 #include "coll/node.h"
+#include "config/param.h"
 #include "reduce/reduce.h"
 #include "transport/transport.h"
 
@@ -66,16 +82,180 @@ static int use_single_copy(struct smddp_comm *c, size_t bytes)
 	return c->single_copy && c->size > 1 && bytes >= c->single_copy_min && can_peer_read(c);
 }
 
-static int scratch(struct smddp_comm *c, char **out)
+/* ---- what a communicator keeps between calls (c->scratch) -----------------
+ * One allocation, freed with the communicator: rank 0's timings of the
+ * two ways of a large allreduce, then (page aligned) the blocks that single
+ * copy reads peers into. */
+enum { ALG_SINGLE, ALG_STAGED };
+enum { WAY_ALLREDUCE, WAY_ALLGATHER, WAY_REDUCE_SCATTER, WAY_BROADCAST, WAY_COLLS };
+enum { SHM_ALGO_AUTO, SHM_ALGO_SINGLE, SHM_ALGO_STAGED };
+
+#define TUNE_SIZES 20    /* classes by log2 of the bytes per rank, from 4 KiB */
+#define TUNE_EVERY 64    /* calls of a class between two tries of the slower way */
+#define TUNE_TRY 3       /* calls of a try: the first is not counted */
+
+struct tune {
+	uint64_t ns[2];      /* moving average of a call's time, per way */
+	uint32_t n[2];       /* calls counted, per way */
+	uint32_t seq;        /* calls of the class started */
+	int last;            /* the way of the class's previous call (-1: none) */
+	int run;             /* calls of way `last` counted since it was taken */
+};
+
+struct node_state {
+	int algo;            /* SHM_ALGO_* */
+	struct tune tune[WAY_COLLS][TUNE_SIZES]; /* rank 0's: [collective][size class] */
+	uint64_t calls;      /* calls that could go either way, alike on every rank */
+};
+
+#define NODE_HEAD ((sizeof(struct node_state) + 4095) / 4096 * 4096)
+
+static int node_state(struct smddp_comm *c, struct node_state **out)
 {
 	if (!c->scratch) {
-		c->scratch = malloc((size_t)c->size * SC_BLOCK);
-		if (!c->scratch)
+		struct node_state *ns;
+		const char *a = sd_param_str("SMDDP_SHM_ALGO");
+		void *p = NULL;
+
+		if (posix_memalign(&p, 4096, NODE_HEAD + (size_t)c->size * SC_BLOCK) != 0)
 			return sd_comm_error(c, SMDDP_ENOMEM, "out of memory for %d x %d bytes",
 					     c->size, SC_BLOCK);
+		ns = p;
+		memset(ns, 0, sizeof(*ns));
+		ns->algo = !strcmp(a, "single")	  ? SHM_ALGO_SINGLE
+			   : !strcmp(a, "staged") ? SHM_ALGO_STAGED
+						  : SHM_ALGO_AUTO;
+		for (int k = 0; k < WAY_COLLS; k++)
+			for (int i = 0; i < TUNE_SIZES; i++)
+				ns->tune[k][i].last = -1;
+		c->scratch = ns;
 	}
 	*out = c->scratch;
 	return SMDDP_OK;
+}
+
+static int scratch(struct smddp_comm *c, char **out)
+{
+	struct node_state *ns;
+
+	SD_CHECK(node_state(c, &ns));
+	*out = (char *)ns + NODE_HEAD;
+	return SMDDP_OK;
+}
+
+static int size_class(size_t bytes)
+{
+	int k = 0;
+
+	while (k < TUNE_SIZES - 1 && bytes >= ((size_t)8192 << k))
+		k++;
+	return k;
+}
+
+/* Rank 0's choice for the next call of a class (its call number t->seq):
+ * TUNE_TRY of each way first (the first after a change of way is not
+ * counted: it pays for caches that the other way left as it needed them),
+ * then the faster, but TUNE_TRY of the other every TUNE_EVERY calls, so that a
+ * change of the machine (placement, load) is seen.  The choice is made a
+ * call ahead, before the call just started is counted: a way still without
+ * a count meanwhile stays single copy. */
+static int tune_pick(const struct tune *t)
+{
+	int best;
+
+	if (t->seq < TUNE_TRY)
+		return ALG_SINGLE;
+	if (t->seq < 2 * TUNE_TRY)
+		return ALG_STAGED;
+	if (!t->n[ALG_SINGLE] || !t->n[ALG_STAGED])
+		return ALG_SINGLE;
+	best = t->ns[ALG_SINGLE] <= t->ns[ALG_STAGED] ? ALG_SINGLE : ALG_STAGED;
+	return t->seq % TUNE_EVERY < TUNE_TRY ? !best : best;
+}
+
+/* The first call after a change of way is not counted: it pays for
+ * caches that the other way left as it needed them.  The next ones start
+ * the way's estimate afresh, as the least of the try's calls (the second
+ * may still pay for some), then a moving average: what a try measured
+ * long ago (another placement, pages not yet mapped) says nothing now. */
+static void tune_record(struct tune *t, int alg, uint64_t ns)
+{
+	if (alg != t->last) {
+		t->last = alg;
+		t->run = 0;
+		return;
+	}
+	if (t->run == 0 || (t->run < TUNE_TRY - 1 && ns < t->ns[alg]))
+		t->ns[alg] = ns;
+	else if (t->run >= TUNE_TRY - 1)
+		t->ns[alg] = t->ns[alg] - t->ns[alg] / 4 + ns / 4;
+	t->run++;
+	t->n[alg]++;
+}
+
+/* Whether a call of bytes may go the single-copy way (then way_begin
+ * says which way it goes): alike on every rank. */
+static int sc_way(struct smddp_comm *c, size_t bytes)
+{
+	return bytes > 0 && use_single_copy(c, bytes);
+}
+
+/* The way of a call that may go either way (sc_way: single copy is
+ * possible, and the call has a barrier, as it moves bytes).  Rank 0 decides
+ * one call ahead, for every class (collective and size): at the start of
+ * each such call it writes the ways of the next into its hint area of the
+ * other parity, which the others read at the start of that next call, past
+ * this call's barriers; the same parity is rewritten two calls on, past the
+ * barriers of the call between.  So choosing costs no barrier.  The first
+ * such call of a communicator goes the single-copy way.  w->t is set on
+ * rank 0 when the call is timed. */
+struct way {
+	struct tune *t;
+	uint64_t t0;
+	int alg;
+};
+
+static int way_begin(struct smddp_comm *c, int coll, size_t bytes, struct way *w)
+{
+	const struct sd_transport_ops *tp = c->tp;
+	struct node_state *ns;
+	int bit = coll * TUNE_SIZES + size_class(bytes), p;
+	const unsigned char *now;
+
+	_Static_assert(WAY_COLLS * TUNE_SIZES <= 8 * SD_HINT_BYTES, "the ways fit the hint");
+	SD_CHECK(node_state(c, &ns));
+	p = (int)(ns->calls++ & 1);
+	w->t = NULL;
+	w->alg = ALG_SINGLE;
+	now = tp->hint(c, 0, p);
+	if (!now)
+		return SMDDP_OK;
+	w->alg = now[bit / 8] >> (bit % 8) & 1;
+	if (c->rank == 0) {
+		unsigned char *next = tp->hint(c, 0, !p);
+
+		ns->tune[coll][size_class(bytes)].seq++;
+		memset(next, 0, SD_HINT_BYTES);
+		for (int i = 0; i < WAY_COLLS * TUNE_SIZES; i++) {
+			int alg = ns->algo == SHM_ALGO_STAGED	? ALG_STAGED
+				  : ns->algo == SHM_ALGO_SINGLE ? ALG_SINGLE
+								: tune_pick(&ns->tune[0][0] + i);
+
+			next[i / 8] |= (unsigned char)(alg << (i % 8));
+		}
+		if (ns->algo == SHM_ALGO_AUTO) {
+			w->t = &ns->tune[coll][size_class(bytes)];
+			w->t0 = sd_now_ns();
+		}
+	}
+	return SMDDP_OK;
+}
+
+static int way_end(const struct way *w, int rc)
+{
+	if (w->t && rc == SMDDP_OK)
+		tune_record(w->t, w->alg, sd_now_ns() - w->t0);
+	return rc;
 }
 
 /* One block of a single-copy reduction: srcs[q] points at elements
@@ -117,14 +297,16 @@ static int sc_reduce_range(struct smddp_comm *c, const void *mine, void *dst, si
 }
 
 /* Allreduce: rank r reduces partition r, a cache-sized block at a time,
- * reading its peers' send buffers, and writes each reduced block into its
- * own receive buffer and straight into every peer's.  Each region of a
- * peer's buffers is touched by one rank only (partition r by rank r), and
+ * reading its peers' send buffers, into its own receive buffer, and writes
+ * each reduced block from there straight into every peer's.  Each region of
+ * a peer's buffers is touched by one rank only (partition r by rank r), and
  * a block is read before the same block is written, so this holds in place
- * too.  The final barrier: every rank's partition has arrived everywhere.
- * Used when every rank works in place: the lines written, here and in the
- * peer, are those just read, still in cache.  Out of place the writes hit
- * cold lines and cost as much as the pull below. */
+ * too (sd_reduce's output may be one of its inputs).  The final barrier:
+ * every rank's partition has arrived everywhere.  In place, the lines
+ * written, here and in the peer, are those just read, still in cache; out
+ * of place on two ranks, below PUSH_MAX bytes, those a previous call wrote,
+ * still in this core's cache.  Above, and on more ranks (measured on two
+ * only), the pull below. */
 static int sc_allreduce_push(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 			enum smddp_dtype dt, enum smddp_op op)
 {
@@ -133,17 +315,16 @@ static int sc_allreduce_push(struct smddp_comm *c, const void *sbuf, void *rbuf,
 	size_t es = smddp_dtype_size(dt), part = part_elems(count, c->size, es), lo, hi;
 	size_t blk = SC_BLOCK / es;
 	int P = c->size, me = c->rank;
-	char *tmp = NULL, *out;
+	char *tmp = NULL;
 
 	SD_CHECK(scratch(c, &tmp));
-	out = tmp + (size_t)me * SC_BLOCK;
 	part_range(count, part, me, &lo, &hi);
 	for (size_t b = lo; b < hi; b += blk) {
 		size_t n = hi - b < blk ? hi - b : blk;
+		char *out = (char *)rbuf + b * es;
 
 		SD_CHECK(fetch_block(c, sbuf, b, n, es, tmp, srcs));
 		sd_reduce(out, srcs, P, n, dt, op, P);
-		memcpy((char *)rbuf + b * es, out, n * es);
 		for (int i = 1; i < P; i++) {
 			int q = (me + i) % P;
 			uintptr_t unused, a;
@@ -180,28 +361,58 @@ static int sc_allreduce_pull(struct smddp_comm *c, const void *sbuf, void *rbuf,
 	return tp->barrier(c);
 }
 
-/* Every rank sees every rank's addresses after the first barrier, so all
- * choose the same way. */
+static int staged_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			 enum smddp_dtype dt, enum smddp_op op, int root);
+
+#define PUSH_MAX ((size_t)16 << 20) /* bytes: two ranks push out of place below this */
+
+/* Every rank sees every rank's addresses, and rank 0's choice of way, after
+ * the first barrier, so all go the same way. */
 static int sc_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 			enum smddp_dtype dt, enum smddp_op op)
 {
-	int inplace = 1;
+	const struct sd_transport_ops *tp = c->tp;
+	size_t bytes = count * smddp_dtype_size(dt);
+	struct way w;
+	int inplace = 1, rc;
 
-	c->tp->put_addrs(c, sbuf, rbuf);
-	SD_CHECK(c->tp->barrier(c));
+	SD_CHECK(way_begin(c, WAY_ALLREDUCE, bytes, &w));
+	if (w.alg == ALG_STAGED)
+		return way_end(&w, staged_reduce(c, sbuf, rbuf, count, dt, op, -1));
+	tp->put_addrs(c, sbuf, rbuf);
+	rc = tp->barrier(c);
+	if (rc)
+		return rc;
 	for (int q = 0; q < c->size; q++) {
 		uintptr_t a, b;
 
-		c->tp->get_addrs(c, q, &a, &b);
+		tp->get_addrs(c, q, &a, &b);
 		inplace &= a == b;
 	}
-	if (inplace && can_peer_write(c))
-		return sc_allreduce_push(c, sbuf, rbuf, count, dt, op);
-	return sc_allreduce_pull(c, sbuf, rbuf, count, dt, op);
+	if ((inplace || (c->size == 2 && bytes < PUSH_MAX)) && can_peer_write(c))
+		rc = sc_allreduce_push(c, sbuf, rbuf, count, dt, op);
+	else
+		rc = sc_allreduce_pull(c, sbuf, rbuf, count, dt, op);
+	return way_end(&w, rc);
 }
 
 /* Shared body of allreduce (root < 0) and reduce (root >= 0). */
 static int reduce_common(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			 enum smddp_dtype dt, enum smddp_op op, int root)
+{
+	size_t es = smddp_dtype_size(dt);
+
+	if (c->size > MAX_SRCS)
+		return sd_comm_error(c, SMDDP_EUNSUPPORTED, "more than %d ranks on one node",
+				     MAX_SRCS);
+	if (root < 0 && sc_way(c, count * es))
+		return sc_allreduce(c, sbuf, rbuf, count, dt, op);
+	return staged_reduce(c, sbuf, rbuf, count, dt, op, root);
+}
+
+/* Through the slots of shared memory: the latency path, or the pipeline of
+ * the top of this file. */
+static int staged_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 			 enum smddp_dtype dt, enum smddp_op op, int root)
 {
 	const struct sd_transport_ops *tp = c->tp;
@@ -212,11 +423,6 @@ static int reduce_common(struct smddp_comm *c, const void *sbuf, void *rbuf, siz
 	int P = c->size, me = c->rank;
 	int rc;
 
-	if (P > MAX_SRCS)
-		return sd_comm_error(c, SMDDP_EUNSUPPORTED, "more than %d ranks on one node",
-				     MAX_SRCS);
-	if (root < 0 && use_single_copy(c, count * es))
-		return sc_allreduce(c, sbuf, rbuf, count, dt, op);
 	if (count * es * (size_t)P <= SMALL_TOTAL && count <= step_elems) {
 		int h = next_half(c);
 		void *(*slot)(struct smddp_comm *, int, int) = tp->slot;
@@ -243,6 +449,20 @@ static int reduce_common(struct smddp_comm *c, const void *sbuf, void *rbuf, siz
 
 		memcpy(mine, in, n * es);
 		SD_CHECK(tp->barrier(c));
+		if (P == 2) {
+			/* Two ranks: each reduces the whole piece itself, its
+			 * own part from its input, the peer's from the slot: no
+			 * second barrier and no copy out.  Both reduce the same
+			 * two sources in rank order, so get the same bits.  The
+			 * peer rewrites its slot two steps on, past a barrier
+			 * that this rank reaches only once done with it. */
+			if (root < 0 || root == me) {
+				srcs[me] = in;
+				srcs[1 - me] = tp->slot(c, 1 - me, h);
+				sd_reduce((char *)rbuf + off * es, srcs, P, n, dt, op, P);
+			}
+			continue;
+		}
 		part_range(n, part, me, &lo, &hi);
 		if (hi > lo) {
 			for (int r = 0; r < P; r++)
@@ -276,32 +496,13 @@ int sd_coll_node_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size
 	return reduce_common(c, sbuf, rbuf, count, dt, op, root);
 }
 
-int sd_coll_node_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
-			   enum smddp_dtype dt)
+static int staged_allgather(struct smddp_comm *c, const void *sbuf, char *out, size_t m,
+			    int inplace)
 {
 	const struct sd_transport_ops *tp = c->tp;
-	size_t m = count * smddp_dtype_size(dt);
 	size_t half = tp->half_bytes(c);
 	int P = c->size, me = c->rank;
-	char *out = rbuf;
-	int inplace = (const char *)sbuf == out + (size_t)me * m;
 
-	if (use_single_copy(c, m * (size_t)P)) {
-		tp->put_addrs(c, sbuf, rbuf);
-		SD_CHECK(tp->barrier(c));
-		for (int i = 1; i < P; i++) {
-			/* Start with the next rank so that ranks do not all
-			 * read from rank 0 at once. */
-			int q = (me + i) % P;
-			uintptr_t a, unused;
-
-			tp->get_addrs(c, q, &a, &unused);
-			SD_CHECK(tp->peer_read(c, q, out + (size_t)q * m, a, m));
-		}
-		if (!inplace)
-			memmove(out + (size_t)me * m, sbuf, m);
-		return tp->barrier(c);
-	}
 	for (size_t o = 0; o < m; o += half) {
 		size_t len = m - o < half ? m - o : half;
 		int h = next_half(c);
@@ -320,22 +521,61 @@ int sd_coll_node_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, s
 	return SMDDP_OK;
 }
 
+int sd_coll_node_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			   enum smddp_dtype dt)
+{
+	const struct sd_transport_ops *tp = c->tp;
+	size_t m = count * smddp_dtype_size(dt);
+	int P = c->size, me = c->rank;
+	char *out = rbuf;
+	int inplace = (const char *)sbuf == out + (size_t)me * m;
+	struct way w;
+
+	if (!sc_way(c, m * (size_t)P))
+		return staged_allgather(c, sbuf, out, m, inplace);
+	SD_CHECK(way_begin(c, WAY_ALLGATHER, m * (size_t)P, &w));
+	if (w.alg == ALG_STAGED)
+		return way_end(&w, staged_allgather(c, sbuf, out, m, inplace));
+	tp->put_addrs(c, sbuf, rbuf);
+	SD_CHECK(tp->barrier(c));
+	for (int i = 1; i < P; i++) {
+		/* Start with the next rank so that ranks do not all read from
+		 * rank 0 at once. */
+		int q = (me + i) % P;
+		uintptr_t a, unused;
+
+		tp->get_addrs(c, q, &a, &unused);
+		SD_CHECK(tp->peer_read(c, q, out + (size_t)q * m, a, m));
+	}
+	if (!inplace)
+		memmove(out + (size_t)me * m, sbuf, m);
+	return way_end(&w, tp->barrier(c));
+}
+
 /* Reduce-scatter and all-to-all share their shape: in each step every rank
  * puts `len` elements for each peer q in its half at q*len, and after the
  * barrier takes what each peer put for it. */
+static int staged_exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			   enum smddp_dtype dt, enum smddp_op op, int reduce);
+
 static int exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 		    enum smddp_dtype dt, enum smddp_op op, int reduce)
 {
 	const struct sd_transport_ops *tp = c->tp;
-	const void *srcs[MAX_SRCS];
 	size_t es = smddp_dtype_size(dt);
-	size_t half = tp->half_bytes(c);
 	int P = c->size, me = c->rank;
-	size_t step_elems = half / (es * (size_t)P);
 
-	if (P <= MAX_SRCS && use_single_copy(c, count * es * (size_t)P)) {
+	if (P <= MAX_SRCS && sc_way(c, count * es * (size_t)P)) {
 		int conflict = 0;
+		struct way w;
 
+		/* reduce_scatter may go either way; alltoall goes this one. */
+		w.t = NULL;
+		w.alg = ALG_SINGLE;
+		if (reduce)
+			SD_CHECK(way_begin(c, WAY_REDUCE_SCATTER, count * es * (size_t)P, &w));
+		if (w.alg == ALG_STAGED)
+			return way_end(&w, staged_exchange(c, sbuf, rbuf, count, dt, op, reduce));
 		tp->put_addrs(c, sbuf, rbuf);
 		SD_CHECK(tp->barrier(c));
 		/* A rank working in place with recvbuf == sendbuf would write
@@ -350,7 +590,7 @@ static int exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t c
 				conflict = 1;
 		}
 		if (conflict)
-			goto staged;
+			return staged_exchange(c, sbuf, rbuf, count, dt, op, reduce);
 		if (reduce) {
 			SD_CHECK(sc_reduce_range(c, sbuf, rbuf, (size_t)me * count, 0, count, dt, op));
 		} else {
@@ -368,9 +608,21 @@ static int exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t c
 						       a + (size_t)me * count * es, count * es));
 			}
 		}
-		return tp->barrier(c);
+		return way_end(&w, tp->barrier(c));
 	}
-staged:
+	return staged_exchange(c, sbuf, rbuf, count, dt, op, reduce);
+}
+
+static int staged_exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			   enum smddp_dtype dt, enum smddp_op op, int reduce)
+{
+	const struct sd_transport_ops *tp = c->tp;
+	const void *srcs[MAX_SRCS];
+	size_t es = smddp_dtype_size(dt);
+	size_t half = tp->half_bytes(c);
+	int P = c->size, me = c->rank;
+	size_t step_elems = half / (es * (size_t)P);
+
 	if (step_elems == 0 || P > MAX_SRCS)
 		return sd_comm_error(c, SMDDP_EUNSUPPORTED,
 				     "SMDDP_SHM_CHUNK of %zu bytes is too small for %d ranks of %zu-byte "
@@ -411,24 +663,11 @@ int sd_coll_node_alltoall(struct smddp_comm *c, const void *sbuf, void *rbuf, si
 	return exchange(c, sbuf, rbuf, count, dt, SMDDP_SUM, 0);
 }
 
-int sd_coll_node_broadcast(struct smddp_comm *c, void *buf, size_t count, enum smddp_dtype dt,
-			   int root)
+static int staged_broadcast(struct smddp_comm *c, void *buf, size_t m, int root)
 {
 	const struct sd_transport_ops *tp = c->tp;
-	size_t m = count * smddp_dtype_size(dt);
 	size_t half = tp->half_bytes(c);
 
-	if (use_single_copy(c, m)) {
-		uintptr_t a, unused;
-
-		tp->put_addrs(c, buf, buf);
-		SD_CHECK(tp->barrier(c));
-		if (c->rank != root) {
-			tp->get_addrs(c, root, &a, &unused);
-			SD_CHECK(tp->peer_read(c, root, buf, a, m));
-		}
-		return tp->barrier(c);
-	}
 	for (size_t o = 0; o < m; o += half) {
 		size_t len = m - o < half ? m - o : half;
 		int h = next_half(c);
@@ -440,4 +679,26 @@ int sd_coll_node_broadcast(struct smddp_comm *c, void *buf, size_t count, enum s
 			memcpy((char *)buf + o, tp->slot(c, root, h), len);
 	}
 	return SMDDP_OK;
+}
+
+int sd_coll_node_broadcast(struct smddp_comm *c, void *buf, size_t count, enum smddp_dtype dt,
+			   int root)
+{
+	const struct sd_transport_ops *tp = c->tp;
+	size_t m = count * smddp_dtype_size(dt);
+	struct way w;
+	uintptr_t a, unused;
+
+	if (!sc_way(c, m))
+		return staged_broadcast(c, buf, m, root);
+	SD_CHECK(way_begin(c, WAY_BROADCAST, m, &w));
+	if (w.alg == ALG_STAGED)
+		return way_end(&w, staged_broadcast(c, buf, m, root));
+	tp->put_addrs(c, buf, buf);
+	SD_CHECK(tp->barrier(c));
+	if (c->rank != root) {
+		tp->get_addrs(c, root, &a, &unused);
+		SD_CHECK(tp->peer_read(c, root, buf, a, m));
+	}
+	return way_end(&w, tp->barrier(c));
 }

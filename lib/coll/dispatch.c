@@ -15,11 +15,7 @@
 #include "coll/net.h"
 #include "coll/node.h"
 
-#ifdef HAVE_LIBFABRIC
 #define SPANNING(call) do { if (c->net) return (call); } while (0)
-#else
-#define SPANNING(call) do { } while (0)
-#endif
 
 int sd_coll_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 		      enum smddp_dtype dt, enum smddp_op op)

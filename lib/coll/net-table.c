@@ -60,6 +60,7 @@ const struct sd_transport_ops sd_transport_net = {
 	.half_bytes = sd_no_half_bytes,
 	.slot = sd_no_slot,
 	.tiny = sd_no_tiny,
+	.hint = sd_no_hint,
 	.put_desc = sd_net_put_desc,
 	.get_desc = sd_net_get_desc,
 	.finish = sd_no_finish,

@@ -108,6 +108,12 @@ static struct param params[] = {
 	TUNE("SMDDP_SINGLE_COPY_MIN", "single_copy_min", SD_PARAM_SIZE, "256K", NULL, 0,
 	     INT64_MAX, "expected a size like 256K or 1M", NULL, 0,
 	     "bytes per rank from which a collective takes the single-copy path"),
+	TUNE("SMDDP_SHM_ALGO", "shm_algo", SD_PARAM_ENUM, "auto", "auto|single|staged", 0, 0,
+	     "expected one of auto, single, staged", NULL, 0,
+	     "allreduce, allgather, reduce_scatter and broadcast from SMDDP_SINGLE_COPY_MIN "
+	     "inside a node: single (read and write the peers' buffers directly), staged "
+	     "(through shared memory) or auto (rank 0 times both per size and takes the "
+	     "faster, trying the other now and then); rank 0's setting counts"),
 	TUNE("SMDDP_CUDA_ASYNC", "cuda_async", SD_PARAM_STR, "auto", NULL, 0, 0,
 	     "expected auto, 1 or 0", check_auto_bool, 0,
 	     "1: device-memory calls return as soon as they are queued, the stream waiting on "
@@ -120,8 +126,7 @@ static struct param params[] = {
 	     "mapped once, with no host work but the launch; 0: every call takes the proxy's "
 	     "path"),
 	TUNE("SMDDP_CUDA_DIRECT", "cuda_direct", SD_PARAM_BOOL, "1", NULL, 0, 1, NULL, NULL, 0,
-	     "1: an allreduce, allgather, broadcast or reduce on device memory (one node, "
-	     "calls queued) larger than "
+	     "1: a collective on device memory (one node, calls queued) larger than "
 	     "SMDDP_CUDA_FAST runs on kernels that read and write the peers' buffers through "
 	     "CUDA IPC mappings made once per allocation, with no host work but the launch; "
 	     "0: it takes the proxy's path"),
@@ -148,11 +153,29 @@ static struct param params[] = {
 	     0,
 	     "libfabric provider between hosts, e.g. efa, verbs or tcp (else FI_PROVIDER, else "
 	     "the first of efa, verbs, tcp that is present)"),
-	TUNE("SMDDP_NET_TRANSPORT", "net_transport", SD_PARAM_ENUM, "fabric", "auto|fabric|socket",
+	TUNE("SMDDP_NET_TRANSPORT", "net_transport", SD_PARAM_ENUM, "auto", "auto|fabric|socket",
 	     0, 0, NULL, NULL, 0,
 	     "between hosts: fabric (libfabric: EFA, verbs, tcp), socket (TCP sockets of "
 	     "libsmddp's own), or auto (socket on hosts without RDMA devices unless a libfabric "
 	     "provider is asked for, else fabric)"),
+	TUNE("SMDDP_SOCKET_NSOCKS", "socket_nsocks", SD_PARAM_INT, "0", NULL, 0, 16,
+	     "expected 0 (automatic) to 16 (connections)", NULL, 0,
+	     "socket transport: data connections per peer and direction that a long message is "
+	     "spread over; 0: automatic (2 with threads, else 1)"),
+	TUNE("SMDDP_SOCKET_THREADS", "socket_threads", SD_PARAM_ENUM, "auto", "auto|0|1", 0, 0,
+	     NULL, NULL, 0,
+	     "socket transport: a thread per data connection, which moves the bytes of long "
+	     "messages on cores of its own (1), or the caller's progress polls them (0); auto: "
+	     "threads on hosts with 4 cores or more"),
+	TUNE("SMDDP_SOCKET_LONG", "socket_long", SD_PARAM_SIZE, "128K", NULL, 1, 1 << 30,
+	     "expected a size from 1 to 1G, like 128K", NULL, 0,
+	     "socket transport: messages this long and longer go over the data connections, read "
+	     "in place; shorter ones go on the control connection"),
+	TUNE("SMDDP_SOCKET_CREDIT", "socket_credit", SD_PARAM_SIZE, "4M", NULL, 0, 1 << 30,
+	     "expected a size from 0 to 1G, like 4M", NULL, 0,
+	     "socket transport: bytes of long messages a rank may send to a peer before the peer "
+	     "has posted their receives (kept in memory there until then); a long message beyond "
+	     "that waits for its receive (rendezvous); 0: every long message waits"),
 	TUNE("SMDDP_NET_CHUNK", "net_chunk", SD_PARAM_SIZE, "128K", NULL, 4096, 1 << 30,
 	     "expected a size from 4K to 1G, like 128K", NULL, 0,
 	     "bytes per pipelined message between hosts"),

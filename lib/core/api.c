@@ -359,7 +359,7 @@ static void count_device_call(struct smddp_comm *comm, int rc)
 		comm->dev_calls++;
 }
 
-/* Device memory: checked and queued; see lib/cuda/proxy.c.  The error of an
+/* Device memory: checked and queued; see lib/cuda/enqueue.c.  The error of an
  * earlier queued call comes first. */
 static int device_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
 {

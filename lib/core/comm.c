@@ -321,7 +321,6 @@ static void comm_free(struct smddp_comm *c, int clean)
 	if (!c)
 		return;
 	sd_cuda_comm_free(c);
-#ifdef HAVE_LIBFABRIC
 	if (c->net) {
 		struct smddp_comm *node = sd_net_node(c, 0);
 
@@ -333,7 +332,6 @@ static void comm_free(struct smddp_comm *c, int clean)
 		comm_free(node, clean);
 		c->boot = NULL;
 	}
-#endif
 	sd_trace_close(c);
 	sd_rejoin_free(c);
 	if (c->tp && c->tp_state)
@@ -363,7 +361,6 @@ static void inherit_tunables(struct smddp_comm *c, const struct smddp_comm *from
 	memcpy(c->jobid, from->jobid, sizeof(c->jobid));
 }
 
-#ifdef HAVE_LIBFABRIC
 /* Collective over via: every rank of via calls it, c NULL where it joins
  * nothing (want 0) or could not allocate (want 1).  c's ranks on this host
  * get a shared-memory communicator of their own (its segment made like any
@@ -458,7 +455,6 @@ static int setup_spanning(struct smddp_comm *c, int want, struct smddp_comm *via
 	return rc;
 #undef V
 }
-#endif
 
 /* A topology given by the user (SMDDP_TOPO_FILE) replaces discovery:
  * sd_comm_init checks it first, so that a bad file fails there and not in
@@ -530,11 +526,10 @@ static int join_rendezvous(struct smddp_comm *c, const struct sd_init_how *how, 
 }
 
 /* c's ranks are on several hosts (sd_comm_init): the transport between
- * hosts over the world's bootstrap channel; in a build without one, the
- * same refusal on every rank. */
+ * hosts over the world's bootstrap channel (libfabric's endpoint, or
+ * libsmddp's sockets in a build without libfabric). */
 static int join_hosts(struct smddp_comm *c, const struct sd_boot_peer *peers)
 {
-#ifdef HAVE_LIBFABRIC
 	char (*vhost)[SD_HOSTID_MAX] = calloc((size_t)c->size, SD_HOSTID_MAX);
 	struct sd_job *job = calloc(1, sizeof(*job));
 	int rc;
@@ -553,25 +548,6 @@ static int join_hosts(struct smddp_comm *c, const struct sd_boot_peer *peers)
 	if (!job->refs)
 		free(job);
 	return rc;
-#else
-	char sync = 0, *all = malloc((size_t)c->size);
-	int r = 1;
-
-	while (strcmp(peers[r].hostid, peers[0].hostid) == 0)
-		r++;
-	/* Every rank sees the same table and fails alike; one more
-	 * gather keeps rank 0 from leaving (its sockets reset) before
-	 * all have read it.  (Two hosts mean two ranks at least.) */
-	if (all)
-		boot_gather(c, &sync, all, 1);
-	free(all);
-	return sd_comm_error(c, SMDDP_EUNSUPPORTED,
-			     "rank %d runs on host %s and rank 0 on %s: this build of "
-			     "libsmddp has no transport between hosts (it was built "
-			     "without libfabric: install libfabric-dev and rebuild); run "
-			     "all ranks on one host",
-			     r, peers[r].hostid, peers[0].hostid);
-#endif
 }
 
 /* Both ways in: smddp_init (how == NULL: everything from the environment)
@@ -796,12 +772,10 @@ static int comm_split(struct smddp_comm *comm, int color, int key, uint64_t time
 			goto out;
 		}
 	}
-#ifdef HAVE_LIBFABRIC
 	if (comm->net)
 		rc = setup_spanning(c, color >= 0, comm, coll_gather, members, sd_net_hosts(comm),
 				    sd_net_job(comm));
 	else
-#endif
 		rc = setup_segment(c, color >= 0, comm, c ? members[0] : 0, c && c->rank == 0,
 				   coll_gather, members);
 	if (!rc && color >= 0 && !c)

@@ -30,16 +30,29 @@
  *   time the peers' hosts take to map it (cudaIpcOpenMemHandle, tens to
  *   hundreds of microseconds); a hit costs nothing on the host but two
  *   loads of a version counter per peer.
- * - The kernel (kernels.h): block 0 announces the call (its tag and
+ * - The kernels (kernels.h): one warp announces the call (its tag and
  *   number, where its buffers are) in every peer's window, waits for the
- *   peers' announcements and resolves their buffers; every block reduces
- *   its part of this rank's 1/n slice of every rank's input into every
- *   rank's output; the last block to finish tells the peers and waits
- *   until they are done with this rank's buffers.  Stream order is the
- *   user's stream's; a call on another stream waits for the last call's
- *   event (shared with the fast path).  Mismatches (another call number,
- *   another tag, also a fast call met by a direct one), deadlines, abort,
- *   cancel and dead peers take the fast path's machinery (fast.c).
+ *   peers' announcements and resolves their buffers; the data kernel
+ *   behind it on the stream moves this rank's part: a 1/n slice of every
+ *   rank's input reduced into every rank's output (allreduce; reduce into
+ *   the root's), its input into every rank's output (allgather), a slice
+ *   of the root's buffer into every other rank's (broadcast), or what
+ *   this rank receives, read from the peers' inputs (reduce_scatter,
+ *   alltoall); its last block to finish tells the peers and waits until
+ *   they are done with this rank's buffers.  Only the one warp waits for
+ *   a late peer: a rank's first launch of a kernel it never ran (lazy
+ *   module loading) or its other work is never held back by a GPU full
+ *   of our waiting blocks (docs/internals/cuda.md, the direct path).
+ *   Stream order is the user's stream's; a call on another stream waits
+ *   for the last call's event (shared with the fast path).  Mismatches
+ *   (another call number, another tag, also a fast call met by a direct
+ *   one), deadlines, abort, cancel and dead peers take the fast path's
+ *   machinery (fast.c).
+ * - In place.  reduce_scatter and alltoall write only this rank's output,
+ *   which in place overlaps the input its peers read meanwhile: the
+ *   kernel then writes into a stage of this rank's own, copied into
+ *   recvbuf behind the kernel, once every peer is done.  Each rank
+ *   decides that for itself; the path is the same on all.
  * - Closing a mapping waits for the whole context, so a peer's slot that
  *   changed is retired (ipc.c) and closed by the host thread when no
  *   kernel of ours runs.
@@ -193,16 +206,15 @@ void sd_cuda_direct_setup_done(struct sd_cuda *cu, int on)
 	cu->reg_ptr = NULL;
 }
 
-/* Not reduce_scatter nor alltoall: in some in-place layouts a rank's
- * output overlaps the input that a peer reads meanwhile (the proxy's path
- * stages them). */
 int sd_cuda_direct_takes(const struct sd_cuda *cu, const struct sd_cuda_call *k)
 {
 	switch (k->coll) {
 	case SD_COLL_ALLREDUCE:
 	case SD_COLL_ALLGATHER:
+	case SD_COLL_REDUCE_SCATTER:
 	case SD_COLL_BROADCAST:
 	case SD_COLL_REDUCE:
+	case SD_COLL_ALLTOALL:
 		return cu->direct_on && k->count * dtsize(k->dtype) > cu->fast_max;
 	default:
 		return 0;
@@ -297,6 +309,24 @@ static int all_done(struct sd_cuda *cu)
 	return cu->direct_done_k == cu->direct_k;
 }
 
+/* Host thread: wait until the direct calls in flight are done, before
+ * something a peer may still read is reused; why ends the timeout's words. */
+static int wait_direct_done(struct smddp_comm *c, struct sd_cuda *cu, const char *why)
+{
+	cudaError_t ee = cudaSuccess;
+	int rc = sd_cuda_wait(sd_cuda_q_event, cu->fast_ev, c->timeout_ns, NULL, &ee);
+
+	if (rc == SMDDP_ECUDA)
+		return SD_CUDA_ERR(c, ee, "an earlier collective on the GPU failed");
+	if (rc)
+		return sd_comm_error(c, SMDDP_ETIMEDOUT,
+				     "an earlier direct collective did not finish within %s "
+				     "(waited %s)",
+				     c->timeout_from, why);
+	cu->direct_done_k = cu->direct_k;
+	return SMDDP_OK;
+}
+
 /* Host thread: our slot for allocation b (taking and publishing one when
  * it has none), its generation into *g. */
 static int own_slot(struct smddp_comm *c, struct sd_cuda *cu, const struct buf_pub *b, uint32_t *j,
@@ -306,6 +336,7 @@ static int own_slot(struct smddp_comm *c, struct sd_cuda *cu, const struct buf_p
 	struct sd_reg_ent *x;
 	cudaIpcMemHandle_t h;
 	cudaError_t e;
+	int rc;
 
 	for (int i = 0; i < SD_REG_SLOTS; i++) {
 		struct sd_reg_own *o = &cu->reg_own[i];
@@ -320,21 +351,11 @@ static int own_slot(struct smddp_comm *c, struct sd_cuda *cu, const struct buf_p
 		if (!v || (v->gen && (!o->gen || (int32_t)(o->last_k - v->last_k) < 0)))
 			v = o;
 	}
-	if (v->gen && (int32_t)(v->last_k - cu->direct_done_k) > 0 && !all_done(cu)) {
-		/* Its last call may still run (rare: SD_REG_SLOTS allocations
-		 * in flight): a peer may still read it. */
-		cudaError_t ee = cudaSuccess;
-		int rc = sd_cuda_wait(sd_cuda_q_event, cu->fast_ev, c->timeout_ns, NULL, &ee);
-
-		if (rc == SMDDP_ECUDA)
-			return SD_CUDA_ERR(c, ee, "an earlier collective on the GPU failed");
-		if (rc)
-			return sd_comm_error(c, SMDDP_ETIMEDOUT,
-					     "an earlier direct collective did not finish within %s "
-					     "(waited to reuse a registration slot)",
-					     c->timeout_from);
-		cu->direct_done_k = cu->direct_k;
-	}
+	/* Its last call may still run (rare: SD_REG_SLOTS allocations in
+	 * flight): a peer may still read it. */
+	if (v->gen && (int32_t)(v->last_k - cu->direct_done_k) > 0 && !all_done(cu) &&
+	    (rc = wait_direct_done(c, cu, "to reuse a registration slot")))
+		return rc;
 	if ((e = cudaIpcGetMemHandle(&h, (void *)(uintptr_t)b->base)) != cudaSuccess) {
 		(void)cudaGetLastError();
 		return sd_comm_error(c, SMDDP_ECUDA,
@@ -365,6 +386,55 @@ static int own_slot(struct smddp_comm *c, struct sd_cuda *cu, const struct buf_p
 	return SMDDP_OK;
 }
 
+/* Host thread: does this rank's reduce_scatter or alltoall output (rb
+ * bytes) overlap what its peers read of its input (sb bytes)?  Then the
+ * kernel writes it into the stage, copied into recvbuf once the peers are
+ * done.  A reduce_scatter's output at block rank of its input is read
+ * by this rank alone, element by element before it is written. */
+static int needs_stage(const struct smddp_comm *c, const struct sd_cuda_call *k,
+		       const struct buf_pub b[2], size_t sb, size_t rb)
+{
+	uint64_t s0 = b[0].off, r0 = b[1].off;
+
+	if (!b[0].present || !b[1].present || b[0].base != b[1].base ||
+	    !(s0 < r0 + rb && r0 < s0 + sb))
+		return 0;
+	return !(k->coll == SD_COLL_REDUCE_SCATTER &&
+		 r0 == s0 + (uint64_t)c->rank * k->count * dtsize(k->dtype));
+}
+
+/* Host thread: the stage, at least bytes long.  A larger one waits until
+ * the direct calls in flight are done with the old one (in-place
+ * reduce_scatters and alltoalls are rare, and torch reuses its buffers:
+ * this happens a few times per communicator). */
+static int stage_for(struct smddp_comm *c, struct sd_cuda *cu, size_t bytes, void **out)
+{
+	cudaError_t e;
+
+	if (cu->direct_stage_len < bytes) {
+		int rc;
+
+		if (cu->direct_stage && !all_done(cu) &&
+		    (rc = wait_direct_done(c, cu, "to grow the in-place stage")))
+			return rc;
+		if (cu->direct_stage)
+			cudaFree(cu->direct_stage);
+		size_t len = sd_cuda_scratch_size(cu->direct_stage_len, bytes);
+
+		cu->direct_stage = NULL;
+		cu->direct_stage_len = 0;
+		if ((e = cudaMalloc(&cu->direct_stage, len)) != cudaSuccess) {
+			cu->direct_stage = NULL;
+			(void)cudaGetLastError(); /* ours, not left for the caller's next check */
+			return SD_CUDA_ERR(c, e, "cannot allocate GPU memory for an in-place "
+						"collective's output");
+		}
+		cu->direct_stage_len = len;
+	}
+	*out = cu->direct_stage;
+	return SMDDP_OK;
+}
+
 int sd_cuda_direct_call(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_cuda_call *k,
 			const struct buf_pub b[2])
 {
@@ -378,15 +448,31 @@ int sd_cuda_direct_call(struct smddp_comm *c, struct sd_cuda *cu, const struct s
 	cudaError_t e;
 	int rc, ke;
 
+	/* reduce_scatter and alltoall: the peers read only our sendbuf, so
+	 * our recvbuf is announced as our sendbuf (no mapping of it). */
+	const int pull = k->coll == SD_COLL_REDUCE_SCATTER || k->coll == SD_COLL_ALLTOALL;
+	size_t sbytes, rbytes;
+	void *stage = NULL;
+
 	memset(&a, 0, sizeof(a));
 	if ((rc = sync_peers(cu, c->size, c->rank, msg, sizeof(msg))) != SMDDP_OK)
 		return sd_comm_error(c, rc, "%s", msg);
+	sd_cuda_extents(k, c->size, c->rank, &sbytes, &rbytes);
+	if (pull && needs_stage(c, k, b, sbytes, rbytes))
+		SD_CHECK(stage_for(c, cu, rbytes, &stage));
 	SD_CHECK(own_slot(c, cu, sb, &a.sj, &a.sg));
-	SD_CHECK(own_slot(c, cu, rb, &a.rj, &a.rg));
+	if (pull) {
+		a.rj = a.sj;
+		a.rg = a.sg;
+		rb = sb;
+	} else {
+		SD_CHECK(own_slot(c, cu, rb, &a.rj, &a.rg));
+	}
 	for (int q = 0; q < c->size; q++)
 		a.win[q] = cu->fast_peer[q];
 	a.send = k->sendbuf;
 	a.recv = k->recvbuf;
+	a.out = stage ? stage : k->recvbuf;
 	a.count = k->count;
 	a.timeout_ns = c->timeout_ns;
 	a.host = cu->fast_host_dev;
@@ -406,15 +492,28 @@ int sd_cuda_direct_call(struct smddp_comm *c, struct sd_cuda *cu, const struct s
 	if ((ke = sd_cuda_kernel_direct(&a, k->dtype, k->op, st)) != 0)
 		return SD_CUDA_ERR(c, ke, "cannot launch the %s kernel (is the stream one of this GPU?)",
 				   sd_coll_name(k->coll));
+	/* The stage into recvbuf, once the kernel (and so every peer) is done
+	 * with our sendbuf: our own kernel, loaded with the others, rather
+	 * than a copy whose code the driver may load at its first use. */
+	if (stage) {
+		const void *src = stage;
+		void *dst = k->recvbuf;
+
+		if ((ke = sd_cuda_kernel_copy_pairs(&src, &dst, 1, rbytes, st, cu->max_blocks)) != 0)
+			return SD_CUDA_ERR(c, ke, "cannot launch the copy of an in-place %s's output",
+					   sd_coll_name(k->coll));
+	}
 	cu->direct_k++;
 	cu->reg_own[a.sj].last_k = cu->direct_k;
 	cu->reg_own[a.rj].last_k = cu->direct_k;
 	cu->direct_calls++;
 	cu->direct_by[k->coll]++;
+	sd_cuda_fast_launched(c, cu);
 	if ((e = cudaEventRecord(cu->fast_ev, st)) != cudaSuccess)
 		return SD_CUDA_ERR(c, e, "cannot record an event on the stream");
-	SD_TRACE(SD_SUB_COLL, "GPU call %u: direct %s of %zu elements (slots %u/%u, %u/%u), queued",
-		 a.call, sd_coll_name(k->coll), k->count, a.sj, a.sg, a.rj, a.rg);
+	SD_TRACE(SD_SUB_COLL, "GPU call %u: direct %s of %zu elements (slots %u/%u, %u/%u%s), queued",
+		 a.call, sd_coll_name(k->coll), k->count, a.sj, a.sg, a.rj, a.rg,
+		 stage ? ", staged" : "");
 	cu->fast_pending = 1;
 	cu->last_st = st;
 	cu->last_slot = -1;
@@ -429,22 +528,29 @@ void sd_cuda_direct_free(struct smddp_comm *c, struct sd_cuda *cu, int stuck)
 	if (cu->direct_on)
 		SD_INFO(SD_SUB_COLL,
 			"device collectives on GPU %d: %llu call(s) read the peers' buffers directly "
-			"(allreduce %llu, allgather %llu, broadcast %llu, reduce %llu); %llu peer "
-			"allocation(s) mapped for them, %llu by the proxy thread while a kernel waited",
+			"(allreduce %llu, allgather %llu, broadcast %llu, reduce %llu, reduce_scatter "
+			"%llu, alltoall %llu); %llu peer allocation(s) mapped for them, %llu by the "
+			"proxy thread while a kernel waited",
 			cu->dev, (unsigned long long)cu->direct_calls,
 			(unsigned long long)cu->direct_by[SD_FAST_ALLREDUCE],
 			(unsigned long long)cu->direct_by[SD_FAST_ALLGATHER],
 			(unsigned long long)cu->direct_by[SD_FAST_BROADCAST],
 			(unsigned long long)cu->direct_by[SD_FAST_REDUCE],
+			(unsigned long long)cu->direct_by[SD_FAST_REDUCE_SCATTER],
+			(unsigned long long)cu->direct_by[SD_FAST_ALLTOALL],
 			(unsigned long long)cu->direct_maps, (unsigned long long)cu->direct_waits);
 	if (cu->reg_ptr && !stuck)
 		for (int i = 0; i < SD_CUDA_MAX_RANKS * SD_REG_SLOTS; i++)
 			if (cu->reg_ptr[i])
 				sd_cuda_ipc_close(cu->reg_ptr[i]);
 	if (stuck) {
-		/* A stream may still run a kernel that reads the table. */
+		/* A stream may still run a kernel that reads the table, or
+		 * writes the stage. */
 		cu->reg_tab = NULL;
+	} else if (cu->direct_stage) {
+		cudaFree(cu->direct_stage);
 	}
+	cu->direct_stage = NULL;
 	(void)c;
 	pthread_mutex_destroy(&cu->reg_mu);
 	sd_cuda_direct_setup_done(cu, 0);

@@ -39,7 +39,7 @@
  * Larger calls keep the proxy's path (move.c), but for allreduces,
  * allgathers, broadcasts and reduces, which read the peers' buffers
  * directly (direct.c).  Calls of both paths on one stream are ordered by the
- * stream, on two streams by the events (proxy.c, after_last).
+ * stream, on two streams by the events (device.c, sd_cuda_after_last).
  */
 #include "config.h"
 
@@ -260,9 +260,8 @@ int sd_cuda_fast_setup(struct smddp_comm *c, struct sd_cuda *cu, int mps)
 			cu->dev, cu->fast_max, sd_fast_window_bytes(n, cu->fast_region));
 		if (cu->direct_on)
 			SD_INFO(SD_SUB_COLL,
-				"device collectives on GPU %d: larger allreduces, allgathers, "
-				"broadcasts and reduces read the peers' buffers directly, mapped once "
-				"per allocation",
+				"device collectives on GPU %d: larger ones read the peers' buffers "
+				"directly, mapped once per allocation",
 				cu->dev);
 	}
 out:
@@ -346,6 +345,7 @@ int sd_cuda_fast_call(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_
 		 sd_coll_name(k->coll), k->count, a.nblocks);
 	cu->fast_pending = 1;
 	cu->fast_calls[k->coll]++;
+	sd_cuda_fast_launched(c, cu);
 	cu->last_st = st;
 	cu->last_slot = -1;
 	cu->last_fast = 1;
@@ -361,17 +361,24 @@ static int fast_words(const struct sd_cuda *cu, char *buf, size_t len)
 	uint32_t call = hr ? hr->call : 0, theirs = hr ? hr->theirs : 0;
 	int peer = hr ? hr->peer : -1;
 	const char *coll = sd_coll_name(hr ? (int)hr->coll : SD_COLL_ALLREDUCE);
+	const char *an = coll[0] == 'a' ? "an" : "a"; /* "an allgather", "a broadcast" */
 
 	switch (code) {
 	case SD_FAST_OK:
 		return 0;
 	case SD_FAST_TIMEOUT:
+		/* With its pid, as a dead rank is named elsewhere: where the
+		 * peers' health was not checked in time, this is how a death
+		 * shows, and a shrink reads the rank to leave out from it. */
 		snprintf(buf, len,
-			 "device call %u (a %s whose kernels wait on their peers): rank %d "
-			 "did not %s within SMDDP_TIMEOUT: is it stuck, or did it make other calls?",
-			 call, coll, peer, hr->phase == 1 ? "take this rank's data of an earlier call"
-				     : hr->phase == 5 ? "finish with this rank's buffers"
-						      : "arrive");
+			 "device call %u (%s %s whose kernels wait on their peers): rank %d (pid %d) "
+			 "did not %s within SMDDP_TIMEOUT: is it dead or stuck, or did it make other "
+			 "calls?",
+			 call, an, coll, peer,
+			 peer >= 0 && peer < cu->sh.size && cu->sh.pids ? (int)cu->sh.pids[peer] : 0,
+			 hr->phase == 1 ? "take this rank's data of an earlier call"
+			 : hr->phase == 5 ? "finish with this rank's buffers"
+					  : "arrive");
 		return SMDDP_ETIMEDOUT;
 	case SD_FAST_AHEAD:
 		snprintf(buf, len,
@@ -383,16 +390,16 @@ static int fast_words(const struct sd_cuda *cu, char *buf, size_t len)
 	case SD_FAST_DESC:
 		snprintf(buf, len,
 			 "rank %d called device call %u with another collective, count, dtype, op "
-			 "or root than this rank (a %s): every rank must make the same calls on "
+			 "or root than this rank (%s %s): every rank must make the same calls on "
 			 "device memory",
-			 peer, call, coll);
+			 peer, call, an, coll);
 		return SMDDP_EMISMATCH;
 	case SD_FAST_UNMAPPED:
 		snprintf(buf, len,
-			 "device call %u (a %s that reads its peers' buffers): rank %d's "
+			 "device call %u (%s %s that reads its peers' buffers): rank %d's "
 			 "buffer was not mapped on this rank within SMDDP_TIMEOUT: did its host "
 			 "thread stop, or its mapping fail?",
-			 call, coll, peer);
+			 call, an, coll, peer);
 		return SMDDP_ETIMEDOUT;
 	case SD_FAST_GAVE_UP:
 		snprintf(buf, len,
@@ -490,6 +497,12 @@ void sd_cuda_fast_watch(struct sd_cuda *cu)
 	if (__atomic_load_n(&cu->failed, __ATOMIC_ACQUIRE))
 		return;
 	c->last_error[0] = 0;
+	/* The sentences below name the call in progress: on this (the
+	 * proxy's) copy that is the last call the proxy ran, not the fast
+	 * or direct one whose kernels wait (the last launched, as a rule). */
+	pthread_mutex_lock(&cu->mu);
+	c->cur = cu->fast_last;
+	pthread_mutex_unlock(&cu->mu);
 	rc = fast_words(cu, msg, sizeof(msg));
 	if (rc && cu->fast_host->code == SD_FAST_GAVE_UP) {
 		int h = c->tp->health(c);

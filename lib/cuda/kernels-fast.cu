@@ -13,6 +13,19 @@ __device__ __forceinline__ uint64_t global_ns(void)
 	return t;
 }
 
+/* Polls of a wait before its warp naps between polls: spinning answers
+ * fastest while a peer is a few microseconds away; past that (some
+ * hundred microseconds), naps leave the SM's issue slots to the warps of
+ * other kernels, a late peer's first of all when ranks share a GPU under
+ * MPS. */
+#define SPIN_FREE 1024u
+
+__device__ __forceinline__ void poll_pause(unsigned spin)
+{
+	if (spin > SPIN_FREE)
+		__nanosleep(spin > 8 * SPIN_FREE ? 1000 : 100);
+}
+
 /* Every few thousand polls: the deadline, the host's abort word, a peer
  * or a sibling block that gave up. */
 /* Also peer q's announcement (ann[q] of our window, which fast and direct
@@ -73,6 +86,7 @@ __device__ int fast_wait_consumed(const sd_fast_args &a, int q, uint64_t deadlin
 				return e;
 			}
 		}
+		poll_pause(spin);
 	}
 }
 
@@ -110,6 +124,7 @@ __device__ int fast_wait_arrived(const sd_fast_args &a, int q, uint64_t deadline
 				return e;
 			}
 		}
+		poll_pause(spin);
 	}
 }
 
@@ -315,6 +330,7 @@ __device__ int direct_wait_ann(const sd_direct_args &a, int q, uint64_t deadline
 				return e;
 			}
 		}
+		poll_pause(spin);
 	}
 }
 
@@ -357,7 +373,7 @@ __device__ uint64_t direct_resolve(const sd_direct_args &a, int q, uint32_t j, u
 	}
 }
 
-/* Step 4: peer q is done with this call. */
+/* Step 5: peer q is done with this call. */
 __device__ int direct_wait_done(const sd_direct_args &a, int q, uint64_t deadline, uint32_t *seen)
 {
 	const volatile uint32_t *f = (const volatile uint32_t *)(a.win[a.rank] + SD_DIRECT_DONE + (size_t)q * 4);
@@ -375,92 +391,139 @@ __device__ int direct_wait_done(const sd_direct_args &a, int q, uint64_t deadlin
 				return e;
 			}
 		}
+		poll_pause(spin);
 	}
 }
 
-template <typename Tr, int OP>
-__global__ void __launch_bounds__(THREADS) k_direct(const __grid_constant__ sd_direct_args a)
+/* A failure, recorded as the fast kernel does: the first block of the
+ * rank to give up writes the host's record.  Thread 0. */
+__device__ void direct_record(const sd_direct_args &a, int fail, int peer, uint32_t seen, int phase)
 {
-	typedef typename Tr::S S;
-	__shared__ int fail, fail_peer, fail_phase, last;
+	unsigned *gave = (unsigned *)(a.win[a.rank] + SD_FAST_GAVEUP);
+
+	if (atomicCAS(gave, 0u, a.call ? a.call : 1u) == 0u) {
+		a.host->call = a.call;
+		a.host->peer = peer;
+		a.host->theirs = seen;
+		a.host->phase = (uint32_t)phase;
+		a.host->coll = (uint32_t)a.coll;
+		__threadfence_system();
+		a.host->code = (uint32_t)fail;
+	}
+	__threadfence_system();
+}
+
+/* Steps 1 to 3 (kernels.h), by one warp: the only wait of the call that
+ * lasts as long as a peer is late, so that a rank whose peer is late
+ * holds one warp of one SM, not its share of the GPU (the data kernel's
+ * blocks, launched behind it). */
+__global__ void __launch_bounds__(32) k_direct_meet(const __grid_constant__ sd_direct_args a)
+{
+	__shared__ int fail, fail_peer, fail_phase;
 	__shared__ uint32_t fail_seen;
-	__shared__ kargs k;
 	const int n = a.nranks, me = a.rank, t = threadIdx.x;
 	char *const mine = a.win[me];
 	const uint64_t deadline = global_ns() + a.timeout_ns;
 	uint32_t seen = 0;
-	int e = 0;
+	int e = 0, phase = 2;
 
 	if (t == 0)
 		fail = 0;
 	__syncthreads();
-	if (blockIdx.x == 0) {
-		/* 1. Where our buffers are, then the word. */
-		if (t < n && t != me) {
-			sd_direct_ann *an = (sd_direct_ann *)(a.win[t] + SD_DIRECT_ANN +
-							       (size_t)me * sizeof(sd_direct_ann));
+	/* 1. Where our buffers are, then the word. */
+	if (t < n && t != me) {
+		sd_direct_ann *an =
+			(sd_direct_ann *)(a.win[t] + SD_DIRECT_ANN + (size_t)me * sizeof(sd_direct_ann));
 
-			an->soff = a.soff;
-			an->roff = a.roff;
-			an->sj = a.sj;
-			an->sg = a.sg;
-			an->rj = a.rj;
-			an->rg = a.rg;
-			__threadfence_system();
-			*(volatile uint64_t *)&an->word = (uint64_t)a.tag << 32 | a.call;
+		an->soff = a.soff;
+		an->roff = a.roff;
+		an->sj = a.sj;
+		an->sg = a.sg;
+		an->rj = a.rj;
+		an->rg = a.rg;
+		__threadfence_system();
+		*(volatile uint64_t *)&an->word = (uint64_t)a.tag << 32 | a.call;
+	}
+	/* 2. Every peer's buffers, as mapped here. */
+	if (t < n && t != me && !(e = direct_wait_ann(a, t, deadline, &seen))) {
+		const volatile sd_direct_ann *an =
+			(const volatile sd_direct_ann *)(mine + SD_DIRECT_ANN + (size_t)t * sizeof(sd_direct_ann));
+		__threadfence();
+		uint32_t sj = an->sj, sg = an->sg, rj = an->rj, rg = an->rg;
+		uint64_t so = an->soff, ro = an->roff, sp, rp;
+
+		phase = 4;
+		sp = direct_resolve(a, t, sj, sg, deadline, &e);
+		rp = e ? 0 : direct_resolve(a, t, rj, rg, deadline, &e);
+		if (!e) {
+			volatile uint64_t *p = (volatile uint64_t *)(mine + SD_DIRECT_PTRS);
+
+			p[2 * t] = sp + so;
+			p[2 * t + 1] = rp + ro;
 		}
-		/* 2. Every peer's buffers, as mapped here. */
-		if (t < 32) {
-			int phase = 2;
+	}
+	fast_pick(e, t, seen, phase, &fail, &fail_peer, &fail_seen, &fail_phase);
+	__syncthreads();
+	/* 3. Go: the data kernel behind us on the stream reads it first. */
+	if (t == 0 && !fail) {
+		__threadfence();
+		*(volatile uint32_t *)(mine + SD_DIRECT_GO) = a.call;
+	} else if (t == 0) {
+		direct_record(a, fail, fail_peer, fail_seen, fail_phase);
+	}
+}
 
-			if (t < n && t != me && !(e = direct_wait_ann(a, t, deadline, &seen))) {
-				const volatile sd_direct_ann *an =
-					(const volatile sd_direct_ann *)(mine + SD_DIRECT_ANN +
-									 (size_t)t * sizeof(sd_direct_ann));
-				__threadfence();
-				uint32_t sj = an->sj, sg = an->sg, rj = an->rj, rg = an->rg;
-				uint64_t so = an->soff, ro = an->roff, sp, rp;
+/* Steps 4 and 5 (kernels.h): launched behind k_direct_meet on the stream,
+ * so every peer has arrived; its blocks never wait on a peer but in the
+ * last block's final rendezvous. */
+template <typename Tr, int OP>
+__global__ void __launch_bounds__(THREADS) k_direct(const __grid_constant__ sd_direct_args a)
+{
+	typedef typename Tr::S S;
+	__shared__ int fail, fail_peer, fail_phase, last, met;
+	__shared__ uint32_t fail_seen;
+	__shared__ kargs k;
+	const int n = a.nranks, me = a.rank, t = threadIdx.x;
+	char *const mine = a.win[me];
+	const volatile uint64_t *p = (const volatile uint64_t *)(mine + SD_DIRECT_PTRS);
+	const size_t es = sizeof(S);
+	uint32_t seen = 0;
+	int e = 0;
 
-				phase = 4;
-				sp = direct_resolve(a, t, sj, sg, deadline, &e);
-				rp = e ? 0 : direct_resolve(a, t, rj, rg, deadline, &e);
-				if (!e) {
-					volatile uint64_t *p = (volatile uint64_t *)(mine + SD_DIRECT_PTRS);
+	if (t == 0) {
+		fail = 0;
+		met = *(const volatile uint32_t *)(mine + SD_DIRECT_GO) == a.call;
+	}
+	__syncthreads();
+	if (!met)
+		return; /* the meeting failed, and k_direct_meet said why */
+	const uint64_t deadline = global_ns() + a.timeout_ns;
 
-					p[2 * t] = sp + so;
-					p[2 * t + 1] = rp + ro;
-				}
+	if (a.coll == SD_FAST_ALLTOALL) {
+		/* 4. Block me of rank q's input into block q of our output,
+		 * one peer after the other over the whole grid. */
+		for (int q = 0; q < n; q++) {
+			if (t == 0) {
+				k.src[0] = (q == me ? (const char *)a.send : (const char *)p[2 * q]) +
+					   (size_t)me * a.count * es;
+				k.dst[0] = (char *)a.out + (size_t)q * a.count * es;
+				k.nsrc = 1;
+				k.ndst = k.src[0] != k.dst[0]; /* in place: ours is there */
+				k.count = k.ndst ? a.count : 0;
+				k.div = 1;
+				split_vectors<Tr>(k);
 			}
-			fast_pick(e, t, seen, phase, &fail, &fail_peer, &fail_seen, &fail_phase);
-		}
-		__syncthreads();
-		if (!fail && t == 0) {
-			__threadfence();
-			*(volatile uint32_t *)(mine + SD_DIRECT_GO) = a.call;
+			__syncthreads();
+			if (k.count)
+				reduce_body<Tr, OP>(k, blockIdx.x, gridDim.x);
+			__syncthreads();
 		}
 	} else {
-		if (t == 0) {
-			const volatile uint32_t *go = (const volatile uint32_t *)(mine + SD_DIRECT_GO);
-
-			for (unsigned spin = 1; *go != a.call; spin++)
-				if ((spin & 2047) == 0 && (e = direct_check(a, me, deadline))) {
-					fail = e;
-					fail_peer = me;
-					fail_seen = 0;
-					fail_phase = 2;
-					break;
-				}
-			__threadfence();
-		}
-		__syncthreads();
-	}
-	if (!fail) {
-		/* 3. Our part: a slice of every rank's input (broadcast: of
+		/* 4. Our part: a slice of every rank's input (broadcast: of
 		 * the root's) into every rank's output (reduce: the root's),
-		 * or (allgather) our input into every rank's output. */
+		 * our input into every rank's output (allgather), or block me
+		 * of every rank's input into ours (reduce_scatter). */
 		if (t == 0) {
-			const volatile uint64_t *p = (const volatile uint64_t *)(mine + SD_DIRECT_PTRS);
-			const size_t es = sizeof(S);
 			size_t lo, cnt = sd_direct_part(a.coll, a.count, es, n, me, &lo);
 
 			for (int q = 0; q < n; q++) {
@@ -471,6 +534,11 @@ __global__ void __launch_bounds__(THREADS) k_direct(const __grid_constant__ sd_d
 			k.ndst = n;
 			if (a.coll == SD_FAST_REDUCE) {
 				k.dst[0] = k.dst[a.root];
+				k.ndst = 1;
+			} else if (a.coll == SD_FAST_REDUCE_SCATTER) {
+				for (int q = 0; q < n; q++)
+					k.src[q] += (size_t)me * a.count * es;
+				k.dst[0] = (char *)a.out;
 				k.ndst = 1;
 			} else if (a.coll == SD_FAST_BROADCAST) {
 				k.src[0] = k.src[a.root];
@@ -499,48 +567,35 @@ __global__ void __launch_bounds__(THREADS) k_direct(const __grid_constant__ sd_d
 		__syncthreads();
 		if (k.count)
 			reduce_body<Tr, OP>(k, blockIdx.x, gridDim.x);
-		/* The block's stores, then one system fence (the fast kernel's
-		 * pattern), then the count. */
-		__syncthreads();
-		if (t == 0) {
-			__threadfence_system();
-			last = atomicAdd((unsigned *)(mine + SD_DIRECT_COUNT), 1u) == gridDim.x - 1;
-		}
-		__syncthreads();
-		if (!last)
-			return;
-		/* 4. The last block: we are done with every peer's buffers;
-		 * wait until every peer is done with ours. */
-		if (t == 0)
-			*(volatile unsigned *)(mine + SD_DIRECT_COUNT) = 0;
-		__threadfence_system();
-		if (t < n && t != me)
-			*(volatile uint32_t *)(a.win[t] + SD_DIRECT_DONE + (size_t)me * 4) = a.call;
-		if (t < 32) {
-			e = t < n && t != me ? direct_wait_done(a, t, deadline, &seen) : 0;
-			fast_pick(e, t, seen, 5, &fail, &fail_peer, &fail_seen, &fail_phase);
-		}
-		__syncthreads();
-		if (!fail) {
-			__threadfence_system();
-			return;
-		}
 	}
-	/* A failure: recorded as the fast kernel does. */
+	/* The block's stores, then one system fence (the fast kernel's
+	 * pattern), then the count. */
+	__syncthreads();
 	if (t == 0) {
-		unsigned *gave = (unsigned *)(mine + SD_FAST_GAVEUP);
-
-		if (atomicCAS(gave, 0u, a.call ? a.call : 1u) == 0u) {
-			a.host->call = a.call;
-			a.host->peer = fail_peer;
-			a.host->theirs = fail_seen;
-			a.host->phase = (uint32_t)fail_phase;
-			a.host->coll = (uint32_t)a.coll;
-			__threadfence_system();
-			a.host->code = (uint32_t)fail;
-		}
 		__threadfence_system();
+		last = atomicAdd((unsigned *)(mine + SD_DIRECT_COUNT), 1u) == gridDim.x - 1;
 	}
+	__syncthreads();
+	if (!last)
+		return;
+	/* 5. The last block: we are done with every peer's buffers; wait
+	 * until every peer is done with ours. */
+	if (t == 0)
+		*(volatile unsigned *)(mine + SD_DIRECT_COUNT) = 0;
+	__threadfence_system();
+	if (t < n && t != me)
+		*(volatile uint32_t *)(a.win[t] + SD_DIRECT_DONE + (size_t)me * 4) = a.call;
+	if (t < 32) {
+		e = t < n && t != me ? direct_wait_done(a, t, deadline, &seen) : 0;
+		fast_pick(e, t, seen, 5, &fail, &fail_peer, &fail_seen, &fail_phase);
+	}
+	__syncthreads();
+	if (!fail) {
+		__threadfence_system();
+		return;
+	}
+	if (t == 0)
+		direct_record(a, fail, fail_peer, fail_seen, fail_phase);
 }
 
 /* ---- launch ------------------------------------------------------------- */
@@ -562,9 +617,10 @@ extern "C" int sd_cuda_kernel_fast(const struct sd_fast_args *a, int dtype, int 
 	});
 }
 
-/* Blocks per rank: enough for the slice, and no more than the GPU holds
- * at once divided among the ranks on it, so that every rank's kernel is
- * resident while block 0 waits on the peers and the others on block 0. */
+/* The data kernel's blocks: enough for its part, and no more than the GPU
+ * holds at once divided among the ranks on it, which share it.  The
+ * meeting first, one warp (k_direct_meet); the data kernel behind it on
+ * the stream starts once every peer has arrived. */
 template <typename Tr, int OP>
 static int launch_direct(const sd_direct_args &v, cudaStream_t st)
 {
@@ -572,6 +628,9 @@ static int launch_direct(const sd_direct_args &v, cudaStream_t st)
 	size_t lo, cnt = sd_direct_part(v.coll, v.count, es, v.nranks, v.rank, &lo);
 	int occ = 0, share = v.share < 1 ? 1 : v.share;
 	auto kern = k_direct<Tr, OP>;
+	sd_direct_args m = v;
+	void *margs[] = {(void *)&m};
+	cudaError_t e;
 
 	if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, THREADS, 0) != cudaSuccess ||
 	    occ < 1)
@@ -580,18 +639,21 @@ static int launch_direct(const sd_direct_args &v, cudaStream_t st)
 	size_t nvec = cnt / (16 / es), work = (nvec + UNROLL - 1) / UNROLL;
 	unsigned grid = grid_for(work ? work : 1, cap < 1 ? 1 : cap);
 
+	if ((e = cudaLaunchKernel((const void *)k_direct_meet, dim3(1), dim3(32), margs, 0, st)) !=
+	    cudaSuccess)
+		return (int)e;
 	return launch_kernel(kern, dim3(grid), st, v);
 }
 
 extern "C" int sd_cuda_kernel_direct(const struct sd_direct_args *a, int dtype, int op, void *stream)
 {
 	if (a->nranks < 2 || a->nranks > SD_CUDA_MAX_RANKS || a->root < 0 || a->root >= a->nranks ||
-	    (a->coll != SD_FAST_ALLREDUCE && a->coll != SD_FAST_ALLGATHER &&
-	     a->coll != SD_FAST_BROADCAST && a->coll != SD_FAST_REDUCE))
+	    a->coll < SD_FAST_ALLREDUCE || a->coll > SD_FAST_ALLTOALL ||
+	    ((a->coll == SD_FAST_REDUCE_SCATTER || a->coll == SD_FAST_ALLTOALL) && !a->out))
 		return (int)cudaErrorInvalidValue;
 	/* The collectives that copy run the instance of SUM (one source:
 	 * reduce_body copies). */
-	if (a->coll == SD_FAST_ALLGATHER || a->coll == SD_FAST_BROADCAST)
+	if (a->coll == SD_FAST_ALLGATHER || a->coll == SD_FAST_BROADCAST || a->coll == SD_FAST_ALLTOALL)
 		op = SMDDP_SUM;
 	sd_direct_args v = *a;
 	return by_type(dtype, op, [&](auto tr, auto o) {
@@ -620,7 +682,8 @@ static cudaError_t load_ops()
 
 extern "C" int sd_cuda_kernels_load_fast(void)
 {
-	cudaError_t e = cudaSuccess;
+	cudaFuncAttributes fa;
+	cudaError_t e = cudaFuncGetAttributes(&fa, k_direct_meet);
 
 	if (e == cudaSuccess) e = load_ops<int_traits<int8_t, uint8_t>>();
 	if (e == cudaSuccess) e = load_ops<int_traits<uint8_t, uint8_t>>();

@@ -206,38 +206,47 @@ int sd_cuda_kernels_load_fast(void);
 
 /* ---- the direct path: kernels that read the peers' own buffers (direct.c) ----
  *
- * An allreduce, allgather, broadcast or reduce larger than the fast
- * path's reads (or writes) the peers' user buffers
- * through CUDA IPC mappings made once per allocation (a registration:
- * rank r's slot j of SD_REG_SLOTS holds one of r's allocations, with a
- * generation g unique on r).  Kernel of rank r, call s, tag t:
- *   1. block 0 writes (t << 32 | s) and where its sendbuf and recvbuf are
+ * A collective larger than the fast path's reads (or writes) the peers'
+ * user buffers through CUDA IPC mappings made once per allocation (a
+ * registration: rank r's slot j of SD_REG_SLOTS holds one of r's
+ * allocations, with a generation g unique on r).  Two kernels on the
+ * stream, call s, tag t, rank r:
+ *   k_direct_meet, one warp (the only wait that lasts while a peer is
+ *   late, so that it holds next to nothing of the GPU):
+ *   1. writes (t << 32 | s) and where its sendbuf and recvbuf are
  *      ((slot, generation, offset) each) into ann[r] of every peer's
  *      window (the fields first, a system fence, then the word);
- *   2. block 0 waits until ann[q] of its own window holds s for every
- *      peer q (a later call or another tag is a mismatch), then until
- *      its host has mapped q's slot with that generation (the table in
- *      pinned memory that the host thread fills before the launch, or
- *      the proxy thread while the kernel waits; an entry met once is
- *      kept in the window's cache, so that a hit reads no host memory),
- *      and writes the peers' pointers into its own window and the go
- *      word;
- *   3. every block, once go holds s, moves its part of what rank r
- *      moves: allreduce, its slice (1/n of the elements) of every rank's
- *      sendbuf reduced in rank order into every rank's recvbuf; reduce,
- *      the same into the root's recvbuf only; broadcast, its slice of
- *      the root's buffer into every other rank's; allgather, its own
- *      sendbuf into block r of every rank's recvbuf (its own too, unless
- *      in place);
- *   4. the last block to finish (a counter in the window) stores s into
+ *   2. waits until ann[q] of its own window holds s for every peer q (a
+ *      later call or another tag is a mismatch), then until its host has
+ *      mapped q's slot with that generation (the table in pinned memory
+ *      that the host thread fills before the launch, or the proxy thread
+ *      while the kernel waits; an entry met once is kept in the window's
+ *      cache, so that a hit reads no host memory), and writes the peers'
+ *      pointers into its own window;
+ *   3. writes s into the go word (or, on a failure, the record);
+ *   k_direct, every block, once go holds s (else it ends at once):
+ *   4. moves its part of what rank r moves: allreduce, its slice (1/n of
+ *      the elements) of every rank's sendbuf reduced in rank order into
+ *      every rank's recvbuf; reduce, the same into the root's recvbuf
+ *      only; broadcast, its slice of the root's buffer into every other
+ *      rank's; allgather, its own sendbuf into block r of every rank's
+ *      recvbuf (its own too, unless in place); reduce_scatter, block r
+ *      of every rank's sendbuf reduced in rank order into out; alltoall,
+ *      block r of rank q's sendbuf into block q of out, for every q.
+ *      reduce_scatter and alltoall read the peers' sendbufs only and
+ *      write only out: this rank's recvbuf, or a stage of the host's
+ *      when recvbuf overlaps what the peers read of its sendbuf (in
+ *      place), which the host copies into recvbuf behind the kernel;
+ *   5. the last block to finish (a counter in the window) stores s into
  *      done[r] of every peer's window and waits until done[q] of its own
  *      holds s for every peer: then nobody reads its sendbuf or writes
  *      its recvbuf any more, and the kernel ends.
  * The waits poll local memory, with the fast path's checks (deadline,
- * abort word, "gave up" words) and its record of a failure.  The fast
- * kernel writes ann[r]'s word too, so that a call that is fast on one
- * rank and direct on another (another count) is a mismatch, not a wait
- * until the deadline.
+ * abort word, "gave up" words) and its record of a failure, and nap
+ * between polls once they have waited long.  The fast kernel writes
+ * ann[r]'s word too, so that a call that is fast on one rank and direct
+ * on another (another count) is a mismatch, not a wait until the
+ * deadline.
  */
 #define SD_REG_SLOTS 32 /* allocations of a rank registered at once */
 #define SD_DIRECT_ANN ((size_t)32 << 10)   /* ann[q], 64 bytes each */
@@ -266,6 +275,7 @@ struct sd_direct_args {
 	char *win[SD_CUDA_MAX_RANKS];
 	const void *send;
 	void *recv;
+	void *out;                  /* reduce_scatter, alltoall: where the output goes (step 4) */
 	size_t count;               /* elements */
 	uint64_t timeout_ns;
 	struct sd_fast_host *host;  /* device address */
@@ -274,7 +284,7 @@ struct sd_direct_args {
 	uint32_t sj, sg, rj, rg;    /* this rank's slots and their generations */
 	int nranks, rank;
 	int share;                  /* ranks on this GPU (1: only this one) */
-	int coll, root;             /* allreduce, allgather, broadcast or reduce; the root */
+	int coll, root;             /* enum sd_fast_coll; broadcast's and reduce's root */
 	uint32_t call, tag;
 };
 
@@ -294,20 +304,22 @@ static inline SD_HD size_t sd_direct_slice(size_t count, size_t es, int n, int r
 }
 
 /* The elements that rank r of n moves in a direct call of collective
- * coll (count elements, of es bytes, per rank for an allgather): its own
- * input for an allgather, else its slice. */
+ * coll (count elements, of es bytes: per rank for an allgather and a
+ * reduce_scatter, per peer for an alltoall): its own input for an
+ * allgather, its own output for a reduce_scatter, a block (per peer) for
+ * an alltoall, else its slice. */
 static inline SD_HD size_t sd_direct_part(int coll, size_t count, size_t es, int n, int r,
 					  size_t *lo)
 {
-	if (coll == SD_FAST_ALLGATHER) {
+	if (coll == SD_FAST_ALLGATHER || coll == SD_FAST_REDUCE_SCATTER || coll == SD_FAST_ALLTOALL) {
 		*lo = 0;
 		return count;
 	}
 	return sd_direct_slice(count, es, n, r, lo);
 }
 
-/* Launches the direct collective a->coll of a (op: ignored by allgather
- * and broadcast).  Returns a cudaError_t. */
+/* Launches the direct collective a->coll of a, its two kernels (op:
+ * ignored by allgather, broadcast and alltoall).  Returns a cudaError_t. */
 int sd_cuda_kernel_direct(const struct sd_direct_args *a, int dtype, int op, void *stream);
 
 #ifdef __cplusplus

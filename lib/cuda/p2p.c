@@ -51,9 +51,7 @@
 #include "base/checks.h"
 #include "base/comm-types.h"
 #include "coll/coll.h"
-#ifdef HAVE_LIBFABRIC
 #include "coll/net.h"
-#endif
 #include "cuda/cuda.h"
 #include "cuda/internal.h"
 #include "cuda/proxy.h"
@@ -265,15 +263,11 @@ static int can_map(struct sd_cuda *cu, struct dop *o, int q, char **p)
 
 static int same_host(struct smddp_comm *c, int q)
 {
-#ifdef HAVE_LIBFABRIC
 	if (c->net) {
 		char(*h)[SD_HOSTID_MAX] = sd_net_hosts(c);
 
 		return !strcmp(h[q], h[c->rank]);
 	}
-#else
-	(void)q;
-#endif
 	return 1;
 }
 

@@ -1,9 +1,12 @@
 /* proxy.h - the state of a communicator's device side, shared by the files of the
- * device path on one node: proxy.c (modes, queue, proxy thread), move.c (one call:
- * meet, map, move), ipc.c (CUDA IPC handles and mappings), device.c (the driver's
- * entry points, buffer checks, waits).  Calls point one way: proxy -> move -> ipc
- * -> device; p2p.c (device sends and receives) uses the state of proxy.c, ipc.c
- * and device.c. */
+ * device path: enqueue.c (a call's way onto its stream), state.c (the state and
+ * its mode), proxy.c (the proxy thread and the host's waits for it), fast.c and
+ * direct.c (kernels that meet the peers), move.c (one proxy call: meet, map,
+ * move), staged.c (between hosts), ipc.c (CUDA IPC handles and mappings),
+ * device.c (the driver's entry points, buffer checks, waits).  Calls point one
+ * way: enqueue -> state -> proxy -> fast, direct, move, staged -> ipc -> device;
+ * p2p.c (device sends and receives) uses the state of state.c, ipc.c and
+ * device.c. */
 #ifndef SD_CUDA_PROXY_H
 #define SD_CUDA_PROXY_H
 
@@ -11,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -152,8 +156,10 @@ struct sd_cuda {
 	int fast_pending;       /* ... recorded */
 	int fast_stopped;       /* the abort word is set: the communicator is going */
 	uint64_t fast_calls[SD_FAST_ALLTOALL + 1]; /* per collective, for the INFO line at the end */
+	struct sd_coll_desc fast_last; /* the last call launched on the fast or direct path (mu):
+					* the one the watch names when a peer fails */
 	int last_fast;          /* the last call was a fast or direct one (on last_st) */
-	/* direct.c: large allreduces whose kernels read the peers' buffers */
+	/* direct.c: large collectives whose kernels read the peers' buffers */
 	int direct_on;          /* every rank publishes and maps registrations */
 	struct sd_reg_shm *reg_mine;                 /* our registrations (shared memory) */
 	struct sd_reg_shm *reg_peer[SD_CUDA_MAX_RANKS]; /* ... every peer's, read only */
@@ -167,6 +173,8 @@ struct sd_cuda {
 	void **reg_ptr;         /* [SD_CUDA_MAX_RANKS * SD_REG_SLOTS]: the mappings, host side */
 	uint32_t reg_seen[SD_CUDA_MAX_RANKS]; /* peers' versions mapped */
 	pthread_mutex_t reg_mu; /* the mapping side (host thread and proxy) */
+	void *direct_stage;     /* an in-place reduce_scatter's or alltoall's output, */
+	size_t direct_stage_len; /* ... before it goes into recvbuf */
 	uint64_t direct_calls, direct_maps, direct_waits; /* for the INFO line at the end */
 	uint64_t direct_by[SD_FAST_ALLTOALL + 1];         /* ... per collective */
 	void **stale;           /* peers' mappings to close once no stream waits */
@@ -175,7 +183,7 @@ struct sd_cuda {
 };
 
 /* Tickets taken past which the next call first starts them over
- * (proxy.c); a call may take 2^24 of them.  The fake CUDA of the tests
+ * (enqueue.c); a call may take 2^24 of them.  The fake CUDA of the tests
  * lowers it (FAKECUDA_TICKET_LIMIT) to reach that path. */
 extern uint32_t sd_cuda_ticket_limit;
 
@@ -188,7 +196,7 @@ static inline void sd_cuda_release(struct sd_cuda *cu, uint32_t seq)
 }
 
 /* Host thread: the call in slot s, queued on st, is the last now (its
- * end event recorded, when that could be done); proxy.c orders a call on
+ * end event recorded, when that could be done); enqueue.c orders a call on
  * another stream after it.  Returns whether the event was recorded. */
 static inline int sd_cuda_end_queued(struct sd_cuda *cu, cudaStream_t st, int s)
 {
@@ -203,16 +211,54 @@ static inline int sd_cuda_end_queued(struct sd_cuda *cu, cudaStream_t st, int s)
 	return 1;
 }
 
+/* Host thread, a fast or direct call launched: its description, which
+ * the proxy's watch names when a peer fails (fast.c). */
+static inline void sd_cuda_fast_launched(const struct smddp_comm *c, struct sd_cuda *cu)
+{
+	pthread_mutex_lock(&cu->mu);
+	cu->fast_last = c->cur;
+	pthread_mutex_unlock(&cu->mu);
+}
+
 static inline size_t dtsize(int dt)
 {
 	return smddp_dtype_size((enum smddp_dtype)dt);
 }
 
-/* ---- proxy.c ---- */
+static inline void sd_cuda_ts_after(struct timespec *ts, uint64_t ns)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ns += (uint64_t)ts->tv_nsec;
+	ts->tv_sec += (time_t)(ns / 1000000000ull);
+	ts->tv_nsec = (long)(ns % 1000000000ull);
+}
+
+/* ---- state.c ---- */
 
 /* Host thread, comm drained: c's device state, made on GPU dev if c has
  * none yet (an existing one keeps its own GPU). */
 int sd_cuda_state(struct smddp_comm *c, int dev, struct sd_cuda **out);
+/* SMDDP_CUDA_ASYNC: -1 auto, else 0 or 1. */
+int sd_cuda_async_param(void);
+/* Is the CUDA MPS daemon serving this user? */
+int sd_cuda_mps_active(void);
+/* SMDDP_CUDA_ASYNC=auto, once the first call showed where the ranks are:
+ * queued (the proxy started) unless others share this GPU without MPS. */
+int sd_cuda_decide(struct smddp_comm *c, struct sd_cuda *cu);
+
+/* ---- proxy.c ---- */
+
+/* The proxy thread, started (queued mode), stopped (comm_free). */
+int sd_cuda_proxy_start(struct smddp_comm *c, struct sd_cuda *cu);
+void sd_cuda_proxy_stop(struct sd_cuda *cu);
+/* Host thread: every queued call finished, within SMDDP_TIMEOUT + 30 s
+ * per call (else the communicator breaks). */
+int sd_cuda_drain(struct smddp_comm *c, struct sd_cuda *cu);
+/* Host thread, nothing queued: the wire numbers the runs took into c->wire. */
+void sd_cuda_fold_wire(struct smddp_comm *c, struct sd_cuda *cu);
+/* One call run (the proxy, or the host thread in the blocking mode), its
+ * failure recorded for sd_cuda_collect. */
+int sd_cuda_run_call(struct smddp_comm *c, struct sd_cuda *cu, struct op *o);
 
 /* Host thread: a queued call on stream st goes after the last queued
  * call (of either path) when that was on another stream. */
@@ -237,6 +283,7 @@ void sd_cuda_fast_collect(struct smddp_comm *c, struct sd_cuda *cu);
 int sd_cuda_fast_async_error(const struct sd_cuda *cu, char *buf, size_t len);
 /* Kernels in flight and later ones give up. */
 void sd_cuda_fast_stop(struct sd_cuda *cu);
+
 /* Proxy thread: is a fast call in flight; then the peers' health,
  * smddp_comm_cancel and the kernels' record, every SMDDP_LIVENESS_MS. */
 int sd_cuda_fast_busy(struct sd_cuda *cu);

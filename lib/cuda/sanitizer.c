@@ -8,7 +8,7 @@
  * libsanitizer-collection.so" is that load failing).  Other tools inject
  * themselves the same way (Nsight Systems, Nsight Compute, CUPTI-based
  * profilers) and are not matched: only the sanitizer's memcheck is known to
- * stop the queued mode's kernels (proxy.c, say_sanitizer()).
+ * stop the queued mode's kernels (state.c, say_sanitizer()).
  * Libc only, so that the unit tests build it without CUDA.
  */
 #include "config.h"

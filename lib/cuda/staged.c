@@ -293,7 +293,7 @@ int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 
 	plan_of(&p, &o->k, c->size, c->rank);
 	SD_CHECK(stage_get(c, cu, (size_t)p.words * p.es, &s));
-	if (p.nch > ((size_t)1 << 24)) /* tickets: see proxy.c, rewind_tickets() */
+	if (p.nch > ((size_t)1 << 24)) /* tickets: see enqueue.c, rewind_tickets() */
 		return sd_comm_error(c, SMDDP_EINVAL, "count %zu is too large for the device path "
 						      "between hosts", o->k.count);
 	p.t0 = o->seq;

@@ -60,6 +60,13 @@ void *sd_no_tiny(struct smddp_comm *c, int r, int h)
 	return NULL;
 }
 
+/* No hint area is an answer, not a misuse: the caller goes without. */
+void *sd_no_hint(struct smddp_comm *c, int r, int h)
+{
+	(void)c, (void)r, (void)h;
+	return NULL;
+}
+
 void sd_no_put_desc(struct smddp_comm *c, const void *desc, size_t len)
 {
 	(void)desc, (void)len;

@@ -22,6 +22,7 @@ int sd_no_barrier(struct smddp_comm *c);
 size_t sd_no_half_bytes(struct smddp_comm *c);
 void *sd_no_slot(struct smddp_comm *c, int r, int h);
 void *sd_no_tiny(struct smddp_comm *c, int r, int h);
+void *sd_no_hint(struct smddp_comm *c, int r, int h);
 void sd_no_put_desc(struct smddp_comm *c, const void *desc, size_t len);
 void sd_no_get_desc(struct smddp_comm *c, int r, void *desc, size_t len);
 int sd_no_finish(struct smddp_comm *c);

@@ -25,6 +25,7 @@
 struct smddp_comm;
 
 #define SD_TINY_BYTES 56
+#define SD_HINT_BYTES 32
 
 /* ---- point to point (the op p2p below; lib/coll/p2p.c makes the batches) ---
  * One send or receive of a batch that the transport runs to completion
@@ -80,6 +81,12 @@ struct sd_transport_ops {
 	 * NULL from its own tiny, and the caller uses slot instead;
 	 * sd_no_tiny is for a transport without slots at all. */
 	void *(*tiny)(struct smddp_comm *c, int r, int h);
+	/* Rank r's SD_HINT_BYTES of parity h, written by r only, for what one
+	 * call tells the next (lib/coll/coll.c: rank 0's choice of way for
+	 * the next calls): peers read it after a barrier that followed the
+	 * write, and r rewrites parity h two calls later.  Zero at first;
+	 * NULL where the transport has none (sd_no_hint). */
+	void *(*hint)(struct smddp_comm *c, int r, int h);
 	/* Publish this rank's descriptor and, after a barrier, read rank r's. */
 	void (*put_desc)(struct smddp_comm *c, const void *desc, size_t len);
 	void (*get_desc)(struct smddp_comm *c, int r, void *desc, size_t len);
@@ -124,7 +131,7 @@ struct sd_transport_ops {
  * unnoticed; the unit test walks every table through this list. */
 #define SD_TRANSPORT_OPS(X)                                                         \
 	X(attach) X(create) X(unlink) X(barrier) X(half_bytes) X(slot) X(tiny)      \
-	X(put_desc) X(get_desc) X(finish) X(put_addrs) X(get_addrs) X(peer_read)    \
+	X(hint) X(put_desc) X(get_desc) X(finish) X(put_addrs) X(get_addrs) X(peer_read)    \
 	X(peer_write) X(p2p) X(health) X(abort) X(detach)
 #define SD_TRANSPORT_OP_COUNT_(op) +1
 #define SD_TRANSPORT_NOPS (0 SD_TRANSPORT_OPS(SD_TRANSPORT_OP_COUNT_))

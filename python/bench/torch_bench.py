@@ -22,6 +22,7 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import smddp.torch  # noqa: F401
+from benchlib import mlp
 
 REPEATS = int(os.environ.get("REPEATS", "7"))
 DEVICE = os.environ.get("DEVICE", "cpu")
@@ -72,11 +73,7 @@ def bench_ddp():
     steps = int(os.environ.get("DDP_STEPS", "5"))
 
     def model():
-        torch.manual_seed(0)
-        layers = []
-        for _ in range(2):
-            layers += [nn.Linear(width, width), nn.ReLU()]
-        return nn.Sequential(*layers, nn.Linear(width, width)).to(dev)
+        return mlp(width, dev)
 
     nparam = sum(p.numel() for p in model().parameters())
     x = torch.randn(8, width, device=dev)

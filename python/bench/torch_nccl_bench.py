@@ -10,8 +10,9 @@ Run one process per rank (env://), ranks sharing one GPU under MPS or one GPU ea
         on smddp, NCCL and gloo
 NCCL gets NCCL_HOSTID=bench-h<RANK> on every rank, so ranks on one GPU are two
 "hosts" to it and it moves data over its socket transport (NCCL_SOCKET_IFNAME=lo
-unless set). With FAKE_HOSTS=1 smddp gets SMDDP_HOSTID likewise (libfabric tcp,
-or SMDDP_NET_TRANSPORT=socket); with FAKE_HOSTS=0 smddp stays on one node
+unless set). With FAKE_HOSTS=1 smddp gets SMDDP_HOSTID likewise (libsmddp's
+sockets by default, or SMDDP_NET_TRANSPORT=fabric for libfabric's tcp); with
+FAKE_HOSTS=0 smddp stays on one node
 (CUDA IPC), the comparison for the small-call latency.
 The backends take turns, block by block, REPEATS times (default 5); each row is
 the median over the blocks; ratio = NCCL's time / smddp's (above 1: smddp is
@@ -37,6 +38,7 @@ import torch.nn as nn  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 import smddp.torch  # noqa: F401,E402
+from benchlib import mlp  # noqa: E402
 
 REPEATS = int(os.environ.get("REPEATS", "5"))
 torch.set_num_threads(1)
@@ -136,11 +138,7 @@ def bench_ddp():
     steps = int(os.environ.get("DDP_STEPS", "5"))
 
     def model():
-        torch.manual_seed(0)
-        layers = []
-        for _ in range(2):
-            layers += [nn.Linear(width, width), nn.ReLU()]
-        return nn.Sequential(*layers, nn.Linear(width, width)).to(dev)
+        return mlp(width, dev)
 
     nparam = sum(p.numel() for p in model().parameters())
     torch.manual_seed(1 + R)

@@ -3,8 +3,10 @@
 #
 # Every collective x dtype x op of tests/integration/conformance, against its
 # independent reference, on 2, 3 and 4 hosts x 1 and 2 ranks per host, over
-# libfabric's tcp provider on the veths of tests/cluster/lib.sh (no
-# SMDDP_HOSTID: the hosts are told apart by their own hostnames).  Every rank
+# libfabric's tcp provider (SMDDP_NET_TRANSPORT=fabric: the default takes
+# libsmddp's sockets here, which the other cluster tests run on) on the
+# veths of tests/cluster/lib.sh (no SMDDP_HOSTID: the hosts are told apart
+# by their own hostnames).  Every rank
 # must print a clean SUMMARY and say, at INFO, that it spans the hosts over
 # tcp on eth0; 2 x 2 must take the hierarchical allreduce.  Counts: 0, 7 and
 # 1001 (recursive doubling) and a large one that goes round the ring in
@@ -33,6 +35,7 @@ conf() {
 	t0=$(date +%s)
 	on_host 1 timeout -k 5 180 "$RUN" --hosts "$(cl_hosts "$h" "$n")" --network-interface eth0 \
 		--mpirun-args "$MPIARGS" --env CONFORMANCE_PER_HOST="$n" --env SMDDP_TIMEOUT=60 \
+		--env SMDDP_NET_TRANSPORT=fabric \
 		--env SMDDP_DEBUG=INFO --env SMDDP_DEBUG_SUBSYS=NET \
 		"$CONF" --counts "$counts" >"$out" 2>&1 || rc=$?
 	echo "--- $name: $w ranks, counts $counts: exit $rc in $(($(date +%s) - t0)) s"

@@ -5,7 +5,7 @@
 # would deadlock one call at a time, any source, sends to self, uneven
 # alltoallv, gather and scatter from every root, a size mismatch) on 2 and 3
 # hosts x 1 and 2 ranks per host, and its messages in pieces and sizes that
-# differ (p2p pieces: up to 64 KiB too), over libfabric's tcp provider on the veths
+# differ (p2p pieces: up to 64 KiB too), over the default endpoint (libsmddp's sockets: no RDMA here) on the veths
 # of tests/cluster/lib.sh; then a receiver killed while a rank on another
 # host sends to it, which must be named.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
@@ -51,7 +51,7 @@ p2p 2 1 --counts 0,7,1001,70001
 p2p 2 2 --counts 0,7,1001,70001
 p2p 3 1 --counts 0,7,1001
 p2p 3 2 --counts 0,7,1001
-# around libfabric's 64 KiB eager limit, where messages go in pieces
+# around the 64 KiB pieces of point to point (and the sockets' long messages)
 p2p 2 1 pieces
 p2p 3 2 pieces
 

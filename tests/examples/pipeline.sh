@@ -5,14 +5,12 @@
 . "$top_srcdir/tests/torch/lib.sh"
 . "$top_srcdir/tests/examples/lib.sh"
 need_shim
-if ! "$PY" -c 'import inspect; from torch.distributed.pipelining import PipelineStage as S; assert inspect.signature(S).parameters["input_args"].default is None' 2>/dev/null; then
-	echo "SKIP: torch $("$PY" -c 'import torch; print(torch.__version__)') has no torch.distributed.pipelining with shape inference (2.5 or later)"
-	exit 77
-fi
+need_torch "torch.distributed.pipelining with shape inference (2.5 or later)" \
+	'import inspect; from torch.distributed.pipelining import PipelineStage as S; assert inspect.signature(S).parameters["input_args"].default is None'
 for case in "2 1f1b" "3 gpipe"; do
 	set -- $case
 	for b in smddp gloo; do
-		run_job "pipe-$1-$b" 300 "$1" "$PY" "$E/pipeline.py" --cpu --schedule "$2" --backend "$b" \
+		run_job "pipe-$1-$b" 300 "$1" "$PY" "$E/torch/pipeline.py" --cpu --schedule "$2" --backend "$b" \
 			--save "$TDIR/pipe-$1-$b"
 		n=$(grep -c "stage [0-9]* parameter checksum" "$TDIR/pipe-$1-$b.out")
 		[ "$status" -eq 0 ] && [ "$n" -eq "$1" ] &&

@@ -5,9 +5,8 @@
 # as far as it allows: the SageMaker launch and the Kubernetes job through
 # smddp-run --dry-run, the container recipe's entrypoint and files.
 . "$top_srcdir/tests/torch/lib.sh"
+. "$top_srcdir/tests/examples/lib.sh"
 need_shim
-E=$top_srcdir/examples
-export SMDDP_TIMEOUT=120 PATH=$top_builddir/cmd:$PATH
 
 # checksums NAME: the "parameter checksum" lines of a job, rank numbers dropped
 checksums() { sed -n 's/^.*rank [0-9]* of \([0-9]*\): parameter checksum /\1 /p' "$TDIR/$1.out" | sort -u; }
@@ -27,7 +26,7 @@ fi
 # on, and agree (smddp-run --on-failure continue serves the store)
 if "$PY" -c 'import sys, torch.distributed as d; sys.exit(not hasattr(d, "shrink_group"))'; then
 	LAUNCH_OPTS="--on-failure continue" run_job shrink-smddp 300 3 "$PY" "$E/torch/shrink.py" --kill 0 --at 5
-	a=$(sed -n 's/^.*rank [12]: 10 steps, 2 ranks at the end, parameter checksum //p' "$TDIR/shrink-smddp.out" | sort | uniq -c | tr -s ' ')
+	a=$(sed -n 's/^.*rank [12]: 10 steps on cpu, 2 ranks at the end, parameter checksum //p' "$TDIR/shrink-smddp.out" | sort | uniq -c | tr -s ' ')
 	[ "$status" -eq 0 ] && [ "$(awk '{print $1}' <<<"$a")" = 2 ] &&
 		grep -q "rank 1: now rank 0 of 2" "$TDIR/shrink-smddp.out" &&
 		pass "examples/torch/shrink.py: rank 0 died, the 2 others went on and agree" ||

@@ -1,7 +1,7 @@
 /* asyncerr-fake.c - failed queued device work, polled and met by a release, without a GPU.
  *
- * Linked with tests/gpu/fakecuda.c and, instead of lib/cuda/proxy.c, the
- * entry points below: sd_cuda_async_error() reports what fakecuda_async_rc
+ * Linked with tests/gpu/fakecuda.c and, instead of lib/cuda/enqueue.c,
+ * state.c and proxy.c, the entry points below: sd_cuda_async_error() reports what fakecuda_async_rc
  * and fakecuda_async_msg say, as if queued device work had met it, and a
  * drain (sd_cuda_collect) meets fakecuda_drain_rc.  One rank: the poller must never write the
  * communicator's last error, which belongs to the thread inside a call,
@@ -21,11 +21,11 @@
 #include "cuda/proxy.h"
 #include "transport/transport.h"
 
-/* ---- lib/cuda/proxy.c, replaced ----------------------------------------------------
+/* ---- lib/cuda/enqueue.c, state.c and proxy.c, replaced -----------------------------
  * Its entry points as the layers above call them, reporting the error that
  * this test sets as if queued device work had met it: sd_cuda_async_error
  * reports fakecuda_async_rc, a drain (sd_cuda_collect(c, 1)) meets
- * fakecuda_drain_rc.  Defining every one of them keeps the real proxy.o
+ * fakecuda_drain_rc.  Defining every one of them keeps the real objects
  * out of the link. */
 
 static int fakecuda_async_rc, fakecuda_drain_rc;

@@ -448,9 +448,9 @@ int sd_cuda_kernel_fast(const struct sd_fast_args *a, int dtype, int op, void *s
 	return launch_kernel((cudaStream_t)stream, k_fast, k);
 }
 
-/* ---- the direct path (kernels.h): kernels-fast.cu's k_direct, its steps
- * one after the other on the stream's thread (block 0's, then the whole slice,
- * then the last block's). */
+/* ---- the direct path (kernels.h): kernels-fast.cu's k_direct_meet and
+ * k_direct, their steps one after the other on the stream's thread (the
+ * meeting, then the whole part, then the last block's rendezvous). */
 
 struct kdirect {
 	struct sd_direct_args a;
@@ -529,15 +529,15 @@ static uint64_t direct_resolve(const struct sd_direct_args *a, int q, uint32_t j
 	}
 }
 
-static void k_direct(void *arg)
+/* k_direct_meet: steps 1 to 3, the peers' buffers into our window's
+ * pointers and the go word (or the record). */
+static void k_direct_meet(void *arg)
 {
 	struct kdirect *k = arg;
 	const struct sd_direct_args *a = &k->a;
 	int n = a->nranks, me = a->rank, fail = 0, peer = -1, phase = 0;
-	size_t es = smddp_dtype_size((enum smddp_dtype)k->dtype), lo, cnt;
 	uint64_t deadline = sd_now_ns() + a->timeout_ns;
-	const void *src[SD_CUDA_MAX_RANKS];
-	void *dst[SD_CUDA_MAX_RANKS];
+	uint64_t *ptrs = (uint64_t *)(a->win[me] + SD_DIRECT_PTRS);
 	uint32_t seen = 0;
 
 	for (int q = 0; q < n; q++) {
@@ -560,27 +560,68 @@ static void k_direct(void *arg)
 		uint32_t s = 0;
 		int e = 0, ph = 2;
 
-		if (q == me) {
-			src[q] = a->send;
-			dst[q] = a->recv;
+		if (q == me)
 			continue;
-		}
 		if (!(e = direct_wait_ann(a, q, deadline, &s))) {
 			uint64_t sp, rp;
 
 			ph = 4;
 			sp = direct_resolve(a, q, an->sj, an->sg, deadline, &e);
 			rp = e ? 0 : direct_resolve(a, q, an->rj, an->rg, deadline, &e);
-			src[q] = (const char *)(uintptr_t)sp + an->soff;
-			dst[q] = (char *)(uintptr_t)rp + an->roff;
+			ptrs[2 * q] = sp + an->soff;
+			ptrs[2 * q + 1] = rp + an->roff;
 		}
 		if (fast_weight(e) > fast_weight(fail))
 			fail = e, peer = q, seen = s, phase = ph;
 	}
 	if (fail)
-		goto out;
+		direct_fail(a, fail, peer, seen, phase);
+	else
+		__atomic_store_n((uint32_t *)(a->win[me] + SD_DIRECT_GO), a->call, __ATOMIC_RELEASE);
+	free(k);
+}
+
+/* k_direct: steps 4 and 5, once the go word holds this call (else the
+ * meeting failed and said why). */
+static void k_direct(void *arg)
+{
+	struct kdirect *k = arg;
+	const struct sd_direct_args *a = &k->a;
+	int n = a->nranks, me = a->rank, fail = 0, peer = -1, phase = 0;
+	size_t es = smddp_dtype_size((enum smddp_dtype)k->dtype), lo, cnt;
+	uint64_t deadline = sd_now_ns() + a->timeout_ns;
+	const uint64_t *ptrs = (const uint64_t *)(a->win[me] + SD_DIRECT_PTRS);
+	const void *src[SD_CUDA_MAX_RANKS];
+	void *dst[SD_CUDA_MAX_RANKS];
+	uint32_t seen = 0;
+
+	if (__atomic_load_n((uint32_t *)(a->win[me] + SD_DIRECT_GO), __ATOMIC_ACQUIRE) != a->call) {
+		free(k);
+		return;
+	}
+	for (int q = 0; q < n; q++) {
+		src[q] = q == me ? a->send : (const void *)(uintptr_t)ptrs[2 * q];
+		dst[q] = q == me ? a->recv : (void *)(uintptr_t)ptrs[2 * q + 1];
+	}
 	cnt = sd_direct_part(a->coll, a->count, es, n, me, &lo);
-	if (cnt && a->coll == SD_FAST_ALLGATHER) {
+	if (cnt && a->coll == SD_FAST_REDUCE_SCATTER) {
+		/* Block me of every rank's input, reduced in rank order into out
+		 * (which may be our own block me: read before written). */
+		const void *s2[SD_CUDA_MAX_RANKS];
+
+		for (int q = 0; q < n; q++)
+			s2[q] = (const char *)src[q] + (size_t)me * a->count * es;
+		sd_reduce(a->out, s2, n, cnt, (enum smddp_dtype)k->dtype, (enum smddp_op)k->op, n);
+	} else if (cnt && a->coll == SD_FAST_ALLTOALL) {
+		/* Block me of rank q's input into block q of out. */
+		for (int q = 0; q < n; q++) {
+			const char *from = (const char *)src[q] + (size_t)me * a->count * es;
+			char *to = (char *)a->out + (size_t)q * a->count * es;
+
+			if (from != to)
+				memcpy(to, from, cnt * es);
+		}
+	} else if (cnt && a->coll == SD_FAST_ALLGATHER) {
 		for (int q = 0; q < n; q++) {
 			char *d = (char *)dst[q] + (size_t)me * a->count * es;
 
@@ -624,7 +665,6 @@ static void k_direct(void *arg)
 			fast_nap(spin);
 		}
 	}
-out:
 	if (fail)
 		direct_fail(a, fail, peer, seen, phase);
 	free(k);
@@ -632,12 +672,17 @@ out:
 
 int sd_cuda_kernel_direct(const struct sd_direct_args *a, int dtype, int op, void *stream)
 {
-	struct kdirect *k;
+	struct kdirect *k, *m;
+	cudaError_t e;
 
 	if (a->nranks < 2 || a->nranks > SD_CUDA_MAX_RANKS || a->root < 0 || a->root >= a->nranks ||
-	    (a->coll != SD_FAST_ALLREDUCE && a->coll != SD_FAST_ALLGATHER &&
-	     a->coll != SD_FAST_BROADCAST && a->coll != SD_FAST_REDUCE))
+	    a->coll < SD_FAST_ALLREDUCE || a->coll > SD_FAST_ALLTOALL ||
+	    ((a->coll == SD_FAST_REDUCE_SCATTER || a->coll == SD_FAST_ALLTOALL) && !a->out))
 		return cudaErrorInvalidValue;
+	if ((m = malloc(sizeof(*m))))
+		*m = (struct kdirect){.a = *a, .dtype = dtype, .op = op};
+	if ((e = launch_kernel((cudaStream_t)stream, k_direct_meet, m)) != cudaSuccess)
+		return e;
 	if ((k = malloc(sizeof(*k))))
 		*k = (struct kdirect){.a = *a, .dtype = dtype, .op = op};
 	return launch_kernel((cudaStream_t)stream, k_direct, k);

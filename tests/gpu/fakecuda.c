@@ -497,21 +497,84 @@ cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *h, void *p)
 	return cudaSuccess;
 }
 
+/* The mappings open in this process, counted as the driver counts them (a
+ * handle opened again gives the same pointer, one more reference), so
+ * that a test can ask how many of a rank's allocations are still mapped
+ * here (fake_ipc_mapped_of), and a close of a pointer not open fails. */
+#define FAKE_MAPS 4096
+static struct {
+	uintptr_t base;
+	int refs;
+} maps[FAKE_MAPS];
+static int nmaps;
+static pthread_mutex_t mapmu = PTHREAD_MUTEX_INITIALIZER;
+
 cudaError_t cudaIpcOpenMemHandle(void **p, cudaIpcMemHandle_t h, unsigned int flags)
 {
 	uintptr_t base;
+	int i, free_i = -1;
 
 	(void)flags;
 	memcpy(&base, h.reserved, sizeof(base));
 	if (!in_region(base))
 		return cudaErrorInvalidResourceHandle;
+	pthread_mutex_lock(&mapmu);
+	for (i = 0; i < nmaps; i++) {
+		if (maps[i].refs && maps[i].base == base)
+			break;
+		if (!maps[i].refs && free_i < 0)
+			free_i = i;
+	}
+	if (i == nmaps) {
+		i = free_i >= 0 ? free_i : nmaps < FAKE_MAPS ? nmaps++ : -1;
+		if (i < 0) {
+			pthread_mutex_unlock(&mapmu);
+			return cudaErrorMemoryAllocation;
+		}
+		maps[i].base = base;
+	}
+	maps[i].refs++;
+	pthread_mutex_unlock(&mapmu);
 	*p = (void *)base;
 	return cudaSuccess;
 }
 
 cudaError_t cudaIpcCloseMemHandle(void *p)
 {
-	(void)p;
+	cudaError_t e = cudaErrorInvalidValue;
+
+	pthread_mutex_lock(&mapmu);
+	for (int i = 0; i < nmaps; i++)
+		if (maps[i].refs && maps[i].base == (uintptr_t)p) {
+			maps[i].refs--;
+			e = cudaSuccess;
+			break;
+		}
+	pthread_mutex_unlock(&mapmu);
+	return e;
+}
+
+int fake_ipc_mapped_of(int owner)
+{
+	uintptr_t lo = FAKE_BASE + (size_t)owner * FAKE_PER_RANK;
+	int n = 0;
+
+	pthread_mutex_lock(&mapmu);
+	for (int i = 0; i < nmaps; i++)
+		n += maps[i].refs && maps[i].base >= lo && maps[i].base < lo + FAKE_PER_RANK;
+	pthread_mutex_unlock(&mapmu);
+	return n;
+}
+
+/* What this rank has not allocated of its part (allocations are never
+ * reused here). */
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
+{
+	fake_init();
+	pthread_mutex_lock(&amu);
+	*free_b = FAKE_BASE + (size_t)(fake_rank + 1) * FAKE_PER_RANK - next_free;
+	pthread_mutex_unlock(&amu);
+	*total = FAKE_PER_RANK;
 	return cudaSuccess;
 }
 

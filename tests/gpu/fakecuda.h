@@ -24,6 +24,9 @@ int fake_pageable(const void *dst, const void *src);
 /* FAKECUDA_FAIL: does this kernel launch, this event record fail? */
 int fake_launch_fails(void);
 int fake_record_fails(void);
+/* How many allocations of world rank owner this process has open through
+ * CUDA IPC (tests/gpu/gpu-shrink.c: none of a dead rank's after a shrink). */
+int fake_ipc_mapped_of(int owner);
 
 /* ---- fakecuda-stream.c ---- */
 /* Until every stream is idle, or secs passed: whether they all are. */

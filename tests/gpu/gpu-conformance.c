@@ -79,8 +79,15 @@
  *                                           call of VICTIM fails inside its call CALL:
  *                                           every rank fails in that call, told why
  *                                           (FAULT-OK lines)
- * The matrix is here; the other modes are in gpu-order.c, gpu-faults.c and
- * gpu-p2p.c.
+ *   gpu-conformance shrink [--large N] [--quick|--small] STAGE...
+ *                                           in each STAGE (world ranks joined by
+ *                                           '+') ranks die in the middle of device
+ *                                           collectives of every path; the
+ *                                           survivors get an error naming one,
+ *                                           shrink, and pass the matrix on the new
+ *                                           communicator (SHRINK-OK lines)
+ * The matrix is here; the other modes are in gpu-order.c, gpu-faults.c,
+ * gpu-p2p.c and gpu-shrink.c.
  * Exit: 0 passed, 1 failed, 2 usage, 77 no GPU here.
  */
 #include <math.h>
@@ -626,6 +633,12 @@ int main(int argc, char **argv)
 	} else if (!strcmp(mode, "p2pdead") && argc > 2) {
 		signal(SIGTERM, SIG_IGN); /* as dead below */
 		return p2pdead(atoi(argv[2]));
+	} else if (!strcmp(mode, "shrink")) {
+		/* Under smddp-run --on-failure continue; without, it stops
+		 * the others (SIGTERM) when a victim dies. */
+		signal(SIGTERM, SIG_IGN);
+		if (shrink(argc, argv, large, quick, small))
+			return 1;
 	} else if (!strcmp(mode, "dead") && argc > 2) {
 		/* smddp-run stops the others (SIGTERM) when the victim dies:
 		 * run under --grace long enough for them to report. */
@@ -633,7 +646,8 @@ int main(int argc, char **argv)
 		return dead(atoi(argv[2]));
 	} else {
 		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | twostreams | abortq | cancelq | overlap | regs | ddp | lateload | "
-				"p2p [--perf] | p2pdead VICTIM | mismatch | refused HOW | errors | dead VICTIM | badbuf VICTIM | cudafail VICTIM CALL | mixed]\n"
+				"p2p [--perf] | p2pdead VICTIM | mismatch | refused HOW | errors | dead VICTIM | badbuf VICTIM | cudafail VICTIM CALL | mixed | "
+				"shrink [--large N] [--quick|--small] STAGE...]\n"
 				"  (abortq, cancelq, dead and mismatch: [--coll allreduce|allgather|reduce_scatter|broadcast|reduce|alltoall])\n");
 		return 2;
 	}

@@ -77,4 +77,8 @@ int refused(const char *how);
 void p2p(size_t large);
 void p2p_perf(void);
 
+/* ---- gpu-shrink.c: ranks die, the survivors shrink and go on ---- */
+/* gpu-conformance shrink [options] STAGE...: argv as main's. */
+int shrink(int argc, char **argv, size_t large, int quick, int small);
+
 #endif

@@ -4,7 +4,7 @@
 # blocking (auto, as ranks share the one fake GPU) and queue-and-return (1: the call's
 # kernels wait on the user's stream for the release word, cuStreamWaitValue32, and read
 # the arguments that the proxy thread wrote meanwhile), and the kernels that meet their
-# peers themselves (fast.c: every collective; direct.c: larger allreduces).  The matrix,
+# peers themselves (fast.c: every collective; direct.c: every larger one).  The matrix,
 # stream order with the stream held 300 ms, a mismatch, abort, cancel, a dead rank (on
 # every path, and for every collective on the fast one), a failed CUDA call, all streams
 # in one hardware queue, a GPU per rank; timing and the GPU itself are tests/gpu/*.sh's.
@@ -32,9 +32,9 @@ expect_direct() {
 	done
 }
 expect_direct direct-n3 0 1 2
-# ... allgathers, broadcasts and reduces too (not reduce_scatter nor alltoall: direct.c)
+# ... every other collective too (reduce_scatter and alltoall in place through a stage)
 for r in 0 1 2; do
-	grep -q "^\[$r\] .* read the peers' buffers directly (allreduce [1-9][0-9]*, allgather [1-9][0-9]*, broadcast [1-9][0-9]*, reduce [1-9][0-9]*)" \
+	grep -q "^\[$r\] .* read the peers' buffers directly (allreduce [1-9][0-9]*, allgather [1-9][0-9]*, broadcast [1-9][0-9]*, reduce [1-9][0-9]*, reduce_scatter [1-9][0-9]*, alltoall [1-9][0-9]*)" \
 		"$TDIR/direct-n3.out" && pass "direct-n3: rank $r made every direct collective" ||
 		fail "direct-n3: rank $r lacks a direct collective"
 done
@@ -172,8 +172,8 @@ for coll in reduce_scatter allgather broadcast reduce alltoall; do
 	expect_faults dead-fast-$coll "saw the dead peer" 0 2 3
 	[ "$status" -ne 0 ] || fail "dead-fast-$coll: smddp-run exited 0 although a rank was killed"
 done
-# ... and by the direct kernels of allgather, broadcast and reduce (SMDDP_CUDA_FAST=0)
-for coll in allgather broadcast reduce; do
+# ... and by the direct kernels of the other collectives (SMDDP_CUDA_FAST=0)
+for coll in allgather broadcast reduce reduce_scatter alltoall; do
 	LAUNCH_OPTS="--grace 30" run_fake mismatch-direct-$coll 60 3 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 \
 		FAKECUDA_JITTER_US=100 SMDDP_JOB_ID=${job}m -- mismatch --coll $coll
 	expect_faults mismatch-direct-$coll "was told of the mismatch" 0 1 2

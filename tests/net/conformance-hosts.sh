@@ -1,17 +1,18 @@
 # conformance-hosts.sh - the conformance matrix on ranks that believe they are on several hosts.
 #
 # Every collective x dtype x op x count x placement, through libfabric (tcp on
-# loopback) between "hosts" and shared memory inside them: hierarchical (2
-# hosts x 2 ranks), flat (3 hosts x 1 rank; 5 ranks on hosts of 2, 2 and 1),
-# and the flat ring forced with SMDDP_ALGO=ring.  Skips (77) in a build
-# without libfabric.
+# loopback, SMDDP_NET_TRANSPORT=fabric: the default is libsmddp's sockets
+# here, which socket-hosts.sh runs) between "hosts" and shared memory inside
+# them: hierarchical (2 hosts x 2 ranks), flat (3 hosts x 1 rank; 5 ranks on
+# hosts of 2, 2 and 1), and the flat ring forced with SMDDP_ALGO=ring.  Skips
+# (77) in a build without libfabric.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 . "$top_srcdir/tests/integration/lib.sh"
 grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h" || {
 	echo "SKIP: built without libfabric"
 	exit 77
 }
-export SMDDP_TIMEOUT=60
+export SMDDP_TIMEOUT=60 SMDDP_NET_TRANSPORT=fabric
 
 hosts() { # NAME NRANKS PER-HOST [VAR=VALUE...]
 	local name=$1 n=$2 per=$3 s e

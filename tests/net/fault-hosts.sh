@@ -8,14 +8,15 @@
 # explicit abort (SMDDP_EABORTED), an abort of a copy of the world that
 # leaves the world usable, a death outside a sub-communicator that leaves it
 # usable, and SMDDP_CHECK_COLL mismatches.  See tests/integration/fault.c for
-# the checks.  Skips (77) in a build without libfabric.
+# the checks.  Over libfabric (SMDDP_NET_TRANSPORT=fabric; socket-hosts.sh
+# has the sockets' faults).  Skips (77) in a build without libfabric.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 . "$top_srcdir/tests/integration/lib.sh"
 grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h" || {
 	echo "SKIP: built without libfabric"
 	exit 77
 }
-export SMDDP_TIMEOUT=60
+export SMDDP_TIMEOUT=60 SMDDP_NET_TRANSPORT=fabric
 HOSTS=(--env CONFORMANCE_PER_HOST=2 /bin/sh "$top_srcdir/tests/net/fakehost.sh" "$FAULT")
 LAUNCH_OPTS="--grace 30"
 

@@ -5,8 +5,9 @@
 # IPv6 addresses; its fabric endpoint must still be of the peers' address
 # format (it once was not, and every multi-host torch job failed at init).
 # Then ranks made to choose different providers (rank 1 SMDDP_FABRIC_PROVIDER=
-# sockets): every rank fails at init with one sentence naming what rank 0 and
-# rank 1 chose and the variables that fix it, within seconds.  Skips (77) in
+# sockets), or different endpoints (rank 0 libsmddp's sockets, rank 1
+# libfabric): every rank fails at init with one sentence naming what rank 0
+# and rank 1 chose and the variables that fix it, within seconds.  Skips (77) in
 # a build without libfabric.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 . "$top_srcdir/tests/integration/lib.sh"
@@ -32,7 +33,8 @@ if fi_info -p sockets -t FI_EP_RDM >/dev/null 2>&1; then
 	for r in 0 1; do
 		prov=
 		[ "$r" = 1 ] && prov=sockets
-		env SMDDP_CONFIG=/dev/null SMDDP_FABRIC_PROVIDER=$prov SMDDP_RANK=$r SMDDP_WORLD_SIZE=2 \
+		env SMDDP_CONFIG=/dev/null SMDDP_NET_TRANSPORT=fabric SMDDP_FABRIC_PROVIDER=$prov \
+			SMDDP_RANK=$r SMDDP_WORLD_SIZE=2 \
 			SMDDP_HOSTID=fake-h$r timeout -k 5 60 "$INITRANK" basic "$TDIR/ids-mix" \
 			>"$TDIR/mix.$r" 2>&1 &
 		eval "pid$r=$!"
@@ -54,4 +56,30 @@ if fi_info -p sockets -t FI_EP_RDM >/dev/null 2>&1; then
 else
 	echo "(libfabric's sockets provider is missing: the disagreement case is left out)"
 fi
+
+# Rank 0 on libsmddp's sockets, rank 1 on libfabric: the same sentence.
+mkdir -p "$TDIR/ids-ep"
+t0=$(now)
+for r in 0 1; do
+	tr=socket
+	[ "$r" = 1 ] && tr=fabric
+	env SMDDP_CONFIG=/dev/null SMDDP_NET_TRANSPORT=$tr SMDDP_RANK=$r SMDDP_WORLD_SIZE=2 \
+		SMDDP_HOSTID=fake-h$r timeout -k 5 60 "$INITRANK" basic "$TDIR/ids-ep" \
+		>"$TDIR/ep.$r" 2>&1 &
+	eval "pid$r=$!"
+done
+wait "$pid0"
+st0=$?
+wait "$pid1"
+st1=$?
+elapsed=$(since "$t0")
+cat "$TDIR/ep.0" "$TDIR/ep.1" | sed 's/^/    /'
+want="the ranks opened different libfabric endpoints: rank 0 sockets .smddp. .*, rank 1 tcp;ofi_rxm .*SMDDP_NET_TRANSPORT"
+for r in 0 1; do
+	eval "st=\$st$r"
+	[ "$st" -eq 1 ] && grep -q "INITRANK-BAD rank=$r: .*$want" "$TDIR/ep.$r" &&
+		pass "sockets against libfabric: rank $r fails naming both endpoints" ||
+		fail "sockets against libfabric: rank $r (exit $st) does not name both endpoints"
+done
+[ "${elapsed%.*}" -lt 30 ] && pass "they fail in ${elapsed} s" || fail "they took ${elapsed} s"
 finish

@@ -6,21 +6,7 @@
 # (scripts/hf-venv.sh makes it over the torch venv), else $TORCH_PYTHON; it
 # needs transformers and accelerate, and the torch the shim was built with.
 . "$top_srcdir/tests/torch/lib.sh"
-HFPY=${HF_PYTHON:-}
-if [ -z "$HFPY" ]; then
-	HFPY=$PY
-	[ -x "$top_srcdir/.venv-hf/bin/python" ] && HFPY=$top_srcdir/.venv-hf/bin/python
-fi
-if ! "$HFPY" -c 'import transformers, accelerate' 2>/dev/null; then
-	echo "SKIP: no transformers and accelerate for $HFPY (make them with scripts/hf-venv.sh, or set HF_PYTHON)"
-	exit 77
-fi
-torch_of() { "$1" -c 'import torch; print(torch.__version__, torch.__file__)'; }
-if [ "$(torch_of "$HFPY")" != "$(torch_of "$PY")" ]; then
-	echo "SKIP: $HFPY runs torch $(torch_of "$HFPY"), the backend was built for $(torch_of "$PY")"
-	exit 77
-fi
-PY=$HFPY
+python_with "transformers, accelerate" HF_PYTHON .venv-hf
 need_shim
 echo "transformers $("$PY" -c 'import transformers; print(transformers.__version__)')," \
 	"accelerate $("$PY" -c 'import accelerate; print(accelerate.__version__)')"

@@ -62,3 +62,30 @@ torch_job() {
 		fail "$name: exit $status, $ok of $n ranks said TORCH-OK"
 	fi
 }
+
+# python_with IMPORTS VAR VENV: the tests that need more than torch
+# (transformers, deepspeed) run $VAR's interpreter, else VENV/bin/python in
+# the source tree (scripts/VENV-venv.sh makes it over the torch venv, VENV
+# without its ".venv-"), else $PY; it must import IMPORTS (a Python import
+# list) and run the torch the shim was built with, or the test skips. PY
+# becomes that interpreter.
+python_with() {
+	local imports=$1 var=$2 venv=$3 py torch_py torch_other
+	py=${!var:-}
+	if [ -z "$py" ]; then
+		py=$PY
+		[ -x "$top_srcdir/$venv/bin/python" ] && py=$top_srcdir/$venv/bin/python
+	fi
+	if ! "$py" -c "import $imports" >"$TDIR/import.err" 2>&1; then
+		echo "SKIP: no $imports for $py (make it with scripts/${venv#.venv-}-venv.sh, or set $var):"
+		tail -n 1 "$TDIR/import.err"
+		exit 77
+	fi
+	torch_py=$("$PY" -c 'import torch; print(torch.__version__, torch.__file__)')
+	torch_other=$("$py" -c 'import torch; print(torch.__version__, torch.__file__)')
+	if [ "$torch_other" != "$torch_py" ]; then
+		echo "SKIP: $py runs torch $torch_other, the backend was built for $torch_py"
+		exit 77
+	fi
+	PY=$py
+}

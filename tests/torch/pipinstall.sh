@@ -33,7 +33,7 @@ rm -rf "$SRC/python/build" "$SRC"/python/*.egg-info
 pip_install() {
 	local log=$1
 	shift
-	env -u LD_LIBRARY_PATH -u SMDDP_BUILD_DIR -u SMDDP_PREFIX -u SMDDP_SOURCE_DIR \
+	env -u LD_LIBRARY_PATH -u SMDDP_BUILD_DIR -u SMDDP_PREFIX -u SMDDP_SOURCE_DIR -u SMDDP_UNITY_BUILD \
 		PKG_CONFIG_PATH= MAX_JOBS=2 SMDDP_TORCH_CUDA=${SMDDP_TORCH_CUDA:-0} "$@" \
 		"$TIMEOUT" -k 5 1800 "$PY" -m pip install -v --no-build-isolation --no-deps --no-index \
 		--target "$PIPSITE" "$SRC/python" >"$TDIR/$log" 2>&1

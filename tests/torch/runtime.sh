@@ -38,7 +38,7 @@ if [ -n "$tcuda" ]; then
 fi
 t0=$(now)
 if ! CUDA_HOME=$TDIR/cuda CC=$TDIR/static-gcc CXX=$TDIR/static-g++ SMDDP_BUILD_DIR=$top_builddir \
-	SMDDP_SOURCE_DIR=$top_srcdir MAX_JOBS=2 "$PY" -m pip install -v --no-build-isolation \
+	SMDDP_SOURCE_DIR=$top_srcdir SMDDP_UNITY_BUILD=1 "$PY" -m pip install -v --no-build-isolation \
 	--no-deps --no-index --target "$TDIR/site" "$TDIR/src" >"$TDIR/pip.out" 2>&1; then
 	tail -40 "$TDIR/pip.out"
 	fail "pip install of python/ with a static-only libstdc++ failed"

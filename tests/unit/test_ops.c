@@ -73,6 +73,7 @@ int main(void)
 	CHECK(sd_no_half_bytes(&c) == 0, "half_bytes: 0");
 	CHECK(sd_no_slot(&c, 0, 0) == NULL, "slot: NULL");
 	CHECK(sd_no_tiny(&c, 0, 0) == NULL, "tiny: NULL");
+	CHECK(sd_no_hint(&c, 0, 0) == NULL, "hint: NULL");
 	sd_no_get_addrs(&c, 1, &a, &b);
 	CHECK(a == 0 && b == 0, "get_addrs: no address");
 	sd_no_unlink(&c);

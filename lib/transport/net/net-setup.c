@@ -83,18 +83,24 @@ void sd_net_boot_ip(struct sd_boot *b, char *buf, size_t len)
 }
 
 /* SMDDP_NET_TRANSPORT: libfabric where it has more than TCP to offer (or
- * was asked for by provider), else our sockets when auto. */
+ * was asked for by provider), else our sockets when auto (they are as
+ * fast as its tcp provider or faster at every size: docs/PERFORMANCE.md);
+ * NULL: fabric asked for in a build without libfabric. */
 static const struct sd_ep_ops *endpoint_ops(void)
 {
 	const char *t = sd_param_str("SMDDP_NET_TRANSPORT");
 
 	if (!strcmp(t, "socket"))
 		return &sd_ep_socket;
+#ifdef HAVE_LIBFABRIC
 	if (!strcmp(t, "fabric"))
 		return &sd_ep_fabric;
 	if (*sd_param_str("SMDDP_FABRIC_PROVIDER") || getenv("FI_PROVIDER"))
 		return &sd_ep_fabric;
 	return sd_net_has_rdma() ? &sd_ep_fabric : &sd_ep_socket;
+#else
+	return strcmp(t, "fabric") ? &sd_ep_socket : NULL;
+#endif
 }
 
 static int parse_algo(void)
@@ -199,7 +205,14 @@ int sd_net_setup(struct smddp_comm *c, struct smddp_comm *node, struct smddp_com
 						       : (members ? members[r] : r);
 				memcpy(n->hosts[r], vhost[members ? members[r] : r], SD_HOSTID_MAX);
 			}
-			lrc = endpoint_ops()->open(c, src_ip, &n->fab);
+			const struct sd_ep_ops *ops = endpoint_ops();
+
+			lrc = ops ? ops->open(c, src_ip, &n->fab)
+				  : sd_comm_error(c, SMDDP_EUNSUPPORTED,
+						  "SMDDP_NET_TRANSPORT=fabric, but this build of "
+						  "libsmddp has no libfabric (install libfabric-dev "
+						  "and rebuild); unset it, or set socket or auto, "
+						  "for libsmddp's own TCP sockets");
 			if (!lrc)
 				sd_fab_on_wait(n->fab, sd_net_check_news);
 		}

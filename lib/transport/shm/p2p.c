@@ -170,8 +170,8 @@ static int64_t match(struct smddp_comm *c, struct sd_p2p_op *op, int q)
 		 * for with its descriptor, so that their misses overlap: a
 		 * message of 33 to 512 bytes then costs about one trip between
 		 * the cores rather than two (the data is read only once the
-		 * descriptor was seen).  docs/perf/p2p.md, "On 16
-		 * cores again, and the prefetch". */
+		 * descriptor was seen).  docs/perf/p2p.md, "What the
+		 * small sizes cost, and why". */
 		if (l->seen < l->base + P2P_NDESC) {
 			const unsigned char *e =
 				sd_shm_eager(s, c->size, q, c->rank, (unsigned)(l->seen % P2P_NDESC));

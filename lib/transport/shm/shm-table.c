@@ -18,6 +18,7 @@ const struct sd_transport_ops sd_transport_shm = {
 	.half_bytes = sd_shm_half_bytes,
 	.slot = sd_shm_slot,
 	.tiny = sd_shm_tiny,
+	.hint = sd_shm_hint,
 	.put_desc = sd_shm_put_desc,
 	.get_desc = sd_shm_get_desc,
 	.finish = sd_shm_finish,

@@ -136,6 +136,11 @@ static int map_segment(struct smddp_comm *c, struct shm_state *s, int fd, size_t
 	if (!s->p2p)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	populate_eager(c, s);
+	/* The slots too: every rank's halves, which each staged step reads
+	 * or writes, else the first calls of a size take a page fault per
+	 * 4 KiB of them on every rank (and SMDDP_SHM_ALGO=auto would time
+	 * the faults). */
+	populate(s->data, (size_t)c->size * 2 * s->half);
 	return SMDDP_OK;
 }
 
@@ -707,6 +712,11 @@ void *sd_shm_slot(struct smddp_comm *c, int r, int h)
 void *sd_shm_tiny(struct smddp_comm *c, int r, int h)
 {
 	return ST(c)->ctl[r].tiny[h];
+}
+
+void *sd_shm_hint(struct smddp_comm *c, int r, int h)
+{
+	return ST(c)->ctl[r].hint[h];
 }
 
 void sd_shm_put_desc(struct smddp_comm *c, const void *desc, size_t len)

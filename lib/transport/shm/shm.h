@@ -38,6 +38,7 @@ struct shm_ctl {
 	uint64_t probe;            /* a known value peers read to test single copy */
 	uintptr_t probe_addr;      /* &probe in this rank's address space */
 	uintptr_t addr[2];         /* this collective's buffers, in this rank's space */
+	unsigned char hint[2][SD_HINT_BYTES]; /* what one call tells the next */
 	unsigned char desc[DESC_MAX];
 	char abort_msg[320];       /* its last_error when it left after a failure */
 } __attribute__((aligned(128)));
@@ -186,6 +187,7 @@ int sd_shm_barrier(struct smddp_comm *c);
 size_t sd_shm_half_bytes(struct smddp_comm *c);
 void *sd_shm_slot(struct smddp_comm *c, int r, int h);
 void *sd_shm_tiny(struct smddp_comm *c, int r, int h);
+void *sd_shm_hint(struct smddp_comm *c, int r, int h);
 void sd_shm_put_desc(struct smddp_comm *c, const void *desc, size_t len);
 void sd_shm_get_desc(struct smddp_comm *c, int r, void *desc, size_t len);
 int sd_shm_finish(struct smddp_comm *c);

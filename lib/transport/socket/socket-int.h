@@ -1,20 +1,31 @@
 /* socket-int.h - what the files of the socket endpoint share (socket.c: connections, sends,
- * progress; socket-recv.c: matching, early messages, reading). */
+ * progress; socket-recv.c: matching, early messages, reading; socket-data.c: long messages
+ * over the data connections). */
 #ifndef SD_TRANSPORT_SOCKET_INT_H
 #define SD_TRANSPORT_SOCKET_INT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "transport/netep.h"
 
-#define NAME_MAGIC 0x534b5431u /* "SKT1" */
-#define HELLO_MAGIC 0x534b4831u
-#define HDR 16
-#define INBUF (256u << 10)     /* per incoming connection */
-#define DIRECT_MIN (16u << 10) /* a payload at least this long is read in place */
+#define NAME_MAGIC 0x534b5432u /* "SKT2": the protocol with long messages by rendezvous */
+#define HELLO_MAGIC 0x534b4832u
+#define HDR 24                 /* a control frame: tag, type << 56 | length, id */
+#define PHDR 24                /* a piece on a data connection: id, offset, length | flags */
+#define INBUF (256u << 10)     /* per incoming control connection */
+#define DIRECT_MIN (16u << 10) /* an eager payload at least this long is read in place */
 #define HEAD_READ 4096u        /* what one read takes between messages */
+#define PIECE_MIN (128u << 10) /* a long message is cut into pieces at least this long */
+#define MAX_NSOCKS 16
+#define SINK (64u << 10)
+
+/* Control frames (the type in the length word's top byte). */
+enum { F_EAGER, F_RTS, F_CTS, F_GONE, F_PUSH, F_CREDIT };
+#define LEN_MASK ((1ull << 56) - 1)
+#define PF_VOID (1ull << 63) /* a piece's flag: the sender gave the message up; no bytes */
 
 struct name {
 	uint32_t magic;
@@ -28,29 +39,91 @@ struct hello {
 	uint32_t magic;
 	int32_t rank;
 	uint64_t cookie;
+	int32_t idx; /* 0: the control connection; 1..: a data connection */
+	int32_t pad;
 };
 
-/* One send or receive. */
+/* One send or receive, or a control frame of the endpoint's own (CTS,
+ * GONE: no owner, kept). */
 struct op {
 	struct sd_freq *owner; /* NULL once forgotten */
 	int is_send, peer, keep;
 	uint64_t tag, ignore;
 	char *buf;
 	size_t len;
-	size_t done;          /* send: bytes written, header included */
+	int type;             /* send: the frame (F_*) */
+	uint64_t id;          /* F_RTS, F_CTS, F_GONE: which long message */
+	size_t wire;          /* bytes of payload after the header (F_EAGER: len) */
+	size_t done;          /* bytes written, header included */
 	char *own;            /* a forgotten send's copy of what is left */
 	unsigned char hdr[HDR];
+	int pieces;           /* a long send, once cleared: pieces not yet written (atomic) */
+	int err;              /* a long send: the first failure of a piece */
 	struct op *next;
 };
 
-/* A message that came before its receive. */
+/* A message that came before its receive (or a long one's announcement). */
 struct early {
 	int peer;
 	uint64_t tag;
 	char *data;
 	size_t len, got; /* got < len: still arriving */
+	int rts;         /* a long message: no data here, id names it */
+	uint64_t id;
+	struct xfer *xf; /* a long message sent at once (PUSH): its bytes arrive here */
+	size_t credit;   /* what the sender gets back once this is taken */
+	int err;
 	struct op *taker; /* a receive posted while it arrives */
 	struct early *next;
+};
+
+/* The receiving side of a long message, from its clear-to-send to its last
+ * piece.  buf, cap and x change only under every incoming data
+ * connection's lock and xmu (a forget); the rest under xmu. */
+struct xfer {
+	int peer;
+	uint64_t id, tag;
+	struct op *x;    /* the receive; NULL once forgotten or failed */
+	struct early *e; /* or the early message it fills (PUSH unmatched) */
+	char *buf;       /* NULL: a sink */
+	size_t cap, len, left;
+	int err;
+	struct xfer *next;
+};
+
+/* A piece of a long send, queued on one data connection. */
+struct piece {
+	struct op *x;
+	unsigned char hdr[PHDR];
+	size_t off, len, done; /* done: header included */
+	char *own;             /* forgotten mid-piece: the rest, copied */
+	int is_void;
+	struct piece *next;
+};
+
+/* A data connection: one way, to or from one peer, driven by a thread of
+ * its own or by progress.  Its fields are under mu. */
+struct dconn {
+	struct sock *s;
+	int fd, peer, idx, out;
+	int connecting;
+	int err, reported;
+	int threaded, stop;
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	/* out: the pieces to write */
+	struct piece *head, *tail;
+	size_t queued;
+	/* in: the piece being read */
+	unsigned char ph[PHDR];
+	size_t phave;
+	struct xfer *xf;
+	size_t off, plen, got;
+	int waiting; /* a piece whose header on the control connection is not read yet */
+	char *sink;
+	unsigned long pieces; /* pieces written or read, for the log and the tests */
+	struct dconn *next; /* in: the list of them */
 };
 
 /* A connection this rank opened, to send to one peer. */
@@ -59,9 +132,16 @@ struct out {
 	int connecting; /* connect() in flight, then the hello */
 	int err;        /* errno it failed with */
 	struct op *head, *tail;
+	struct op *wait; /* long sends announced, waiting for their clear-to-send */
+	uint64_t next_id;
+	size_t credit;  /* bytes of long messages we may send before the peer asks */
+	size_t owed;    /* credit taken back from the peer's messages, not yet returned */
+	unsigned rr;    /* the data connection the next piece starts on */
+	struct dconn *d[MAX_NSOCKS];
 };
 
-/* A connection a peer opened, to send to us. */
+/* A connection a peer opened, to send to us (control until its hello
+ * says otherwise). */
 struct in {
 	int fd;
 	int peer; /* -1 until its hello */
@@ -89,11 +169,30 @@ struct sock {
 	struct op *posted, *posted_tail; /* receives not matched, in post order */
 	struct early *early, *early_tail;
 	uint64_t timeout_ns;
-	char desc[96];
+	char desc[128];
 	char family[24];
 	struct pollfd *pfd;
 	size_t npfd;
 	int (*news)(struct smddp_comm *c);
+	/* long messages */
+	int nsocks, threads;
+	size_t long_min, credit;
+	struct dconn *dins;       /* incoming data connections */
+	int ndins;
+	pthread_mutex_t xmu;      /* the xfers */
+	pthread_cond_t xcv;       /* a transfer was added (for a piece that came first) */
+	struct xfer *xfers;
+	pthread_mutex_t dmu;      /* done */
+	struct op *done;          /* long sends whose last piece is written */
+	int wake_fd;              /* an eventfd the threads write when something is done */
+	int flag;                 /* something is done (atomic) */
+	/* the first failure of a pass, for progress to report */
+	int fail_peer, fail_err, fail_send;
+	/* What the lower files ask of the upper ones (set by socket.c at open;
+	 * calls point one way: socket.c -> socket-recv.c -> socket-data.c). */
+	int (*ctl)(struct sock *s, int peer, int type, uint64_t id); /* queue a control frame */
+	void (*peer_fail)(struct sock *s, int peer, int err, int send, int *got);
+	void (*early_arrived)(struct sock *s, struct early *e, int err, int *got);
 };
 
 static inline struct sock *S(struct sd_fab *f)
@@ -134,6 +233,29 @@ static inline void sd_sock_complete(struct op *o, int err, size_t len, uint64_t 
 	free(o);
 }
 
+/* Notes the first failure of a pass (peer, errno, which way). */
+static inline void sd_sock_failed(struct sock *s, int peer, int err, int send)
+{
+	if (!s->fail_peer) {
+		s->fail_peer = peer + 1;
+		s->fail_err = err;
+		s->fail_send = send;
+	}
+}
+
+/* Gives the peer back n bytes of credit, a quarter of it at a time (a
+ * control frame per long message cost the medium sizes). */
+static inline void sd_sock_give_credit(struct sock *s, int peer, size_t n)
+{
+	struct out *o = &s->outs[peer];
+
+	o->owed += n;
+	if (o->owed && o->owed >= s->credit / 4) {
+		s->ctl(s, peer, F_CREDIT, o->owed);
+		o->owed = 0;
+	}
+}
+
 /* socket-recv.c */
 int sd_sock_recv(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag, void *buf,
 		 size_t len, struct sd_freq *r);
@@ -142,5 +264,47 @@ void sd_sock_accept_all(struct sock *s);
 /* Reads what in has; 1 if anything moved, -1 when it closed or failed. */
 int sd_sock_pull(struct sock *s, struct in *in, int *got);
 void sd_sock_drop_in(struct sock *s, struct in *in, int *got);
+void sd_sock_fail_from(struct sock *s, int peer, int err, int *got);
+/* The bytes of e (a PUSH that found no receive) have all come (err). */
+void sd_sock_early_arrived(struct sock *s, struct early *e, int err, int *got);
+
+/* socket-data.c */
+int sd_sock_data_init(struct sock *s);
+/* Opens the data connections to peer (after its control connection). */
+void sd_sock_data_connect(struct sock *s, int peer, int (*open_fd)(struct sock *, int));
+/* A long receive meets its announcement: a transfer, and the clear-to-send. */
+int sd_sock_rndv_match(struct sock *s, struct op *x, int peer, uint64_t tag, uint64_t id,
+		       size_t len);
+/* A long message sent at once: its transfer, into the posted receive x or
+ * (x NULL) into early memory. */
+int sd_sock_push_match(struct sock *s, struct op *x, struct early *e, int peer, uint64_t tag,
+		       uint64_t id, size_t len);
+/* The clear-to-send (or GONE, go = 0) for a long send of ours has come. */
+int sd_sock_rndv_cleared(struct sock *s, int peer, uint64_t id, int *got);
+void sd_sock_rndv_gone(struct sock *s, int peer, uint64_t id, int *got);
+/* Pieces of a long send of len bytes. */
+int sd_sock_npieces(struct sock *s, size_t len);
+/* Cuts a long send (cleared, or a PUSH) into pieces on the data connections. */
+int sd_sock_data_send(struct sock *s, struct op *x, int push);
+/* A piece of x (or a PUSH's header) is over. */
+void sd_sock_piece_done(struct sock *s, struct op *x, int err, int threaded);
+void sd_sock_data_gone(struct sock *s, int peer, uint64_t id, int *got);
+/* An incoming connection's hello named a data connection: it leaves in's list. */
+int sd_sock_data_adopt(struct sock *s, int fd, int peer, int idx);
+/* The poll entries of the data connections progress drives, and their I/O. */
+size_t sd_sock_data_pollfds(struct sock *s, struct pollfd *p);
+void sd_sock_data_io(struct sock *s, const struct pollfd *p, size_t n);
+/* Pieces that waited for their header, once the control connections are read
+ * (their sockets are not polled meanwhile: it would not sleep). */
+void sd_sock_data_retry(struct sock *s);
+/* Completions and failures the data connections have left for us. */
+void sd_sock_data_drain(struct sock *s, int *got);
+int sd_sock_data_busy(struct sock *s);
+size_t sd_sock_data_nfds(struct sock *s);
+/* forget, cancel and close */
+void sd_sock_data_forget(struct sock *s, int *left);
+int sd_sock_data_cancel(struct sock *s, struct op *x);
+void sd_sock_data_fail(struct sock *s, int peer, int err, int *got);
+void sd_sock_data_close(struct sock *s);
 
 #endif

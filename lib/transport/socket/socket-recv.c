@@ -1,8 +1,10 @@
 /* socket-recv.c - the socket endpoint's receiving side: matching, early messages, reading.
  *
  * Receives are matched in post order against each message's header; a
- * message that finds none is read into memory of its own and kept, in
- * arrival order, until one is posted (socket.c says why the design is so).
+ * short message that finds none is read into memory of its own and kept,
+ * in arrival order, until one is posted; a long one's announcement is kept
+ * likewise, and its bytes wait at the sender (socket.c says why the design
+ * is so; socket-data.c moves them).
  */
 #include "config.h"
 
@@ -31,6 +33,10 @@ static int take_early(struct op *x, struct early *e, int *got)
 	if (n > x->len) {
 		err = EMSGSIZE;
 		n = x->len;
+	}
+	if (e->err) {
+		err = e->err;
+		n = 0;
 	}
 	if (n)
 		memcpy(x->buf, e->data, n);
@@ -81,12 +87,23 @@ int sd_sock_recv(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag,
 	for (struct early *e = s->early; e; e = e->next) {
 		if (e->taker || !matches(x, e->peer, e->tag))
 			continue;
+		if (e->rts) {
+			int err;
+
+			unlink_early(s, e);
+			err = sd_sock_rndv_match(s, x, e->peer, e->tag, e->id, e->len);
+			free(e);
+			if (err)
+				return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+			return SMDDP_OK;
+		}
 		if (e->got < e->len) {
 			e->taker = x;
 			return SMDDP_OK;
 		}
 		unlink_early(s, e);
 		take_early(x, e, &got);
+		sd_sock_give_credit(s, e->peer, e->credit);
 		free(e->data);
 		free(e);
 		return SMDDP_OK;
@@ -113,6 +130,73 @@ void sd_sock_unlink_posted(struct sock *s, struct op *x)
 		pp = &(*pp)->next;
 	}
 	x->next = NULL;
+}
+
+/* A long message's header: a transfer if its receive is posted, else
+ * kept until one is, its bytes (push: they come now) in memory of its own. */
+static int announce(struct sock *s, struct in *in, uint64_t tag, size_t len, uint64_t id,
+		    int push)
+{
+	struct early *e;
+
+	for (struct op *x = s->posted; x; x = x->next)
+		if (matches(x, in->peer, tag)) {
+			sd_sock_unlink_posted(s, x);
+			return push ? sd_sock_push_match(s, x, NULL, in->peer, tag, id, len)
+				    : sd_sock_rndv_match(s, x, in->peer, tag, id, len);
+		}
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return ENOMEM;
+	e->peer = in->peer;
+	e->tag = tag;
+	e->len = len;
+	e->id = id;
+	if (push) {
+		e->data = malloc(len);
+		e->credit = len;
+		if (!e->data || sd_sock_push_match(s, NULL, e, in->peer, tag, id, len)) {
+			free(e->data);
+			free(e);
+			return ENOMEM;
+		}
+	} else {
+		e->got = len;
+		e->rts = 1;
+	}
+	if (s->early_tail)
+		s->early_tail->next = e;
+	else
+		s->early = e;
+	s->early_tail = e;
+	return 0;
+}
+
+void sd_sock_early_arrived(struct sock *s, struct early *e, int err, int *got)
+{
+	e->xf = NULL;
+	e->err = err;
+	e->got = e->len;
+	if (!e->taker)
+		return;
+	unlink_early(s, e);
+	take_early(e->taker, e, got);
+	sd_sock_give_credit(s, e->peer, e->credit);
+	free(e->data);
+	free(e);
+}
+
+/* The long message id of peer was withdrawn before its clear-to-send
+ * reached the sender: forget its announcement, or fail its receive. */
+void sd_sock_rndv_gone(struct sock *s, int peer, uint64_t id, int *got)
+{
+	for (struct early *e = s->early; e; e = e->next)
+		if (e->rts && e->peer == peer && e->id == id) {
+			unlink_early(s, e);
+			free(e);
+			return;
+		}
+	sd_sock_data_gone(s, peer, id, got);
 }
 
 /* A header has arrived on in: where its bytes go. */
@@ -203,6 +287,7 @@ static void feed(struct in *in, const unsigned char *p, size_t n)
 		in->e->got = in->got;
 }
 
+/* 0, or which data connection the hello names; -1: no hello of ours. */
 static int read_hello(struct sock *s, struct in *in)
 {
 	struct hello h;
@@ -212,13 +297,33 @@ static int read_hello(struct sock *s, struct in *in)
 	memcpy(&h, in->buf + in->lo, sizeof(h));
 	in->lo += sizeof(h);
 	if (h.magic != HELLO_MAGIC || h.cookie != s->me.cookie || h.rank < 0 ||
-	    h.rank >= s->npeers || h.rank == s->rank) {
+	    h.rank >= s->npeers || h.rank == s->rank || h.idx < 0 || h.idx > MAX_NSOCKS) {
 		SD_WARN(SD_SUB_NET, "socket transport: a connection without this communicator's "
 				    "hello: closed");
 		return -1;
 	}
 	in->peer = h.rank;
-	return 0;
+	return h.idx;
+}
+
+/* A data connection: its socket goes to socket-data.c (nothing of it was
+ * read past the hello), the rest of in is freed. */
+static int adopt(struct sock *s, struct in *in, int idx)
+{
+	struct in **pp = &s->ins;
+
+	if (in->lo != in->hi || sd_sock_data_adopt(s, in->fd, in->peer, idx)) {
+		in->err = in->lo != in->hi ? EPROTO : ENOMEM;
+		return -1;
+	}
+	while (*pp && *pp != in)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = in->next;
+	s->nins--;
+	free(in->buf);
+	free(in);
+	return -2;
 }
 
 int sd_sock_pull(struct sock *s, struct in *in, int *got)
@@ -231,22 +336,47 @@ int sd_sock_pull(struct sock *s, struct in *in, int *got)
 		/* Parse what is buffered. */
 		while (in->lo < in->hi) {
 			if (in->peer < 0) {
-				if (read_hello(s, in))
+				int idx = read_hello(s, in);
+
+				if (idx < 0)
 					return -1;
 				if (in->peer < 0)
 					break;
+				if (idx > 0)
+					return adopt(s, in, idx);
 				continue;
 			}
 			if (!in->reading) {
+				uint64_t tag, lw, id;
+				int type, err = 0;
+
 				if (in->hi - in->lo < HDR)
 					break;
-				if (begin_message(s, in, get64(in->buf + in->lo),
-						  (size_t)get64(in->buf + in->lo + 8))) {
-					in->err = ENOMEM;
-					return -1;
-				}
+				tag = get64(in->buf + in->lo);
+				lw = get64(in->buf + in->lo + 8);
+				id = get64(in->buf + in->lo + 16);
+				type = (int)(lw >> 56);
 				in->lo += HDR;
 				moved = 1;
+				if (type == F_EAGER)
+					err = begin_message(s, in, tag, (size_t)(lw & LEN_MASK));
+				else if (type == F_RTS || type == F_PUSH)
+					err = announce(s, in, tag, (size_t)(lw & LEN_MASK), id,
+						       type == F_PUSH);
+				else if (type == F_CREDIT)
+					s->outs[in->peer].credit += id;
+				else if (type == F_CTS)
+					err = sd_sock_rndv_cleared(s, in->peer, id, got);
+				else if (type == F_GONE)
+					sd_sock_rndv_gone(s, in->peer, id, got);
+				else
+					err = EPROTO;
+				if (err) {
+					in->err = err;
+					return -1;
+				}
+				if (!in->reading)
+					continue;
 			}
 			size_t take = in->len - in->got;
 
@@ -284,6 +414,9 @@ int sd_sock_pull(struct sock *s, struct in *in, int *got)
 
 			if (!in->reading && want > HEAD_READ)
 				want = HEAD_READ;
+			/* The hello alone: a data connection's bytes are not ours. */
+			if (in->peer < 0)
+				want = sizeof(struct hello) - (in->hi - in->lo);
 			n = recv(in->fd, in->buf + in->hi, want, MSG_DONTWAIT);
 			if (n > 0) {
 				in->hi += (size_t)n;
@@ -328,7 +461,7 @@ void sd_sock_accept_all(struct sock *s)
 }
 
 /* Fails the receives waiting for peer (whose connection to us broke). */
-static void fail_from(struct sock *s, int peer, int err, int *got)
+void sd_sock_fail_from(struct sock *s, int peer, int err, int *got)
 {
 	for (struct op *x = s->posted, *nx; x; x = nx) {
 		nx = x->next;
@@ -361,8 +494,6 @@ void sd_sock_drop_in(struct sock *s, struct in *in, int *got)
 			free(in->e);
 		}
 	}
-	if (in->peer >= 0 && in->err)
-		fail_from(s, in->peer, in->err, got);
 	while (*pp && *pp != in)
 		pp = &(*pp)->next;
 	if (*pp)

@@ -3,31 +3,47 @@
  * Each rank listens on one port (bound to the address it reaches rank 0
  * by); its name carries that address and a random cookie, and reaches the
  * peers through the bootstrap, which authenticated them.  A rank sends to
- * a peer over a connection it opens itself on the first send, and
- * receives over the connections its peers opened: one socket per
- * direction, so two ranks that start sending to each other at once never
- * race to make one, and messages of one direction keep their order on it
- * (the FI_ORDER_SAS of netep.h).  A connection opens with a hello: the
- * cookie of the listener, which only members know, and the sender's rank.
- * Connections are made lazily, so a rank holds sockets only for the peers
- * its algorithms talk to (two in a ring).
+ * a peer over connections it opens itself on the first send, and
+ * receives over the connections its peers opened: one control connection
+ * per direction, so two ranks that start sending to each other at once
+ * never race to make one, and messages of one direction keep their order
+ * on it (the FI_ORDER_SAS of netep.h), plus SMDDP_SOCKET_NSOCKS data
+ * connections per direction for the bytes of long messages.  A connection
+ * opens with a hello: the cookie of the listener, which only members
+ * know, the sender's rank and which connection it is.  Connections are
+ * made lazily, so a rank holds sockets only for the peers its algorithms
+ * talk to (two in a ring).
  *
- * A message is a 16-byte header (tag, length) and its bytes.  Receives
- * are matched in post order; a message that finds no receive is read into
- * memory of its own and kept, in arrival order, until one is posted.  A
- * payload whose receive is posted is read straight into it.  Small
- * messages and headers come through a per-connection input buffer, so a
- * stream of small messages costs one recv() per batch, not two per
- * message.  Sends are written at once when their connection is idle (a
- * small one then completes before the post returns), else queued and
- * written as the socket takes them, by progress.
+ * A short message is a 24-byte header (tag, length) and its bytes, on the
+ * control connection (eager).  Receives are matched in post order; a short
+ * message that finds no receive is read into memory of its own and kept,
+ * in arrival order, until one is posted.  A payload whose receive is
+ * posted is read straight into it.  Small messages and headers come
+ * through a per-connection input buffer, so a stream of small messages
+ * costs one recv() per batch, not two per message.  Sends are written at
+ * once when their connection is idle (a small one then completes before
+ * the post returns), else queued and written as the socket takes them, by
+ * progress.
+ *
+ * A long message (SMDDP_SOCKET_LONG, 128K, and up) has its header matched
+ * in order like a short one's, on the control connection, and its bytes
+ * go in pieces over the data connections, each read straight into the
+ * posted buffer (socket-data.c): at once (PUSH) while the bytes the peer
+ * holds unreceived stay within SMDDP_SOCKET_CREDIT, else only once the
+ * receiver has a receive for it and says so (RTS, then CTS).  The
+ * algorithms keep many sends in flight and few receives posted; the
+ * credit bounds what a receiver reads into memory of its own and copies
+ * again, and the rendezvous leaves the rest at the sender, as libfabric's
+ * does.
  *
  * Progress is one poll() over the listener and the connections, then the
  * reads and writes they are ready for; a wait sleeps in that poll.  The
- * kernel copies every byte inside our calls, so a failed collective can
- * always let go of its buffers (forget): a send half written is finished
- * from a copy, a receive half read goes on into a sink.  The endpoint is
- * never poisoned.
+ * data connections have a thread each (SMDDP_SOCKET_THREADS), so that one
+ * pair of hosts moves bytes on several cores, or are polled with the rest.
+ * The kernel copies every byte inside our calls, so a failed collective
+ * can always let go of its buffers (forget): a send half written is
+ * finished from a copy, a long one not yet cleared is withdrawn (GONE), a
+ * receive half read goes on into a sink.  The endpoint is never poisoned.
  */
 #include "config.h"
 
@@ -48,7 +64,11 @@
 
 #include "base/comm-types.h"
 #include "clock/clock.h"
+#include "config/param.h"
 #include "transport/socket/socket-int.h"
+
+static int queue_ctl(struct sock *s, int peer, int type, uint64_t id);
+static void peer_fail(struct sock *s, int peer, int err, int send, int *got);
 
 static int so_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **out)
 {
@@ -64,6 +84,14 @@ static int so_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **out
 	s->lfd = -1;
 	s->rank = c->rank;
 	s->timeout_ns = c->timeout_ns;
+	s->wake_fd = -1;
+	s->ctl = queue_ctl;
+	s->peer_fail = peer_fail;
+	s->early_arrived = sd_sock_early_arrived;
+	if (sd_sock_data_init(s)) {
+		free(s);
+		return sd_comm_error(c, SMDDP_ENOMEM, "socket transport: out of memory or threads");
+	}
 	memset(&ss, 0, sizeof(ss));
 	if (src_ip && *src_ip && strchr(src_ip, ':')) {
 		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
@@ -88,6 +116,7 @@ static int so_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **out
 
 		if (s->lfd >= 0)
 			close(s->lfd);
+		sd_sock_data_close(s);
 		free(s);
 		return sd_comm_error(c, SMDDP_ENETWORK, "socket transport: cannot listen on %s: %s",
 				     src_ip && *src_ip ? src_ip : "any address", strerror(e));
@@ -107,11 +136,15 @@ static int so_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **out
 		 ss.ss_family == AF_INET6 ? "FI_SOCKADDR_IN6" : "FI_SOCKADDR_IN");
 	snprintf(s->desc, sizeof(s->desc), "sockets on %s port %u",
 		 src_ip && *src_ip ? src_ip : "any address", (unsigned)s->me.port);
-	SD_INFO(SD_SUB_NET, "socket transport: listening on %s port %u", src_ip && *src_ip ? src_ip : "*",
-		(unsigned)s->me.port);
+	SD_INFO(SD_SUB_NET,
+		"socket transport: listening on %s port %u; long messages (%zu bytes and up) over %d "
+		"data connection(s) per peer, %s, %zu bytes of them sent before their receive",
+		src_ip && *src_ip ? src_ip : "*", (unsigned)s->me.port, s->long_min, s->nsocks,
+		s->threads ? "a thread each" : "polled by the caller", s->credit);
 	*out = &s->base;
 	return SMDDP_OK;
 bad_ip:
+	sd_sock_data_close(s);
 	free(s);
 	return sd_comm_error(c, SMDDP_EINTERNAL, "socket transport: \"%s\" is not an address", src_ip);
 }
@@ -160,21 +193,20 @@ static int so_insert(struct smddp_comm *c, struct sd_fab *f, const void *names, 
 			return sd_comm_error(c, SMDDP_ENETWORK,
 					     "socket transport: rank %d's address is not one", r);
 		s->outs[r].fd = -1;
+		s->outs[r].credit = s->credit;
 	}
 	return SMDDP_OK;
 }
 
 /* ---- sends ------------------------------------------------------------ */
 
-/* Opens the connection to peer (non-blocking; the hello follows once it
- * is made, before any message, as the first bytes queued). */
-static int connect_to(struct sock *s, int peer)
+/* A socket connecting (non-blocking) to peer's listener; -1 with errno. */
+static int open_fd(struct sock *s, int peer)
 {
-	struct out *o = &s->outs[peer];
 	struct name *nm = &s->peers[peer];
 	struct sockaddr_storage ss;
 	socklen_t sl;
-	int one = 1;
+	int one = 1, fd;
 
 	memset(&ss, 0, sizeof(ss));
 	if (nm->family == AF_INET6) {
@@ -192,20 +224,59 @@ static int connect_to(struct sock *s, int peer)
 		memcpy(&a->sin_addr, nm->addr, 4);
 		sl = sizeof(*a);
 	}
-	o->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -1;
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(fd, (struct sockaddr *)&ss, sl) && errno != EINPROGRESS) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* Opens the connections to peer (non-blocking; the hello follows once
+ * each is made, before anything else). */
+static int connect_to(struct sock *s, int peer)
+{
+	struct out *o = &s->outs[peer];
+
+	o->fd = open_fd(s, peer);
 	if (o->fd < 0) {
 		o->err = errno;
 		return -1;
 	}
-	(void)setsockopt(o->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(o->fd, (struct sockaddr *)&ss, sl) && errno != EINPROGRESS) {
-		o->err = errno;
-		close(o->fd);
-		o->fd = -1;
-		return -1;
-	}
 	o->connecting = 1;
+	sd_sock_data_connect(s, peer, open_fd);
 	return 0;
+}
+
+/* A frame is written: a long send's announcement now waits for its
+ * clear-to-send; anything else is over. */
+static void written(struct sock *s, int peer, struct op *x, int *got)
+{
+	struct out *o = &s->outs[peer];
+
+	if (x->type == F_PUSH) { /* its header was one of its pieces */
+		sd_sock_piece_done(s, x, 0, 0);
+		return;
+	}
+	if (x->type == F_RTS) {
+		if (!x->owner && !x->keep) { /* forgotten while its header went out */
+			queue_ctl(s, peer, F_GONE, x->id);
+			free(x->own);
+			free(x);
+			return;
+		}
+		x->next = o->wait;
+		o->wait = x;
+		return;
+	}
+	sd_sock_complete(x, 0, x->len, x->tag);
+	(*got)++;
 }
 
 /* Writes what the connection takes of its queue; completes what is
@@ -231,7 +302,7 @@ static int push(struct sock *s, int peer, int *got)
 		w = send(o->fd, &h, sizeof(h), MSG_NOSIGNAL);
 		if (w < 0)
 			return errno == EAGAIN || errno == ENOTCONN ? 0 : (o->err = errno, 1);
-		if (w != (ssize_t)sizeof(h)) { /* 16 bytes into an empty socket */
+		if (w != (ssize_t)sizeof(h)) { /* 24 bytes into an empty socket */
 			o->err = EPROTO;
 			return 1;
 		}
@@ -250,15 +321,15 @@ static int push(struct sock *s, int peer, int *got)
 			iov[niov].iov_base = x->hdr + x->done;
 			iov[niov++].iov_len = HDR - x->done;
 			iov[niov].iov_base = (void *)payload;
-			iov[niov++].iov_len = x->len;
+			iov[niov++].iov_len = x->wire;
 		} else {
 			size_t at = x->done - HDR;
 
 			/* a forgotten send's copy holds only what was left */
 			iov[niov].iov_base = (void *)(x->own ? payload : payload + at);
-			iov[niov++].iov_len = x->len - at;
+			iov[niov++].iov_len = x->wire - at;
 		}
-		left = HDR + x->len - x->done;
+		left = HDR + x->wire - x->done;
 		if (left == 0) {
 			w = 0;
 		} else {
@@ -275,30 +346,69 @@ static int push(struct sock *s, int peer, int *got)
 		moved |= w > 0;
 		if (x->own && x->done >= HDR) {
 			/* keep the copy's front at the next byte */
-			memmove(x->own, x->own + w, x->len - (x->done - HDR) - (size_t)w);
+			memmove(x->own, x->own + w, x->wire - (x->done - HDR) - (size_t)w);
 		} else if (x->own && x->done + (size_t)w > HDR) {
 			size_t into = x->done + (size_t)w - HDR;
 
-			memmove(x->own, x->own + into, x->len - into);
+			memmove(x->own, x->own + into, x->wire - into);
 		}
 		x->done += (size_t)w;
-		if (x->done < HDR + x->len)
+		if (x->done < HDR + x->wire)
 			break;
 		o->head = x->next;
 		if (!o->head)
 			o->tail = NULL;
-		sd_sock_complete(x, 0, x->len, x->tag);
-		(*got)++;
+		x->next = NULL;
+		written(s, peer, x, got);
 		moved = 1;
 	}
 	return moved;
+}
+
+/* Queues x on its peer's control connection (opening it), and writes it
+ * if the connection is idle.  0, or the errno that failed x (completed). */
+static int enqueue(struct sock *s, struct op *x, int *got)
+{
+	struct out *o = &s->outs[x->peer];
+
+	if (o->err || (o->fd < 0 && connect_to(s, x->peer))) {
+		int e = o->err;
+
+		sd_sock_complete(x, e, 0, 0);
+		return e;
+	}
+	if (o->tail)
+		o->tail->next = x;
+	else
+		o->head = x;
+	o->tail = x;
+	if (o->head == x)
+		push(s, x->peer, got); /* an idle connection takes it now */
+	return 0;
+}
+
+static int queue_ctl(struct sock *s, int peer, int type, uint64_t id)
+{
+	struct op *x = calloc(1, sizeof(*x));
+	int got = 0;
+
+	if (!x)
+		return ENOMEM;
+	x->is_send = 1;
+	x->peer = peer;
+	x->keep = 1; /* a peer waits on it, whatever became of our call */
+	x->type = type;
+	x->id = id;
+	put64(x->hdr, id);
+	put64(x->hdr + 8, (uint64_t)type << 56);
+	put64(x->hdr + 16, id);
+	return enqueue(s, x, &got);
 }
 
 static int post_send(struct smddp_comm *c, struct sock *s, int peer, uint64_t tag, const void *buf,
 		     size_t len, struct sd_freq *r, int keep)
 {
 	struct op *x = calloc(1, sizeof(*x));
-	struct out *o;
 	int got = 0;
 
 	if (!x)
@@ -310,29 +420,37 @@ static int post_send(struct smddp_comm *c, struct sock *s, int peer, uint64_t ta
 	x->len = len;
 	x->keep = keep;
 	x->owner = r;
+	if (len >= s->long_min && !keep) {
+		struct out *o = &s->outs[peer];
+
+		/* At once while the receiver can hold it (credit), else when
+		 * it is ready for it. */
+		x->id = o->next_id++;
+		if (o->credit >= len && !o->err) {
+			x->type = F_PUSH;
+			o->credit -= len;
+			x->pieces = sd_sock_npieces(s, len) + 1;
+		} else {
+			x->type = F_RTS;
+		}
+	} else {
+		x->type = F_EAGER;
+		x->wire = len;
+	}
 	put64(x->hdr, tag);
-	put64(x->hdr + 8, len);
+	put64(x->hdr + 8, (uint64_t)x->type << 56 | len);
+	put64(x->hdr + 16, x->id);
 	r->fab = &s->base;
 	r->peer = peer;
 	r->is_send = 1;
 	r->len = len;
 	r->fc = x;
-	o = &s->outs[peer];
-	if (o->err) {
-		sd_sock_complete(x, o->err, 0, 0);
-		return SMDDP_OK; /* the wait reports it */
-	}
-	if (o->fd < 0 && connect_to(s, peer)) {
-		sd_sock_complete(x, o->err, 0, 0);
-		return SMDDP_OK;
-	}
-	if (o->tail)
-		o->tail->next = x;
-	else
-		o->head = x;
-	o->tail = x;
-	if (o->head == x)
-		push(s, peer, &got); /* an idle connection takes it now */
+	/* a failure is in r: the wait reports it (and a short send written at
+	 * once is over and freed: x is read before) */
+	int push = x->type == F_PUSH;
+
+	if (!enqueue(s, x, &got) && push)
+		sd_sock_data_send(s, x, 1);
 	return SMDDP_OK;
 }
 
@@ -366,18 +484,62 @@ static void fail_to(struct sock *s, int peer, int *got)
 		struct op *x = o->head;
 
 		o->head = x->next;
+		if (x->type == F_PUSH) { /* its pieces fail too: the last one ends it */
+			sd_sock_piece_done(s, x, o->err, 0);
+			continue;
+		}
 		sd_sock_complete(x, o->err, 0, 0);
 		(*got)++;
 	}
 	o->tail = NULL;
+	while (o->wait) {
+		struct op *x = o->wait;
+
+		o->wait = x->next;
+		sd_sock_complete(x, o->err, 0, 0);
+		(*got)++;
+	}
+}
+
+/* Everything to and from peer fails with err (a connection to it broke). */
+static void peer_fail(struct sock *s, int peer, int err, int send, int *got)
+{
+	struct out *o = &s->outs[peer];
+
+	if (!err)
+		err = ECONNRESET;
+	if (!o->err)
+		o->err = err;
+	fail_to(s, peer, got);
+	sd_sock_fail_from(s, peer, err, got);
+	sd_sock_data_fail(s, peer, err, got);
+	sd_sock_failed(s, peer, err, send);
+}
+
+/* The long sends to peer that wait for a clear-to-send which will not
+ * come: its connection to us ended. */
+static void unclear(struct sock *s, int peer, int err, int *got)
+{
+	struct out *o = &s->outs[peer];
+
+	if (!o->wait)
+		return;
+	while (o->wait) {
+		struct op *x = o->wait;
+
+		o->wait = x->next;
+		sd_sock_complete(x, err, 0, 0);
+		(*got)++;
+	}
+	sd_sock_failed(s, peer, err, 1);
 }
 
 /* One pass: poll (for at most wait_ms), then the I/O that is ready. */
-static int pass(struct sock *s, int wait_ms, int *got, int *failed_peer, int *failed_err,
-		int *failed_send)
+static int pass(struct sock *s, int wait_ms, int *got)
 {
-	size_t n = 1 + (size_t)s->nins + (size_t)s->npeers, k = 0;
+	size_t n = 2 + (size_t)s->nins + (size_t)s->npeers + sd_sock_data_nfds(s), k = 0, kd;
 	struct in *in, *next;
+	int nready;
 
 	if (n > s->npfd) {
 		struct pollfd *p = realloc(s->pfd, n * sizeof(*p));
@@ -388,6 +550,7 @@ static int pass(struct sock *s, int wait_ms, int *got, int *failed_peer, int *fa
 		s->npfd = n;
 	}
 	s->pfd[k++] = (struct pollfd){.fd = s->lfd, .events = POLLIN};
+	s->pfd[k++] = (struct pollfd){.fd = s->wake_fd, .events = POLLIN};
 	for (in = s->ins; in; in = in->next)
 		s->pfd[k++] = (struct pollfd){.fd = in->fd, .events = POLLIN};
 	for (int p = 0; p < s->npeers; p++) {
@@ -396,24 +559,46 @@ static int pass(struct sock *s, int wait_ms, int *got, int *failed_peer, int *fa
 		if (o->fd >= 0 && !o->err && (o->head || o->connecting))
 			s->pfd[k++] = (struct pollfd){.fd = o->fd, .events = POLLOUT};
 	}
-	if (poll(s->pfd, k, wait_ms) <= 0)
+	kd = k;
+	k += sd_sock_data_pollfds(s, s->pfd + k);
+	nready = poll(s->pfd, k, wait_ms);
+	if (nready > 0 && s->pfd[1].revents) {
+		uint64_t v;
+
+		if (read(s->wake_fd, &v, sizeof(v)) < 0) {
+			/* nothing to read: another pass took it */
+		}
+	}
+	if (nready < 0)
+		for (size_t i = 0; i < k; i++)
+			s->pfd[i].revents = 0;
+	/* (pieces that wait for their header are tried whatever poll says) */
+	sd_sock_data_io(s, s->pfd + kd, k - kd);
+	sd_sock_data_drain(s, got);
+	if (nready <= 0)
 		return 0;
-	k = 1;
 	if (s->pfd[0].revents)
 		sd_sock_accept_all(s);
+	k = 2;
 	for (in = s->ins; in; in = next) {
 		next = in->next;
 		/* new connections are not in this poll's list: read them next time */
-		if (k >= 1 + (size_t)s->nins || s->pfd[k].fd != in->fd) {
+		if (k >= 2 + (size_t)s->nins || s->pfd[k].fd != in->fd)
 			continue;
-		}
-		if (s->pfd[k++].revents && sd_sock_pull(s, in, got) < 0) {
-			if (in->err && in->peer >= 0 && !*failed_peer) {
-				*failed_peer = in->peer + 1;
-				*failed_err = in->err;
-				*failed_send = 0;
+		if (s->pfd[k++].revents) {
+			int r = sd_sock_pull(s, in, got);
+
+			if (r == -2) /* a data connection, gone to socket-data.c */
+				continue;
+			if (r < 0) {
+				int peer = in->peer, err = in->err;
+
+				sd_sock_drop_in(s, in, got);
+				if (peer >= 0 && err)
+					peer_fail(s, peer, err, 0, got);
+				else if (peer >= 0)
+					unclear(s, peer, ECONNRESET, got);
 			}
-			sd_sock_drop_in(s, in, got);
 		}
 	}
 	for (int p = 0; p < s->npeers; p++) {
@@ -422,38 +607,38 @@ static int pass(struct sock *s, int wait_ms, int *got, int *failed_peer, int *fa
 		if (o->fd < 0 || o->err || !(o->head || o->connecting))
 			continue;
 		push(s, p, got);
-		if (o->err && o->head) {
-			if (!*failed_peer) {
-				*failed_peer = p + 1;
-				*failed_err = o->err;
-				*failed_send = 1;
-			}
-			fail_to(s, p, got);
-		}
+		if (o->err)
+			peer_fail(s, p, o->err, 1, got);
 	}
+	sd_sock_data_retry(s);
+	sd_sock_data_drain(s, got);
 	return 0;
 }
 
 static int so_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms, int *got)
 {
 	struct sock *s = S(f);
-	int fp = 0, fe = 0, fs = 0, rc;
+	int rc, fp;
 
 	*got = 0;
+	s->fail_peer = 0;
 	/* Ready work first, without sleeping; then sleep only if none. */
-	rc = pass(s, 0, got, &fp, &fe, &fs);
+	rc = pass(s, 0, got);
 	/* A rank that polls in vain gives its core away: on loopback the
 	 * peer it waits for may need it to send (ranks outnumbering cores
 	 * waited out whole spins, 0.5 ms a message, without this). */
 	if (!rc && !*got && !wait_ms)
 		sched_yield();
 	if (!rc && !*got && wait_ms > 0)
-		rc = pass(s, wait_ms, got, &fp, &fe, &fs);
+		rc = pass(s, wait_ms, got);
 	if (rc)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	fp = s->fail_peer;
+	s->fail_peer = 0;
 	if (fp)
 		return sd_comm_error(c, SMDDP_ENETWORK, "socket transport: %s rank %d failed: %s",
-				     fs ? "sending to" : "receiving from", fp - 1, strerror(fe));
+				     s->fail_send ? "sending to" : "receiving from", fp - 1,
+				     strerror(s->fail_err));
 	return SMDDP_OK;
 }
 
@@ -481,6 +666,20 @@ static void so_cancel(struct sd_fab *f, struct sd_freq *r)
 			sd_sock_complete(x, ECANCELED, 0, 0);
 			return;
 		}
+	/* Waiting for an early message still arriving: it stays for another. */
+	for (struct early *e = s->early; e; e = e->next)
+		if (e->taker == x) {
+			e->taker = NULL;
+			sd_sock_complete(x, ECANCELED, 0, 0);
+			return;
+		}
+	/* A long one's bytes go on into a sink; its op is freed there. */
+	if (sd_sock_data_cancel(s, x)) {
+		r->fc = NULL;
+		r->err = ECANCELED;
+		r->done = 1;
+		return;
+	}
 	/* Being read, or waiting for an early message: it ends as a sink. */
 	x->owner = NULL;
 	r->fc = NULL;
@@ -491,6 +690,7 @@ static void so_cancel(struct sd_fab *f, struct sd_freq *r)
 static int so_forget(struct sd_fab *f, int wait_ms)
 {
 	struct sock *s = S(f);
+	int left = 0;
 
 	(void)wait_ms;
 	for (struct op *x = s->posted, *nx; x; x = nx) {
@@ -523,6 +723,19 @@ static int so_forget(struct sd_fab *f, int wait_ms)
 		struct out *o = &s->outs[p];
 		struct op **pp = &o->head;
 
+		/* Long sends announced: withdrawn; the receiver forgets them. */
+		while (o->wait) {
+			struct op *x = o->wait;
+
+			o->wait = x->next;
+			if (x->owner)
+				x->owner->fc = NULL;
+			if (!o->err)
+				queue_ctl(s, p, F_GONE, x->id);
+			free(x->own);
+			free(x);
+		}
+		pp = &o->head;
 		o->tail = NULL;
 		while (*pp) {
 			struct op *x = *pp;
@@ -535,30 +748,37 @@ static int so_forget(struct sd_fab *f, int wait_ms)
 			if (x->owner)
 				x->owner->fc = NULL;
 			x->owner = NULL;
+			if (x->type == F_PUSH) { /* its pieces are on their way: it stays */
+				o->tail = x;
+				pp = &x->next;
+				continue;
+			}
 			if (x->done == 0 || o->err) { /* nothing of it sent: it never was */
 				*pp = x->next;
 				free(x);
 				continue;
 			}
-			/* half sent: the peer expects the rest; it comes from a copy */
+			/* half sent: the peer expects the rest; it comes from a copy
+			 * (a long send's header: GONE follows it, written()) */
 			size_t at = x->done > HDR ? x->done - HDR : 0;
 
-			if (!x->own) {
-				x->own = malloc(x->len - at ? x->len - at : 1);
+			if (!x->own && x->wire) {
+				x->own = malloc(x->wire - at ? x->wire - at : 1);
 				if (!x->own) { /* cannot finish it: the stream is lost */
 					o->err = ENOMEM;
 					*pp = x->next;
 					free(x);
 					continue;
 				}
-				memcpy(x->own, x->buf + at, x->len - at);
-				x->buf = NULL;
+				memcpy(x->own, x->buf + at, x->wire - at);
 			}
+			x->buf = NULL;
 			o->tail = x;
 			pp = &x->next;
 		}
 	}
-	return 0;
+	sd_sock_data_forget(s, &left);
+	return left;
 }
 
 static int so_poisoned(struct sd_fab *f)
@@ -576,18 +796,18 @@ static int so_close(struct sd_fab *f)
 	if (!s)
 		return 0;
 	so_forget(f, 0);
-	/* What is still queued (abort notices) gets a moment to leave. */
+	/* What is still queued (abort notices, the rest of forgotten sends)
+	 * gets a moment to leave. */
 	for (;;) {
-		int left = 0;
+		int left = sd_sock_data_busy(s);
 
 		for (int p = 0; p < s->npeers; p++)
 			left += s->outs[p].head && !s->outs[p].err;
 		if (!left || sd_now_ns() >= until)
 			break;
-		int fp = 0, fe = 0, fs = 0;
-
-		pass(s, 1, &got, &fp, &fe, &fs);
+		pass(s, 1, &got);
 	}
+	sd_sock_data_close(s);
 	for (int p = 0; p < s->npeers; p++) {
 		struct out *o = &s->outs[p];
 
@@ -595,6 +815,12 @@ static int so_close(struct sd_fab *f)
 			struct op *x = o->head;
 
 			o->head = x->next;
+			sd_sock_complete(x, ECANCELED, 0, 0);
+		}
+		while (o->wait) {
+			struct op *x = o->wait;
+
+			o->wait = x->next;
 			sd_sock_complete(x, ECANCELED, 0, 0);
 		}
 		if (o->fd >= 0)
