@@ -25,9 +25,12 @@
 int sd_wait_more(struct sd_wait *w, int state, int rc, int spins)
 {
 	uint64_t now, spun = 0, next_health = 0, nap = 0, ns;
-	int look = 0;
+	int look = 0, asleep = 0;
 
-	w->start = 0;
+	/* The deadline counts from here, the spin included: on a loaded core
+	 * each sched_yield() can give away a whole time slice, so a spin
+	 * bounded by its count alone can outlast the deadline. */
+	w->start = sd_now_ns();
 	w->expired = 0;
 	for (;; state = w->ready(w->arg, &rc)) {
 	seen:
@@ -39,7 +42,8 @@ int sd_wait_more(struct sd_wait *w, int state, int rc, int spins)
 		case SD_WAIT_MOVED:
 			spins = 0;
 			spun = 0;
-			w->start = 0;
+			asleep = 0;
+			w->start = sd_now_ns();
 			continue;
 		case SD_WAIT_LOOK:
 			/* Ask now, not at the end of the spin or of the
@@ -60,18 +64,19 @@ int sd_wait_more(struct sd_wait *w, int state, int rc, int spins)
 				sd_cpu_relax();
 			/* The clock is read now and then only: it costs more
 			 * than a poll of shared memory. */
-			if (w->spin_ns && (yield || (spins & 15) == 0)) {
+			if (yield || (w->spin_ns && (spins & 15) == 0)) {
 				now = sd_now_ns();
 				if (!spun)
 					spun = now;
-				else if (now - spun >= w->spin_ns)
+				if ((w->spin_ns && now - spun >= w->spin_ns) ||
+				    now - w->start >= w->timeout_ns)
 					spins = w->spin;
 			}
 			continue;
 		}
 		now = sd_now_ns();
-		if (!w->start) {
-			w->start = now;
+		if (!asleep) {
+			asleep = 1;
 			next_health = now + w->liveness_ns;
 			nap = w->nap_ns;
 		}

@@ -92,6 +92,12 @@ static inline __attribute__((always_inline)) int sd_wait(struct sd_wait *w)
 	int spin = w->stop || w->spin_ns ? 0 : w->spin;
 	int spins = 0, rc = SMDDP_OK, state;
 
+	/* 64 yields at most in line, which reads no clock: on a loaded core a
+	 * yield can cost a time slice, and sd_wait_more() bounds the rest of
+	 * the spin by the deadline. */
+	if (mask < 1024 && spin > 64 * (int)(mask + 1))
+		spin = 64 * (int)(mask + 1);
+
 	for (;;) {
 		state = ready(arg, &rc);
 		/* Progress starts the spin again, here as in sd_wait_more():

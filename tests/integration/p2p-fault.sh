@@ -12,7 +12,9 @@ cases() { # PREFIX [launcher args before the program]
 	shift
 	# Rank 0 sends tag 8, rank 1 waits for tag 9: both time out, each
 	# naming the other.
-	run_job "$p-timeout" 60 2 --env SMDDP_TIMEOUT=2 "$@" "$P2P" timeout
+	# Each waits for the other's timeout before it exits (files in $TDIR).
+	rm -f "$TDIR"/timeout-*
+	run_job "$p-timeout" 60 2 --env SMDDP_TIMEOUT=2 --env P2P_SYNC_DIR="$TDIR" "$@" "$P2P" timeout
 	WANT_STATUS= expect_witnesses "$p-timeout" 0 1
 	[ "${elapsed%.*}" -lt 30 ] && pass "$p-timeout: over in ${elapsed} s" ||
 		fail "$p-timeout: took ${elapsed} s for a 2 s deadline"

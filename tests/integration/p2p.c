@@ -818,9 +818,34 @@ static int collsend_mode(void)
 	return failed ? 1 : 0;
 }
 
+/* Wait up to 60 s for a file (the other rank's step): 1 if it came. */
+static int wait_file(const char *dir, const char *name)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	for (int i = 0; i < 6000; i++) {
+		if (access(path, F_OK) == 0)
+			return 1;
+		usleep(10000);
+	}
+	return 0;
+}
+
+static void make_file(const char *dir, const char *name)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if ((f = fopen(path, "w")))
+		fclose(f);
+}
+
 static int timeout_mode(void)
 {
 	static unsigned char b[100000];
+	const char *dir = getenv("P2P_SYNC_DIR");
 	int rc = SMDDP_OK, other = 1 - me;
 
 	if (np != 2)
@@ -837,6 +862,15 @@ static int timeout_mode(void)
 	else
 		printf("FAULT-BAD rank=%d %s: %s\n", me, smddp_strerror(rc), smddp_last_error(comm));
 	fflush(stdout);
+	/* Stay until the other rank has timed out too: on a loaded machine
+	 * one rank can post its call late, and the other's exit would end
+	 * that call with the (right) error that its peer is gone. */
+	if (dir) {
+		snprintf(want, sizeof(want), "timeout-%d", me);
+		make_file(dir, want);
+		snprintf(want, sizeof(want), "timeout-%d", other);
+		wait_file(dir, want);
+	}
 	return 1;
 }
 
@@ -862,30 +896,6 @@ static int kill_mode(void)
 		printf("FAULT-BAD rank=0 %s: %s\n", smddp_strerror(rc), smddp_last_error(comm));
 	fflush(stdout);
 	return 1;
-}
-
-/* Wait up to 60 s for a file (the other rank's step): 1 if it came. */
-static int wait_file(const char *dir, const char *name)
-{
-	char path[4096];
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	for (int i = 0; i < 6000; i++) {
-		if (access(path, F_OK) == 0)
-			return 1;
-		usleep(10000);
-	}
-	return 0;
-}
-
-static void make_file(const char *dir, const char *name)
-{
-	char path[4096];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	if ((f = fopen(path, "w")))
-		fclose(f);
 }
 
 /* Rank 0's send of 1 MiB times out (SMDDP_TIMEOUT short) and it reuses the

@@ -25,6 +25,26 @@ for n in 2 3; do
 		fail "$n ranks on $n hosts from unique ids: exit $status"
 done
 
+# both_fail NAME WANT WHAT: ranks 0 and 1 (pid0, pid1, started at t0, output
+# in $TDIR/NAME.R) must each exit 1 with an INITRANK-BAD line matching WANT,
+# within 30 s.
+both_fail() {
+	local name=$1 want=$2 what=$3 st r
+	wait "$pid0"
+	st0=$?
+	wait "$pid1"
+	st1=$?
+	elapsed=$(since "$t0")
+	cat "$TDIR/$name.0" "$TDIR/$name.1" | sed 's/^/    /'
+	for r in 0 1; do
+		eval "st=\$st$r"
+		[ "$st" -eq 1 ] && grep -q "INITRANK-BAD rank=$r: .*$want" "$TDIR/$name.$r" &&
+			pass "$what: rank $r fails naming both" ||
+			fail "$what: rank $r (exit $st) does not name both"
+	done
+	[ "${elapsed%.*}" -lt 30 ] && pass "they fail in ${elapsed} s" || fail "they took ${elapsed} s"
+}
+
 if fi_info -p sockets -t FI_EP_RDM >/dev/null 2>&1; then
 	# Without a launcher: smddp-run stops the job at the first rank that
 	# fails, and the other must be heard too.
@@ -39,20 +59,8 @@ if fi_info -p sockets -t FI_EP_RDM >/dev/null 2>&1; then
 			>"$TDIR/mix.$r" 2>&1 &
 		eval "pid$r=$!"
 	done
-	wait "$pid0"
-	st0=$?
-	wait "$pid1"
-	st1=$?
-	elapsed=$(since "$t0")
-	cat "$TDIR/mix.0" "$TDIR/mix.1" | sed 's/^/    /'
-	want="the ranks opened different libfabric endpoints: rank 0 tcp;ofi_rxm .*, rank 1 sockets .*SMDDP_NET_TRANSPORT and SMDDP_FABRIC_PROVIDER"
-	for r in 0 1; do
-		eval "st=\$st$r"
-		[ "$st" -eq 1 ] && grep -q "INITRANK-BAD rank=$r: .*$want" "$TDIR/mix.$r" &&
-			pass "rank $r fails naming both ranks' providers" ||
-			fail "rank $r (exit $st) does not say which rank chose which provider"
-	done
-	[ "${elapsed%.*}" -lt 30 ] && pass "they fail in ${elapsed} s" || fail "they took ${elapsed} s"
+	both_fail mix "the ranks opened different libfabric endpoints: rank 0 tcp;ofi_rxm .*, rank 1 sockets .*SMDDP_NET_TRANSPORT and SMDDP_FABRIC_PROVIDER" \
+		"libfabric providers tcp against sockets"
 else
 	echo "(libfabric's sockets provider is missing: the disagreement case is left out)"
 fi
@@ -68,18 +76,6 @@ for r in 0 1; do
 		>"$TDIR/ep.$r" 2>&1 &
 	eval "pid$r=$!"
 done
-wait "$pid0"
-st0=$?
-wait "$pid1"
-st1=$?
-elapsed=$(since "$t0")
-cat "$TDIR/ep.0" "$TDIR/ep.1" | sed 's/^/    /'
-want="the ranks opened different libfabric endpoints: rank 0 sockets .smddp. .*, rank 1 tcp;ofi_rxm .*SMDDP_NET_TRANSPORT"
-for r in 0 1; do
-	eval "st=\$st$r"
-	[ "$st" -eq 1 ] && grep -q "INITRANK-BAD rank=$r: .*$want" "$TDIR/ep.$r" &&
-		pass "sockets against libfabric: rank $r fails naming both endpoints" ||
-		fail "sockets against libfabric: rank $r (exit $st) does not name both endpoints"
-done
-[ "${elapsed%.*}" -lt 30 ] && pass "they fail in ${elapsed} s" || fail "they took ${elapsed} s"
+both_fail ep "the ranks opened different libfabric endpoints: rank 0 sockets .smddp. .*, rank 1 tcp;ofi_rxm .*SMDDP_NET_TRANSPORT" \
+	"sockets against libfabric"
 finish

@@ -9,6 +9,10 @@
 # says otherwise (nvcc's minute buys nothing that a CPU run could check);
 # SMDDP_TORCH_CUDA=1 builds both with CUDA (nvcc needed, no GPU) and checks that.
 . "$top_srcdir/tests/torch/lib.sh"
+# Not shim.sh's copy: this test builds its own, and under make -j shim.sh
+# may be writing $SITE meanwhile, where torch's backend autoload (at
+# setup.py's `import torch`) would find a half-installed smddp.
+export PYTHONPATH=$TESTS_PY
 PY=$(command -v "$PY")
 TIMEOUT=$(command -v timeout)
 SRC=$TDIR/src
@@ -29,7 +33,7 @@ fi
 rm -rf "$SRC/python/build" "$SRC"/python/*.egg-info
 
 # pip, as a user runs it: no installed libsmddp on pkg-config's path, no
-# SMDDP_BUILD_DIR; PYTHONPATH as lib.sh left it does not matter to pip.
+# SMDDP_BUILD_DIR.
 pip_install() {
 	local log=$1
 	shift

@@ -5,6 +5,10 @@
 # -Bsymbolic-functions the copy's code ran on torch's copy's data and died of
 # SIGSEGV formatting a number into an error message.
 . "$top_srcdir/tests/torch/lib.sh"
+# Not shim.sh's copy: this test builds its own, and under make -j shim.sh
+# may be writing $SITE meanwhile, where torch's backend autoload (at
+# setup.py's `import torch`) would find a half-installed smddp.
+export PYTHONPATH=$TESTS_PY
 for tool in g++ gcc nm readelf; do
 	command -v "$tool" >/dev/null || { echo "SKIP: no $tool"; exit 77; }
 done
