@@ -325,7 +325,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allreduce_coalesced(
   std::vector<at::Tensor> touched = reds.empty() ? ts : withFactor(ts, reds[0]);
   Collective spec{c10d::OpType::ALLREDUCE_COALESCED, op, "smddp_allreduce", device, ts,
                   touched, opts.timeout, reds.empty() ? std::nullopt : std::optional(reds[0]),
-                  false, true, syncOf(opts)};
+                  false, true, false}; // a Work always (syncOf)
   if (sameDtype) {
     // One call over a flat copy of all of them, split back after.
     return collective(
@@ -451,7 +451,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allgather_into_tensor_coalesce
     mvs.push_back(movedAs(in.scalar_type()));
   return collective(
       {type, op, "smddp_allgather", device, outputs, all, opts.timeout, std::nullopt, false,
-       true, syncOf(opts)},
+       true, type == c10d::OpType::_ALLGATHER_BASE && syncOf(opts)},
       [ins = inputs, outs = outputs] { return pairsOf(ins, outs); },
       [mvs](RunContext& ctx, size_t i, const at::Tensor& src, const at::Tensor& dst) {
         return smddp_allgather(src.data_ptr(), dst.data_ptr(), unitsOf(src, mvs[i]),
@@ -520,7 +520,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::reduce_scatter_tensor_coalesce
     all = withFactor(all, reds[0]);
   return collective(
       {type, op, "smddp_reduce_scatter", device, outputs, all, opts.timeout,
-       reds.empty() ? std::nullopt : std::optional(reds[0]), false, true, syncOf(opts)},
+       reds.empty() ? std::nullopt : std::optional(reds[0]), false, true,
+       type == c10d::OpType::_REDUCE_SCATTER_BASE && syncOf(opts)},
       [ins = inputs, outs = outputs] { return pairsOf(ins, outs); },
       [dts, reds](RunContext& ctx, size_t i, const at::Tensor& src, const at::Tensor& dst) {
         return smddp_reduce_scatter(src.data_ptr(), dst.data_ptr(), countOf(dst, dts[i]),

@@ -45,6 +45,7 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/version.h>
 
 #include "Tensors.hpp"
 #include "Types.hpp"
@@ -108,12 +109,23 @@ struct Collective {
   std::vector<c10::intrusive_ptr<WorkSMDDP>> members = {}; // a batch's works
 };
 
+// Whether a call torch waits for at once may go on the caller's current
+// stream and return no Work: torch 2.8 and later, where ProcessGroupNCCL
+// returns none for async_op=False and torch's Python (distributed_c10d.py)
+// skips wait() on None.  Before, some options have asyncOp already (2.4:
+// broadcast, all_gather_into_tensor, reduce_scatter_tensor and scatter set
+// it) but torch's Python calls work.wait() on whatever comes back.
+constexpr bool kSyncReturnsNoWork =
+    TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 8);
+
 // Whether torch waits for the call at once instead of handing its Work to
-// the user: opts.asyncOp is false (torch 2.8 and later set it from
-// async_op; older options have no such member, and every call is async).
+// the user (opts.asyncOp false), where kSyncReturnsNoWork.  Only for the
+// calls that ProcessGroupNCCL returns no Work for, so that every caller in
+// torch already expects None from them: the single-tensor collectives,
+// not the coalesced forms.
 template <typename Opts>
 auto syncOfOptions(const Opts& opts, int) -> decltype(opts.asyncOp, bool()) {
-  return !opts.asyncOp;
+  return kSyncReturnsNoWork && !opts.asyncOp;
 }
 template <typename Opts>
 bool syncOfOptions(const Opts&, long) {

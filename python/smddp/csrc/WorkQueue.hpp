@@ -36,7 +36,8 @@
 // the events, the device check and the error handling are the worker's
 // (execute()); the work completes before the call returns, its future's
 // callbacks running on the caller's thread.  A call that torch does not
-// hand back (async_op=False: AllreduceOptions::asyncOp and the like) runs
+// hand back (async_op=False: AllreduceOptions::asyncOp and the like; from
+// torch 2.8, single-tensor collectives: syncOf) runs
 // there on the caller's current stream, as ProcessGroupNCCL does: no
 // events between streams, no recordStream, no future, and no Work for
 // torch to wait() on; its end event is still recorded for the device
