@@ -17,7 +17,11 @@
 #             test_ddp.py, test_p2p.py
 #   dead      without MPS, SMDDP_CUDA_ASYNC=1 (queued, so on the caller's
 #             thread): tests/gpu/torch_errors.py dead, a rank dies after
-#             queueing and the other learns of it by itself
+#             queueing and the other learns of it by itself; deadsync, the
+#             same with async_op=False (no Work: the next call raises)
+#   threads   under MPS: tests/gpu/torch_threads.py, three groups driven
+#             by three threads of each rank at once (the shared event
+#             pool, the caller's-thread path, futures made when asked for)
 #   latency   under MPS: python/bench/torch_latency.py, a small all_reduce
 #             through torch, smddp (caller's thread: its current stream, and
 #             async_op=True on its side stream), smddp (worker) and NCCL
@@ -114,6 +118,17 @@ for s in ${*:-blocking dead queued latency}; do
 			tee -a "$summary"
 		grep -q "smddp: rank 0 of 2: work queued on the GPU failed: " "$TMPD/dead.log" ||
 			{ say "dead: rank 0 did not say that work queued on the GPU failed"; rc=1; }
+		stage deadsync 90 env SMDDP_CUDA_ASYNC=1 SMDDP_TIMEOUT=30 "$RUN" -n 2 --timeout 80 \
+			python3 "$ROOT/tests/gpu/torch_errors.py" deadsync cuda
+		grep -h "ERRORS-\|work queued on the GPU failed" "$TMPD/deadsync.log" | head -6 |
+			tee -a "$summary"
+		;;
+	threads)
+		mps_start
+		stage threads 200 "$RUN" -n 2 --timeout 190 python3 "$ROOT/tests/gpu/torch_threads.py" \
+			cuda 300
+		grep -h "THREADS-" "$TMPD/threads.log" | head -4 | tee -a "$summary"
+		mps_stop
 		;;
 	latency)
 		mps_start
@@ -129,7 +144,7 @@ for s in ${*:-blocking dead queued latency}; do
 		mps_stop
 		;;
 	*)
-		echo "torch-cuda.sh: unknown stage '$s' (blocking dead queued latency profile)" >&2
+		echo "torch-cuda.sh: unknown stage '$s' (blocking dead queued threads latency profile)" >&2
 		exit 2
 		;;
 	esac
