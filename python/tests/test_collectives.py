@@ -10,6 +10,7 @@ out exact in any order and results compare bit for bit.
 import os
 import threading
 import time
+import warnings
 from datetime import timedelta
 
 import torch
@@ -435,6 +436,22 @@ if DEVICE == "cuda":
             host = [(what, H(got), want) for what, got, want in results]
         for what, got, want in host:
             check(same(got, want), f"{what}(async_op=False) on the {name} stream")
+# Functional collectives (torch.compile's, DTensor's) register the Work the
+# backend returns and wait on it later: never None for them (their options
+# keep asyncOp true).
+import torch.distributed._functional_collectives as funcol  # noqa: E402
+
+fx = D(torch.full((8,), float(R + 1)))
+with warnings.catch_warnings():  # torch 2.15 renames them (all_gather_single...)
+    warnings.simplefilter("ignore", FutureWarning)
+    fr = funcol.all_reduce(fx, "sum", dist.group.WORLD)
+    fg = funcol.all_gather_tensor(fx, 0, dist.group.WORLD)
+    fs = funcol.reduce_scatter_tensor(D(torch.full((8 * N,), float(R + 1))), "sum", 0,
+                                      dist.group.WORLD)
+check(same(H(fr), torch.full((8,), float(N * (N + 1) // 2))), "funcol.all_reduce")
+check(same(H(fg), torch.arange(1, N + 1).float().repeat_interleave(8)), "funcol.all_gather_tensor")
+check(same(H(fs), torch.full((8,), float(N * (N + 1) // 2))), "funcol.reduce_scatter_tensor")
+
 # A callback that waits for a later collective (a barrier) on the thread
 # that completes works: the barrier waits for earlier callbacks, but not
 # for one that waits for it (else both would wait out the group's 60 s).
