@@ -93,7 +93,7 @@ check "queued: collectives ran on the caller's thread" $?
 n=$(grep -c "max difference 0" "$LOG")
 atleast "queued: DDP matches gloo ($n lines of max difference 0)" "$n" 8
 
-run dead 150 dead
+run dead 200 dead
 n=$(grep -c "ERRORS-OK rank=0 dead cuda" "$LOG")
 atleast "dead: rank 0 saw the peer's death through its Work ($n ERRORS-OK lines)" "$n" 3
 n=$(grep -c "ERRORS-OK rank=0 deadsync cuda" "$LOG")
