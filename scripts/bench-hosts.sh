@@ -7,7 +7,8 @@
 # Makes HOSTS network namespaces on a bridge (tests/cluster/lib.sh), shapes
 # every host's link with tc tbf at RATE (e.g. 2gbit) when given, sets the MTU,
 # measures raw TCP between h1 and h2 both ways at once (scripts/tcp-rate.py,
-# the link's payload rate), then runs smddp-allreduce-bench --compare mpi through smddp-run --hosts
+# the link's payload rate; with 3 hosts or more also around the ring, which
+# link% then uses), then runs smddp-allreduce-bench --compare mpi through smddp-run --hosts
 # (mpirun) REPEATS times and prints the medians per size, for each collective
 # in turn on the same hosts (-C sendrecv,alltoallv).  Root only; needs a
 # build in ./build (or $BUILD) with libfabric and Open MPI.  Everything is removed on exit
@@ -55,6 +56,22 @@ for ((i = 1; i <= 3; i++)); do
 done
 tcp_mbs=$(printf '%s\n' "${tcp[@]}" | sort -n | sed -n 2p)
 echo "# link h1-h2: raw TCP both ways at once, $((bytes >> 20)) MiB each way: ${tcp_mbs} MB/s per direction (median of ${tcp[*]})"
+# With 3 hosts or more, also around the ring, every hI to the next at once
+# (what a ring's step moves; on a small machine more streams share the
+# cores): the slowest host of a round, median of 3; link% is against it.
+if [ "$hosts" -ge 3 ]; then
+	ring=()
+	for ((i = 1; i <= 3; i++)); do
+		for ((j = 1; j <= hosts; j++)); do
+			on_host "$j" timeout 150 python3 scripts/tcp-rate.py "10.77.0.$j" \
+				"10.77.0.$((j % hosts + 1))" "$bytes" >"$CL_DIR/ring$j" &
+		done
+		wait || true
+		ring+=("$(cat "$CL_DIR"/ring* | sort -n | head -1)")
+	done
+	tcp_mbs=$(printf '%s\n' "${ring[@]}" | sort -n | sed -n 2p)
+	echo "# ring h1-..-h$hosts: raw TCP, every host to the next at once: ${tcp_mbs} MB/s per host (median of ${ring[*]}, each the slowest host's)"
+fi
 for c in ${coll//,/ }; do
 	out="$CL_DIR/runs-$c" # bench-median.py reads every file there: one collective's
 	mkdir -p "$out"

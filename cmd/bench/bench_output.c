@@ -17,11 +17,11 @@
 
 /* ---- output ----------------------------------------------------------------- */
 
-bool progress;
+bool show_progress;
 
 void progress_clear(void)
 {
-	if (progress)
+	if (show_progress)
 		fputs("\r\033[K", stderr);
 }
 
@@ -29,7 +29,7 @@ void progress_show(const struct result *r, const char *be)
 {
 	char root[24] = "";
 
-	if (!progress)
+	if (!show_progress)
 		return;
 	if (r->root >= 0)
 		snprintf(root, sizeof(root), " root %d", r->root);

@@ -321,6 +321,10 @@ static void measure(const struct bench_backend *be, struct bench_call call,
 		finish_call();
 		times[i] = sd_now_s() - t0;
 	}
+	/* Open MPI moves its messages only inside its own calls: a rank whose
+	 * last call returned may still owe a peer data, and waiting in ours
+	 * (the times' allreduce) would leave that peer stuck in its call. */
+	be_barrier(be);
 	double sec = slowest_median(times);
 	m->time_us = sec * 1e6;
 	if (opt.cputime)

@@ -114,7 +114,7 @@ int main(int argc, char **argv)
 			return TOOL_EXIT_FAILURE;
 		}
 	}
-	progress = rank == 0 && isatty(STDERR_FILENO);
+	show_progress = rank == 0 && isatty(STDERR_FILENO);
 
 	buffers_alloc();
 

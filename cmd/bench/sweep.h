@@ -100,7 +100,7 @@ void be_barrier(const struct bench_backend *be);
 void run_sweep(const struct bench_backend *be, struct sweep *s, const struct sweep *ours);
 
 /* bench_output.c: rank 0 prints; progress on stderr when it is a terminal */
-extern bool progress;
+extern bool show_progress;
 extern FILE *json_file; /* -J, rank 0 */
 void progress_clear(void);
 void progress_show(const struct result *r, const char *be);

@@ -39,9 +39,20 @@ static inline void block(size_t count, int p, int b, size_t *lo, size_t *hi)
 	*hi = *lo + count / (size_t)p + ((size_t)b < count % (size_t)p);
 }
 
+/* Bytes per message for a block of blk bytes: the endpoint's chunk
+ * (xfer.h), halved while the block has fewer than four of them. */
+static size_t chunk_bytes(struct smddp_comm *c, size_t blk)
+{
+	size_t C = c->net->chunk;
+
+	while (C / 2 >= c->net->chunk_min && blk / C < 4)
+		C /= 2;
+	return C;
+}
+
 static size_t chunk_elems(struct smddp_comm *c, size_t es, size_t blk)
 {
-	size_t C = c->net->chunk / es;
+	size_t C = chunk_bytes(c, blk * es) / es;
 
 	if (!C)
 		C = 1;
@@ -276,7 +287,7 @@ int sd_net_ring_allgather(struct smddp_comm *c, const struct grp *g, unsigned ph
 			  char *rbuf, const size_t *off, size_t bytes)
 {
 	int p = g->n, me = g->me, right = g->ranks[mod(me + 1, p)], left = g->ranks[mod(me - 1, p)];
-	size_t C = c->net->chunk, nch = bytes ? (bytes + C - 1) / C : 1, M, W = 64;
+	size_t C = chunk_bytes(c, bytes), nch = bytes ? (bytes + C - 1) / C : 1, M, W = 64;
 	struct sd_freq *sreq, *rreq;
 	int rc = SMDDP_OK;
 
@@ -614,7 +625,7 @@ int sd_net_broadcast(struct smddp_comm *c, void *buf, size_t count, enum smddp_d
 {
 	int p = c->size, pos = mod(c->rank - root, p);
 	int next = mod(c->rank + 1, p), prev = mod(c->rank - 1, p);
-	size_t bytes = count * smddp_dtype_size(dt), C = c->net->chunk, nch, W = 64;
+	size_t bytes = count * smddp_dtype_size(dt), C = chunk_bytes(c, bytes), nch, W = 64;
 	struct sd_freq *sreq, *rreq;
 	int rc = SMDDP_OK;
 

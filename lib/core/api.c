@@ -18,7 +18,8 @@
 
 #include "base/errors.h"
 #include "coll/coll.h"
-#include "core/comm.h"
+#include "core/api.h"
+#include "core/said.h"
 #include "core/trace.h"
 #include "cuda/cuda.h"
 #include "transport/transport.h"

@@ -17,7 +17,8 @@
 #include "base/errors.h"
 #include "coll/coll.h"
 #include "coll/net.h"
-#include "core/comm.h"
+#include "core/api.h"
+#include "core/said.h"
 #include "cuda/cuda.h"
 
 /* ---- one batch ------------------------------------------------------------ */

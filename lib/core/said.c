@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "core/comm.h"
+#include "core/said.h"
 
 /* The sentence of the async error that smddp_comm_get_async_error() last
  * reported on this thread, and whose communicator (its serial; 0: none).

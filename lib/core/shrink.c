@@ -42,6 +42,7 @@
 
 #include "base/errors.h"
 #include "core/comm.h"
+#include "core/said.h"
 #include "cuda/cuda.h"
 #include "hash/sha256.h"
 #include "transport/transport.h"

@@ -44,7 +44,7 @@
 #endif
 
 #include "config/param.h"
-#include "core/comm.h"
+#include "core/said.h"
 #include "core/trace.h"
 
 #define SLOTS 64

@@ -2,7 +2,7 @@
 #ifndef SD_TRACE_H
 #define SD_TRACE_H
 
-#include "core/comm.h"
+#include "base/comm-types.h"
 
 /* Creates c's recorder (SMDDP_TRACE_ENTRIES of them; 0: none) and
  * registers it for dumps.  id names the communicator the same way on every

@@ -14,9 +14,9 @@
 #include <cuda_runtime.h>
 
 #include "cuda/cuda.h"
+#include "cuda/device.h"
 #include "cuda/internal.h"
 #include "cuda/kernels.h"
-#include "cuda/proxy.h"
 #include "transport/transport.h"
 #include "util/wait.h"
 

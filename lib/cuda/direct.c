@@ -74,9 +74,11 @@
 
 #include "base/checks.h"
 #include "cuda/cuda.h"
+#include "cuda/device.h"
+#include "cuda/direct.h"
 #include "cuda/internal.h"
+#include "cuda/ipc.h"
 #include "cuda/kernels.h"
-#include "cuda/proxy.h"
 #include "transport/transport.h"
 
 #define REG_MAGIC 0x47455244u /* "DREG" */
@@ -208,17 +210,8 @@ void sd_cuda_direct_setup_done(struct sd_cuda *cu, int on)
 
 int sd_cuda_direct_takes(const struct sd_cuda *cu, const struct sd_cuda_call *k)
 {
-	switch (k->coll) {
-	case SD_COLL_ALLREDUCE:
-	case SD_COLL_ALLGATHER:
-	case SD_COLL_REDUCE_SCATTER:
-	case SD_COLL_BROADCAST:
-	case SD_COLL_REDUCE:
-	case SD_COLL_ALLTOALL:
-		return cu->direct_on && k->count * dtsize(k->dtype) > cu->fast_max;
-	default:
-		return 0;
-	}
+	return sd_cuda_kernels_run(k->coll) && cu->direct_on &&
+	       k->count * dtsize(k->dtype) > cu->fast_max;
 }
 
 /* The peers' slots that changed since we looked, mapped, into the table.
@@ -508,16 +501,11 @@ int sd_cuda_direct_call(struct smddp_comm *c, struct sd_cuda *cu, const struct s
 	cu->reg_own[a.rj].last_k = cu->direct_k;
 	cu->direct_calls++;
 	cu->direct_by[k->coll]++;
-	sd_cuda_fast_launched(c, cu);
-	if ((e = cudaEventRecord(cu->fast_ev, st)) != cudaSuccess)
+	if ((e = sd_cuda_kernels_launched(c, cu, st)) != cudaSuccess)
 		return SD_CUDA_ERR(c, e, "cannot record an event on the stream");
 	SD_TRACE(SD_SUB_COLL, "GPU call %u: direct %s of %zu elements (slots %u/%u, %u/%u%s), queued",
 		 a.call, sd_coll_name(k->coll), k->count, a.sj, a.sg, a.rj, a.rg,
 		 stage ? ", staged" : "");
-	cu->fast_pending = 1;
-	cu->last_st = st;
-	cu->last_slot = -1;
-	cu->last_fast = 1;
 	return SMDDP_OK;
 }
 

@@ -23,14 +23,23 @@
 #include "base/checks.h"
 #include "coll/net.h"
 #include "cuda/cuda.h"
+#include "cuda/device.h"
+#include "cuda/direct.h"
+#include "cuda/fast.h"
 #include "cuda/internal.h"
+#include "cuda/ipc.h"
 #include "cuda/kernels.h"
+#include "cuda/move.h"
 #include "cuda/proxy.h"
+#include "cuda/staged.h"
+#include "cuda/state.h"
 
 /* The streams' waits compare tickets as unsigned numbers
  * (CU_STREAM_WAIT_VALUE_GEQ), which do not wrap: before the count nears
  * 2^32 (past sd_cuda_ticket_limit) the queue drains, every stream passes
- * its last call, and both words start over from 0. */
+ * its last call, and both words start over from 0.  Global, so that the
+ * fake CUDA of the tests can lower it (FAKECUDA_TICKET_LIMIT) to reach that
+ * path. */
 uint32_t sd_cuda_ticket_limit = 0xf0000000u;
 
 static int rewind_tickets(struct smddp_comm *c, struct sd_cuda *cu)

@@ -56,9 +56,11 @@
 #include "clock/clock.h"
 #include "config/param.h"
 #include "cuda/cuda.h"
+#include "cuda/device.h"
+#include "cuda/direct.h"
+#include "cuda/fast.h"
 #include "cuda/internal.h"
 #include "cuda/kernels.h"
-#include "cuda/proxy.h"
 #include "transport/transport.h"
 
 #define FAST_MAGIC 0x54534146u /* "FAST" */
@@ -288,17 +290,8 @@ _Static_assert(SAME(ALLREDUCE) && SAME(ALLGATHER) && SAME(REDUCE_SCATTER) && SAM
  * takes a call when that fits the regions, whatever the collective. */
 int sd_cuda_fast_takes(const struct sd_cuda *cu, const struct sd_cuda_call *k)
 {
-	switch (k->coll) {
-	case SD_COLL_ALLREDUCE:
-	case SD_COLL_ALLGATHER:
-	case SD_COLL_REDUCE_SCATTER:
-	case SD_COLL_BROADCAST:
-	case SD_COLL_REDUCE:
-	case SD_COLL_ALLTOALL:
-		return cu->fast_on && k->count && k->count * dtsize(k->dtype) <= cu->fast_max;
-	default:
-		return 0;
-	}
+	return sd_cuda_kernels_run(k->coll) && cu->fast_on && k->count &&
+	       k->count * dtsize(k->dtype) <= cu->fast_max;
 }
 
 int sd_cuda_fast_call(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_cuda_call *k)
@@ -338,17 +331,12 @@ int sd_cuda_fast_call(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_
 	for (int b = 0; b < a.nblocks; b++)
 		cu->fast_need[par][b] = a.call;
 	cu->fast_k++;
-	if ((e = cudaEventRecord(cu->fast_ev, st)) != cudaSuccess)
+	if ((e = sd_cuda_kernels_launched(c, cu, st)) != cudaSuccess)
 		/* A later call on another stream could not be ordered after it. */
 		return SD_CUDA_ERR(c, e, "cannot record an event on the stream");
+	cu->fast_calls[k->coll]++;
 	SD_TRACE(SD_SUB_COLL, "GPU call %u: fast %s of %zu elements, %d block(s), queued", a.call,
 		 sd_coll_name(k->coll), k->count, a.nblocks);
-	cu->fast_pending = 1;
-	cu->fast_calls[k->coll]++;
-	sd_cuda_fast_launched(c, cu);
-	cu->last_st = st;
-	cu->last_slot = -1;
-	cu->last_fast = 1;
 	return SMDDP_OK;
 }
 

@@ -16,8 +16,8 @@
 
 #include "cuda/cuda.h"
 #include "cuda/internal.h"
+#include "cuda/ipc.h"
 #include "cuda/kernels.h"
-#include "cuda/proxy.h"
 #include "transport/transport.h"
 /* Our own allocation's IPC handle, cached by buffer id. */
 int sd_cuda_own_handle(struct sd_cuda *cu, struct buf_pub *b)

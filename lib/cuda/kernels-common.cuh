@@ -333,4 +333,34 @@ static int by_type(int dtype, int op, F f)
 	}
 }
 
+/* The kernels ks loaded (cudaFuncGetAttributes), until one fails: a
+ * cudaError_t.  Up front, before any stream waits (kernels.h says why). */
+template <typename... K>
+static int load_kernels(K... ks)
+{
+	cudaFuncAttributes fa;
+	cudaError_t e = cudaSuccess;
+
+	((e = e == cudaSuccess ? cudaFuncGetAttributes(&fa, ks) : e), ...);
+	return (int)e;
+}
+
+/* f(Tr{}, OP) for every dtype and op that by_type serves, until one
+ * fails: for load_kernels of every instance. */
+template <typename F>
+static int every_type_op(F f)
+{
+	static const int dtypes[] = {SMDDP_INT8,    SMDDP_UINT8,   SMDDP_INT32,   SMDDP_UINT32,
+				     SMDDP_INT64,   SMDDP_UINT64,  SMDDP_FLOAT16, SMDDP_BFLOAT16,
+				     SMDDP_FLOAT32, SMDDP_FLOAT64};
+	static const int ops[] = {SMDDP_SUM, SMDDP_PROD, SMDDP_MIN, SMDDP_MAX, SMDDP_AVG};
+	int e = 0;
+
+	for (int dt : dtypes)
+		for (int op : ops)
+			if (!e)
+				e = by_type(dt, op, f);
+	return e;
+}
+
 #endif

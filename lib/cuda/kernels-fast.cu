@@ -65,21 +65,22 @@ __device__ __forceinline__ void announce_call(char *const *win, int n, int me, u
 			(uint64_t)tag << 32 | call;
 }
 
-/* Step 1: peer q has consumed block b's last push of this parity. */
-__device__ int fast_wait_consumed(const sd_fast_args &a, int q, uint64_t deadline, uint32_t *seen)
+/* Until the count *f of peer q reaches want (as 32-bit counts that wrap),
+ * checking the peers (check_common) every 2048 polls: its failure, with
+ * what *f said in *seen.  Fast and direct kernels (Args: sd_fast_args,
+ * sd_direct_args).  The waits on announcements (fast_wait_arrived,
+ * direct_wait_ann) stay written out: each tells its own mismatches. */
+template <typename Args>
+__device__ __forceinline__ int wait_count(const Args &a, const volatile uint32_t *f, uint32_t want,
+					  int q, uint64_t deadline, uint32_t *seen)
 {
-	const volatile uint32_t *f =
-		(const volatile uint32_t *)(a.win[a.rank] +
-					    sd_fast_consumed_off(a.nranks, a.par, q, blockIdx.x));
-	const uint32_t need = a.need[blockIdx.x];
-
 	for (unsigned spin = 1;; spin++) {
-		uint32_t v = *f;
+		const uint32_t v = *f;
 
-		if ((int32_t)(v - need) >= 0)
+		if ((int32_t)(v - want) >= 0)
 			return SD_FAST_OK;
 		if ((spin & 2047) == 0) {
-			int e = fast_check(a, q, deadline);
+			int e = check_common(a.host, a.win, a.rank, q, deadline, a.call, a.tag);
 
 			if (e) {
 				*seen = v;
@@ -88,6 +89,15 @@ __device__ int fast_wait_consumed(const sd_fast_args &a, int q, uint64_t deadlin
 		}
 		poll_pause(spin);
 	}
+}
+
+/* Step 1: peer q has consumed block b's last push of this parity. */
+__device__ int fast_wait_consumed(const sd_fast_args &a, int q, uint64_t deadline, uint32_t *seen)
+{
+	const size_t off = sd_fast_consumed_off(a.nranks, a.par, q, blockIdx.x);
+
+	return wait_count(a, (const volatile uint32_t *)(a.win[a.rank] + off), a.need[blockIdx.x], q,
+			  deadline, seen);
 }
 
 /* Step 3: peer q's chunk b of this call is in our inbox. */
@@ -376,23 +386,10 @@ __device__ uint64_t direct_resolve(const sd_direct_args &a, int q, uint32_t j, u
 /* Step 5: peer q is done with this call. */
 __device__ int direct_wait_done(const sd_direct_args &a, int q, uint64_t deadline, uint32_t *seen)
 {
-	const volatile uint32_t *f = (const volatile uint32_t *)(a.win[a.rank] + SD_DIRECT_DONE + (size_t)q * 4);
+	const size_t off = SD_DIRECT_DONE + (size_t)q * 4;
 
-	for (unsigned spin = 1;; spin++) {
-		const uint32_t v = *f;
-
-		if ((int32_t)(v - a.call) >= 0)
-			return SD_FAST_OK;
-		if ((spin & 2047) == 0) {
-			int e = direct_check(a, q, deadline);
-
-			if (e) {
-				*seen = v;
-				return e;
-			}
-		}
-		poll_pause(spin);
-	}
+	return wait_count(a, (const volatile uint32_t *)(a.win[a.rank] + off), a.call, q, deadline,
+			  seen);
 }
 
 /* A failure, recorded as the fast kernel does: the first block of the
@@ -661,39 +658,12 @@ extern "C" int sd_cuda_kernel_direct(const struct sd_direct_args *a, int dtype, 
 	});
 }
 
-template <typename Tr>
-static cudaError_t load_ops()
-{
-	cudaFuncAttributes fa;
-	cudaError_t e = cudaSuccess;
-
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast<Tr, SMDDP_SUM>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast<Tr, SMDDP_PROD>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast<Tr, SMDDP_MIN>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast<Tr, SMDDP_MAX>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_fast<Tr, SMDDP_AVG>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct<Tr, SMDDP_SUM>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct<Tr, SMDDP_PROD>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct<Tr, SMDDP_MIN>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct<Tr, SMDDP_MAX>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_direct<Tr, SMDDP_AVG>);
-	return e;
-}
-
 extern "C" int sd_cuda_kernels_load_fast(void)
 {
-	cudaFuncAttributes fa;
-	cudaError_t e = cudaFuncGetAttributes(&fa, k_direct_meet);
+	int e = load_kernels(k_direct_meet);
 
-	if (e == cudaSuccess) e = load_ops<int_traits<int8_t, uint8_t>>();
-	if (e == cudaSuccess) e = load_ops<int_traits<uint8_t, uint8_t>>();
-	if (e == cudaSuccess) e = load_ops<int_traits<int32_t, uint32_t>>();
-	if (e == cudaSuccess) e = load_ops<int_traits<uint32_t, uint32_t>>();
-	if (e == cudaSuccess) e = load_ops<int_traits<int64_t, uint64_t>>();
-	if (e == cudaSuccess) e = load_ops<int_traits<uint64_t, uint64_t>>();
-	if (e == cudaSuccess) e = load_ops<half_traits>();
-	if (e == cudaSuccess) e = load_ops<bf16_traits>();
-	if (e == cudaSuccess) e = load_ops<float_traits<float>>();
-	if (e == cudaSuccess) e = load_ops<float_traits<double>>();
-	return (int)e;
+	return e ? e : every_type_op([](auto tr, auto o) {
+		return load_kernels(k_fast<decltype(tr), decltype(o)::value>,
+				    k_direct<decltype(tr), decltype(o)::value>);
+	});
 }

@@ -155,44 +155,16 @@ extern "C" int sd_cuda_kernel_reduce(const struct sd_cuda_kargs *in, int dtype, 
 	});
 }
 
-template <typename Tr>
-static cudaError_t load_ops()
-{
-	cudaFuncAttributes fa;
-	cudaError_t e = cudaSuccess;
-
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce<Tr, SMDDP_SUM>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce<Tr, SMDDP_PROD>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce<Tr, SMDDP_MIN>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce<Tr, SMDDP_MAX>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce<Tr, SMDDP_AVG>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce_at<Tr, SMDDP_SUM>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce_at<Tr, SMDDP_PROD>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce_at<Tr, SMDDP_MIN>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce_at<Tr, SMDDP_MAX>);
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_reduce_at<Tr, SMDDP_AVG>);
-	return e;
-}
-
 extern "C" int sd_cuda_kernels_load(void)
 {
-	cudaFuncAttributes fa;
-	cudaError_t e = cudaFuncGetAttributes(&fa, k_copy_pairs);
+	int e = load_kernels(k_copy_pairs, k_copy_pairs_at);
 
-	if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, k_copy_pairs_at);
-
-	if (e == cudaSuccess) e = load_ops<int_traits<int8_t, uint8_t>>();
-	if (e == cudaSuccess) e = load_ops<int_traits<uint8_t, uint8_t>>();
-	if (e == cudaSuccess) e = load_ops<int_traits<int32_t, uint32_t>>();
-	if (e == cudaSuccess) e = load_ops<int_traits<uint32_t, uint32_t>>();
-	if (e == cudaSuccess) e = load_ops<int_traits<int64_t, uint64_t>>();
-	if (e == cudaSuccess) e = load_ops<int_traits<uint64_t, uint64_t>>();
-	if (e == cudaSuccess) e = load_ops<half_traits>();
-	if (e == cudaSuccess) e = load_ops<bf16_traits>();
-	if (e == cudaSuccess) e = load_ops<float_traits<float>>();
-	if (e == cudaSuccess) e = load_ops<float_traits<double>>();
-	if (e == cudaSuccess) e = (cudaError_t)sd_cuda_kernels_load_fast();
-	return (int)e;
+	if (!e)
+		e = every_type_op([](auto tr, auto o) {
+			return load_kernels(k_reduce<decltype(tr), decltype(o)::value>,
+					    k_reduce_at<decltype(tr), decltype(o)::value>);
+		});
+	return e ? e : sd_cuda_kernels_load_fast();
 }
 
 extern "C" int sd_cuda_kernel_copy_pairs(const void *const *src, void *const *dst, int npairs,

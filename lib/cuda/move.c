@@ -15,9 +15,11 @@
 #include "base/checks.h"
 #include "clock/clock.h"
 #include "cuda/cuda.h"
+#include "cuda/device.h"
 #include "cuda/internal.h"
+#include "cuda/ipc.h"
 #include "cuda/kernels.h"
-#include "cuda/proxy.h"
+#include "cuda/move.h"
 #include "transport/transport.h"
 
 static cudaError_t q_stream(void *s)

@@ -53,8 +53,10 @@
 #include "coll/coll.h"
 #include "coll/net.h"
 #include "cuda/cuda.h"
+#include "cuda/device.h"
 #include "cuda/internal.h"
-#include "cuda/proxy.h"
+#include "cuda/ipc.h"
+#include "cuda/state.h"
 #include "transport/transport.h"
 
 /* Keys of answers and data: bit 32 or 33, which no tag (up to bit 30) nor

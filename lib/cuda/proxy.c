@@ -85,9 +85,15 @@
 #include "clock/clock.h"
 #include "coll/net.h"
 #include "cuda/cuda.h"
+#include "cuda/device.h"
+#include "cuda/direct.h"
+#include "cuda/fast.h"
 #include "cuda/internal.h"
+#include "cuda/ipc.h"
 #include "cuda/kernels.h"
+#include "cuda/move.h"
 #include "cuda/proxy.h"
+#include "cuda/staged.h"
 #include "transport/transport.h"
 
 static void *proxy_main(void *arg);

@@ -65,8 +65,9 @@
 #include "coll/coll.h"
 #include "coll/net.h"
 #include "cuda/cuda.h"
+#include "cuda/device.h"
 #include "cuda/internal.h"
-#include "cuda/proxy.h"
+#include "cuda/staged.h"
 #include "transport/transport.h"
 
 #define NSLOT 2
@@ -136,11 +137,23 @@ struct plan {
 	uint32_t t0;     /* chunk i's ticket: t0 + i */
 };
 
-/* Elements [o, o + L) of chunk i. */
-static void chunk_of(const struct plan *p, size_t i, size_t *o, size_t *L)
+/* Chunk i: elements [o, o + L) of each block, staged in slot S. */
+struct chunk {
+	char *S;
+	size_t L, Lb; /* elements, bytes */
+	size_t ob;    /* o in bytes */
+};
+
+static struct chunk chunk_of(const struct sd_stage *s, const struct plan *p, size_t i)
 {
-	*o = i * p->len;
-	*L = p->k->count - *o < p->len ? p->k->count - *o : p->len;
+	struct chunk ch;
+	size_t o = i * p->len;
+
+	ch.S = s->host + (i % NSLOT) * s->slot;
+	ch.L = p->k->count - o < p->len ? p->k->count - o : p->len;
+	ch.Lb = ch.L * p->es;
+	ch.ob = o * p->es;
+	return ch;
 }
 
 /* cudaMemcpy2DAsync, or one copy per row where a pitch is beyond what it
@@ -162,31 +175,27 @@ static cudaError_t copy2d(void *dst, size_t dpitch, const void *src, size_t spit
 static cudaError_t copy_up(struct sd_cuda *cu, const struct plan *p, size_t i, cudaStream_t st)
 {
 	const struct sd_cuda_call *k = p->k;
-	char *S = cu->stage->host + (i % NSLOT) * cu->stage->slot;
-	size_t o, L;
+	const struct chunk ch = chunk_of(cu->stage, p, i);
 	cudaError_t e = cudaSuccess;
-
-	chunk_of(p, i, &o, &L);
-	size_t Lb = L * p->es, ob = o * p->es;
 
 	switch (k->coll) {
 	case SD_COLL_ALLREDUCE:
 	case SD_COLL_REDUCE:
-		e = cudaMemcpyAsync(S, (const char *)k->sendbuf + ob, Lb, cudaMemcpyDeviceToHost,
-				    st);
+		e = cudaMemcpyAsync(ch.S, (const char *)k->sendbuf + ch.ob, ch.Lb,
+				    cudaMemcpyDeviceToHost, st);
 		break;
 	case SD_COLL_BROADCAST:
 		if (p->r == k->root)
-			e = cudaMemcpyAsync(S, (const char *)k->recvbuf + ob, Lb,
+			e = cudaMemcpyAsync(ch.S, (const char *)k->recvbuf + ch.ob, ch.Lb,
 					    cudaMemcpyDeviceToHost, st);
 		break;
 	case SD_COLL_ALLGATHER:
-		e = cudaMemcpyAsync(S + (size_t)p->r * Lb, (const char *)k->sendbuf + ob, Lb,
-				    cudaMemcpyDeviceToHost, st);
+		e = cudaMemcpyAsync(ch.S + (size_t)p->r * ch.Lb, (const char *)k->sendbuf + ch.ob,
+				    ch.Lb, cudaMemcpyDeviceToHost, st);
 		break;
 	default: /* reduce_scatter, alltoall: block q at o into S[q] */
-		e = copy2d(S, Lb, (const char *)k->sendbuf + ob, p->m, Lb, (size_t)p->n,
-			   cudaMemcpyDeviceToHost, st);
+		e = copy2d(ch.S, ch.Lb, (const char *)k->sendbuf + ch.ob, p->m, ch.Lb,
+			   (size_t)p->n, cudaMemcpyDeviceToHost, st);
 		break;
 	}
 	if (e == cudaSuccess && sd_cuda_write32(st, cu->up_dev, p->t0 + (uint32_t)i))
@@ -198,36 +207,33 @@ static cudaError_t copy_up(struct sd_cuda *cu, const struct plan *p, size_t i, c
 static cudaError_t copy_down(struct sd_cuda *cu, const struct plan *p, size_t i, cudaStream_t st)
 {
 	const struct sd_cuda_call *k = p->k;
-	char *S = cu->stage->host + (i % NSLOT) * cu->stage->slot;
-	size_t o, L;
+	const struct chunk ch = chunk_of(cu->stage, p, i);
 	cudaError_t e = cudaSuccess;
-
-	chunk_of(p, i, &o, &L);
-	size_t Lb = L * p->es, ob = o * p->es;
-	char *R = k->recvbuf ? (char *)k->recvbuf + ob : NULL; /* NULL: reduce, not root */
+	char *R = k->recvbuf ? (char *)k->recvbuf + ch.ob : NULL; /* NULL: reduce, not root */
 
 	if (sd_cuda_wait32(st, cu->word_dev, p->t0 + (uint32_t)i))
 		return cudaErrorNotSupported; /* stream memory operations unavailable */
 	switch (k->coll) {
 	case SD_COLL_ALLREDUCE:
-		e = cudaMemcpyAsync(R, S, Lb, cudaMemcpyHostToDevice, st);
+		e = cudaMemcpyAsync(R, ch.S, ch.Lb, cudaMemcpyHostToDevice, st);
 		break;
 	case SD_COLL_REDUCE:
 		if (p->r == k->root)
-			e = cudaMemcpyAsync(R, S, Lb, cudaMemcpyHostToDevice, st);
+			e = cudaMemcpyAsync(R, ch.S, ch.Lb, cudaMemcpyHostToDevice, st);
 		break;
 	case SD_COLL_BROADCAST:
 		if (p->r != k->root)
-			e = cudaMemcpyAsync(R, S, Lb, cudaMemcpyHostToDevice, st);
+			e = cudaMemcpyAsync(R, ch.S, ch.Lb, cudaMemcpyHostToDevice, st);
 		break;
 	case SD_COLL_ALLGATHER:
-		e = copy2d(R, p->m, S, Lb, Lb, (size_t)p->n, cudaMemcpyHostToDevice, st);
+		e = copy2d(R, p->m, ch.S, ch.Lb, ch.Lb, (size_t)p->n, cudaMemcpyHostToDevice, st);
 		break;
 	case SD_COLL_REDUCE_SCATTER:
-		e = cudaMemcpyAsync(R, S + (size_t)p->r * Lb, Lb, cudaMemcpyHostToDevice, st);
+		e = cudaMemcpyAsync(R, ch.S + (size_t)p->r * ch.Lb, ch.Lb, cudaMemcpyHostToDevice,
+				    st);
 		break;
 	default: /* alltoall */
-		e = copy2d(R, p->m, S + (size_t)p->n * Lb, Lb, Lb, (size_t)p->n,
+		e = copy2d(R, p->m, ch.S + (size_t)p->n * ch.Lb, ch.Lb, ch.Lb, (size_t)p->n,
 			   cudaMemcpyHostToDevice, st);
 		break;
 	}
@@ -239,22 +245,20 @@ static int host_chunk(struct smddp_comm *c, const struct sd_stage *s, const stru
 		      size_t i)
 {
 	const struct sd_cuda_call *k = p->k;
-	char *S = s->host + (i % NSLOT) * s->slot;
-	size_t o, L;
+	const struct chunk ch = chunk_of(s, p, i);
 	enum smddp_dtype dt = (enum smddp_dtype)k->dtype;
 	enum smddp_op op = (enum smddp_op)k->op;
 
-	chunk_of(p, i, &o, &L);
-	size_t Lb = L * p->es;
-
 	switch (k->coll) {
-	case SD_COLL_ALLREDUCE: return sd_coll_allreduce(c, S, S, L, dt, op);
-	case SD_COLL_REDUCE: return sd_coll_reduce(c, S, S, L, dt, op, k->root);
-	case SD_COLL_BROADCAST: return sd_coll_broadcast(c, S, L, dt, k->root);
-	case SD_COLL_ALLGATHER: return sd_coll_allgather(c, S + (size_t)p->r * Lb, S, L, dt);
+	case SD_COLL_ALLREDUCE: return sd_coll_allreduce(c, ch.S, ch.S, ch.L, dt, op);
+	case SD_COLL_REDUCE: return sd_coll_reduce(c, ch.S, ch.S, ch.L, dt, op, k->root);
+	case SD_COLL_BROADCAST: return sd_coll_broadcast(c, ch.S, ch.L, dt, k->root);
+	case SD_COLL_ALLGATHER:
+		return sd_coll_allgather(c, ch.S + (size_t)p->r * ch.Lb, ch.S, ch.L, dt);
 	case SD_COLL_REDUCE_SCATTER:
-		return sd_coll_reduce_scatter(c, S, S + (size_t)p->r * Lb, L, dt, op);
-	case SD_COLL_ALLTOALL: return sd_coll_alltoall(c, S, S + (size_t)p->n * Lb, L, dt);
+		return sd_coll_reduce_scatter(c, ch.S, ch.S + (size_t)p->r * ch.Lb, ch.L, dt, op);
+	case SD_COLL_ALLTOALL:
+		return sd_coll_alltoall(c, ch.S, ch.S + (size_t)p->n * ch.Lb, ch.L, dt);
 	default:
 		return sd_comm_error(c, SMDDP_EINTERNAL, "no staged algorithm for %s",
 				     sd_coll_name(k->coll));

@@ -24,9 +24,15 @@
 #include "coll/net.h"
 #include "config/param.h"
 #include "cuda/cuda.h"
+#include "cuda/device.h"
+#include "cuda/direct.h"
+#include "cuda/fast.h"
 #include "cuda/internal.h"
+#include "cuda/ipc.h"
 #include "cuda/kernels.h"
 #include "cuda/proxy.h"
+#include "cuda/staged.h"
+#include "cuda/state.h"
 
 /* SMDDP_CUDA_ASYNC: auto (-1), or a boolean (the parameter's check has
  * accepted it). */

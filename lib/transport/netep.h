@@ -28,6 +28,18 @@ struct sd_ep_ops;
 /* An endpoint; each kind embeds this first. */
 struct sd_fab {
 	const struct sd_ep_ops *ops;
+	/* Set at open: the size of message this endpoint moves best, for a
+	 * caller that cuts long messages (net.c's point to point) to cut them
+	 * into.  libfabric's tcp;ofi_rxm sends up to 64 KiB eagerly, and a
+	 * larger message's rendezvous waits behind the data going the other
+	 * way; the sockets take their long way (over the data connections,
+	 * read in place) only from SMDDP_SOCKET_LONG. */
+	size_t piece;
+	/* Set at open: the chunk of the rings and chains (net-algo.c) unless
+	 * SMDDP_NET_CHUNK says otherwise.  Over rxm 128 KiB keeps a shaped
+	 * link full; the sockets pay a system call or more per message and
+	 * per poll, so they want fewer, larger ones. */
+	size_t chunk;
 };
 
 #define SD_FAB_NAME_MAX 200

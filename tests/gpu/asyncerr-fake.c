@@ -18,7 +18,7 @@
 
 #include <smddp/smddp.h>
 
-#include "cuda/proxy.h"
+#include "cuda/state.h"
 #include "transport/transport.h"
 
 /* ---- lib/cuda/enqueue.c, state.c and proxy.c, replaced -----------------------------

@@ -62,7 +62,7 @@
  * creation (cuStreamGetDevice), memory to the GPU current at its
  * allocation; all GPUs are one (the same UUID, the same memory).
  * FAKECUDA_TICKET_LIMIT=N: the library starts its tickets over once N are
- * taken (sd_cuda_ticket_limit, proxy.c), not near 2^32.
+ * taken (sd_cuda_ticket_limit, enqueue.c), not near 2^32.
  * FAKECUDA_FAIL=R:launch:N or R:record:N: on rank R the Nth kernel launch
  * (cudaErrorLaunchOutOfResources) or the Nth cudaEventRecord
  * (cudaErrorLaunchFailure) fails, counted from 1 over the whole process:

@@ -45,6 +45,7 @@
 
 #include <smddp/smddp.h>
 
+#include "../integration/shrink-stage.h" /* bad(), wrank: victims are named by world rank */
 #include "gpu-conformance.h"
 
 #define MAXR 64
@@ -53,7 +54,6 @@
  * owner's allocations this process has mapped. */
 int fake_ipc_mapped_of(int owner) __attribute__((weak));
 
-static int wrank = -1;       /* the world rank: victims are named so */
 static int members[MAXR], nmembers; /* world rank of each rank of comm */
 static double kill_after;
 /* SHRINK_IN=fast|direct|proxy: the victims die just before a call of that
@@ -62,20 +62,6 @@ static int die_before = -1;
 static int victim_now;
 static const char *planned_list = ""; /* the ranks a planned stage leaves ("p1") */
 static const char *const died_in[8] = {"", "allgather", "", "reduce_scatter", "allreduce"};
-
-static void bad(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void bad(const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("SHRINK-BAD rank=%d: ", wrank);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-	exit(1);
-}
 
 static void *killer(void *arg)
 {
@@ -419,8 +405,7 @@ static void ones_in_dsend(void)
 
 int shrink(int argc, char **argv, size_t large, int quick, int small)
 {
-	const char *fl = getenv("SHRINK_FLAGS");
-	int flags = fl && !strcmp(fl, "abort") ? SMDDP_SHRINK_ABORT : SMDDP_SHRINK_DEFAULT;
+	int flags = shrink_flags();
 	const char *in = getenv("SHRINK_IN");
 
 	/* until_failure's calls: 1 a small allgather, 4 a large allreduce,
@@ -439,7 +424,7 @@ int shrink(int argc, char **argv, size_t large, int quick, int small)
 		members[k] = k;
 	ones_in_dsend();
 	for (int i = 2; i < argc; i++) {
-		int v[MAXR], nv = 0, planned;
+		int v[MAXR], nv, planned;
 		const char *s = argv[i];
 
 		if (!strcmp(s, "--large") || !strcmp(s, "--coll")) {
@@ -450,12 +435,7 @@ int shrink(int argc, char **argv, size_t large, int quick, int small)
 			continue;
 		if ((planned = s[0] == 'p'))
 			planned_list = ++s;
-		while (*s && nv < MAXR) {
-			v[nv++] = atoi(s);
-			if (!(s = strchr(s, '+')))
-				break;
-			s++;
-		}
+		nv = shrink_stage_ranks(s, v, MAXR);
 		stage(v, nv, planned, ++stages, flags, large, quick, small);
 		ones_in_dsend(); /* the matrix wrote it */
 	}

@@ -747,16 +747,19 @@ out:
 }
 
 /* Messages just under, at and over 64 KiB and of several MiB (libfabric's
- * eager limit, where the fabric cuts messages into pieces), sizes that
- * differ both ways across it, and receives from any source. */
+ * eager limit, where the fabric cuts messages into pieces; the sockets cut
+ * them at 4 MiB, their credit), sizes that differ both ways across it, and
+ * receives from any source. */
 static int pieces_mode(void)
 {
-	static const size_t sizes[] = {KIB64 - 1, KIB64, KIB64 + 1, 3 * 1048576 + 17};
+	static const size_t sizes[] = {KIB64 - 1, KIB64, KIB64 + 1, 3 * 1048576 + 17,
+				       9 * 1048576 + 17};
 	/* sent, received, from any source; up to 64 KiB a message is one
 	 * send, which between hosts may meet a smaller receive */
 	static const size_t wrong[][3] = {
 		{KIB64 + 1, KIB64, 0}, {KIB64, KIB64 + 1, 0}, {KIB64 - 1, KIB64 + 1, 0},
 		{3 * 1048576 + 17, 3 * 1048576 + 16, 0}, {3 * 1048576 + 16, 3 * 1048576 + 17, 0},
+		{9 * 1048576 + 17, 9 * 1048576 + 16, 0}, {9 * 1048576 + 16, 9 * 1048576 + 17, 0},
 		{1048576, 5, 0}, {5, 1048576, 0}, {1048576, 100, 0}, {100, 2 * KIB64, 0},
 		{100, 64, 0}, {40960, 20480, 0}, {KIB64, KIB64 - 1, 0}, {10, 5, 0},
 		{20480, 40960, 0}, {100, 64, 1}, {40960, 20480, 1}, {10, 5, 1},

@@ -44,24 +44,12 @@
 #include <smddp/smddp.h>
 
 #include "clock.h" /* lib/clock/: the one clock */
+#include "shrink-stage.h"
 
 #define MAXR 64
 
-static int wrank = -1, wsize;
+static int wsize;
 static int flags;
-
-static void bad(const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("SHRINK-BAD rank=%d: ", wrank);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-	exit(1);
-}
 
 static int count_fds(void)
 {
@@ -279,20 +267,6 @@ static void stage(struct smddp_comm **cp, int *members, int *n, const int *victi
 	*cp = nc;
 }
 
-static int parse_stage(const char *s, int *v)
-{
-	int n = 0;
-
-	while (*s && n < MAXR) {
-		v[n++] = atoi(s);
-		s = strchr(s, '+');
-		if (!s)
-			break;
-		s++;
-	}
-	return n;
-}
-
 static void mode_kill(struct smddp_comm *c, int nstages, char **stages)
 {
 	int members[MAXR], n = wsize;
@@ -300,7 +274,7 @@ static void mode_kill(struct smddp_comm *c, int nstages, char **stages)
 	for (int i = 0; i < n; i++)
 		members[i] = i;
 	for (int s = 0; s < nstages; s++) {
-		int v[MAXR], nv = parse_stage(stages[s], v);
+		int v[MAXR], nv = shrink_stage_ranks(stages[s], v, MAXR);
 
 		stage(&c, members, &n, v, nv, s + 1);
 	}
@@ -439,7 +413,7 @@ static void mode_bad(struct smddp_comm *c)
 int main(int argc, char **argv)
 {
 	struct smddp_comm *c = NULL;
-	const char *fl = getenv("SHRINK_FLAGS"), *fds = getenv("SHRINK_FDS");
+	const char *fds = getenv("SHRINK_FDS");
 	int rc, fds0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -448,7 +422,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: shrink kill STAGE... | planned VICTIM | split VICTIM | bad\n");
 		return 2;
 	}
-	flags = fl && !strcmp(fl, "abort") ? SMDDP_SHRINK_ABORT : SMDDP_SHRINK_DEFAULT;
+	flags = shrink_flags();
 	fds0 = count_fds();
 	rc = smddp_init(&c);
 	if (rc) {

@@ -12,7 +12,8 @@
 # each one defines and which it uses, and fails when file A uses a symbol
 # that file B defines while B uses one that A defines: a two-way call,
 # which makes A and B one unit in all but name (neither can be read,
-# tested or moved without the other).  Calls through a function pointer
+# tested or moved without the other); and when files call each other
+# round a longer circle (A -> B -> C -> A), naming its files and arrows.  Calls through a function pointer
 # are not seen, which is the point: a lower file that needs the upper one
 # takes a callback.  It also fails on a line of tests/layers/calls-allow
 # that names no such pair any more (that list only shrinks).
@@ -56,11 +57,14 @@ nobj=$(grep -c . <<<"$objects")
 
 # "D SOURCE SYMBOL" for each global symbol an object defines, "U SOURCE
 # SYMBOL" for each it uses; then the pairs of sources that use each other.
-pairs=$(
+symbols=$(
 	while read -r s o; do
 		nm -P -g --defined-only "$o" | awk -v s="$s" '{ print "D " s " " $1 }'
 		nm -P -u "$o" | awk -v s="$s" '{ print "U " s " " $1 }'
-	done <<<"$objects" | awk '
+	done <<<"$objects"
+)
+pairs=$(
+	awk '
 	$1 == "D" { def[$3] = $2; next }
 	$1 == "U" { use[NR] = $2 " " $3; next }
 	END {
@@ -82,8 +86,20 @@ pairs=$(
 			if ((r in seen) && ab[1] < ab[2])
 				print ab[1] " " ab[2] "\t" syms[k] "\t" syms[r]
 		}
-	}' | LC_ALL=C sort
+	}' <<<"$symbols" | LC_ALL=C sort
 )
+# "A B" for each file A that uses a symbol of file B: the graph in which a
+# longer circle (A -> B -> C -> A) is looked for.
+edges=$(awk '
+	$1 == "D" { def[$3] = $2; next }
+	$1 == "U" { use[NR] = $2 " " $3 }
+	END {
+		for (i in use) {
+			split(use[i], w, " ")
+			if ((w[2] in def) && def[w[2]] != w[1])
+				print w[1] " " def[w[2]]
+		}
+	}' <<<"$symbols" | LC_ALL=C sort -u)
 
 bad=0
 # The allowlist: "A B" of each line (A before B in C order), comments and reasons dropped.
@@ -108,6 +124,19 @@ while IFS= read -r a; do
 	fi
 done <<<"$allowed"
 
+# Longer circles: tsort names the files of one.  The pairs above are
+# circles too; they are told there, with their symbols.
+if [ -n "$edges" ]; then
+	loop=$(tsort <<<"$edges" 2>&1 >/dev/null | grep -v 'input contains a loop' | sed 's/^tsort: //')
+	if [ -n "$loop" ] && [ "$(grep -c . <<<"$loop")" -gt 2 ]; then
+		echo "FAIL: files call each other round a circle:" $loop
+		while read -r a b; do
+			grep -qxF "$a" <<<"$loop" && grep -qxF "$b" <<<"$loop" && echo "  $a -> $b"
+		done <<<"$edges"
+		bad=1
+	fi
+fi
+
 npairs=$(grep -c . <<<"$pairs")
 nallow=$(grep -c . <<<"$allowed")
 if [ "$bad" -ne 0 ]; then
@@ -116,5 +145,5 @@ if [ "$bad" -ne 0 ]; then
 	echo "callback, or what both need moves to a file below both (docs/internals/LAYERS.md)."
 	exit 1
 fi
-echo "ok: no two of the $nobj objects of libsmddp call each other, but for $nallow listed in tests/layers/calls-allow"
+echo "ok: no two of the $nobj objects of libsmddp call each other (nor round a circle), but for $nallow listed in tests/layers/calls-allow"
 exit 0

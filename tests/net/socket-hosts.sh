@@ -5,9 +5,10 @@
 # point to point and uneven all-to-all across hosts, then failures: a rank
 # killed between calls and in the middle of a large allreduce (every
 # survivor names it with SMDDP_EPEER), and a mismatch under
-# SMDDP_CHECK_COLL.  Then the long messages' paths forced (socket-data.c):
+# SMDDP_CHECK_COLL.  Then the long messages' paths forced (socket-long.c):
 # every message from 4K up by rendezvous (no credit), over 3 data
-# connections with a thread each: point to point, collectives checked
+# connections with a thread each: point to point (and pieces cut at
+# different sizes by sender and receiver), collectives checked
 # byte for byte, a send that times out and is forgotten while its receiver
 # has not posted (the receive then fails naming rank 0, never taking the
 # reused buffer's bytes), a rank killed mid-message.
@@ -55,6 +56,12 @@ run_job p2p-rdv-3x1 300 3 "${RDV[@]}" --env CONFORMANCE_PER_HOST=1 $FAKE "$HOSTL
 run_job p2p-rdv-pieces 300 3 "${RDV[@]}" --env CONFORMANCE_PER_HOST=1 $FAKE "$HOSTLY" "$P2P" pieces
 [ "$status" -eq 0 ] && pass "pieces and size mismatches by rendezvous" ||
 	fail "p2p pieces by rendezvous: exit $status"
+# Ranks that cut messages into pieces of different sizes (rank 1: 8 MiB, from
+# its long threshold; the others 4 MiB): the receiver cuts as the head says.
+run_job p2p-mixed-pieces 300 3 --env CONFORMANCE_PER_HOST=1 /bin/sh -c \
+	'[ "$RANK" != 1 ] || export SMDDP_SOCKET_LONG=8M; exec /bin/sh "$@"' sh "$HOSTLY" "$P2P" pieces
+[ "$status" -eq 0 ] && pass "pieces of different sizes on sender and receiver" ||
+	fail "p2p pieces of different sizes: exit $status"
 for coll in allreduce allgather reducescatter broadcast alltoall; do
 	run_job "rdv-$coll" 300 4 "${RDV[@]}" --env CONFORMANCE_PER_HOST=2 $FAKE "$HOSTLY" \
 		"$top_builddir/cmd/bench/smddp-allreduce-bench" --coll "$coll" -b 8 -e 8M -f 8 -n 2 -w 1 -c 1

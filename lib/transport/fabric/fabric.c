@@ -220,6 +220,8 @@ static int fab_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **ou
 	if (!f)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	f->base.ops = &sd_ep_fabric;
+	f->base.piece = 64u << 10; /* rxm's eager limit (netep.h) */
+	f->base.chunk = 128u << 10;
 	rc = choose(c, src_ip, &f->info);
 	if (rc)
 		goto fail;

@@ -186,10 +186,8 @@ int sd_net_setup(struct smddp_comm *c, struct smddp_comm *node, struct smddp_com
 			n->world = calloc((size_t)c->size, sizeof(int));
 			n->all = calloc((size_t)c->size, sizeof(int));
 			n->descs = calloc((size_t)c->size, sizeof(*n->descs));
-			n->chunk = (size_t)sd_param_int("SMDDP_NET_CHUNK");
-			n->slots = malloc(2 * NSLOTS * n->chunk);
 		}
-		if (!n || !n->hosts || !n->world || !n->all || !n->descs || !n->slots) {
+		if (!n || !n->hosts || !n->world || !n->all || !n->descs) {
 			lrc = sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 		} else {
 			c->net = n;
@@ -213,8 +211,20 @@ int sd_net_setup(struct smddp_comm *c, struct smddp_comm *node, struct smddp_com
 						  "libsmddp has no libfabric (install libfabric-dev "
 						  "and rebuild); unset it, or set socket or auto, "
 						  "for libsmddp's own TCP sockets");
-			if (!lrc)
+			if (!lrc) {
 				sd_fab_on_wait(n->fab, sd_net_check_news);
+				/* The endpoint's chunk, unless the user chose one
+				 * (every rank has the same kind: same_kind below). */
+				n->chunk = strcmp(sd_param_source("SMDDP_NET_CHUNK"), "default")
+						   ? (size_t)sd_param_int("SMDDP_NET_CHUNK")
+						   : n->fab->chunk;
+				n->chunk_min = strcmp(sd_param_source("SMDDP_NET_CHUNK"), "default")
+						       ? n->chunk
+						       : NET_CHUNK_MIN;
+				n->slots = malloc(2 * NSLOTS * n->chunk);
+				if (!n->slots)
+					lrc = sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+			}
 		}
 		if (!lrc) {
 			mine.len = (uint32_t)sd_fab_name(n->fab, mine.name, sizeof(mine.name));

@@ -366,16 +366,26 @@ int sd_net_node_err(struct smddp_comm *c, int rc)
  * million ranks. */
 #define P2P_SENDER_SHIFT 35
 #define P2P_SENDER_MASK 0x1ffffffull
-#define P2P_HEAD (1ull << 60) /* 8 bytes: the size of a message in pieces */
+#define P2P_HEAD (1ull << 60) /* 8 bytes: a message in pieces, its size and piece size */
 #define P2P_PIECE (1ull << 61) /* one piece of it, in order after its head */
 #define P2P_TAKEN (P2P_HEAD | P2P_PIECE) /* receiver to sender: all taken */
 
-/* Messages above this go as a head and pieces of at most this size, all
- * posted at once.  libfabric's tcp;ofi_rxm sends up to 64 KiB eagerly;
- * anything larger takes a rendezvous that, with both directions busy,
- * waits behind the data going the other way, so that an exchange ran at
- * half the link's rate (docs/perf/p2p.md, "between hosts"). */
-#define P2P_PIECE_MAX (64u * 1024)
+/* Messages up to this go whole, in one send; larger ones as a head and
+ * pieces of the endpoint's size (struct sd_fab's piece), all posted at
+ * once.  libfabric's tcp;ofi_rxm sends up to 64 KiB eagerly; anything
+ * larger takes a rendezvous that, with both directions busy, waits behind
+ * the data going the other way, so that an exchange ran at half the
+ * link's rate (docs/perf/p2p.md, "between hosts").  The sockets' long
+ * way has no such wait, and is taken only by pieces of SMDDP_SOCKET_LONG
+ * and up. */
+#define P2P_WHOLE_MAX (64u * 1024)
+/* The head: the message's size, and in its top byte the log2 of the
+ * sender's piece size, so that the receiver cuts its receives as the
+ * sender cut its sends whatever its own endpoint's settings. */
+#define P2P_SIZE_MASK ((1ull << 56) - 1)
+#define P2P_SHIFT_AT 56
+#define P2P_SHIFT_MIN 12u /* 4 KiB */
+#define P2P_SHIFT_MAX 30u /* 1 GiB */
 
 static uint64_t p2p_tag(int sender, uint64_t key)
 {
@@ -383,9 +393,9 @@ static uint64_t p2p_tag(int sender, uint64_t key)
 	       ((uint64_t)sender & P2P_SENDER_MASK) << P2P_SENDER_SHIFT | (key & SD_P2P_KEY_MASK);
 }
 
-/* One operation of a batch on the wire.  A message of up to P2P_PIECE_MAX
+/* One operation of a batch on the wire.  A message of up to P2P_WHOLE_MAX
  * is one send (first) as before.  A larger one is a head (first) that
- * carries its size, then its pieces.  The receiver posts the pieces only
+ * carries its size and piece size, then its pieces.  The receiver posts the pieces only
  * once the head has come: then it knows the sender (for a receive from
  * anyone) and how many pieces follow, whatever its own size, so that it
  * takes exactly the sender's pieces (into scratch when the sizes differ)
@@ -402,8 +412,10 @@ struct p2p_wire {
 	struct sd_freq *pc;
 	size_t npc;
 	uint64_t sent;    /* receive: the sender's size, once known */
+	unsigned shift;   /* in pieces: log2 of their size */
 	int posted;       /* receive: pieces posted (or none needed) */
-	char *bounce;     /* receive under P2P_PIECE_MAX: where the first lands */
+	char *bounce;     /* receive under P2P_WHOLE_MAX: where the first lands */
+	char *scratch;    /* receive: the pieces of a message of the wrong size */
 };
 
 struct p2p_batch {
@@ -411,26 +423,40 @@ struct p2p_batch {
 	struct sd_p2p_op *ops;
 	struct p2p_wire *w;
 	int n;
-	char *scratch;    /* the pieces of a message of the wrong size */
 };
 
-static size_t npieces(uint64_t bytes)
+static size_t npieces(uint64_t bytes, unsigned shift)
 {
-	return (size_t)((bytes + P2P_PIECE_MAX - 1) / P2P_PIECE_MAX);
+	return (size_t)((bytes + (1ull << shift) - 1) >> shift);
+}
+
+/* The endpoint's piece size as a power of two, rounded up (a sockets'
+ * piece stays long), within what a head can say. */
+static unsigned piece_shift(const struct sd_fab *f)
+{
+	unsigned k = P2P_SHIFT_MIN;
+
+	while (k < P2P_SHIFT_MAX && (1ull << k) < f->piece)
+		k++;
+	return k;
 }
 
 static int post_send(struct smddp_comm *c, struct sd_p2p_op *op, struct p2p_wire *w)
 {
 	uint64_t t = p2p_tag(c->rank, op->key);
+	size_t piece;
 
-	if (op->bytes <= P2P_PIECE_MAX)
+	if (op->bytes <= P2P_WHOLE_MAX)
 		return posted(c, op->peer, sd_fab_send(c, c->net->fab, op->peer, t, op->buf, op->bytes,
 					     &w->first));
-	w->npc = npieces(op->bytes);
+	w->shift = piece_shift(c->net->fab);
+	piece = (size_t)1 << w->shift;
+	w->npc = npieces(op->bytes, w->shift);
 	w->pc = calloc(w->npc, sizeof(*w->pc));
 	if (!w->pc)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
-	op->aux = op->bytes; /* the head; it outlives the post if not injected */
+	/* the head; it outlives the post if not injected */
+	op->aux = (uint64_t)op->bytes | (uint64_t)w->shift << P2P_SHIFT_AT;
 	w->taken.ignore = 0;
 	SD_CHECK(posted(c, op->peer, sd_fab_recv(c, c->net->fab, op->peer,
 				       p2p_tag(op->peer, op->key) | P2P_TAKEN, &op->off,
@@ -440,11 +466,11 @@ static int post_send(struct smddp_comm *c, struct sd_p2p_op *op, struct p2p_wire
 	SD_CHECK(posted(c, op->peer, sd_fab_send(c, c->net->fab, op->peer, t | P2P_HEAD, &op->aux,
 				       sizeof(op->aux), &w->first)));
 	for (size_t k = 0; k < w->npc; k++) {
-		size_t off = k * P2P_PIECE_MAX, len = op->bytes - off;
+		size_t off = k * piece, len = op->bytes - off;
 
 		SD_CHECK(posted(c, op->peer, sd_fab_send(c, c->net->fab, op->peer, t | P2P_PIECE,
-					       (char *)op->buf + off,
-					       len < P2P_PIECE_MAX ? len : P2P_PIECE_MAX, &w->pc[k])));
+					       (char *)op->buf + off, len < piece ? len : piece,
+					       &w->pc[k])));
 	}
 	return SMDDP_OK;
 }
@@ -452,7 +478,7 @@ static int post_send(struct smddp_comm *c, struct sd_p2p_op *op, struct p2p_wire
 static int post_recv(struct smddp_comm *c, struct sd_p2p_op *op, struct p2p_wire *w)
 {
 	void *buf = w->bounce ? w->bounce : op->buf;
-	size_t len = w->bounce ? P2P_PIECE_MAX : op->bytes;
+	size_t len = w->bounce ? P2P_WHOLE_MAX : op->bytes;
 
 	w->first.ignore = P2P_HEAD;
 	if (op->peer < 0)
@@ -468,28 +494,40 @@ static int post_pieces(struct smddp_comm *c, struct p2p_batch *b, int i)
 	struct sd_p2p_op *op = &b->ops[i];
 	struct p2p_wire *w = &b->w[i];
 	int from = (int)((w->first.tag >> P2P_SENDER_SHIFT) & P2P_SENDER_MASK);
+	uint64_t head;
+	size_t piece;
 	int fit;
 
 	w->posted = 1;
-	memcpy(&w->sent, w->bounce ? w->bounce : op->buf, sizeof(w->sent));
+	memcpy(&head, w->bounce ? w->bounce : op->buf, sizeof(head));
+	w->sent = head & P2P_SIZE_MASK;
+	w->shift = (unsigned)(head >> P2P_SHIFT_AT);
+	if (w->shift < P2P_SHIFT_MIN || w->shift > P2P_SHIFT_MAX)
+		return sd_comm_error(c, SMDDP_EINTERNAL,
+				     "rank %d (host %s) sent a message in pieces of 2^%u bytes, "
+				     "outside 2^%u to 2^%u: it runs another version of libsmddp "
+				     "(every rank must load the same)",
+				     from, sd_net_host_of(c, from), w->shift, P2P_SHIFT_MIN,
+				     P2P_SHIFT_MAX);
+	piece = (size_t)1 << w->shift;
 	fit = w->sent == op->bytes;
-	w->npc = npieces(w->sent);
+	w->npc = npieces(w->sent, w->shift);
 	if (!w->npc)
 		return SMDDP_OK;
-	if (!fit && !b->scratch && !(b->scratch = malloc(P2P_PIECE_MAX)))
+	if (!fit && !(w->scratch = malloc(piece < w->sent ? piece : w->sent)))
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	w->pc = calloc(w->npc, sizeof(*w->pc));
 	if (!w->pc)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	for (size_t k = 0; k < w->npc; k++) {
-		size_t off = k * P2P_PIECE_MAX, len = w->sent - off;
+		size_t off = k * piece, len = w->sent - off;
 
 		/* A message of the wrong size is only drained, so that
 		 * its sender finishes: the receive fails anyway. */
 		SD_CHECK(posted(c, from, sd_fab_recv(c, c->net->fab, from,
 					       p2p_tag(from, op->key) | P2P_PIECE,
-					       fit ? (char *)op->buf + off : b->scratch,
-					       len < P2P_PIECE_MAX ? len : P2P_PIECE_MAX, &w->pc[k])));
+					       fit ? (char *)op->buf + off : w->scratch,
+					       len < piece ? len : piece, &w->pc[k])));
 	}
 	return SMDDP_OK;
 }
@@ -573,7 +611,7 @@ static int p2p_done(struct smddp_comm *c, struct p2p_batch *b, int i)
 }
 
 /* A receive's first part may be a head (8 bytes) or a whole message of up
- * to P2P_PIECE_MAX: a smaller receive takes it into a bounce of that size,
+ * to P2P_WHOLE_MAX: a smaller receive takes it into a bounce of that size,
  * and p2p_done checks the size before copying it out.  Posted directly,
  * a longer message would be truncated, which tcp;ofi_rxm of libfabric
  * 1.17 reports without the sender's size and, when the receive was posted
@@ -581,7 +619,7 @@ static int p2p_done(struct smddp_comm *c, struct p2p_batch *b, int i)
  * connection: the pair's next message would fail. */
 static int wants_bounce(const struct sd_p2p_op *op)
 {
-	return !op->is_send && !op->done && op->bytes < P2P_PIECE_MAX;
+	return !op->is_send && !op->done && op->bytes < P2P_WHOLE_MAX;
 }
 
 static int give_bounces(struct smddp_comm *c, struct p2p_batch *b)
@@ -597,12 +635,12 @@ static int give_bounces(struct smddp_comm *c, struct p2p_batch *b)
 	 * cost an mmap, page faults and an munmap per call once it passed
 	 * malloc's mmap threshold (two receives). */
 	if (k > n->nbounces) {
-		char *p = malloc(k * P2P_PIECE_MAX);
+		char *p = malloc(k * P2P_WHOLE_MAX);
 
 		if (!p)
 			return sd_comm_error(c, SMDDP_ENOMEM,
 					     "out of memory for %zu receive buffers of %u bytes", k,
-					     P2P_PIECE_MAX);
+					     P2P_WHOLE_MAX);
 		sd_net_release(c, n->bounces);
 		n->bounces = p;
 		n->nbounces = k;
@@ -610,7 +648,7 @@ static int give_bounces(struct smddp_comm *c, struct p2p_batch *b)
 	k = 0;
 	for (int i = 0; i < b->n; i++)
 		if (wants_bounce(&b->ops[i]))
-			b->w[i].bounce = n->bounces + k++ * P2P_PIECE_MAX;
+			b->w[i].bounce = n->bounces + k++ * P2P_WHOLE_MAX;
 	return SMDDP_OK;
 }
 
@@ -618,7 +656,7 @@ static int give_bounces(struct smddp_comm *c, struct p2p_batch *b)
  * all meanwhile.  A size mismatch fails its own operation only. */
 int sd_net_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 {
-	struct p2p_batch b = {{p2p_pump}, ops, calloc((size_t)n, sizeof(*b.w)), n, NULL};
+	struct p2p_batch b = {{p2p_pump}, ops, calloc((size_t)n, sizeof(*b.w)), n};
 	int rc = SMDDP_OK, first = SMDDP_OK;
 
 	if (!b.w)
@@ -656,10 +694,11 @@ int sd_net_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 			rc = sd_net_wait_pump(c, &b.w[i].taken, &b.pump);
 	c->net->p2p = 0;
 	rc = sd_net_settle(c, rc);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		free(b.w[i].pc);
+		sd_net_release(c, b.w[i].scratch);
+	}
 	free(b.w);
-	sd_net_release(c, b.scratch);
 	return rc ? rc : first;
 }
 

@@ -21,6 +21,10 @@ extern const char *const sd_net_algo_names[]; /* by ALGO_* */
 enum { PH_MAIN = 1, PH_TAIL, PH_DESC, PH_BARRIER, PH_SHARD };
 
 #define NSLOTS 16 /* receive window, in chunks */
+/* Where the endpoint chose a chunk above this, a call whose blocks are
+ * small takes smaller chunks, down to this: four or more chunks a block
+ * keep receiving, reducing and sending overlapped. */
+#define NET_CHUNK_MIN ((size_t)128 << 10)
 #ifndef SEND_WINDOW
 #define SEND_WINDOW 256 /* sends in flight, in chunks: a send completes once
 			 * delivered, so the window must cover the bandwidth x
@@ -41,7 +45,8 @@ struct sd_net {
 	int *rail;               /* ranks with my local rank, host by host */
 	int *all;                /* 0..size-1 */
 	int algo;
-	size_t chunk;            /* bytes per pipelined message */
+	size_t chunk;            /* bytes per pipelined message, at most */
+	size_t chunk_min;        /* ... and at least, when the endpoint chose it */
 	size_t rd_max;
 	char *slots;             /* NSLOTS receive chunks, then NSLOTS send chunks */
 	struct sd_freq abort_req;
@@ -54,7 +59,7 @@ struct sd_net {
 	struct sd_coll_desc *descs;
 	int desc_pending;
 	int p2p;                 /* a batch of sends and receives waits (messages) */
-	char *bounces;           /* p2p: P2P_PIECE_MAX per small receive, kept */
+	char *bounces;           /* p2p: P2P_WHOLE_MAX per small receive, kept */
 	size_t nbounces;
 	int logged[SD_NUM_COLLS];
 };

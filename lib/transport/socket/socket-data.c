@@ -1,33 +1,27 @@
-/* socket-data.c - the socket endpoint's long messages: transfers, pieces, data connections.
+/* socket-data.c - the socket endpoint's data connections: SMDDP_SOCKET_NSOCKS of them a peer
+ * and direction, each driven by a thread of its own (SMDDP_SOCKET_THREADS) or by progress.
  *
- * A long send within the peer's credit goes at once: its header (PUSH) on
- * the control connection, its pieces (an id, an offset, a length, then the
- * bytes) spread over the data connections to that peer; the receiver
- * makes a transfer (where the pieces go, by the message's id) into the
- * matching receive, or into memory of its own until one is posted, and
- * gives the credit back once the bytes are in place.  Beyond the credit a
- * long send is announced (RTS) and waits; its receiver, once a receive
- * matches it, makes the transfer and answers CTS, and the pieces follow.
- * A piece's header lets any connection carry any piece, so their order
- * across connections does not matter; one that overtakes its PUSH waits
- * for progress to read the header.
+ * It exists so that the bytes of long messages (socket-long.c says what
+ * they are and when they go) move on several connections and cores while
+ * the caller's thread keeps every operation.  An outgoing connection
+ * writes the pieces queued on it; an incoming one reads each piece (an id,
+ * an offset, a length, then the bytes) straight into the transfer its id
+ * names, or waits, when the piece overtook its PUSH, for progress to read
+ * that header and make the transfer.
  *
- * Each data connection has a thread of its own (SMDDP_SOCKET_THREADS),
- * which sleeps in poll() and does its connection's I/O, so that the
- * kernel's copies of several connections run on several cores, as NCCL's
- * socket helper threads do; or, without threads, progress polls them with
- * the rest.  Either way the caller's thread keeps every operation's
- * sd_freq: a thread only moves bytes and leaves what finished on a list
- * (and a word in an eventfd) for progress to complete.
+ * Each connection's thread sleeps in poll() and does its connection's
+ * I/O, so that the kernel's copies of several connections run on several
+ * cores, as NCCL's socket helper threads do; or, without threads, progress
+ * polls them with the rest.  Either way the caller's thread keeps every
+ * operation's sd_freq: a thread only moves bytes and leaves what finished
+ * on a list (and a word in an eventfd) for progress to complete (drain).
  *
  * Locks, taken in this order: a data connection's mu (its pieces, the
  * piece it reads), xmu (the transfers and their counts), dmu (the list of
  * finished sends).  A forget takes every incoming connection's mu, then
  * xmu, before it turns a transfer's buffer into a sink: a thread reads the
  * buffer's address only under its mu, so no byte lands in memory that the
- * caller has taken back.  A forgotten send's piece half written is
- * finished from a copy; its pieces not begun go as void (a header alone),
- * and the receiver fails that receive (ECONNABORTED) instead of waiting.
+ * caller has taken back.
  */
 #include "config.h"
 
@@ -57,6 +51,20 @@ static void wake(struct sock *s, int threaded)
 	}
 }
 
+/* ms from now, on the clock pthread_cond_timedwait reads. */
+static struct timespec after_ms(long ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += ms * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
 int sd_sock_data_init(struct sock *s)
 {
 	const char *t = sd_param_str("SMDDP_SOCKET_THREADS");
@@ -69,10 +77,6 @@ int sd_sock_data_init(struct sock *s)
 	s->nsocks = n > 0 ? (int)n : s->threads ? 2 : 1;
 	if (s->nsocks > MAX_NSOCKS)
 		s->nsocks = MAX_NSOCKS;
-	s->long_min = (size_t)sd_param_int("SMDDP_SOCKET_LONG");
-	if (s->long_min < 1)
-		s->long_min = 1;
-	s->credit = (size_t)sd_param_int("SMDDP_SOCKET_CREDIT");
 	if (pthread_mutex_init(&s->xmu, NULL))
 		return -1;
 	pthread_cond_init(&s->xcv, NULL);
@@ -89,7 +93,7 @@ int sd_sock_data_init(struct sock *s)
 	return 0;
 }
 
-/* ---- sending ------------------------------------------------------------ */
+/* ---- outgoing connections: pieces written ------------------------------- */
 
 /* A piece is written (or dropped, err): the last one ends its send. */
 void sd_sock_piece_done(struct sock *s, struct op *x, int err, int threaded)
@@ -199,14 +203,8 @@ static void *out_main(void *arg)
 	pthread_mutex_lock(&dc->mu);
 	while (!dc->stop) {
 		if (dc->err || (!dc->connecting && !dc->head)) {
-			struct timespec ts;
+			struct timespec ts = after_ms(THREAD_NAP_MS);
 
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += THREAD_NAP_MS * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
 			pthread_cond_timedwait(&dc->cv, &dc->mu, &ts);
 			continue;
 		}
@@ -264,7 +262,12 @@ static void start(struct dconn *dc)
 void sd_sock_data_connect(struct sock *s, int peer, int (*open_fd)(struct sock *, int))
 {
 	struct out *o = &s->outs[peer];
+	struct dconn **pp = &s->douts;
 
+	/* douts is in peer order, the order progress polls them and reports
+	 * their failures in */
+	while (*pp && (*pp)->peer < peer)
+		pp = &(*pp)->next;
 	for (int i = 0; i < s->nsocks; i++) {
 		int fd = open_fd(s, peer);
 		struct dconn *dc;
@@ -281,165 +284,61 @@ void sd_sock_data_connect(struct sock *s, int peer, int (*open_fd)(struct sock *
 		}
 		dc->connecting = 1;
 		o->d[i] = dc;
+		dc->next = *pp;
+		*pp = dc;
+		pp = &dc->next;
 		start(dc);
 	}
 }
 
-static size_t piece_size(struct sock *s, size_t len)
+void sd_sock_data_queue(struct dconn *dc, struct piece *p)
 {
-	size_t n = len / PIECE_MIN, size;
+	int err;
 
-	if (n < 1)
-		n = 1;
-	if (n > (size_t)s->nsocks)
-		n = (size_t)s->nsocks;
-	size = (len + n - 1) / n;
-	return (size + 4095) & ~(size_t)4095;
-}
-
-int sd_sock_npieces(struct sock *s, size_t len)
-{
-	size_t size = piece_size(s, len);
-
-	return (int)((len + size - 1) / size);
-}
-
-/* x's pieces go out: the receiver is ready for it, or (push) it goes at
- * once, its header counted as one more piece (set by the caller). */
-int sd_sock_data_send(struct sock *s, struct op *x, int push)
-{
-	struct out *o = &s->outs[x->peer];
-	size_t size = piece_size(s, x->len), off = 0;
-	size_t n = (x->len + size - 1) / size;
-
-	if (!push)
-		x->pieces = (int)n;
-	for (size_t i = 0; i < n; i++, off += size) {
-		struct dconn *dc = o->d[o->rr++ % (unsigned)s->nsocks];
-		struct piece *p = calloc(1, sizeof(*p));
-		size_t len = x->len - off < size ? x->len - off : size;
-
-		if (!p || !dc) {
-			free(p);
-			sd_sock_piece_done(s, x, p ? ECONNRESET : ENOMEM, 0);
-			continue;
-		}
-		p->x = x;
-		p->off = off;
-		p->len = len;
-		put64(p->hdr, x->id);
-		put64(p->hdr + 8, off);
-		put64(p->hdr + 16, len);
-		pthread_mutex_lock(&dc->mu);
-		if (dc->err) {
-			pthread_mutex_unlock(&dc->mu);
-			free(p);
-			sd_sock_piece_done(s, x, dc->err, 0);
-			continue;
-		}
+	pthread_mutex_lock(&dc->mu);
+	err = dc->err;
+	if (!err) {
 		if (dc->tail)
 			dc->tail->next = p;
 		else
 			dc->head = p;
 		dc->tail = p;
-		dc->queued += len;
+		dc->queued += p->len;
 		if (dc->threaded)
 			pthread_cond_signal(&dc->cv);
 		else if (dc->head == p && dout_io(dc) < 0) /* an idle connection takes it now */
-			wake(s, 0);
-		pthread_mutex_unlock(&dc->mu);
+			wake(dc->s, 0);
 	}
-	return 0;
+	pthread_mutex_unlock(&dc->mu);
+	if (err) {
+		struct op *x = p->x;
+
+		free(p);
+		sd_sock_piece_done(dc->s, x, err, 0);
+	}
 }
 
-int sd_sock_rndv_cleared(struct sock *s, int peer, uint64_t id, int *got)
+void sd_sock_data_drop(struct dconn *dc, int err)
 {
-	struct op **pp = &s->outs[peer].wait;
+	while (dc->head) {
+		struct piece *p = dc->head;
 
-	while (*pp && (*pp)->id != id)
-		pp = &(*pp)->next;
-	if (!*pp)
-		return 0; /* withdrawn (GONE is on its way): the peer forgets it */
-	struct op *x = *pp;
-
-	*pp = x->next;
-	x->next = NULL;
-	(void)got;
-	return sd_sock_data_send(s, x, 0);
+		dc->head = p->next;
+		sd_sock_piece_done(dc->s, p->x, err, 0);
+		free(p->own);
+		free(p);
+	}
+	dc->tail = NULL;
 }
 
-/* ---- receiving ---------------------------------------------------------- */
+/* ---- incoming connections: pieces read into transfers ------------------- */
 
-static struct xfer *find(struct sock *s, int peer, uint64_t id)
+struct xfer *sd_sock_find_xfer(struct sock *s, int peer, uint64_t id)
 {
 	for (struct xfer *t = s->xfers; t; t = t->next)
 		if (t->peer == peer && t->id == id)
 			return t;
 	return NULL;
-}
-
-static void add_xfer(struct sock *s, struct xfer *t)
-{
-	pthread_mutex_lock(&s->xmu);
-	t->next = s->xfers;
-	s->xfers = t;
-	pthread_cond_broadcast(&s->xcv);
-	pthread_mutex_unlock(&s->xmu);
-}
-
-int sd_sock_push_match(struct sock *s, struct op *x, struct early *e, int peer, uint64_t tag,
-		       uint64_t id, size_t len)
-{
-	struct xfer *t = calloc(1, sizeof(*t));
-
-	if (!t) {
-		if (x)
-			sd_sock_complete(x, ENOMEM, 0, 0);
-		return ENOMEM;
-	}
-	t->peer = peer;
-	t->id = id;
-	t->tag = tag;
-	t->x = x;
-	t->e = e;
-	t->buf = x ? x->buf : e->data;
-	t->cap = x ? x->len : len;
-	t->len = t->left = len;
-	if (e)
-		e->xf = t;
-	add_xfer(s, t);
-	if (x) /* it never took memory of ours */
-		sd_sock_give_credit(s, peer, len);
-	return 0;
-}
-
-int sd_sock_rndv_match(struct sock *s, struct op *x, int peer, uint64_t tag, uint64_t id,
-		       size_t len)
-{
-	struct xfer *t = calloc(1, sizeof(*t));
-	int err;
-
-	if (!t) {
-		sd_sock_complete(x, ENOMEM, 0, 0);
-		return ENOMEM;
-	}
-	t->peer = peer;
-	t->id = id;
-	t->tag = tag;
-	t->x = x;
-	t->buf = x->buf;
-	t->cap = x->len;
-	t->len = t->left = len;
-	add_xfer(s, t);
-	err = s->ctl(s, peer, F_CTS, id);
-	if (err) { /* the connection back is broken: the peer fails this too */
-		pthread_mutex_lock(&s->xmu);
-		t->x = NULL;
-		t->buf = NULL;
-		pthread_mutex_unlock(&s->xmu);
-		sd_sock_complete(x, err, 0, 0);
-	}
-	return 0;
 }
 
 /* n bytes of t came (err: as void); the last ones finish it. */
@@ -479,7 +378,7 @@ static int din_io(struct dconn *dc)
 			uint64_t id = get64(dc->ph), lw = get64(dc->ph + 16);
 
 			pthread_mutex_lock(&s->xmu);
-			dc->xf = find(s, dc->peer, id);
+			dc->xf = sd_sock_find_xfer(s, dc->peer, id);
 			pthread_mutex_unlock(&s->xmu);
 			/* A PUSH's pieces may overtake its header on the control
 			 * connection: wait for progress to read it. */
@@ -551,17 +450,10 @@ static void *in_main(void *arg)
 		if (__atomic_load_n(&dc->stop, __ATOMIC_ACQUIRE))
 			break;
 		if (__atomic_load_n(&dc->waiting, __ATOMIC_ACQUIRE)) {
-			struct timespec ts;
+			struct timespec ts = after_ms(10); /* until progress adds a transfer */
 
-			/* until progress adds a transfer */
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 10000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
 			pthread_mutex_lock(&dc->s->xmu);
-			if (!find(dc->s, dc->peer, get64(dc->ph)))
+			if (!sd_sock_find_xfer(dc->s, dc->peer, get64(dc->ph)))
 				pthread_cond_timedwait(&dc->s->xcv, &dc->s->xmu, &ts);
 			pthread_mutex_unlock(&dc->s->xmu);
 		} else {
@@ -601,7 +493,7 @@ size_t sd_sock_data_nfds(struct sock *s)
 
 static int polled_out(struct dconn *dc)
 {
-	return dc && !dc->threaded && !dc->err && (dc->connecting || dc->head);
+	return !dc->threaded && !dc->err && (dc->connecting || dc->head);
 }
 
 static int polled_in(struct dconn *dc)
@@ -613,10 +505,9 @@ size_t sd_sock_data_pollfds(struct sock *s, struct pollfd *p)
 {
 	size_t k = 0;
 
-	for (int q = 0; s->outs && q < s->npeers; q++)
-		for (int i = 0; i < s->nsocks; i++)
-			if (polled_out(s->outs[q].d[i]))
-				p[k++] = (struct pollfd){.fd = s->outs[q].d[i]->fd, .events = POLLOUT};
+	for (struct dconn *dc = s->douts; dc; dc = dc->next)
+		if (polled_out(dc))
+			p[k++] = (struct pollfd){.fd = dc->fd, .events = POLLOUT};
 	for (struct dconn *dc = s->dins; dc; dc = dc->next)
 		if (polled_in(dc)) /* a piece that waits for its header: tried each pass */
 			p[k++] = (struct pollfd){.fd = dc->fd, .events = dc->waiting ? 0 : POLLIN};
@@ -627,17 +518,14 @@ void sd_sock_data_io(struct sock *s, const struct pollfd *p, size_t n)
 {
 	size_t k = 0;
 
-	for (int q = 0; s->outs && q < s->npeers; q++)
-		for (int i = 0; i < s->nsocks; i++) {
-			struct dconn *dc = s->outs[q].d[i];
-
-			if (!polled_out(dc))
-				continue;
-			if (k < n && p[k].fd == dc->fd && p[k++].revents) {
-				if (dout_io(dc) < 0)
-					wake(s, 0);
-			}
+	for (struct dconn *dc = s->douts; dc; dc = dc->next) {
+		if (!polled_out(dc))
+			continue;
+		if (k < n && p[k].fd == dc->fd && p[k++].revents) {
+			if (dout_io(dc) < 0)
+				wake(s, 0);
 		}
+	}
 	for (struct dconn *dc = s->dins; dc; dc = dc->next) {
 		if (!polled_in(dc))
 			continue;
@@ -715,20 +603,16 @@ void sd_sock_data_drain(struct sock *s, int *got)
 		free(t);
 	}
 	/* Connections that failed or ended */
-	for (int q = 0; s->outs && q < s->npeers; q++)
-		for (int i = 0; i < s->nsocks; i++) {
-			struct dconn *dc = s->outs[q].d[i];
-			int err;
+	for (struct dconn *dc = s->douts; dc; dc = dc->next) {
+		int err;
 
-			if (!dc)
-				continue;
-			pthread_mutex_lock(&dc->mu);
-			err = dc->err && !dc->reported ? dc->err : 0;
-			dc->reported |= err != 0;
-			pthread_mutex_unlock(&dc->mu);
-			if (err)
-				s->peer_fail(s, q, err, 1, got);
-		}
+		pthread_mutex_lock(&dc->mu);
+		err = dc->err && !dc->reported ? dc->err : 0;
+		dc->reported |= err != 0;
+		pthread_mutex_unlock(&dc->mu);
+		if (err)
+			s->peer_fail(s, dc->peer, err, 1, got);
+	}
 	for (struct dconn *dc = s->dins; dc; dc = dc->next) {
 		int err, ended;
 
@@ -746,186 +630,28 @@ int sd_sock_data_busy(struct sock *s)
 {
 	int n = 0;
 
-	for (int q = 0; s->outs && q < s->npeers; q++)
-		for (int i = 0; i < s->nsocks; i++) {
-			struct dconn *dc = s->outs[q].d[i];
-
-			if (!dc)
-				continue;
-			pthread_mutex_lock(&dc->mu);
-			n += dc->head && !dc->err;
-			pthread_mutex_unlock(&dc->mu);
-		}
+	for (struct dconn *dc = s->douts; dc; dc = dc->next) {
+		pthread_mutex_lock(&dc->mu);
+		n += dc->head && !dc->err;
+		pthread_mutex_unlock(&dc->mu);
+	}
 	return n;
 }
 
-/* ---- forget, cancel, failures, close ------------------------------------ */
+/* ---- close -------------------------------------------------------------- */
 
-static void lock_ins(struct sock *s)
-{
-	for (struct dconn *dc = s->dins; dc; dc = dc->next)
-		pthread_mutex_lock(&dc->mu);
-	pthread_mutex_lock(&s->xmu);
-}
-
-static void unlock_ins(struct sock *s)
-{
-	pthread_mutex_unlock(&s->xmu);
-	for (struct dconn *dc = s->dins; dc; dc = dc->next)
-		pthread_mutex_unlock(&dc->mu);
-}
-
-/* t's receive is over (err) or forgotten (err < 0): the rest of its bytes
- * go into a sink.  Under lock_ins. */
-static void detach(struct xfer *t, int err)
-{
-	struct op *x = t->x;
-
-	t->x = NULL;
-	t->buf = NULL;
-	t->cap = 0;
-	if (err < 0) {
-		if (x->owner)
-			x->owner->fc = NULL;
-		x->owner = NULL;
-		err = 0;
-	}
-	sd_sock_complete(x, err, 0, 0);
-}
-
-void sd_sock_data_forget(struct sock *s, int *left)
-{
-	*left = 0; /* every byte is copied inside our calls: nothing is held */
-	lock_ins(s);
-	for (struct xfer *t = s->xfers; t; t = t->next)
-		if (t->x && !t->x->keep)
-			detach(t, -1);
-	unlock_ins(s);
-	for (int q = 0; s->outs && q < s->npeers; q++)
-		for (int i = 0; i < s->nsocks; i++) {
-			struct dconn *dc = s->outs[q].d[i];
-
-			if (!dc)
-				continue;
-			pthread_mutex_lock(&dc->mu);
-			for (struct piece *p = dc->head; p; p = p->next) {
-				struct op *x = p->x;
-
-				if (x->owner) {
-					x->owner->fc = NULL;
-					x->owner = NULL;
-				}
-				if (p->own || p->is_void)
-					continue;
-				if (p->done == 0) { /* not begun: a header says it never comes */
-					p->is_void = 1;
-					put64(p->hdr + 16, p->len | PF_VOID);
-					continue;
-				}
-				size_t at = p->done > PHDR ? p->done - PHDR : 0;
-
-				p->own = malloc(p->len - at ? p->len - at : 1);
-				if (!p->own) { /* cannot finish it: the stream is lost */
-					dc->err = ENOMEM;
-					break;
-				}
-				memcpy(p->own, x->buf + p->off + at, p->len - at);
-			}
-			pthread_mutex_unlock(&dc->mu);
-		}
-}
-
-int sd_sock_data_cancel(struct sock *s, struct op *x)
-{
-	int found = 0;
-
-	lock_ins(s);
-	for (struct xfer *t = s->xfers; t; t = t->next)
-		if (t->x == x) {
-			x->owner = NULL;
-			detach(t, 0);
-			found = 1;
-			break;
-		}
-	unlock_ins(s);
-	return found;
-}
-
-/* The long message id of peer was withdrawn after its receive was matched:
- * no piece of it comes. */
-void sd_sock_data_gone(struct sock *s, int peer, uint64_t id, int *got)
-{
-	struct xfer *t;
-
-	lock_ins(s);
-	t = find(s, peer, id);
-	if (t) {
-		for (struct xfer **pp = &s->xfers; *pp; pp = &(*pp)->next)
-			if (*pp == t) {
-				*pp = t->next;
-				break;
-			}
-		if (t->x) {
-			detach(t, ECONNABORTED);
-			(*got)++;
-		}
-		free(t);
-	}
-	unlock_ins(s);
-}
-
-void sd_sock_data_fail(struct sock *s, int peer, int err, int *got)
-{
-	struct early *gone[64];
-	int ngone = 0;
-
-	lock_ins(s);
-	for (struct xfer *t = s->xfers; t; t = t->next) {
-		if (t->peer == peer && t->x) {
-			detach(t, err);
-			(*got)++;
-		} else if (t->peer == peer && t->e && ngone < 64) {
-			/* its early memory is given up: the rest goes into a sink */
-			t->e->xf = NULL;
-			gone[ngone++] = t->e;
-			t->e = NULL;
-			t->buf = NULL;
-			t->cap = 0;
-		}
-	}
-	unlock_ins(s);
-	for (int i = 0; i < ngone; i++)
-		s->early_arrived(s, gone[i], err, got);
-	for (int i = 0; s->outs && i < s->nsocks; i++) {
-		struct dconn *dc = s->outs[peer].d[i];
-
-		if (!dc)
-			continue;
-		pthread_mutex_lock(&dc->mu);
-		if (!dc->err)
-			dc->err = err;
-		dc->reported = 1;
-		while (dc->head) {
-			struct piece *p = dc->head;
-
-			dc->head = p->next;
-			sd_sock_piece_done(s, p->x, err, 0);
-			free(p->own);
-			free(p);
-		}
-		dc->tail = NULL;
-		pthread_mutex_unlock(&dc->mu);
-	}
-	/* the sends these pieces ended are completed by the next drain */
-	__atomic_store_n(&s->flag, 1, __ATOMIC_RELEASE);
-}
-
-static void dconn_free(struct dconn *dc)
+/* Tells dc's thread, if any, to end. */
+static void stop(struct dconn *dc)
 {
 	pthread_mutex_lock(&dc->mu);
 	__atomic_store_n(&dc->stop, 1, __ATOMIC_RELEASE);
 	pthread_cond_signal(&dc->cv);
 	pthread_mutex_unlock(&dc->mu);
+}
+
+static void dconn_free(struct dconn *dc)
+{
+	stop(dc);
 	if (dc->threaded)
 		pthread_join(dc->th, NULL);
 	close(dc->fd);
@@ -965,44 +691,27 @@ void sd_sock_data_close(struct sock *s)
 	log_spread(s);
 
 	/* The threads first: nothing moves after this. */
-	for (int q = 0; s->outs && q < s->npeers; q++)
-		for (int i = 0; i < s->nsocks; i++) {
-			struct dconn *dc = s->outs[q].d[i];
-
-			if (!dc)
-				continue;
-			pthread_mutex_lock(&dc->mu);
-			dc->stop = 1;
-			pthread_cond_signal(&dc->cv);
-			pthread_mutex_unlock(&dc->mu);
-			if (dc->threaded)
-				shutdown(dc->fd, SHUT_RDWR);
-		}
+	for (struct dconn *dc = s->douts; dc; dc = dc->next) {
+		stop(dc);
+		if (dc->threaded)
+			shutdown(dc->fd, SHUT_RDWR);
+	}
 	for (struct dconn *dc = s->dins; dc; dc = dc->next) {
 		__atomic_store_n(&dc->stop, 1, __ATOMIC_RELEASE);
 		if (dc->threaded) /* its poll returns now, not at its next nap */
 			shutdown(dc->fd, SHUT_RDWR);
 	}
-	for (int q = 0; s->outs && q < s->npeers; q++)
-		for (int i = 0; i < s->nsocks; i++) {
-			struct dconn *dc = s->outs[q].d[i];
+	while (s->douts) {
+		struct dconn *dc = s->douts;
 
-			if (!dc)
-				continue;
-			if (dc->threaded)
-				pthread_join(dc->th, NULL);
-			dc->threaded = 0;
-			while (dc->head) {
-				struct piece *p = dc->head;
-
-				dc->head = p->next;
-				sd_sock_piece_done(s, p->x, ECANCELED, 0);
-				free(p->own);
-				free(p);
-			}
-			dconn_free(dc);
-			s->outs[q].d[i] = NULL;
-		}
+		s->douts = dc->next;
+		if (dc->threaded)
+			pthread_join(dc->th, NULL);
+		dc->threaded = 0;
+		sd_sock_data_drop(dc, ECANCELED);
+		s->outs[dc->peer].d[dc->idx - 1] = NULL;
+		dconn_free(dc);
+	}
 	while (s->dins) {
 		struct dconn *dc = s->dins;
 

@@ -1,6 +1,6 @@
 /* socket-int.h - what the files of the socket endpoint share (socket.c: connections, sends,
- * progress; socket-recv.c: matching, early messages, reading; socket-data.c: long messages
- * over the data connections). */
+ * progress; socket-recv.c: matching, early messages, reading; socket-long.c: long messages,
+ * pushed or by rendezvous; socket-data.c: the data connections that carry their bytes). */
 #ifndef SD_TRANSPORT_SOCKET_INT_H
 #define SD_TRANSPORT_SOCKET_INT_H
 
@@ -123,7 +123,7 @@ struct dconn {
 	int waiting; /* a piece whose header on the control connection is not read yet */
 	char *sink;
 	unsigned long pieces; /* pieces written or read, for the log and the tests */
-	struct dconn *next; /* in: the list of them */
+	struct dconn *next; /* the list of them (sock's douts or dins) */
 };
 
 /* A connection this rank opened, to send to one peer. */
@@ -177,6 +177,7 @@ struct sock {
 	/* long messages */
 	int nsocks, threads;
 	size_t long_min, credit;
+	struct dconn *douts;      /* outgoing data connections, in peer order */
 	struct dconn *dins;       /* incoming data connections */
 	int ndins;
 	pthread_mutex_t xmu;      /* the xfers */
@@ -186,10 +187,13 @@ struct sock {
 	struct op *done;          /* long sends whose last piece is written */
 	int wake_fd;              /* an eventfd the threads write when something is done */
 	int flag;                 /* something is done (atomic) */
+	uint64_t nap_until;       /* until then an empty poll naps instead of yielding */
+	uint64_t nap_for;         /* how long the last slow yield stopped the yields */
 	/* the first failure of a pass, for progress to report */
 	int fail_peer, fail_err, fail_send;
 	/* What the lower files ask of the upper ones (set by socket.c at open;
-	 * calls point one way: socket.c -> socket-recv.c -> socket-data.c). */
+	 * calls point one way: socket.c -> socket-recv.c -> socket-long.c ->
+	 * socket-data.c). */
 	int (*ctl)(struct sock *s, int peer, int type, uint64_t id); /* queue a control frame */
 	void (*peer_fail)(struct sock *s, int peer, int err, int send, int *got);
 	void (*early_arrived)(struct sock *s, struct early *e, int err, int *got);
@@ -267,11 +271,12 @@ void sd_sock_drop_in(struct sock *s, struct in *in, int *got);
 void sd_sock_fail_from(struct sock *s, int peer, int err, int *got);
 /* The bytes of e (a PUSH that found no receive) have all come (err). */
 void sd_sock_early_arrived(struct sock *s, struct early *e, int err, int *got);
+/* A long message announced to us was withdrawn (GONE). */
+void sd_sock_rndv_gone(struct sock *s, int peer, uint64_t id, int *got);
 
-/* socket-data.c */
-int sd_sock_data_init(struct sock *s);
-/* Opens the data connections to peer (after its control connection). */
-void sd_sock_data_connect(struct sock *s, int peer, int (*open_fd)(struct sock *, int));
+/* socket-long.c */
+/* SMDDP_SOCKET_LONG and _CREDIT, then the data connections' setup. */
+int sd_sock_long_init(struct sock *s);
 /* A long receive meets its announcement: a transfer, and the clear-to-send. */
 int sd_sock_rndv_match(struct sock *s, struct op *x, int peer, uint64_t tag, uint64_t id,
 		       size_t len);
@@ -279,16 +284,31 @@ int sd_sock_rndv_match(struct sock *s, struct op *x, int peer, uint64_t tag, uin
  * (x NULL) into early memory. */
 int sd_sock_push_match(struct sock *s, struct op *x, struct early *e, int peer, uint64_t tag,
 		       uint64_t id, size_t len);
-/* The clear-to-send (or GONE, go = 0) for a long send of ours has come. */
+/* The clear-to-send for a long send of ours has come. */
 int sd_sock_rndv_cleared(struct sock *s, int peer, uint64_t id, int *got);
-void sd_sock_rndv_gone(struct sock *s, int peer, uint64_t id, int *got);
 /* Pieces of a long send of len bytes. */
 int sd_sock_npieces(struct sock *s, size_t len);
 /* Cuts a long send (cleared, or a PUSH) into pieces on the data connections. */
 int sd_sock_data_send(struct sock *s, struct op *x, int push);
+/* A long message withdrawn after its receive matched: that receive fails. */
+void sd_sock_data_gone(struct sock *s, int peer, uint64_t id, int *got);
+/* forget, cancel and a peer's failure */
+void sd_sock_data_forget(struct sock *s, int *left);
+int sd_sock_data_cancel(struct sock *s, struct op *x);
+void sd_sock_data_fail(struct sock *s, int peer, int err, int *got);
+
+/* socket-data.c */
+int sd_sock_data_init(struct sock *s);
+/* Opens the data connections to peer (after its control connection). */
+void sd_sock_data_connect(struct sock *s, int peer, int (*open_fd)(struct sock *, int));
+/* Queues p on dc (or, dc failed, ends it with dc's error). */
+void sd_sock_data_queue(struct dconn *dc, struct piece *p);
+/* Ends the pieces queued on dc with err (under dc->mu, or its thread ended). */
+void sd_sock_data_drop(struct dconn *dc, int err);
 /* A piece of x (or a PUSH's header) is over. */
 void sd_sock_piece_done(struct sock *s, struct op *x, int err, int threaded);
-void sd_sock_data_gone(struct sock *s, int peer, uint64_t id, int *got);
+/* The transfer of peer's long message id (under xmu). */
+struct xfer *sd_sock_find_xfer(struct sock *s, int peer, uint64_t id);
 /* An incoming connection's hello named a data connection: it leaves in's list. */
 int sd_sock_data_adopt(struct sock *s, int fd, int peer, int idx);
 /* The poll entries of the data connections progress drives, and their I/O. */
@@ -301,10 +321,7 @@ void sd_sock_data_retry(struct sock *s);
 void sd_sock_data_drain(struct sock *s, int *got);
 int sd_sock_data_busy(struct sock *s);
 size_t sd_sock_data_nfds(struct sock *s);
-/* forget, cancel and close */
-void sd_sock_data_forget(struct sock *s, int *left);
-int sd_sock_data_cancel(struct sock *s, struct op *x);
-void sd_sock_data_fail(struct sock *s, int peer, int err, int *got);
+/* Stops the threads, closes the connections, cancels what is left. */
 void sd_sock_data_close(struct sock *s);
 
 #endif

@@ -4,7 +4,7 @@
  * short message that finds none is read into memory of its own and kept,
  * in arrival order, until one is posted; a long one's announcement is kept
  * likewise, and its bytes wait at the sender (socket.c says why the design
- * is so; socket-data.c moves them).
+ * is so; socket-long.c and socket-data.c move them).
  */
 #include "config.h"
 

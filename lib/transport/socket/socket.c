@@ -28,7 +28,7 @@
  * A long message (SMDDP_SOCKET_LONG, 128K, and up) has its header matched
  * in order like a short one's, on the control connection, and its bytes
  * go in pieces over the data connections, each read straight into the
- * posted buffer (socket-data.c): at once (PUSH) while the bytes the peer
+ * posted buffer (socket-long.c): at once (PUSH) while the bytes the peer
  * holds unreceived stay within SMDDP_SOCKET_CREDIT, else only once the
  * receiver has a receive for it and says so (RTS, then CTS).  The
  * algorithms keep many sends in flight and few receives posted; the
@@ -38,8 +38,9 @@
  *
  * Progress is one poll() over the listener and the connections, then the
  * reads and writes they are ready for; a wait sleeps in that poll.  The
- * data connections have a thread each (SMDDP_SOCKET_THREADS), so that one
- * pair of hosts moves bytes on several cores, or are polled with the rest.
+ * data connections (socket-data.c) have a thread each
+ * (SMDDP_SOCKET_THREADS), so that one pair of hosts moves bytes on several
+ * cores, or are polled with the rest.
  * The kernel copies every byte inside our calls, so a failed collective
  * can always let go of its buffers (forget): a send half written is
  * finished from a copy, a long one not yet cleared is withdrawn (GONE), a
@@ -60,6 +61,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/comm-types.h"
@@ -88,10 +90,12 @@ static int so_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **out
 	s->ctl = queue_ctl;
 	s->peer_fail = peer_fail;
 	s->early_arrived = sd_sock_early_arrived;
-	if (sd_sock_data_init(s)) {
+	if (sd_sock_long_init(s)) {
 		free(s);
 		return sd_comm_error(c, SMDDP_ENOMEM, "socket transport: out of memory or threads");
 	}
+	s->base.piece = s->long_min > (4u << 20) ? s->long_min : 4u << 20; /* long, and few */
+	s->base.chunk = 1u << 20;
 	memset(&ss, 0, sizeof(ss));
 	if (src_ip && *src_ip && strchr(src_ip, ':')) {
 		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
@@ -534,9 +538,26 @@ static void unclear(struct sock *s, int peer, int err, int *got)
 	sd_sock_failed(s, peer, err, 1);
 }
 
-/* One pass: poll (for at most wait_ms), then the I/O that is ready. */
-static int pass(struct sock *s, int wait_ms, int *got)
+/* An empty poll gives the core away (so_progress): by sched_yield(), unless
+ * a yield took longer than YIELD_SLOW_NS, which means that another process
+ * ran a whole time slice: the scheduler puts a yielder behind the other
+ * runnable tasks, and a message that came meanwhile waited for the next
+ * tick (4 ms with HZ 250; two ranks beside two busy processes took 8 ms a
+ * call).  Then, for a while, it naps in poll for YIELD_NAP_NS instead,
+ * woken at once by the message; the yield that ends the while doubles it
+ * if it is slow too (from NAP_MIN_NS up to NAP_MAX_NS: busy processes stay
+ * long), halves it if quick (a peer busy once, at the start).  A nap costs
+ * more than a quick yield (a wake-up: 5-10 us a call on two cores), so
+ * yields stay the rule where they are quick. */
+#define YIELD_SLOW_NS 500000ull
+#define YIELD_NAP_NS 50000ll
+#define NAP_MIN_NS 2000000ull
+#define NAP_MAX_NS 1000000000ull
+
+/* One pass: poll (for at most wait_ns), then the I/O that is ready. */
+static int pass(struct sock *s, int64_t wait_ns, int *got)
 {
+	struct timespec ts = {.tv_sec = wait_ns / 1000000000, .tv_nsec = wait_ns % 1000000000};
 	size_t n = 2 + (size_t)s->nins + (size_t)s->npeers + sd_sock_data_nfds(s), k = 0, kd;
 	struct in *in, *next;
 	int nready;
@@ -561,7 +582,7 @@ static int pass(struct sock *s, int wait_ms, int *got)
 	}
 	kd = k;
 	k += sd_sock_data_pollfds(s, s->pfd + k);
-	nready = poll(s->pfd, k, wait_ms);
+	nready = ppoll(s->pfd, k, &ts, NULL);
 	if (nready > 0 && s->pfd[1].revents) {
 		uint64_t v;
 
@@ -626,11 +647,32 @@ static int so_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms, int 
 	rc = pass(s, 0, got);
 	/* A rank that polls in vain gives its core away: on loopback the
 	 * peer it waits for may need it to send (ranks outnumbering cores
-	 * waited out whole spins, 0.5 ms a message, without this). */
-	if (!rc && !*got && !wait_ms)
-		sched_yield();
+	 * waited out whole spins, 0.5 ms a message, without this); by a
+	 * yield, or a nap where yields were slow (YIELD_SLOW_NS says why). */
+	if (!rc && !*got && !wait_ms) {
+		uint64_t t = sd_now_ns(), now;
+
+		if (t < s->nap_until) {
+			rc = pass(s, YIELD_NAP_NS, got);
+		} else {
+			sched_yield();
+			now = sd_now_ns();
+			if (now - t > YIELD_SLOW_NS) {
+				s->nap_for = s->nap_for ? 2 * s->nap_for : NAP_MIN_NS;
+				if (s->nap_for > NAP_MAX_NS)
+					s->nap_for = NAP_MAX_NS;
+				s->nap_until = now + s->nap_for;
+			} else if (s->nap_for) {
+				s->nap_for /= 2;
+				if (s->nap_for < NAP_MIN_NS)
+					s->nap_for = 0;
+				else
+					s->nap_until = now + s->nap_for;
+			}
+		}
+	}
 	if (!rc && !*got && wait_ms > 0)
-		rc = pass(s, wait_ms, got);
+		rc = pass(s, (int64_t)wait_ms * 1000000, got);
 	if (rc)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	fp = s->fail_peer;
@@ -805,7 +847,7 @@ static int so_close(struct sd_fab *f)
 			left += s->outs[p].head && !s->outs[p].err;
 		if (!left || sd_now_ns() >= until)
 			break;
-		pass(s, 1, &got);
+		pass(s, 1000000, &got);
 	}
 	sd_sock_data_close(s);
 	for (int p = 0; p < s->npeers; p++) {

@@ -1,0 +1,25 @@
+/* ipc.h - ipc.c: CUDA IPC handles of our allocations and mappings of the peers'. */
+#ifndef SD_CUDA_IPC_H
+#define SD_CUDA_IPC_H
+
+#include <sys/types.h>
+
+#include <cuda_runtime.h>
+
+#include "cuda/internal.h"
+
+/* Our own allocation's IPC handle into b->h (cached by buffer id). */
+int sd_cuda_own_handle(struct sd_cuda *cu, struct buf_pub *b);
+/* Rank q's buffer b mapped into this process (cached per rank and id). */
+int sd_cuda_peer_ptr(struct sd_cuda *cu, int q, const struct buf_pub *b, char **out);
+/* A peer's mapping no longer used: closed later by the host thread
+ * (sd_cuda_flush_stale). */
+int sd_cuda_ipc_retire(struct sd_cuda *cu, void *ptr);
+/* Rank pid's allocation b mapped into this process (counted, shared by
+ * every communicator); a cudaError_t. */
+cudaError_t sd_cuda_ipc_open(pid_t pid, int dev, const struct buf_pub *b, void **out);
+/* Host thread: close the mappings retired while calls were queued. */
+void sd_cuda_flush_stale(struct sd_cuda *cu);
+void sd_cuda_ipc_close(void *ptr);
+
+#endif
