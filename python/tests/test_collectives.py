@@ -420,7 +420,8 @@ if DEVICE == "cuda":
             t.fill_(R + 3)
         dist.reduce_scatter(s, sl)
         out.append(("reduce_scatter", s * 1, torch.full((n,), float(N * (N + 5) // 2))))
-        cl = [D(torch.zeros(n)), D(torch.zeros(7, dtype=torch.float64))]
+        # one dtype: torch 2.11 refuses a coalesced list of several
+        cl = [D(torch.zeros(n)), D(torch.zeros(7))]
         torch.cuda._sleep(int(5e7))
         for t in cl:
             t.fill_(R + 1)

@@ -125,7 +125,7 @@ for s in ${*:-blocking dead queued latency}; do
 		;;
 	threads)
 		mps_start
-		stage threads 200 "$RUN" -n 2 --timeout 190 python3 "$ROOT/tests/gpu/torch_threads.py" \
+		stage threads 140 env SMDDP_TIMEOUT=30 "$RUN" -n 2 --timeout 130 python3 "$ROOT/tests/gpu/torch_threads.py" \
 			cuda 300
 		grep -h "THREADS-" "$TMPD/threads.log" | head -4 | tee -a "$summary"
 		mps_stop

@@ -24,6 +24,8 @@ import smddp.torch  # noqa: F401  (registers the backend)
 
 dev_kind = sys.argv[1] if len(sys.argv) > 1 else "cpu"
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+# Under the callers' deadlines (tests/gpu/torch-cuda.sh), so a hang is reported.
+JOIN_S = float(os.environ.get("THREADS_JOIN_S", "100"))
 dist.init_process_group(backend="smddp")
 R, N = dist.get_rank(), dist.get_world_size()
 if dev_kind == "cuda":
@@ -44,6 +46,10 @@ def worker(k):
         g = groups[k]
         if dev.type == "cuda":
             torch.cuda.set_device(dev)
+            # A stream per thread, as with NCCL: calls with async_op=False go
+            # on the current stream, and three groups' kernels on one stream,
+            # queued in another order on each rank, would wait for each other.
+            torch.cuda.set_stream(torch.cuda.Stream())
         wrong = torch.zeros((), dtype=torch.int64, device=dev)
         want = torch.full((17,), float(total), device=dev)
         for i in range(rounds):
@@ -75,8 +81,9 @@ t0 = time.monotonic()
 threads = [threading.Thread(target=worker, args=(k,)) for k in range(len(groups))]
 for t in threads:
     t.start()
+end = time.monotonic() + JOIN_S
 for t in threads:
-    t.join(240)
+    t.join(max(0.0, end - time.monotonic()))
 alive = [k for k, t in enumerate(threads) if t.is_alive()]
 took = time.monotonic() - t0
 if alive or errors or any(bad):
