@@ -10,6 +10,7 @@ out exact in any order and results compare bit for bit.
 import os
 import threading
 import time
+import warnings
 from datetime import timedelta
 
 import torch
@@ -289,6 +290,168 @@ if DEVICE == "cuda":
     check(work.is_completed(), "an all_reduce queued before a barrier is done after it")
     check(same(H(x), torch.full((1 << 20,), float(N * (N + 1) // 2))),
           "the all_reduce before the barrier")
+
+# The shim returns no Work for a CUDA call torch waits for at once only
+# where torch's Python skips wait() on None (torch 2.8 and later): a
+# wrapper in distributed_c10d.py that passes async_op to the backend
+# (opts.asyncOp) and calls work.wait() on whatever came back would raise
+# AttributeError (torch 2.4's broadcast, all_gather_into_tensor,
+# reduce_scatter_tensor).  Read from torch's own source, for the torch
+# under test.
+NO_WORK = smddp._C._sync_returns_no_work()
+
+
+def unguarded_waits():
+    """The functions of distributed_c10d.py that set opts.asyncOp and call
+    work.wait() outside an `if work` / `work is not None` test."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(dist.distributed_c10d))
+
+    def guards(test):
+        return any(isinstance(n, ast.Compare) and isinstance(n.left, ast.Name)
+                   and n.left.id == "work" and isinstance(n.ops[0], ast.IsNot)
+                   for n in ast.walk(test)) or (isinstance(test, ast.Name) and test.id == "work")
+
+    def bad_waits(node, guarded):
+        if isinstance(node, ast.If):
+            g = guarded or guards(node.test)
+            return (sum(bad_waits(n, g) for n in node.body)
+                    + sum(bad_waits(n, guarded) for n in node.orelse))
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "wait" and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "work"):
+            return 0 if guarded else 1
+        return sum(bad_waits(n, guarded) for n in ast.iter_child_nodes(node))
+
+    found = []
+    for f in tree.body:
+        if not isinstance(f, ast.FunctionDef):
+            continue
+        sets = any(isinstance(n, ast.Attribute) and n.attr == "asyncOp"
+                   and isinstance(n.ctx, ast.Store) for n in ast.walk(f))
+        if sets and sum(bad_waits(n, False) for n in f.body):
+            found.append(f.name)
+    return found
+
+
+unguarded = unguarded_waits()
+check(not (NO_WORK and unguarded),
+      f"torch {torch.__version__} calls work.wait() unguarded in {unguarded}, yet the shim "
+      "returns no Work for async_op=False")
+if R == 0:
+    print(f"torch {torch.__version__}: no Work for async_op=False: {NO_WORK}; unguarded "
+          f"wait() after opts.asyncOp in: {unguarded or 'none'}", flush=True)
+
+if DEVICE == "cuda":
+    # A call torch waits for at once (async_op=False; on the caller's
+    # current stream in the queued mode, no Work returned where NO_WORK)
+    # is ordered after the kernel that writes its input and before the one
+    # that reads its output, with no wait() in between; so is one with
+    # async_op=True after its wait().
+    c10d = torch.distributed.distributed_c10d
+    has_async_op = hasattr(c10d.AllreduceOptions(), "asyncOp")
+    for async_op in (False, True):
+        x = D(torch.zeros(1 << 16))
+        torch.cuda._sleep(int(1e8))
+        x.fill_(R + 1)
+        before = smddp.torch._cuda_path_stats()["inline"]
+        if has_async_op:
+            # The group's own call: dist.all_reduce hides what it returns.
+            opts = c10d.AllreduceOptions()
+            opts.asyncOp = async_op
+            work = c10d._get_default_group().allreduce([x], opts)
+        else:
+            work = dist.all_reduce(x, async_op=True)
+        went_inline = smddp.torch._cuda_path_stats()["inline"] > before
+        check((work is None) == (NO_WORK and went_inline and not async_op),
+              f"allreduce(asyncOp={async_op}) returned {work!r} (inline: {went_inline})")
+        if work is not None:
+            work.wait()
+        y = x * 2
+        check(same(H(y), torch.full((1 << 16,), float(N * (N + 1)))),
+              f"allreduce(asyncOp={async_op}) between two kernels on the current stream")
+
+    # Every call torch's Python makes with async_op=False (which may get
+    # None back), behind a GPU sleep on the current stream and read by the
+    # next kernel there: the default stream, and a stream of the caller's.
+    def sync_calls():
+        n = 4099
+        out = []
+        x = D(torch.zeros(n))
+        torch.cuda._sleep(int(5e7))
+        x.fill_(R + 1)
+        dist.all_reduce(x)
+        out.append(("all_reduce", x * 1, torch.full((n,), float(N * (N + 1) // 2))))
+        b = D(torch.zeros(n))
+        torch.cuda._sleep(int(5e7))
+        b.fill_(R + 7)
+        dist.broadcast(b, src=N - 1)
+        out.append(("broadcast", b * 1, torch.full((n,), float(N + 6))))
+        r = D(torch.zeros(n))
+        torch.cuda._sleep(int(5e7))
+        r.fill_(R + 1)
+        dist.reduce(r, dst=0)
+        if R == 0:
+            out.append(("reduce", r * 1, torch.full((n,), float(N * (N + 1) // 2))))
+        g = D(torch.zeros(N * n))
+        i = D(torch.zeros(n))
+        torch.cuda._sleep(int(5e7))
+        i.fill_(R + 1)
+        dist.all_gather_into_tensor(g, i)
+        out.append(("all_gather_into_tensor", g * 1,
+                    torch.arange(1, N + 1).float().repeat_interleave(n)))
+        gl = [D(torch.zeros(n)) for _ in range(N)]
+        torch.cuda._sleep(int(5e7))
+        i.fill_(R + 2)
+        dist.all_gather(gl, i)
+        out.append(("all_gather", torch.cat(gl) * 1,
+                    torch.arange(2, N + 2).float().repeat_interleave(n)))
+        s = D(torch.zeros(n))
+        big = D(torch.zeros(N * n))
+        torch.cuda._sleep(int(5e7))
+        big.fill_(R + 1)
+        dist.reduce_scatter_tensor(s, big)
+        out.append(("reduce_scatter_tensor", s * 1, torch.full((n,), float(N * (N + 1) // 2))))
+        sl = [D(torch.zeros(n)) for _ in range(N)]
+        torch.cuda._sleep(int(5e7))
+        for t in sl:
+            t.fill_(R + 3)
+        dist.reduce_scatter(s, sl)
+        out.append(("reduce_scatter", s * 1, torch.full((n,), float(N * (N + 5) // 2))))
+        # one dtype: torch 2.11 refuses a coalesced list of several
+        cl = [D(torch.zeros(n)), D(torch.zeros(7))]
+        torch.cuda._sleep(int(5e7))
+        for t in cl:
+            t.fill_(R + 1)
+        dist.all_reduce_coalesced(cl)
+        out.append(("all_reduce_coalesced", torch.cat([t.float() for t in cl]) * 1,
+                    torch.full((n + 7,), float(N * (N + 1) // 2))))
+        return out
+
+    for name in ("default", "side"):
+        stream = torch.cuda.current_stream() if name == "default" else torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            results = sync_calls()
+            host = [(what, H(got), want) for what, got, want in results]
+        for what, got, want in host:
+            check(same(got, want), f"{what}(async_op=False) on the {name} stream")
+# Functional collectives (torch.compile's, DTensor's) register the Work the
+# backend returns and wait on it later: never None for them (their options
+# keep asyncOp true).
+import torch.distributed._functional_collectives as funcol  # noqa: E402
+
+fx = D(torch.full((8,), float(R + 1)))
+with warnings.catch_warnings():  # torch 2.15 renames them (all_gather_single...)
+    warnings.simplefilter("ignore", FutureWarning)
+    fr = funcol.all_reduce(fx, "sum", dist.group.WORLD)
+    fg = funcol.all_gather_tensor(fx, 0, dist.group.WORLD)
+    fs = funcol.reduce_scatter_tensor(D(torch.full((8 * N,), float(R + 1))), "sum", 0,
+                                      dist.group.WORLD)
+check(same(H(fr), torch.full((8,), float(N * (N + 1) // 2))), "funcol.all_reduce")
+check(same(H(fg), torch.arange(1, N + 1).float().repeat_interleave(8)), "funcol.all_gather_tensor")
+check(same(H(fs), torch.full((8,), float(N * (N + 1) // 2))), "funcol.reduce_scatter_tensor")
 
 # A callback that waits for a later collective (a barrier) on the thread
 # that completes works: the barrier waits for earlier callbacks, but not

@@ -17,10 +17,18 @@
 #             test_ddp.py, test_p2p.py
 #   dead      without MPS, SMDDP_CUDA_ASYNC=1 (queued, so on the caller's
 #             thread): tests/gpu/torch_errors.py dead, a rank dies after
-#             queueing and the other learns of it by itself
+#             queueing and the other learns of it by itself; deadsync, the
+#             same with async_op=False (no Work: the next call raises)
+#   threads   under MPS: tests/gpu/torch_threads.py, three groups driven
+#             by three threads of each rank at once (the shared event
+#             pool, the caller's-thread path, futures made when asked for)
 #   latency   under MPS: python/bench/torch_latency.py, a small all_reduce
-#             through torch, smddp (caller's thread), smddp (worker) and
-#             NCCL side by side (NCCL_HOSTID per rank: two "hosts" to NCCL)
+#             through torch, smddp (caller's thread: its current stream, and
+#             async_op=True on its side stream), smddp (worker) and NCCL
+#             side by side (NCCL_HOSTID per rank: two "hosts" to NCCL)
+#   profile   under MPS: torch_latency.py PROFILE=1, where the host time of
+#             one 8 B all_reduce goes on each path (torch.profiler: the
+#             c10d op, the CUDA calls), about half a minute; not a default
 # Usage: tests/gpu/torch-cuda.sh [STAGE...] (default: blocking dead queued latency)
 # Logs: $OUT (default ./gpu-logs): summary.txt and torch-cuda.log.
 # Exit: 0 every stage passed, 1 one failed.
@@ -110,6 +118,17 @@ for s in ${*:-blocking dead queued latency}; do
 			tee -a "$summary"
 		grep -q "smddp: rank 0 of 2: work queued on the GPU failed: " "$TMPD/dead.log" ||
 			{ say "dead: rank 0 did not say that work queued on the GPU failed"; rc=1; }
+		stage deadsync 90 env SMDDP_CUDA_ASYNC=1 SMDDP_TIMEOUT=30 "$RUN" -n 2 --timeout 80 \
+			python3 "$ROOT/tests/gpu/torch_errors.py" deadsync cuda
+		grep -h "ERRORS-\|work queued on the GPU failed" "$TMPD/deadsync.log" | head -6 |
+			tee -a "$summary"
+		;;
+	threads)
+		mps_start
+		stage threads 140 env SMDDP_TIMEOUT=30 "$RUN" -n 2 --timeout 130 python3 "$ROOT/tests/gpu/torch_threads.py" \
+			cuda 300
+		grep -h "THREADS-" "$TMPD/threads.log" | head -4 | tee -a "$summary"
+		mps_stop
 		;;
 	latency)
 		mps_start
@@ -117,8 +136,15 @@ for s in ${*:-blocking dead queued latency}; do
 		grep -v "WARN" "$TMPD/latency.log" | tee -a "$summary"
 		mps_stop
 		;;
+	profile)
+		mps_start
+		stage profile 200 env PROFILE=1 "$RUN" -n 2 --timeout 190 python3 \
+			"$ROOT/python/bench/torch_latency.py"
+		grep -v "WARN" "$TMPD/profile.log" | tee -a "$summary"
+		mps_stop
+		;;
 	*)
-		echo "torch-cuda.sh: unknown stage '$s' (blocking dead queued latency)" >&2
+		echo "torch-cuda.sh: unknown stage '$s' (blocking dead queued threads latency profile)" >&2
 		exit 2
 		;;
 	esac

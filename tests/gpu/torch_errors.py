@@ -14,6 +14,11 @@ SIGSEGV while the shim's message was formatted).  Cases:
           returned: rank 0, making no call, must see it in exception()
           within 2 s + SMDDP_LIVENESS_MS, naming rank 1; then wait() and
           the next call raise, and torch.cuda.synchronize() returns
+  deadsync  (cuda, SMDDP_CUDA_ASYNC=1) as dead, but rank 0's all_reduce is
+          one torch waits for at once (async_op=False: on the current
+          stream, no Work where torch >= 2.8): nothing to wait on, so
+          rank 0's next call must raise, naming rank 1, once the
+          backend's poll found the failure
 Prints "ERRORS-OK rank=R CASE DEVICE: Type: message" when it raised.
 """
 import os
@@ -49,7 +54,7 @@ def bounded(what, fn, secs):
     return box.get("value")
 
 
-def dead():
+def dead(sync=False):
     """Issue 14: a collective that fails on the GPU after its call returned."""
     if os.environ.get("SMDDP_CUDA_ASYNC") != "1":
         sys.exit("torch_errors.py dead: run it with SMDDP_CUDA_ASYNC=1 (calls that queue)")
@@ -66,9 +71,11 @@ def dead():
         torch.cuda._sleep(4_000_000_000)
         dist.all_reduce(x, async_op=True)
         os._exit(0)
+    limit = 2.0 + int(os.environ.get("SMDDP_LIVENESS_MS", "50")) / 1000
+    if sync:
+        dead_sync(x, limit)
     work = dist.all_reduce(x, async_op=True)
     t0 = time.monotonic()
-    limit = 2.0 + int(os.environ.get("SMDDP_LIVENESS_MS", "50")) / 1000
     # No call: is_success() only reads what the backend's own poll found
     # (exception() says the same, but torch 2.11 cannot return it to Python).
     while work.is_success() and time.monotonic() - t0 < limit + 10:
@@ -107,13 +114,41 @@ def dead():
     sys.exit(0)
 
 
+def dead_sync(x, limit):
+    """dead() with async_op=False on rank 0: no Work to ask, the next call raises."""
+    dist.all_reduce(x)
+    t0 = time.monotonic()
+    raised = None
+    while raised is None and time.monotonic() - t0 < limit + 10:
+        time.sleep(0.2)
+        try:
+            bounded("the next all_reduce", lambda: dist.all_reduce(torch.ones(1, device="cuda")),
+                    10)
+        except dist.DistBackendError as e:
+            raised = e
+    took = time.monotonic() - t0
+    if raised is None:
+        sys.exit(f"ERRORS-NONE rank={R}: calls after the failed all_reduce(async_op=False) "
+                 f"still returned after {took:.1f} s")
+    if "rank 1" not in str(raised):
+        sys.exit(f"ERRORS-WHO rank={R}: the failure does not name rank 1: {raised}")
+    print(f"ERRORS-OK rank={R} deadsync cuda: a call raised after {took:.2f} s: "
+          f"{str(raised)[:300]}", flush=True)
+    timeout = int(os.environ.get("SMDDP_TIMEOUT", "30")) + 10
+    bounded("torch.cuda.synchronize()", torch.cuda.synchronize, timeout)
+    bounded("destroy_process_group()", dist.destroy_process_group, timeout)
+    print(f"ERRORS-OK rank={R} deadsync cuda: synchronize() and destroy_process_group() "
+          "returned", flush=True)
+    sys.exit(0)
+
+
 case, dev = sys.argv[1], sys.argv[2]
 dist.init_process_group(backend="smddp")
 R, N = dist.get_rank(), dist.get_world_size()
 if dev == "cuda":
     torch.cuda.set_device(0)
-if case == "dead":
-    dead()
+if case in ("dead", "deadsync"):
+    dead(sync=case == "deadsync")
 try:
     if case == "splits":
         dist.all_to_all_single(torch.empty(3, device=dev), torch.ones(3, device=dev),

@@ -198,7 +198,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allgather_coalesced(
   // One all-gather of every input's bytes, whatever their dtypes.
   return collective(
       {c10d::OpType::ALLGATHER_COALESCED, op, "smddp_allgather", device, results, all,
-       opts.timeout, std::nullopt, false, true},
+       opts.timeout, std::nullopt, false, true, false}, // a Work always (syncOf)
       [ins, size] {
         std::vector<at::Tensor> bytes;
         for (const auto& t : ins)

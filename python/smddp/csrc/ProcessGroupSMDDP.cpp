@@ -181,7 +181,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::enqueue(
     std::chrono::milliseconds timeout,
     WorkSMDDP::Body body,
     std::vector<c10::intrusive_ptr<WorkSMDDP>> members,
-    bool mayInline) {
+    bool mayInline,
+    bool sync) {
   // A written tensor whose elements share memory (expand()) cannot take a
   // result: refused here, on the caller's thread, as ProcessGroupNCCL
   // does, not by the copy back after the collective (which would break
@@ -195,7 +196,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::enqueue(
         "pass one with its own memory for each element, e.g. .clone()");
   auto work = makeWork(type, name, device, std::move(outputs), timeout, std::move(body));
   work->setMembers(std::move(members));
-  queue_->enqueue(work, device.is_cuda() ? touched : std::vector<at::Tensor>(), mayInline);
+  // Inside a coalescing window the window's end returns the works.
+  const bool onCurrentStream = queue_->enqueue(
+      work, device.is_cuda() ? touched : std::vector<at::Tensor>(), mayInline,
+      sync && !coalescing_);
+  if (onCurrentStream) {
+    ++seq_;
+    // Nothing to wait for on the host, and the stream is ordered already;
+    // a failure is raised by the Work, as torch would have waited on it.
+    if (!work->runError())
+      return {};
+    return work;
+  }
   if (coalescing_) {
     if (coalesced_.empty())
       coalescedDevice_ = device;
@@ -271,7 +283,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::collective(
   };
   return enqueue(
       spec.type, spec.name, spec.device, std::move(spec.results), spec.touched, spec.timeout,
-      std::move(body), std::move(spec.members), spec.queues);
+      std::move(body), std::move(spec.members), spec.queues, spec.sync);
 }
 
 // ---- collectives -----------------------------------------------------------
@@ -288,7 +300,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allreduce(
   Reduction red = toSmddpReduction(opts.reduceOp, dt, op);
   return collective(
       {c10d::OpType::ALLREDUCE, op, "smddp_allreduce", device, {t}, withFactor({t}, red),
-       opts.timeout, red, false, true},
+       opts.timeout, red, false, true, syncOf(opts)},
       [t] { return std::vector<Io>{{t}}; },
       [dt, red](RunContext& ctx, size_t, const at::Tensor& src, const at::Tensor& dst) {
         return smddp_allreduce(src.data_ptr(), dst.data_ptr(), countOf(dst, dt), dt.dtype,
@@ -313,7 +325,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allreduce_coalesced(
   std::vector<at::Tensor> touched = reds.empty() ? ts : withFactor(ts, reds[0]);
   Collective spec{c10d::OpType::ALLREDUCE_COALESCED, op, "smddp_allreduce", device, ts,
                   touched, opts.timeout, reds.empty() ? std::nullopt : std::optional(reds[0]),
-                  false, true};
+                  false, true, false}; // a Work always (syncOf)
   if (sameDtype) {
     // One call over a flat copy of all of them, split back after.
     return collective(
@@ -352,7 +364,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::broadcast(
   bool isRoot = root == rank_;
   return collective(
       {c10d::OpType::BROADCAST, op, "smddp_broadcast", device, {t}, {t}, opts.timeout,
-       std::nullopt, false, true},
+       std::nullopt, false, true, syncOf(opts)},
       [t, isRoot] { return std::vector<Io>{{t, {}, !isRoot}}; },
       [mv, root](RunContext& ctx, size_t, const at::Tensor&, const at::Tensor& dst) {
         return smddp_broadcast(dst.data_ptr(), unitsOf(dst, mv), mv.dtype, root, ctx.comm,
@@ -374,7 +386,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::reduce(
   bool isRoot = root == rank_;
   return collective(
       {c10d::OpType::REDUCE, op, "smddp_reduce", device, {t}, withFactor({t}, red), opts.timeout,
-       red, false, true},
+       red, false, true, syncOf(opts)},
       [t, isRoot] { return std::vector<Io>{{t, {}, isRoot}}; },
       [dt, red, root](RunContext& ctx, size_t, const at::Tensor& src, const at::Tensor& dst) {
         return smddp_reduce(src.data_ptr(), dst.data_ptr(), countOf(dst, dt), dt.dtype, red.op,
@@ -399,7 +411,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allgather(
   int size = size_;
   return collective(
       {c10d::OpType::ALLGATHER, op, "smddp_allgather", device, outs, all, opts.timeout,
-       std::nullopt, false, true},
+       std::nullopt, false, true, syncOf(opts)},
       [in, size] { return std::vector<Io>{{in, at::empty({size * in.numel()}, in.options())}}; },
       [mv](RunContext& ctx, size_t, const at::Tensor& src, const at::Tensor& dst) {
         return smddp_allgather(src.data_ptr(), dst.data_ptr(), unitsOf(src, mv), mv.dtype,
@@ -439,7 +451,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::allgather_into_tensor_coalesce
     mvs.push_back(movedAs(in.scalar_type()));
   return collective(
       {type, op, "smddp_allgather", device, outputs, all, opts.timeout, std::nullopt, false,
-       true},
+       true, type == c10d::OpType::_ALLGATHER_BASE && syncOf(opts)},
       [ins = inputs, outs = outputs] { return pairsOf(ins, outs); },
       [mvs](RunContext& ctx, size_t i, const at::Tensor& src, const at::Tensor& dst) {
         return smddp_allgather(src.data_ptr(), dst.data_ptr(), unitsOf(src, mvs[i]),
@@ -464,7 +476,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::reduce_scatter(
   Reduction red = toSmddpReduction(opts.reduceOp, dt, op);
   return collective(
       {c10d::OpType::REDUCE_SCATTER, op, "smddp_reduce_scatter", device, {out},
-       withFactor(all, red), opts.timeout, red, false, true},
+       withFactor(all, red), opts.timeout, red, false, true, syncOf(opts)},
       [ins, out] { return std::vector<Io>{{flatOf(ins), out}}; },
       [dt, red](RunContext& ctx, size_t, const at::Tensor& src, const at::Tensor& dst) {
         return smddp_reduce_scatter(src.data_ptr(), dst.data_ptr(), countOf(dst, dt), dt.dtype,
@@ -508,7 +520,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSMDDP::reduce_scatter_tensor_coalesce
     all = withFactor(all, reds[0]);
   return collective(
       {type, op, "smddp_reduce_scatter", device, outputs, all, opts.timeout,
-       reds.empty() ? std::nullopt : std::optional(reds[0]), false, true},
+       reds.empty() ? std::nullopt : std::optional(reds[0]), false, true,
+       type == c10d::OpType::_REDUCE_SCATTER_BASE && syncOf(opts)},
       [ins = inputs, outs = outputs] { return pairsOf(ins, outs); },
       [dts, reds](RunContext& ctx, size_t i, const at::Tensor& src, const at::Tensor& dst) {
         return smddp_reduce_scatter(src.data_ptr(), dst.data_ptr(), countOf(dst, dts[i]),

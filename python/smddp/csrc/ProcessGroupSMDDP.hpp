@@ -45,6 +45,7 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/version.h>
 
 #include "Tensors.hpp"
 #include "Types.hpp"
@@ -101,8 +102,39 @@ struct Collective {
   // in the queued mode (smddp_comm_get_cuda_mode): CUDA work may then run
   // on the caller's thread (WorkQueue::enqueue).
   bool queues = false;
+  // torch does not hand the Work back (async_op=False; syncOf): run on the
+  // caller's thread, the call goes on its current stream and no Work is
+  // returned, as ProcessGroupNCCL does.
+  bool sync = false;
   std::vector<c10::intrusive_ptr<WorkSMDDP>> members = {}; // a batch's works
 };
+
+// Whether a call torch waits for at once may go on the caller's current
+// stream and return no Work: torch 2.8 and later, where ProcessGroupNCCL
+// returns none for async_op=False and torch's Python (distributed_c10d.py)
+// skips wait() on None.  Before, some options have asyncOp already (2.4:
+// broadcast, all_gather_into_tensor, reduce_scatter_tensor and scatter set
+// it) but torch's Python calls work.wait() on whatever comes back.
+constexpr bool kSyncReturnsNoWork =
+    TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 8);
+
+// Whether torch waits for the call at once instead of handing its Work to
+// the user (opts.asyncOp false), where kSyncReturnsNoWork.  Only for the
+// calls that ProcessGroupNCCL returns no Work for, so that every caller in
+// torch already expects None from them: the single-tensor collectives,
+// not the coalesced forms.
+template <typename Opts>
+auto syncOfOptions(const Opts& opts, int) -> decltype(opts.asyncOp, bool()) {
+  return kSyncReturnsNoWork && !opts.asyncOp;
+}
+template <typename Opts>
+bool syncOfOptions(const Opts&, long) {
+  return false;
+}
+template <typename Opts>
+bool syncOf(const Opts& opts) {
+  return syncOfOptions(opts, 0);
+}
 
 class ProcessGroupSMDDP : public c10d::Backend {
  public:
@@ -319,7 +351,8 @@ class ProcessGroupSMDDP : public c10d::Backend {
       std::vector<at::Tensor> touched,
       std::vector<c10::intrusive_ptr<WorkSMDDP>> members);
   // members: works that start and complete with this one (a batch's).
-  // mayInline: see Collective::queues.
+  // mayInline, sync: see Collective::queues and ::sync (null returned for
+  // a sync work that ran on the caller's current stream and succeeded).
   c10::intrusive_ptr<c10d::Work> enqueue(
       c10d::OpType type,
       const char* name,
@@ -329,7 +362,8 @@ class ProcessGroupSMDDP : public c10d::Backend {
       std::chrono::milliseconds timeout,
       WorkSMDDP::Body body,
       std::vector<c10::intrusive_ptr<WorkSMDDP>> members = {},
-      bool mayInline = false);
+      bool mayInline = false,
+      bool sync = false);
 
   // Rank 0 publishes a new id under key, the others read it.
   smddp_unique_id rendezvous(c10d::Store& store, const std::string& key);

@@ -28,6 +28,11 @@ WorkQueue::CudaPathStats WorkQueue::cudaPathStats() const {
 void WorkQueue::prepare(
     const c10::intrusive_ptr<WorkSMDDP>& work,
     const std::vector<at::Tensor>& deviceTensors) {
+  admit(work);
+  place(work, deviceTensors, Placement::Worker);
+}
+
+void WorkQueue::admit(const c10::intrusive_ptr<WorkSMDDP>& work) {
   // A shrunk group says so first: it failed too, most often, but the
   // group to use now is the one shrink_group returned.
   if (handedOver_.load())
@@ -46,23 +51,41 @@ void WorkQueue::prepare(
   if (stopped)
     throwStopped(*work);
   work->owner_ = weak_from_this();
+}
+
+void WorkQueue::place(
+    const c10::intrusive_ptr<WorkSMDDP>& work,
+    const std::vector<at::Tensor>& deviceTensors,
+    Placement where) {
 #ifdef SMDDP_TORCH_CUDA
   if (work->device_.is_cuda()) {
     c10::DeviceIndex device = work->device_.index();
+    work->endEvent_ = takeEvent(device);
+    if (where == Placement::InlineCurrent) {
+      // Ordered by the stream itself, and its tensors are used on it, as
+      // any kernel the caller queues there.
+      work->stream_ = c10::cuda::getCurrentCUDAStream(device);
+      return;
+    }
     DeviceStreams streams = streamsFor(device);
     work->stream_ = streams.run;
-    work->doneStream_ = streams.done;
-    work->startEvent_ = std::make_unique<CudaEvent>();
-    work->endEvent_ = std::make_unique<CudaEvent>();
+    if (where == Placement::Worker)
+      work->doneStream_ = streams.done;
+    work->startEvent_ = takeEvent(device);
     work->startEvent_->record(c10::cuda::getCurrentCUDAStream(device));
     // The side stream uses memory the caller's stream allocated: the
     // caching allocator must not hand it out again before the side stream
     // is done with it, wait()ed for or not.
     for (const auto& t : deviceTensors)
       c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), streams.run);
+    // Its future's events must stand for this work's end: made now, so
+    // that they go on the done stream in order (or inline, on the side
+    // stream before anything later).  A host work's is made when asked.
+    work->makeFuture();
   }
 #else
   (void)deviceTensors;
+  (void)where;
 #endif
 }
 
@@ -78,20 +101,26 @@ void WorkQueue::throwStopped(const WorkSMDDP& work) const {
       "one (dist.new_group, or init_process_group after destroy_process_group)");
 }
 
-void WorkQueue::enqueue(
+bool WorkQueue::enqueue(
     const c10::intrusive_ptr<WorkSMDDP>& work,
     const std::vector<at::Tensor>& deviceTensors,
-    bool mayInline) {
-  prepare(work, deviceTensors);
+    bool mayInline,
+    bool sync) {
+  admit(work);
 #ifdef SMDDP_TORCH_CUDA
-  if (mayInline && work->device_.is_cuda() && inlineAllowed.load(std::memory_order_relaxed) &&
-      cudaMode_.load(std::memory_order_relaxed) == SMDDP_CUDA_QUEUED && runInline(work))
-    return;
-  if (work->device_.is_cuda())
+  if (work->device_.is_cuda()) {
+    if (mayInline && inlineAllowed.load(std::memory_order_relaxed) &&
+        cudaMode_.load(std::memory_order_relaxed) == SMDDP_CUDA_QUEUED &&
+        runInline(work, deviceTensors, sync))
+      return sync;
     queuedCuda_.fetch_add(1, std::memory_order_relaxed);
+  }
 #else
   (void)mayInline;
+  (void)sync;
 #endif
+  place(work, deviceTensors, Placement::Worker);
+  work->tls_.emplace(); // the worker runs it under this thread's state
   {
     std::unique_lock<std::mutex> lock(mutex_);
     if (stopped_) {
@@ -102,6 +131,7 @@ void WorkQueue::enqueue(
     outstanding_ += 1 + static_cast<int64_t>(work->members_.size());
   }
   workCv_.notify_one();
+  return false;
 }
 
 void WorkQueue::loop() {
@@ -180,7 +210,10 @@ void WorkQueue::run(const c10::intrusive_ptr<WorkSMDDP>& work) {
   post(work, error);
 }
 
-bool WorkQueue::runInline(const c10::intrusive_ptr<WorkSMDDP>& work) {
+bool WorkQueue::runInline(
+    const c10::intrusive_ptr<WorkSMDDP>& work,
+    const std::vector<at::Tensor>& deviceTensors,
+    bool sync) {
   WorkSMDDP::TsanUse use(work.get());
   // Never waits for the worker: a body it runs may free a tensor that
   // needs the GIL, which this thread may hold.  Busy, it takes the work.
@@ -194,10 +227,21 @@ bool WorkQueue::runInline(const c10::intrusive_ptr<WorkSMDDP>& work) {
     if (stopped_ || busy_ || !queue_.empty())
       return false;
   }
+  place(work, deviceTensors, sync ? Placement::InlineCurrent : Placement::InlineSide);
   work->markStarted();
   const bool wasWatching = watching_.load(std::memory_order_relaxed);
   std::string say;
   std::exception_ptr error = execute(work, false, say);
+  work->body_ = nullptr;
+  if (error) {
+    std::lock_guard<std::mutex> lock(work->mutex_);
+    work->runError_ = error; // as post() does: a coalescing window's end reads it
+  }
+  // Done as far as the host goes, and not handed out yet: no callback is
+  // chained on its future, and nothing later is on its stream, which the
+  // future's events stand for (so no done stream).  Completed before the
+  // communicator is free for the next call, which may queue on that stream.
+  work->complete(error, [] {});
   commLock.unlock();
   sayDeviceError(say);
   inlined_.fetch_add(1, std::memory_order_relaxed);
@@ -207,14 +251,6 @@ bool WorkQueue::runInline(const c10::intrusive_ptr<WorkSMDDP>& work) {
     { std::lock_guard<std::mutex> lock(mutex_); }
     workCv_.notify_one();
   }
-  work->body_ = nullptr;
-  if (error) {
-    std::lock_guard<std::mutex> lock(work->mutex_);
-    work->runError_ = error; // as post() does: a coalescing window's end reads it
-  }
-  // Its future's callbacks run here, on the caller's thread, as
-  // ProcessGroupNCCL's do: the work is done as far as the host goes.
-  work->complete(error, [] {});
   return true;
 }
 
@@ -237,7 +273,8 @@ std::exception_ptr WorkQueue::execute(
   std::optional<c10::cuda::CUDAStreamGuard> streamGuard;
   if (work->device_.is_cuda()) {
     deviceGuard.emplace(work->device_.index());
-    work->startEvent_->block(*work->stream_);
+    if (work->startEvent_)
+      work->startEvent_->block(*work->stream_);
     for (const auto& m : work->members_)
       m->startEvent_->block(*work->stream_);
     // Staging copies and PREMUL_SUM scaling are queued on the side stream
@@ -255,15 +292,16 @@ std::exception_ptr WorkQueue::execute(
       // are not part of any graph, and may write leaf tensors that require
       // grad.
       std::optional<at::ThreadLocalStateGuard> tlsGuard;
-      if (onWorker)
-        tlsGuard.emplace(work->tls_);
+      if (onWorker && work->tls_)
+        tlsGuard.emplace(*work->tls_);
       at::NoGradGuard noGrad;
       work->body_(ctx);
     }
 #ifdef SMDDP_TORCH_CUDA
     if (work->endEvent_) {
       work->endEvent_->record(*work->stream_);
-      work->endEvent_->block(*work->doneStream_);
+      if (work->doneStream_)
+        work->endEvent_->block(*work->doneStream_);
       for (const auto& m : work->members_) {
         m->endEvent_->record(*work->stream_);
         m->endEvent_->block(*m->doneStream_);

@@ -13,6 +13,10 @@
 // only the worker can run.  So completions go to completer threads: a
 // completion that finds every completer busy (blocked in a callback) starts
 // another one.  A work's Work::wait() returns once its future is complete.
+// A host work's future is made only when asked for (getFuture): one that
+// has none when it ends is completed by the worker itself, a thread's
+// wake-up less per call, since no callback can be chained on it (a future
+// asked for later is made complete).
 //
 // Failure is sticky: the first error that leaves this rank out of step with
 // its peers (any library error but EINVAL, EUNSUPPORTED and EMISMATCH, which
@@ -31,7 +35,13 @@
 // that the caller holds); else the work is queued as any other.  The body,
 // the events, the device check and the error handling are the worker's
 // (execute()); the work completes before the call returns, its future's
-// callbacks running on the caller's thread.  The blocking mode (ranks
+// callbacks running on the caller's thread.  A call that torch does not
+// hand back (async_op=False: AllreduceOptions::asyncOp and the like; from
+// torch 2.8, single-tensor collectives: syncOf) runs
+// there on the caller's current stream, as ProcessGroupNCCL does: no
+// events between streams, no recordStream, no future, and no Work for
+// torch to wait() on; its end event is still recorded for the device
+// check.  The blocking mode (ranks
 // time-sliced on one GPU without MPS), host tensors, sends and receives,
 // and calls that return once done (alltoallv, gather, scatter) keep the
 // worker, whose hand-off costs tens of microseconds, not the call's time.
@@ -43,7 +53,11 @@
 // makes the caller's current stream wait on the end event once the worker
 // has recorded it.  The future is completed from a second stream of the
 // group that only ever waits on end events, so the events it records stand
-// for this work's end and not for later work on the side stream.
+// for this work's end and not for later work on the side stream.  A work
+// run on the caller's thread completes before anything later can be queued
+// there, so its future's events go on the side stream itself.  Events come
+// from a pool and go back to it when the work is freed (creating and
+// destroying them cost driver time on every call).
 //
 // With SMDDP_CUDA_ASYNC a device call returns once queued, and a failure of
 // the collective (a dead peer...) is only recorded on the communicator, for
@@ -125,6 +139,17 @@ extern "C" void __tsan_release(void* addr);
 #endif
 
 namespace smddp_torch {
+
+#ifdef SMDDP_TORCH_CUDA
+// A CUDA event of the pool (WorkQueueLife.cpp): given back, not destroyed,
+// when its owner is freed.  A later record of it does not disturb the waits
+// queued on its earlier records.
+struct EventReturn {
+  void operator()(CudaEvent* event) const;
+};
+using PooledEvent = std::unique_ptr<CudaEvent, EventReturn>;
+PooledEvent takeEvent(c10::DeviceIndex device);
+#endif
 
 // Releases the GIL, if this thread holds it, for as long as it lives: the
 // completers may need it (Python callbacks chained on a work's future), so
@@ -250,6 +275,16 @@ class WorkSMDDP : public c10d::Work {
   friend class WorkQueue;
 
   void markStarted();
+  // The future, made where the work is prepared (a work whose future
+  // nobody can ask for, one run on the caller's current stream and not
+  // handed back, has none); getFuture() makes one if it was not.
+  void makeFuture();
+  c10::intrusive_ptr<c10::ivalue::Future> newFuture() const;
+  // On the worker, for a host work whose future nobody asked for yet:
+  // completes it here, as no callback can be chained on it (getFuture()
+  // makes its future complete from now on).  False when it has a future:
+  // a completer must complete it.
+  bool completeWithoutFuture(std::exception_ptr error, const std::function<void()>& beforeFinish);
   // The device check's verdicts (CUDA work): its device part ended with the
   // communicator healthy, or error is why it may not have.
   void markVerified();
@@ -257,8 +292,9 @@ class WorkSMDDP : public c10d::Work {
   // Asks the owning queue for a device check when this work's end event is
   // done and it is not checked yet.
   void checkDeviceIfDone();
-  // On a completer thread: completes the future (running its callbacks),
-  // calls beforeFinish, then completes the work (waking wait()).
+  // On a completer thread (or inline, before the work is handed out):
+  // completes the future (running its callbacks), calls beforeFinish, then
+  // completes the work (waking wait()).
   void complete(std::exception_ptr error, const std::function<void()>& beforeFinish);
   // The caller's current stream waits for the end event (CUDA work).
   void blockCurrentStreamOnEnd();
@@ -303,8 +339,16 @@ class WorkSMDDP : public c10d::Work {
                static_cast<const c10::intrusive_ptr_target*>(this))) +
         sizeof(void*);
   }
-  at::ThreadLocalState tls_;
+  // The issuing thread's state (profiler, dispatch keys), for the worker:
+  // taken when the work is queued, not for one run on the caller's thread.
+  std::optional<at::ThreadLocalState> tls_;
+  // Under mutex_: made where the work is prepared (CUDA work queued on a
+  // side stream), or when asked for (getFuture).
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  // completeWithoutFuture() ran, and the error it completed with; under
+  // mutex_.
+  bool sealed_ = false;
+  std::exception_ptr sealedError_;
   // See runError(); under mutex_.
   std::exception_ptr runError_;
   // When the worker started it; under mutex_.
@@ -318,10 +362,10 @@ class WorkSMDDP : public c10d::Work {
   // CUDA work, and to tell a wait() on one of its completers.
   std::weak_ptr<WorkQueue> owner_;
 #ifdef SMDDP_TORCH_CUDA
-  std::unique_ptr<CudaEvent> startEvent_;
-  std::unique_ptr<CudaEvent> endEvent_;
+  PooledEvent startEvent_; // none on the caller's current stream
+  PooledEvent endEvent_;
   std::optional<c10::cuda::CUDAStream> stream_;     // runs the call
-  std::optional<c10::cuda::CUDAStream> doneStream_; // completes the future
+  std::optional<c10::cuda::CUDAStream> doneStream_; // completes the future (worker)
 #endif
 };
 
@@ -338,11 +382,15 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   // call of its body returns once queued in the queued mode; then CUDA
   // work runs on the caller's thread instead, when the communicator is in
   // that mode and nothing is queued or running before it (see the top of
-  // this file).
-  void enqueue(
+  // this file).  sync: torch does not hand the work back (async_op
+  // False), so one run on the caller's thread runs on its current
+  // stream.  Returns true when the work ran so: complete, and nothing
+  // waits for it but the device check.
+  bool enqueue(
       const c10::intrusive_ptr<WorkSMDDP>& work,
       const std::vector<at::Tensor>& deviceTensors,
-      bool mayInline = false);
+      bool mayInline = false,
+      bool sync = false);
 
   // What the CUDA works took: the communicator's mode
   // (smddp_comm_get_cuda_mode, as last seen), how many ran on the caller's
@@ -398,6 +446,18 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   static constexpr std::chrono::milliseconds kDevicePoll{100};
 
  private:
+  // prepare()'s checks: raises when the group failed or stopped.
+  void admit(const c10::intrusive_ptr<WorkSMDDP>& work);
+  // Where a CUDA work runs (see the top of this file).
+  enum class Placement {
+    Worker,       // side stream after a start event, done stream, future
+    InlineSide,   // the same without the done stream
+    InlineCurrent // the caller's current stream, end event only
+  };
+  void place(
+      const c10::intrusive_ptr<WorkSMDDP>& work,
+      const std::vector<at::Tensor>& deviceTensors,
+      Placement where);
   // Raises DistBackendError: work came after the queue was stopped.
   [[noreturn]] void throwStopped(const WorkSMDDP& work) const;
   // stop() and handOver(): take, hand the communicator back.
@@ -433,7 +493,10 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
   void run(const c10::intrusive_ptr<WorkSMDDP>& work);
   // The inline path: runs work on this (the caller's) thread if the
   // worker is idle and commMutex_ free, else returns false (queue it).
-  bool runInline(const c10::intrusive_ptr<WorkSMDDP>& work);
+  bool runInline(
+      const c10::intrusive_ptr<WorkSMDDP>& work,
+      const std::vector<at::Tensor>& deviceTensors,
+      bool sync);
   // A work's body with commMutex_ held, on the worker (onWorker: under
   // the issuing thread's thread-local state) or inline: the device check
   // first, then the body on the side stream, the end events; returns
@@ -443,7 +506,7 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
       bool onWorker,
       std::string& say);
   // Hands work's completion to a completer thread (starting one if every
-  // completer is busy).
+  // completer is busy), unless it has no future: then it completes here.
   void post(c10::intrusive_ptr<WorkSMDDP> work, std::exception_ptr error);
   void completerLoop();
   // work->complete(), then one work fewer outstanding.

@@ -1,4 +1,4 @@
-// WorkQueueLife.cpp - the life of a WorkQueue: its start, its side streams, and
+// WorkQueueLife.cpp - the life of a WorkQueue: its start, its streams and events, and
 // the ways it ends (stop, abort, hand-over to a shrink, interpreter exit), with
 // its communicator (design in WorkQueue.hpp).
 #include "WorkQueue.hpp"
@@ -52,9 +52,43 @@ void releaseStream(const c10::cuda::CUDAStream& stream) {
   std::lock_guard<std::mutex> lock(streamPoolMutex);
   streamPool[stream.device_index()].push_back(stream.stream());
 }
+
+// The events the works give back, per device.  Never freed: a work may be
+// freed during the interpreter's shutdown, after CUDA's.  The cap bounds
+// what a burst of outstanding works leaves behind.
+constexpr size_t kEventPoolCap = 1024;
+std::mutex eventPoolMutex;
+auto* eventPool = new std::unordered_map<c10::DeviceIndex, std::vector<CudaEvent*>>();
 #endif
 
 } // namespace
+
+#ifdef SMDDP_TORCH_CUDA
+PooledEvent takeEvent(c10::DeviceIndex device) {
+  {
+    std::lock_guard<std::mutex> lock(eventPoolMutex);
+    auto& pool = (*eventPool)[device];
+    if (!pool.empty()) {
+      CudaEvent* event = pool.back();
+      pool.pop_back();
+      return PooledEvent(event);
+    }
+  }
+  return PooledEvent(new CudaEvent()); // created at its first record
+}
+
+void EventReturn::operator()(CudaEvent* event) const {
+  if (event && event->isCreated()) {
+    std::lock_guard<std::mutex> lock(eventPoolMutex);
+    auto& pool = (*eventPool)[event->device_index()];
+    if (pool.size() < kEventPoolCap) {
+      pool.push_back(event);
+      return;
+    }
+  }
+  delete event;
+}
+#endif
 
 // ---- WorkQueue: start -----------------------------------------------------------------
 

@@ -98,12 +98,20 @@ WorkSMDDP::WorkSMDDP(
       outputs_(std::move(outputs)),
       timeout_(timeout),
       seq_(seq),
-      body_(std::move(body)) {
+      body_(std::move(body)) {}
+
+c10::intrusive_ptr<c10::ivalue::Future> WorkSMDDP::newFuture() const {
   std::vector<c10::Device> devices;
   if (device_.is_cuda())
     devices.push_back(device_);
-  future_ = c10::make_intrusive<c10::ivalue::Future>(
+  return c10::make_intrusive<c10::ivalue::Future>(
       c10::ListType::create(c10::TensorType::get()), std::move(devices));
+}
+
+void WorkSMDDP::makeFuture() {
+  auto future = newFuture();
+  std::lock_guard<std::mutex> lock(mutex_);
+  future_ = std::move(future);
 }
 
 WorkSMDDP::~WorkSMDDP() {
@@ -159,28 +167,40 @@ void WorkSMDDP::complete(std::exception_ptr error, const std::function<void()>& 
     std::lock_guard<std::mutex> lock(mutex_);
     error = deviceError_;
   }
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    future = future_;
+  }
+  if (!future) {
+    // Nobody can ask for it now (getFuture() makes one completed).
+    beforeFinish();
+    finish(error);
+    return;
+  }
 #ifdef SMDDP_TORCH_CUDA
   // The future records its events on the current stream: one that has
-  // waited on this work's end event and on nothing later.
+  // waited on this work's end event and on nothing later (the done stream
+  // on the worker; inline, the stream that ran it, before anything later).
   std::optional<c10::cuda::CUDAGuard> deviceGuard;
   std::optional<c10::cuda::CUDAStreamGuard> streamGuard;
-  if (!error && doneStream_) {
+  if (!error && (doneStream_ || stream_)) {
     deviceGuard.emplace(device_.index());
-    streamGuard.emplace(*doneStream_);
+    streamGuard.emplace(doneStream_ ? *doneStream_ : *stream_);
   }
 #endif
   try {
     if (error)
-      future_->setError(error);
+      future->setError(error);
     else
-      future_->markCompleted(c10::IValue(outputs_));
+      future->markCompleted(c10::IValue(outputs_));
   } catch (...) {
     // markCompleted checks the value before completing (and a raw callback
     // may throw after): the work fails with that, the future too if it can.
     if (!error)
       error = std::current_exception();
-    if (!future_->completed())
-      future_->setErrorIfNeeded(error);
+    if (!future->completed())
+      future->setErrorIfNeeded(error);
   }
   beforeFinish();
   finish(error);
@@ -308,7 +328,53 @@ std::vector<at::Tensor> WorkSMDDP::result() {
 
 c10::intrusive_ptr<c10::ivalue::Future> WorkSMDDP::getFuture() {
   WorkSMDDP::TsanUse use(this);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (future_)
+    return future_;
+  // Made on demand: a host work not run yet gets one that its completion
+  // completes; one complete already (or sealed by the worker), or a CUDA
+  // work run on the caller's current stream, gets one complete now, on the
+  // stream that ran it.  No callback can be chained on it yet, so no user
+  // code runs under the lock.
+  future_ = newFuture();
+  if (!completed_ && !sealed_)
+    return future_;
+  std::exception_ptr error =
+      sealed_ ? sealedError_ : (exception_ ? exception_ : deviceError_);
+  if (error) {
+    future_->setError(error);
+    return future_;
+  }
+#ifdef SMDDP_TORCH_CUDA
+  std::optional<c10::cuda::CUDAGuard> deviceGuard;
+  std::optional<c10::cuda::CUDAStreamGuard> streamGuard;
+  if (stream_) {
+    deviceGuard.emplace(device_.index());
+    streamGuard.emplace(*stream_);
+  }
+#endif
+  future_->markCompleted(c10::IValue(outputs_));
   return future_;
+}
+
+bool WorkSMDDP::completeWithoutFuture(
+    std::exception_ptr error,
+    const std::function<void()>& beforeFinish) {
+  WorkSMDDP::TsanUse use(this);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (future_)
+      return false;
+    if (!error)
+      error = deviceError_;
+    if (error)
+      runError_ = error; // as post() does: a coalescing window's end reads it
+    sealed_ = true;
+    sealedError_ = error;
+  }
+  beforeFinish();
+  finish(error);
+  return true;
 }
 
 uint64_t WorkSMDDP::getSequencenumber() const {

@@ -67,6 +67,10 @@ PYBIND11_MODULE(_C, m) {
       [](bool on) { smddp_torch::WorkQueue::inlineAllowed.store(on); },
       "False: every CUDA collective goes through the group's worker thread, as in the "
       "blocking mode (benchmarks compare the two paths).");
+  m.def("_sync_returns_no_work", [] { return smddp_torch::kSyncReturnsNoWork; },
+        "Whether a CUDA collective torch waits for at once (async_op=False) may run on the "
+        "caller's current stream and return None, as ProcessGroupNCCL's does (torch 2.8 and "
+        "later; tests).");
   m.def("library_version", [] { return std::string(smddp_version()); },
         "The version of the libsmddp the extension runs with.");
   m.def("header_version", [] {
