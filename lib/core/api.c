@@ -47,9 +47,13 @@ static int count_loads(struct dl_phdr_info *info, size_t size, void *data)
  * it stays.  A dlopen(RTLD_NOLOAD) of a library that is not loaded searches
  * the library path (a dozen failed openat calls, tens of microseconds), so
  * it is tried again only when the process has loaded something since the
- * last try (dl_iterate_phdr's load counter, read without a system call). */
+ * last try (dl_iterate_phdr's load counter, read without a system call).
+ * The try is under a lock: a thread that saw another's try under way would
+ * otherwise take the driver for absent, and a device buffer for host memory
+ * (three threads' first calls at once, on an H200). */
 static cu_ptr_attrs_fn cuda_probe(void)
 {
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	static unsigned long long tried_at = ~0ull;
 	cu_ptr_attrs_fn f = __atomic_load_n(&cu_ptr_attrs, __ATOMIC_ACQUIRE);
 	unsigned long long loads = 0;
@@ -57,16 +61,19 @@ static cu_ptr_attrs_fn cuda_probe(void)
 
 	if (f)
 		return f;
+	pthread_mutex_lock(&lock);
+	f = __atomic_load_n(&cu_ptr_attrs, __ATOMIC_ACQUIRE);
 	dl_iterate_phdr(count_loads, &loads);
-	if (__atomic_load_n(&tried_at, __ATOMIC_RELAXED) == loads)
-		return NULL;
-	__atomic_store_n(&tried_at, loads, __ATOMIC_RELAXED);
-	h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
-	if (!h)
-		return NULL;
-	f = (cu_ptr_attrs_fn)dlsym(h, "cuPointerGetAttributes");
-	dlclose(h); /* RTLD_NOLOAD took a reference of a library that stays */
-	__atomic_store_n(&cu_ptr_attrs, f, __ATOMIC_RELEASE);
+	if (!f && tried_at != loads) {
+		tried_at = loads;
+		h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+		if (h) {
+			f = (cu_ptr_attrs_fn)dlsym(h, "cuPointerGetAttributes");
+			dlclose(h); /* RTLD_NOLOAD took a reference of a library that stays */
+			__atomic_store_n(&cu_ptr_attrs, f, __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_unlock(&lock);
 	return f;
 }
 
