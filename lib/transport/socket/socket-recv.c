@@ -328,7 +328,10 @@ static int adopt(struct sock *s, struct in *in, int idx)
 
 int sd_sock_pull(struct sock *s, struct in *in, int *got)
 {
-	int moved = 0;
+	/* drained: a read returned less than it asked for, so the socket
+	 * held no more; the next poll says when it does (a read that only
+	 * finds EAGAIN was half the system calls of a small message). */
+	int moved = 0, drained = 0;
 
 	for (;;) {
 		ssize_t n;
@@ -389,11 +392,14 @@ int sd_sock_pull(struct sock *s, struct in *in, int *got)
 		}
 		if (in->lo == in->hi)
 			in->lo = in->hi = 0;
+		if (drained)
+			return moved;
 		/* A long payload goes straight into its place. */
 		if (in->reading && in->len - in->got >= DIRECT_MIN && in->lo == in->hi && dest(in) &&
 		    (!in->into || in->into->len >= in->len)) {
 			n = recv(in->fd, dest(in), in->len - in->got, MSG_DONTWAIT);
 			if (n > 0) {
+				drained = (size_t)n < in->len - in->got;
 				in->got += (size_t)n;
 				if (in->e)
 					in->e->got = in->got;
@@ -419,6 +425,7 @@ int sd_sock_pull(struct sock *s, struct in *in, int *got)
 				want = sizeof(struct hello) - (in->hi - in->lo);
 			n = recv(in->fd, in->buf + in->hi, want, MSG_DONTWAIT);
 			if (n > 0) {
+				drained = in->peer >= 0 && (size_t)n < want;
 				in->hi += (size_t)n;
 				moved = 1;
 				continue;
