@@ -273,6 +273,8 @@ static int connect_to(struct sock *s, int peer)
 		if (in->peer == peer && !in->shared && !in->dead && !in->err) {
 			o->fd = in->fd;
 			o->borrowed = 1;
+			SD_INFO(SD_SUB_NET, "socket transport: sending to rank %d over its connection "
+					    "to this rank", peer);
 			sd_sock_data_connect(s, peer, open_fd);
 			return 0;
 		}
@@ -329,6 +331,8 @@ static void move_over(struct sock *s, int peer)
 	o->fd = o->to->fd;
 	o->borrowed = 1;
 	o->to = NULL;
+	SD_INFO(SD_SUB_NET, "socket transport: sending to rank %d over its connection to this "
+			    "rank, ours closed (both had opened one)", peer);
 	x->next = o->head;
 	o->head = x;
 	if (!o->tail)
