@@ -203,9 +203,6 @@ struct sock {
 	int flag;                 /* something is done (atomic) */
 	uint64_t nap_until;       /* until then an empty poll naps instead of yielding */
 	uint64_t nap_for;         /* how long the last slow yield stopped the yields */
-	uint64_t idle_since;      /* the first empty poll since the last completion */
-	int quick;                /* the last completion came within the window */
-	uint64_t window;          /* SPIN_WINDOW_NS, or 0 where ranks outnumber cores */
 	/* the first failure of a pass, for progress to report */
 	int fail_peer, fail_err, fail_send;
 	/* What the lower files ask of the upper ones (set by socket.c at open;

@@ -2,14 +2,13 @@
  *
  * Each rank listens on one port (bound to the address it reaches rank 0
  * by); its name carries that address and a random cookie, and reaches the
- * peers through the bootstrap, which authenticated them.  Two ranks share
- * one control connection, both ways (a small message's ACK rides on the
- * answer): a rank's first send to a peer takes the peer's connection if it
- * has one, else opens its own; where both opened one at once, the higher
- * rank moves to the lower one's (struct out says how the order of a
- * direction holds: the FI_ORDER_SAS of netep.h).  The bytes of long
- * messages go over SMDDP_SOCKET_NSOCKS data connections per direction,
- * each opened by its sender.  A connection
+ * peers through the bootstrap, which authenticated them.  A rank sends to
+ * a peer over connections it opens itself on the first send, and
+ * receives over the connections its peers opened: one control connection
+ * per direction, so two ranks that start sending to each other at once
+ * never race to make one, and messages of one direction keep their order
+ * on it (the FI_ORDER_SAS of netep.h), plus SMDDP_SOCKET_NSOCKS data
+ * connections per direction for the bytes of long messages.  A connection
  * opens with a hello: the cookie of the listener, which only members
  * know, the sender's rank and which connection it is.  Connections are
  * made lazily, so a rank holds sockets only for the peers its algorithms
@@ -70,19 +69,6 @@
 #include "config/param.h"
 #include "transport/socket/socket-int.h"
 
-/* An empty poll gives the core away (so_progress, YIELD_SLOW_NS), but not
- * while the answers come quickly (the last completion came within this of
- * the first empty poll before it): a small message's answer takes 10-15 us
- * between hosts, and a yield behind other runnable processes gave the
- * core away for their time slices (on a loaded machine small calls took
- * 36 us, Open MPI's 10: it never yields).  A wait that outlasts it (a peer
- * that needs this core, with more ranks than cores) turns the yields back
- * on until the answers are quick again.  Only where the communicator's
- * ranks do not outnumber the cores (c->yield_mask): with 2 hosts x 2 ranks
- * on 2 cores a window of spinning took 84-116 us a small call against 27-38
- * without. */
-#define SPIN_WINDOW_NS 50000ull
-
 static int queue_ctl(struct sock *s, int peer, int type, uint64_t id);
 static void peer_fail(struct sock *s, int peer, int err, int send, int *got);
 
@@ -101,10 +87,6 @@ static int so_open(struct smddp_comm *c, const char *src_ip, struct sd_fab **out
 	s->rank = c->rank;
 	s->timeout_ns = c->timeout_ns;
 	s->wake_fd = -1;
-	s->quick = 1;
-	/* where ranks outnumber cores the peer may need this one: no window
-	 * (the test of read_tunables, lib/core/comm.c) */
-	s->window = c->yield_mask ? SPIN_WINDOW_NS : 0;
 	s->ctl = queue_ctl;
 	s->peer_fail = peer_fail;
 	s->early_arrived = sd_sock_early_arrived;
@@ -772,16 +754,11 @@ static int so_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms, int 
 	/* A rank that polls in vain gives its core away: on loopback the
 	 * peer it waits for may need it to send (ranks outnumbering cores
 	 * waited out whole spins, 0.5 ms a message, without this); by a
-	 * yield, or a nap where yields were slow (YIELD_SLOW_NS says why),
-	 * unless answers come quickly (SPIN_WINDOW_NS). */
+	 * yield, or a nap where yields were slow (YIELD_SLOW_NS says why). */
 	if (!rc && !*got && !wait_ms) {
 		uint64_t t = sd_now_ns(), now;
 
-		if (!s->idle_since)
-			s->idle_since = t;
-		if (s->quick && t - s->idle_since < s->window) {
-			/* keep the core: the answer is likely microseconds away */
-		} else if (t < s->nap_until) {
+		if (t < s->nap_until) {
 			rc = pass(s, YIELD_NAP_NS, got);
 		} else {
 			sched_yield();
@@ -802,10 +779,6 @@ static int so_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms, int 
 	}
 	if (!rc && !*got && wait_ms > 0)
 		rc = pass(s, (int64_t)wait_ms * 1000000, got);
-	if (*got && s->idle_since) {
-		s->quick = sd_now_ns() - s->idle_since <= SPIN_WINDOW_NS;
-		s->idle_since = 0;
-	}
 	if (rc)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	fp = s->fail_peer;
