@@ -3,7 +3,8 @@
 # The endpoint of lib/transport/socket/ behind the same table as libfabric's:
 # the conformance matrix hierarchical (2 hosts x 2 ranks) and flat (3 x 1),
 # the ring's chunk (the endpoint's, or SMDDP_NET_CHUNK as the user set it),
-# point to point and uneven all-to-all across hosts, then failures: a rank
+# point to point and uneven all-to-all across hosts (ranks that talk both
+# ways sharing one control connection), then failures: a rank
 # killed between calls and in the middle of a large allreduce (every
 # survivor names it with SMDDP_EPEER), one that exits after an error of
 # its own (named with its error), and a mismatch under
@@ -32,6 +33,11 @@ hosts() { # NAME NRANKS PER-HOST
 	[ "$(grep -o '^\[[0-9]*\] .*socket transport: listening' "$TDIR/$name.out" | cut -d' ' -f1 | sort -u | wc -l)" -eq "$n" ] &&
 		pass "$name: every rank used the socket endpoint" ||
 		fail "$name: not every rank used the socket endpoint"
+	# ranks that talk both ways share one control connection (the peer's,
+	# or the lower rank's where both opened one)
+	grep -q 'socket transport: sending to rank [0-9]* over its connection to this rank' \
+		"$TDIR/$name.out" && pass "$name: control connections used both ways" ||
+		fail "$name: no rank sent over a peer's control connection"
 }
 hosts hier-2x2 4 2
 hosts flat-3x1 3 1

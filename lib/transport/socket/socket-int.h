@@ -11,7 +11,7 @@
 
 #include "transport/netep.h"
 
-#define NAME_MAGIC 0x534b5432u /* "SKT2": the protocol with long messages by rendezvous */
+#define NAME_MAGIC 0x534b5433u /* "SKT3": one control connection per pair, both ways */
 #define HELLO_MAGIC 0x534b4832u
 #define HDR 24                 /* a control frame: tag, type << 56 | length, id */
 #define PHDR 24                /* a piece on a data connection: id, offset, length | flags */
@@ -23,7 +23,7 @@
 #define SINK (64u << 10)
 
 /* Control frames (the type in the length word's top byte). */
-enum { F_EAGER, F_RTS, F_CTS, F_GONE, F_PUSH, F_CREDIT };
+enum { F_EAGER, F_RTS, F_CTS, F_GONE, F_PUSH, F_CREDIT, F_MOVE, F_MOVED };
 #define LEN_MASK ((1ull << 56) - 1)
 #define PF_VOID (1ull << 63) /* a piece's flag: the sender gave the message up; no bytes */
 
@@ -126,9 +126,19 @@ struct dconn {
 	struct dconn *next; /* the list of them (sock's douts or dins) */
 };
 
-/* A connection this rank opened, to send to one peer. */
+/* How this rank sends to one peer: over the control connection it opened,
+ * or over the one the peer opened (borrowed: a TCP connection carries both
+ * ways, and a small message's acknowledgement then rides on the answer
+ * instead of being a packet of its own).  Where both opened one at once,
+ * the higher rank moves to the lower rank's: F_MOVE is its last frame on
+ * its own, F_MOVED its first on the other, and the lower rank reads past
+ * F_MOVED only once it has read F_MOVE (the order of the frames). */
 struct out {
 	int fd;
+	int borrowed;   /* fd is an incoming connection's (that in closes it) */
+	struct in *self; /* own connection: the in that reads what the peer sends on it */
+	struct in *to;   /* F_MOVE queued: the peer's connection, taken once it is written */
+	int move_seen;  /* the peer's F_MOVE has been read */
 	int connecting; /* connect() in flight, then the hello */
 	int err;        /* errno it failed with */
 	struct op *head, *tail;
@@ -146,6 +156,10 @@ struct in {
 	int fd;
 	int peer; /* -1 until its hello */
 	int err;
+	int shared; /* fd is out[peer]'s own connection: closed there */
+	int hold;   /* F_MOVED read before F_MOVE: nothing more is read until it comes */
+	int kick;   /* read it again at the end of the pass (hold released) */
+	int dead;   /* left for the end of the pass (moved from) */
 	unsigned char *buf; /* INBUF: headers and small payloads */
 	size_t lo, hi;      /* unread bytes are buf[lo, hi) */
 	/* the message being read */
@@ -267,6 +281,8 @@ void sd_sock_unlink_posted(struct sock *s, struct op *x);
 void sd_sock_accept_all(struct sock *s);
 /* Reads what in has; 1 if anything moved, -1 when it closed or failed. */
 int sd_sock_pull(struct sock *s, struct in *in, int *got);
+#define PULL_GONE (-2)  /* in became a data connection (socket-data.c) */
+#define PULL_MOVED (-3) /* the peer's F_MOVE: in ends, nothing failed */
 void sd_sock_drop_in(struct sock *s, struct in *in, int *got);
 void sd_sock_fail_from(struct sock *s, int peer, int err, int *got);
 /* The bytes of e (a PUSH that found no receive) have all come (err). */

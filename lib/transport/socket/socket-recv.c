@@ -323,12 +323,44 @@ static int adopt(struct sock *s, struct in *in, int idx)
 	s->nins--;
 	free(in->buf);
 	free(in);
-	return -2;
+	return PULL_GONE;
+}
+
+/* The peer's control connection has said who it is.  Where this rank sends
+ * to that peer over a connection of its own too, the higher of the two
+ * ranks moves to the lower one's (struct out): its F_MOVE goes last on its
+ * own, and socket.c takes in's connection once it is written. */
+static void met(struct sock *s, struct in *in)
+{
+	struct out *o = &s->outs[in->peer];
+
+	if (s->rank > in->peer && o->fd >= 0 && !o->borrowed && !o->to && !o->err) {
+		o->to = in; /* before the queue: an idle connection writes F_MOVE at once */
+		if (s->ctl(s, in->peer, F_MOVE, 0))
+			o->to = NULL;
+	}
+}
+
+/* The peer's F_MOVE: nothing more comes on in; what it sends next comes on
+ * our own connection, whose reader may wait for this (F_MOVED). */
+static int moved_off(struct sock *s, struct in *in)
+{
+	struct out *o = &s->outs[in->peer];
+
+	o->move_seen = 1;
+	if (o->self && o->self->hold) {
+		o->self->hold = 0;
+		o->self->kick = 1;
+	}
+	return PULL_MOVED;
 }
 
 int sd_sock_pull(struct sock *s, struct in *in, int *got)
 {
-	int moved = 0;
+	/* drained: a read returned less than it asked for, so the socket
+	 * held no more; the next poll says when it does (a read that only
+	 * finds EAGAIN was half the system calls of a small message). */
+	int moved = 0, drained = 0;
 
 	for (;;) {
 		ssize_t n;
@@ -344,13 +376,14 @@ int sd_sock_pull(struct sock *s, struct in *in, int *got)
 					break;
 				if (idx > 0)
 					return adopt(s, in, idx);
+				met(s, in);
 				continue;
 			}
 			if (!in->reading) {
 				uint64_t tag, lw, id;
 				int type, err = 0;
 
-				if (in->hi - in->lo < HDR)
+				if (in->hold || in->hi - in->lo < HDR)
 					break;
 				tag = get64(in->buf + in->lo);
 				lw = get64(in->buf + in->lo + 8);
@@ -369,6 +402,10 @@ int sd_sock_pull(struct sock *s, struct in *in, int *got)
 					err = sd_sock_rndv_cleared(s, in->peer, id, got);
 				else if (type == F_GONE)
 					sd_sock_rndv_gone(s, in->peer, id, got);
+				else if (type == F_MOVE && !in->shared)
+					return moved_off(s, in);
+				else if (type == F_MOVED && in->shared)
+					in->hold = !s->outs[in->peer].move_seen;
 				else
 					err = EPROTO;
 				if (err) {
@@ -389,11 +426,14 @@ int sd_sock_pull(struct sock *s, struct in *in, int *got)
 		}
 		if (in->lo == in->hi)
 			in->lo = in->hi = 0;
+		if (drained || in->hold)
+			return moved;
 		/* A long payload goes straight into its place. */
 		if (in->reading && in->len - in->got >= DIRECT_MIN && in->lo == in->hi && dest(in) &&
 		    (!in->into || in->into->len >= in->len)) {
 			n = recv(in->fd, dest(in), in->len - in->got, MSG_DONTWAIT);
 			if (n > 0) {
+				drained = (size_t)n < in->len - in->got;
 				in->got += (size_t)n;
 				if (in->e)
 					in->e->got = in->got;
@@ -419,6 +459,7 @@ int sd_sock_pull(struct sock *s, struct in *in, int *got)
 				want = sizeof(struct hello) - (in->hi - in->lo);
 			n = recv(in->fd, in->buf + in->hi, want, MSG_DONTWAIT);
 			if (n > 0) {
+				drained = in->peer >= 0 && (size_t)n < want;
 				in->hi += (size_t)n;
 				moved = 1;
 				continue;
@@ -477,6 +518,20 @@ void sd_sock_drop_in(struct sock *s, struct in *in, int *got)
 {
 	struct in **pp = &s->ins;
 
+	if (in->peer >= 0) {
+		struct out *o = &s->outs[in->peer];
+
+		/* This rank's sends to the peer went, or were to go, over it. */
+		if (o->to == in || (o->borrowed && o->fd == in->fd)) {
+			o->to = NULL;
+			if (o->borrowed && o->fd == in->fd)
+				o->fd = -1;
+			if (!o->err && !in->dead)
+				o->err = in->err ? in->err : ECONNRESET;
+		}
+		if (o->self == in)
+			o->self = NULL;
+	}
 	if (in->peer >= 0 && in->err)
 		SD_INFO(SD_SUB_NET, "socket transport: the connection from rank %d ended: %s",
 			in->peer, strerror(in->err));
@@ -499,7 +554,8 @@ void sd_sock_drop_in(struct sock *s, struct in *in, int *got)
 	if (*pp)
 		*pp = in->next;
 	s->nins--;
-	close(in->fd);
+	if (!in->shared)
+		close(in->fd);
 	free(in->buf);
 	free(in);
 }

@@ -242,20 +242,83 @@ static int open_fd(struct sock *s, int peer)
 	return fd;
 }
 
-/* Opens the connections to peer (non-blocking; the hello follows once
- * each is made, before anything else). */
+/* The connections to peer: its control connection to us where it opened
+ * one (struct out), else one of our own (non-blocking; the hello follows
+ * once it is made, before anything else) and an in that reads what the
+ * peer may send back on it; the data connections are always our own. */
 static int connect_to(struct sock *s, int peer)
 {
 	struct out *o = &s->outs[peer];
+	struct in *in;
 
+	for (in = s->ins; in; in = in->next)
+		if (in->peer == peer && !in->shared && !in->dead && !in->err) {
+			o->fd = in->fd;
+			o->borrowed = 1;
+			SD_INFO(SD_SUB_NET, "socket transport: sending to rank %d over its connection "
+					    "to this rank", peer);
+			sd_sock_data_connect(s, peer, open_fd);
+			return 0;
+		}
+	in = calloc(1, sizeof(*in));
+	if (in)
+		in->buf = malloc(INBUF);
+	if (!in || !in->buf) {
+		free(in);
+		o->err = ENOMEM;
+		return -1;
+	}
 	o->fd = open_fd(s, peer);
 	if (o->fd < 0) {
 		o->err = errno;
+		free(in->buf);
+		free(in);
 		return -1;
 	}
 	o->connecting = 1;
+	in->fd = o->fd;
+	in->peer = peer;
+	in->shared = 1;
+	in->next = s->ins;
+	s->ins = in;
+	s->nins++;
+	o->self = in;
 	sd_sock_data_connect(s, peer, open_fd);
 	return 0;
+}
+
+static struct op *ctl_op(struct sock *s, int peer, int type, uint64_t id);
+
+/* Our F_MOVE is written: from now on this rank sends to peer over the
+ * peer's connection (o->to), F_MOVED first; our own connection, and its
+ * reader, go at the end of the pass (a pass may be walking the ins). */
+static void move_over(struct sock *s, int peer)
+{
+	struct out *o = &s->outs[peer];
+	struct op *x = ctl_op(s, peer, F_MOVED, 0);
+
+	if (!o->to || !x) {
+		free(x);
+		if (!o->err)
+			o->err = o->to ? ENOMEM : ECONNRESET;
+		return;
+	}
+	if (o->self) {
+		o->self->shared = 0; /* its end closes the old connection */
+		o->self->dead = 1;
+		o->self = NULL;
+	} else {
+		close(o->fd);
+	}
+	o->fd = o->to->fd;
+	o->borrowed = 1;
+	o->to = NULL;
+	SD_INFO(SD_SUB_NET, "socket transport: sending to rank %d over its connection to this "
+			    "rank, ours closed (both had opened one)", peer);
+	x->next = o->head;
+	o->head = x;
+	if (!o->tail)
+		o->tail = x;
 }
 
 /* A frame is written: a long send's announcement now waits for its
@@ -266,6 +329,11 @@ static void written(struct sock *s, int peer, struct op *x, int *got)
 
 	if (x->type == F_PUSH) { /* its header was one of its pieces */
 		sd_sock_piece_done(s, x, 0, 0);
+		return;
+	}
+	if (x->type == F_MOVE) {
+		free(x);
+		move_over(s, peer);
 		return;
 	}
 	if (x->type == F_RTS) {
@@ -391,13 +459,13 @@ static int enqueue(struct sock *s, struct op *x, int *got)
 	return 0;
 }
 
-static int queue_ctl(struct sock *s, int peer, int type, uint64_t id)
+static struct op *ctl_op(struct sock *s, int peer, int type, uint64_t id)
 {
 	struct op *x = calloc(1, sizeof(*x));
-	int got = 0;
 
+	(void)s;
 	if (!x)
-		return ENOMEM;
+		return NULL;
 	x->is_send = 1;
 	x->peer = peer;
 	x->keep = 1; /* a peer waits on it, whatever became of our call */
@@ -406,6 +474,16 @@ static int queue_ctl(struct sock *s, int peer, int type, uint64_t id)
 	put64(x->hdr, id);
 	put64(x->hdr + 8, (uint64_t)type << 56);
 	put64(x->hdr + 16, id);
+	return x;
+}
+
+static int queue_ctl(struct sock *s, int peer, int type, uint64_t id)
+{
+	struct op *x = ctl_op(s, peer, type, id);
+	int got = 0;
+
+	if (!x)
+		return ENOMEM;
 	return enqueue(s, x, &got);
 }
 
@@ -554,14 +632,53 @@ static void unclear(struct sock *s, int peer, int err, int *got)
 #define NAP_MIN_NS 2000000ull
 #define NAP_MAX_NS 1000000000ull
 
+/* Reads in; where it ended, drops it and fails what depended on it. */
+static void pull_in(struct sock *s, struct in *in, int *got)
+{
+	int r = sd_sock_pull(s, in, got);
+
+	if (r == PULL_GONE) /* a data connection, gone to socket-data.c */
+		return;
+	if (r == PULL_MOVED) {
+		in->dead = 1;
+		sd_sock_drop_in(s, in, got);
+		return;
+	}
+	if (r < 0) {
+		int peer = in->peer, err = in->err;
+
+		sd_sock_drop_in(s, in, got);
+		if (peer >= 0 && err)
+			peer_fail(s, peer, err, 0, got);
+		else if (peer >= 0)
+			unclear(s, peer, ECONNRESET, got);
+	}
+}
+
+/* The readers of connections moved from, and those whose hold ended. */
+static void sweep(struct sock *s, int *got)
+{
+	for (struct in *in = s->ins, *next; in; in = next) {
+		next = in->next;
+		if (in->dead) {
+			sd_sock_drop_in(s, in, got);
+		} else if (in->kick) {
+			in->kick = 0;
+			pull_in(s, in, got);
+			next = s->ins; /* the list may have changed: kicks are rare */
+		}
+	}
+}
+
 /* One pass: poll (for at most wait_ns), then the I/O that is ready. */
 static int pass(struct sock *s, int64_t wait_ns, int *got)
 {
 	struct timespec ts = {.tv_sec = wait_ns / 1000000000, .tv_nsec = wait_ns % 1000000000};
-	size_t n = 2 + (size_t)s->nins + (size_t)s->npeers + sd_sock_data_nfds(s), k = 0, kd;
+	size_t n = 2 + (size_t)s->nins + (size_t)s->npeers + sd_sock_data_nfds(s), k = 0, kd, kin;
 	struct in *in, *next;
 	int nready;
 
+	sweep(s, got);
 	if (n > s->npfd) {
 		struct pollfd *p = realloc(s->pfd, n * sizeof(*p));
 
@@ -572,8 +689,9 @@ static int pass(struct sock *s, int64_t wait_ns, int *got)
 	}
 	s->pfd[k++] = (struct pollfd){.fd = s->lfd, .events = POLLIN};
 	s->pfd[k++] = (struct pollfd){.fd = s->wake_fd, .events = POLLIN};
-	for (in = s->ins; in; in = in->next)
-		s->pfd[k++] = (struct pollfd){.fd = in->fd, .events = POLLIN};
+	for (in = s->ins; in; in = in->next) /* held: nothing to read until a kick */
+		s->pfd[k++] = (struct pollfd){.fd = in->fd, .events = in->hold ? 0 : POLLIN};
+	kin = k;
 	for (int p = 0; p < s->npeers; p++) {
 		struct out *o = &s->outs[p];
 
@@ -604,23 +722,10 @@ static int pass(struct sock *s, int64_t wait_ns, int *got)
 	for (in = s->ins; in; in = next) {
 		next = in->next;
 		/* new connections are not in this poll's list: read them next time */
-		if (k >= 2 + (size_t)s->nins || s->pfd[k].fd != in->fd)
+		if (k >= kin || s->pfd[k].fd != in->fd)
 			continue;
-		if (s->pfd[k++].revents) {
-			int r = sd_sock_pull(s, in, got);
-
-			if (r == -2) /* a data connection, gone to socket-data.c */
-				continue;
-			if (r < 0) {
-				int peer = in->peer, err = in->err;
-
-				sd_sock_drop_in(s, in, got);
-				if (peer >= 0 && err)
-					peer_fail(s, peer, err, 0, got);
-				else if (peer >= 0)
-					unclear(s, peer, ECONNRESET, got);
-			}
-		}
+		if (s->pfd[k++].revents && !in->dead)
+			pull_in(s, in, got);
 	}
 	for (int p = 0; p < s->npeers; p++) {
 		struct out *o = &s->outs[p];
@@ -632,6 +737,7 @@ static int pass(struct sock *s, int64_t wait_ns, int *got)
 			peer_fail(s, p, o->err, 1, got);
 	}
 	sd_sock_data_retry(s);
+	sweep(s, got);
 	sd_sock_data_drain(s, got);
 	return 0;
 }
@@ -865,7 +971,7 @@ static int so_close(struct sd_fab *f)
 			o->wait = x->next;
 			sd_sock_complete(x, ECANCELED, 0, 0);
 		}
-		if (o->fd >= 0)
+		if (o->fd >= 0 && !o->borrowed)
 			close(o->fd);
 	}
 	while (s->posted) {
@@ -880,7 +986,8 @@ static int so_close(struct sd_fab *f)
 		s->ins = in->next;
 		if (in->reading && in->into)
 			sd_sock_complete(in->into, ECANCELED, 0, 0);
-		close(in->fd);
+		if (!in->shared)
+			close(in->fd);
 		free(in->buf);
 		free(in);
 	}
