@@ -87,6 +87,7 @@
  *                                           shrink, and pass the matrix on the new
  *                                           communicator (SHRINK-OK lines)
  *   gpu-conformance threads [--rounds N] [--jitter US] [--stagger] [--large N] [--stop R:K:N]
+ *                           [--bounded]
  *                                           three communicators, a thread each,
  *                                           at once; with --stop, rank R's thread
  *                                           K stops after N rounds and its peers
@@ -656,7 +657,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | twostreams | abortq | cancelq | overlap | regs | ddp | lateload | "
 				"p2p [--perf] | p2pdead VICTIM | mismatch | refused HOW | errors | dead VICTIM | badbuf VICTIM | cudafail VICTIM CALL | mixed | "
 				"shrink [--large N] [--quick|--small] STAGE... | "
-				"threads [--rounds N] [--jitter US] [--stagger] [--large N] [--stop R:K:N]]\n"
+				"threads [--rounds N] [--jitter US] [--stagger] [--large N] [--stop R:K:N] [--bounded]]\n"
 				"  (abortq, cancelq, dead and mismatch: [--coll allreduce|allgather|reduce_scatter|broadcast|reduce|alltoall])\n");
 		return 2;
 	}

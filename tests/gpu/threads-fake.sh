@@ -36,7 +36,13 @@ expect_threads threads-n3-stagger 3
 # auto: the first device call of each communicator runs blocking and meets the peers
 fake threads-n2-auto 2 SMDDP_CUDA_ASYNC=auto -- threads --rounds 60 --jitter 200
 expect_threads threads-n2-auto 2
-fake threads-n2-1queue 2 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=16K FAKECUDA_CONNECTIONS=1 -- threads --rounds 60
+# All streams of a process in one hardware queue (FAKECUDA_CONNECTIONS=1; MPS shares a
+# pool among its clients): two communicators' kernels queued in one order on rank 0 and in
+# the other on rank 1 wait for each other, each behind the other's in its queue, until
+# SMDDP_TIMEOUT (the H200's torch_threads.py run under MPS; NCCL has the same rule).  Not
+# fixed: the calls must fail within the deadline naming a rank, never hang.
+run_fake threads-n2-1queue 60 2 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=16K FAKECUDA_CONNECTIONS=1 \
+	SMDDP_TIMEOUT=10 -- threads --rounds 60 --bounded
 expect_threads threads-n2-1queue 2
 
 # rank 1's thread 2 stops after 5 rounds; SMDDP_TIMEOUT=5
