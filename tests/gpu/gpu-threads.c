@@ -209,8 +209,9 @@ int threads(int argc, char **argv)
 		snprintf(want2, sizeof(want2), "rank(s) %d ", stop_rank);
 		if (k == stop_k && rank == stop_rank) {
 			good = x->stopped && x->rounds_done == stop_n;
-			printf("%s rank=%d thread %d: stopped after %d rounds as told\n",
-			       good ? "ok" : "FAIL", rank, k, x->rounds_done);
+			printf("%s rank=%d thread %d: stopped after %d of %d rounds%s%s\n",
+			       good ? "ok" : "FAIL", rank, k, x->rounds_done, stop_n,
+			       x->rc ? ": " : "", x->msg);
 		} else if (k == stop_k) {
 			/* The peers of the stopped thread: its round stop_n fails, naming it,
 			 * within the deadline (and a little for the load). */
