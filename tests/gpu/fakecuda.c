@@ -654,7 +654,10 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char *name, void **fn, unsign
 	return cudaSuccess;
 }
 
-/* lib/core/api.c finds cuPointerGetAttributes in a loaded libcuda.so.1. */
+/* lib/core/api.c finds cuPointerGetAttributes in a loaded libcuda.so.1.  The real
+ * dlopen(RTLD_NOLOAD) takes tens of microseconds (it searches the library path), which
+ * is the window of threads' first calls at once (gpu-conformance threads): so this one
+ * takes 50 us too. */
 static int fake_libcuda;
 void *__real_dlopen(const char *name, int flags);
 void *__real_dlsym(void *h, const char *name);
@@ -662,8 +665,12 @@ int __real_dlclose(void *h);
 
 void *__wrap_dlopen(const char *name, int flags)
 {
-	if (name && !strcmp(name, "libcuda.so.1"))
+	if (name && !strcmp(name, "libcuda.so.1")) {
+		struct timespec ts = {0, 50 * 1000L};
+
+		nanosleep(&ts, NULL);
 		return &fake_libcuda;
+	}
 	return __real_dlopen(name, flags);
 }
 

@@ -19,8 +19,8 @@
 #    blocking at 2 ranks (summary at 4, 64 and 256 MiB, and busbw at 256 MiB).
 # Run from the tree with build-cuda/ and .devcarry/ (libcjson.so.1), as lab/gpu/queued-bench.sh:
 #   bash tests/gpu/fastcoll-device.sh    (results in $OUT/o.tgz)
-# PARTS picks what runs (default "check lateload bench big"; all of it may not fit one
-# 10-minute call: e.g. PARTS="check lateload", then PARTS="big bench").
+# PARTS picks what runs (default "check lateload bench big", and "threads" when named; all
+# of it may not fit one 10-minute call: e.g. PARTS="check lateload", then PARTS="big bench").
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD B=$ROOT/build-cuda T0=$(date +%s)
 O=${OUT:-/tmp/out}; export OUT=/tmp/o; mkdir -p $OUT $O
@@ -59,6 +59,21 @@ for ml in LAZY EAGER; do
   timeout 60 env CUDA_MODULE_LOADING=$ml SMDDP_CUDA_ASYNC=auto SMDDP_TIMEOUT=15 $RUN -n 2 --timeout 50 \
     $GC lateload > $OUT/lateload-$ml.log 2>&1
   el "lateload $ml exit $?: $(grep -h 'lateload' $OUT/lateload-$ml.log | cut -c1-200 | tr '\n' ' ' | cut -c1-700)"
+done
+# threads (not in the default PARTS): three communicators driven by three threads of each
+# rank at once (gpu-threads.c; tests/gpu/torch_threads.py's hang without torch), under MPS
+# (all of a process's streams in one pool of queues), then without MPS with
+# SMDDP_CUDA_ASYNC=1: all healthy, then rank 1's thread 2 stopping after 3 rounds
+for mps in 1 0; do
+  part threads || continue
+  [ $mps = 1 ] || mps_stop
+  for c in "healthy:--rounds 300 --stagger --jitter 200" "stop:--rounds 100 --stop 1:2:3"; do
+    left 480 || { el "out of time before threads $c"; continue; }
+    timeout 100 env SMDDP_CUDA_ASYNC=1 SMDDP_TIMEOUT=10 $RUN -n 2 --timeout 90 $GC threads ${c#*:} \
+      > $OUT/threads-mps$mps-${c%%:*}.log 2>&1
+    el "threads mps=$mps ${c%%:*} exit $?: $(grep -h 'THREADS-\|thread [0-9]:' $OUT/threads-mps$mps-${c%%:*}.log | cut -c1-220 | tr '\n' ' ' | cut -c1-1400)"
+  done
+  [ $mps = 1 ] || mps_start
 done
 mkdir -p $OUT/bench
 summary() {

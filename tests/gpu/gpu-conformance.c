@@ -86,8 +86,14 @@
  *                                           survivors get an error naming one,
  *                                           shrink, and pass the matrix on the new
  *                                           communicator (SHRINK-OK lines)
+ *   gpu-conformance threads [--rounds N] [--jitter US] [--stagger] [--large N] [--stop R:K:N]
+ *                           [--bounded]
+ *                                           three communicators, a thread each,
+ *                                           at once; with --stop, rank R's thread
+ *                                           K stops after N rounds and its peers
+ *                                           fail in time (THREADS-OK lines)
  * The matrix is here; the other modes are in gpu-order.c, gpu-faults.c,
- * gpu-p2p.c and gpu-shrink.c.
+ * gpu-p2p.c, gpu-shrink.c and gpu-threads.c.
  * Exit: 0 passed, 1 failed, 2 usage, 77 no GPU here.
  */
 #include <math.h>
@@ -622,6 +628,9 @@ int main(int argc, char **argv)
 		p2p(large);
 		if (perf && nranks >= 2)
 			p2p_perf();
+	} else if (!strcmp(mode, "threads")) {
+		if (threads(argc, argv))
+			return 1;
 	} else if (!strcmp(mode, "errors")) {
 		errors();
 	} else if (!strcmp(mode, "mixed")) {
@@ -647,7 +656,8 @@ int main(int argc, char **argv)
 	} else {
 		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | twostreams | abortq | cancelq | overlap | regs | ddp | lateload | "
 				"p2p [--perf] | p2pdead VICTIM | mismatch | refused HOW | errors | dead VICTIM | badbuf VICTIM | cudafail VICTIM CALL | mixed | "
-				"shrink [--large N] [--quick|--small] STAGE...]\n"
+				"shrink [--large N] [--quick|--small] STAGE... | "
+				"threads [--rounds N] [--jitter US] [--stagger] [--large N] [--stop R:K:N] [--bounded]]\n"
 				"  (abortq, cancelq, dead and mismatch: [--coll allreduce|allgather|reduce_scatter|broadcast|reduce|alltoall])\n");
 		return 2;
 	}

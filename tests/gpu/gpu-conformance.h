@@ -81,4 +81,8 @@ void p2p_perf(void);
 /* gpu-conformance shrink [options] STAGE...: argv as main's. */
 int shrink(int argc, char **argv, size_t large, int quick, int small);
 
+/* ---- gpu-threads.c: three communicators, three threads of each rank at once ---- */
+/* gpu-conformance threads [options]: argv as main's. */
+int threads(int argc, char **argv);
+
 #endif
