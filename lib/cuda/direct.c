@@ -129,8 +129,9 @@ int sd_cuda_direct_make(struct smddp_comm *c, struct sd_cuda *cu, char *name)
 		goto fail;
 	}
 	cu->reg_tab_dev = dp;
-	snprintf(cu->reg_name, sizeof(cu->reg_name), "/smddp-dreg-%d-%d-%u", (int)getpid(),
-		 c->rank, __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
+	snprintf(cu->reg_name, sizeof(cu->reg_name), "/smddp-%s-%08x%04x%04x", c->jobid,
+		 (unsigned)getpid(), (unsigned)c->rank & 0xffff,
+		 __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED) & 0xffff);
 	fd = SD_RETRY_EINTR(shm_open(cu->reg_name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
 	if (fd < 0 || ftruncate(fd, sizeof(struct sd_reg_shm)) != 0)
 		goto fail;
@@ -142,7 +143,7 @@ int sd_cuda_direct_make(struct smddp_comm *c, struct sd_cuda *cu, char *name)
 		goto fail;
 	}
 	cu->reg_mine->magic = REG_MAGIC;
-	snprintf(name, 48, "%s", cu->reg_name);
+	snprintf(name, SD_REG_NAME, "%s", cu->reg_name);
 	return SMDDP_OK;
 fail:
 	SD_INFO(SD_SUB_COLL, "device collectives on GPU %d: no registrations for the direct path "

@@ -5,7 +5,7 @@
 #include "cuda/internal.h"
 
 /* Setup (sd_cuda_fast_setup, host thread): our registrations' segment and
- * the table (name into name[48]; 0 when the path is off here), then the
+ * the table (name into name[SD_REG_NAME]; 0 when the path is off here), then the
  * peers' segments (names[q]); frees what it made when on is 0. */
 int sd_cuda_direct_make(struct smddp_comm *c, struct sd_cuda *cu, char *name);
 int sd_cuda_direct_open(struct smddp_comm *c, struct sd_cuda *cu, const char *const *names);

@@ -78,7 +78,7 @@ struct fast_pub {
 	cudaIpcMemHandle_t h;
 	int32_t direct;    /* SMDDP_CUDA_DIRECT and its registrations (direct.c); step 2: */
 	int32_t direct_ok; /* ... it opened every peer's */
-	char reg[48];      /* its registrations' segment */
+	char reg[SD_REG_NAME]; /* its registrations' segment */
 };
 
 /* The region of a block: max bytes over SD_FAST_MAXB blocks, 64-byte

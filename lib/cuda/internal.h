@@ -110,6 +110,12 @@ struct map_entry {
 	void *ptr;
 };
 
+/* The name of a rank's registrations' segment: "/smddp-JOB-HEX", as the
+ * shm transport names its own, so that smddp-run removes the segment of a
+ * rank that died before its peers had it open (the job id: at most 32
+ * characters). */
+#define SD_REG_NAME 64
+
 struct sd_cuda {
 	int dev;
 	cudaStream_t st;        /* the proxy's own, non-blocking */
@@ -178,7 +184,7 @@ struct sd_cuda {
 	int direct_on;          /* every rank publishes and maps registrations */
 	struct sd_reg_shm *reg_mine;                 /* our registrations (shared memory) */
 	struct sd_reg_shm *reg_peer[SD_CUDA_MAX_RANKS]; /* ... every peer's, read only */
-	char reg_name[48];      /* our segment's name until it is unlinked */
+	char reg_name[SD_REG_NAME]; /* our segment's name until it is unlinked */
 	struct sd_reg_own *reg_own;                  /* [SD_REG_SLOTS]: what our slots hold */
 	uint32_t reg_gen;       /* generations handed out */
 	uint32_t direct_k;      /* direct calls launched, */

@@ -54,4 +54,16 @@ done
 run_fake threads-stop-auto 90 2 SMDDP_CUDA_ASYNC=auto SMDDP_TIMEOUT=5 -- threads --rounds 40 \
 	--stop 1:2:0
 expect_threads threads-stop-auto 2
+
+# The job stopped (smddp-run's --timeout) while a communicator's first call waits for a
+# thread that never calls: that rank's registrations' segment (lib/cuda/direct.c) is still
+# linked, and is named by the job, so smddp-run removes it with the job's others.
+job=fakethr$$
+LAUNCH_OPTS="--grace 1" run_fake threads-killed 4 2 SMDDP_CUDA_ASYNC=1 SMDDP_TIMEOUT=60 \
+	SMDDP_JOB_ID=$job -- threads --rounds 40 --stop 1:2:0
+[ "$status" -ne 0 ] || fail "threads-killed: smddp-run exited 0 although it stopped the job"
+left=$(ls /dev/shm | grep -- "$job")
+[ -z "$left" ] && pass "threads-killed: nothing of the job left in /dev/shm" ||
+	fail "threads-killed: left behind: $left"
+rm -f ${left:+$(printf '/dev/shm/%s ' $left)}
 finish
