@@ -70,6 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int i = 0; i < 10000 && c->fd >= 0; i++)
 		conn_read(&b, c, &nonce);
 	sd_boot_conn_free(c);
+	free(b.notes); /* a NOTE frame's (sd_boot_keep_note); sd_boot_free frees it */
 	close(sv[1]);
 	return 0;
 }
