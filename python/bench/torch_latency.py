@@ -126,6 +126,17 @@ def run(name, x, sync_each):
     return (t1 - t0) / iters * 1e6, (t2 - t0) / iters * 1e6
 
 
+def profiled(prof_ctx, acts, name, x):
+    """PROFILE_ITERS calls under the profiler: the profile, and us per call."""
+    with prof_ctx(activities=acts) as p:
+        t0 = time.perf_counter()
+        for _ in range(PROFILE_ITERS):
+            call(name, x)
+        sync()
+        t = (time.perf_counter() - t0) / PROFILE_ITERS * 1e6
+    return p, t
+
+
 def profile():
     from torch.profiler import ProfilerActivity, profile as prof_ctx
 
@@ -141,21 +152,11 @@ def profile():
         sync()
         dist.barrier(group=host)
         try:
-            with prof_ctx(activities=acts) as p:
-                t0 = time.perf_counter()
-                for _ in range(PROFILE_ITERS):
-                    call(name, x)
-                sync()
-                t = (time.perf_counter() - t0) / PROFILE_ITERS * 1e6
+            p, t = profiled(prof_ctx, acts, name, x)
         except RuntimeError as e:  # CUPTI refused (a profiler already running...)
             say(f"# {name}: torch.profiler with CUDA failed ({e}); CPU only")
             acts = [ProfilerActivity.CPU]
-            with prof_ctx(activities=acts) as p:
-                t0 = time.perf_counter()
-                for _ in range(PROFILE_ITERS):
-                    call(name, x)
-                sync()
-                t = (time.perf_counter() - t0) / PROFILE_ITERS * 1e6
+            p, t = profiled(prof_ctx, acts, name, x)
         dist.barrier(group=host)
         if R != 0:
             continue
