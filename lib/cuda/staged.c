@@ -68,11 +68,13 @@
 #include "cuda/device.h"
 #include "cuda/internal.h"
 #include "cuda/staged.h"
+#include "transport/net/net.h"
 #include "transport/transport.h"
 
 #define NSLOT 2
 #define CHUNK_MAX ((size_t)4 << 20)   /* bytes of data per slot, at most */
-#define CHUNK_MIN ((size_t)256 << 10) /* ... and at least, unless the call is smaller */
+#define CHUNK_MIN ((size_t)256 << 10) /* ... and at least, unless the call is smaller,
+					* or the network's own step is larger */
 
 struct sd_stage {
 	char *host; /* NSLOT slots of slot bytes, pinned */
@@ -266,8 +268,18 @@ static int host_chunk(struct smddp_comm *c, const struct sd_stage *s, const stru
 }
 
 /* Call k's chunks: a quarter of the call each (so that copies and network
- * overlap), within [CHUNK_MIN, CHUNK_MAX]: the same on every rank. */
-static void plan_of(struct plan *p, const struct sd_cuda_call *k, int n, int r)
+ * overlap), within [least, CHUNK_MAX]: the same on every rank.  Each chunk
+ * is a host collective of its own, with its own start and drain, so a chunk
+ * below the network's pipelined step (c->net->chunk, the same on every rank)
+ * costs more than the overlap of its copies saves. */
+static size_t least_chunk(const struct smddp_comm *c)
+{
+	size_t m = sd_net_chunk(c) > CHUNK_MIN ? sd_net_chunk(c) : CHUNK_MIN;
+
+	return m < CHUNK_MAX ? m : CHUNK_MAX;
+}
+
+static void plan_of(struct plan *p, const struct sd_cuda_call *k, int n, int r, size_t least)
 {
 	memset(p, 0, sizeof(*p));
 	p->k = k;
@@ -280,7 +292,7 @@ static void plan_of(struct plan *p, const struct sd_cuda_call *k, int n, int r)
 											: 1;
 	size_t unit = (size_t)p->words * p->es, want = p->m * (size_t)p->words / 4;
 
-	want = want < CHUNK_MIN ? CHUNK_MIN : want > CHUNK_MAX ? CHUNK_MAX : want;
+	want = want < least ? least : want > CHUNK_MAX ? CHUNK_MAX : want;
 	p->len = want / unit ? want / unit : 1;
 	if (p->len > k->count)
 		p->len = k->count;
@@ -295,7 +307,7 @@ int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 	cudaError_t e = cudaSuccess;
 	size_t up = 0;
 
-	plan_of(&p, &o->k, c->size, c->rank);
+	plan_of(&p, &o->k, c->size, c->rank, least_chunk(c));
 	SD_CHECK(stage_get(c, cu, (size_t)p.words * p.es, &s));
 	if (p.nch > ((size_t)1 << 24)) /* tickets: see enqueue.c, rewind_tickets() */
 		return sd_comm_error(c, SMDDP_EINVAL, "count %zu is too large for the device path "
@@ -345,7 +357,7 @@ int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
 			return rc;
 		}
 	}
-	plan_of(&p, &o->k, c->size, c->rank);
+	plan_of(&p, &o->k, c->size, c->rank, least_chunk(c));
 	p.t0 = o->seq;
 	/* Agreed: each chunk but the first takes a number of its own. */
 	cu->xwire += p.nch - 1;

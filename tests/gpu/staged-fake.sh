@@ -22,6 +22,15 @@ FAKE_SECS=120
 # float32 1048579: five chunks of the staged pipeline (the last of 3 elements)
 fake staged-2x1 2 CONFORMANCE_PER_HOST=1 -- matrix --quick --large 1048579
 fake staged-2x2 4 CONFORMANCE_PER_HOST=2 FAKECUDA_JITTER_US=200 -- matrix --quick --large 1048579
+# over libsmddp's own sockets (a 1 MiB network step): chunks are no smaller than it,
+# so a float32 call of 1 MiB + 12 bytes is two chunks, not five of 256 KiB
+fake staged-sock-2x1 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket SMDDP_DEBUG=TRACE \
+	SMDDP_DEBUG_SUBSYS=COLL -- matrix --quick --large 262147
+for r in 0 1; do
+	grep -q "^\[$r\] .*staged between hosts: 2 chunks of 262144 elements" "$TDIR/staged-sock-2x1.out" &&
+		pass "staged-sock-2x1: rank $r cut 1 MiB + 12 bytes in two chunks" ||
+		fail "staged-sock-2x1: rank $r did not cut 1 MiB + 12 bytes in two chunks of 1 MiB"
+done
 FAKE_SECS=60 fake staged-order 2 CONFORMANCE_PER_HOST=1 -- order
 # calls on two streams share the staging slots: the second waits for the first
 FAKE_SECS=60 fake staged-twostreams 2 CONFORMANCE_PER_HOST=1 -- twostreams

@@ -324,6 +324,11 @@ struct sd_job *sd_net_job(struct smddp_comm *c)
 	return c->net->job;
 }
 
+size_t sd_net_chunk(const struct smddp_comm *c)
+{
+	return c->net ? c->net->chunk : 0;
+}
+
 int sd_net_poisoned(struct smddp_comm *c)
 {
 	return c->net && c->net->fab && sd_fab_poisoned(c->net->fab);

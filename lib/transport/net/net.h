@@ -47,6 +47,9 @@ void sd_net_free(struct smddp_comm *c, int clean);
 /* Host of c's rank r, for messages and for splits. */
 char (*sd_net_hosts(struct smddp_comm *c))[SD_HOSTID_MAX];
 struct sd_job *sd_net_job(struct smddp_comm *c);
+/* Bytes of one pipelined message between hosts (the same on every rank),
+ * 0 when c is on one host. */
+size_t sd_net_chunk(const struct smddp_comm *c);
 /* 1 when c's endpoint was left with transfers in flight (a failed call):
  * buffers they may touch must stay allocated. */
 int sd_net_poisoned(struct smddp_comm *c);
