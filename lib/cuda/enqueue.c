@@ -20,6 +20,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include "clock/clock.h"
 #include "base/checks.h"
 #include "coll/net.h"
 #include "cuda/cuda.h"
@@ -295,6 +296,7 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 	o->copy_first = scratch && __atomic_load_n(&cu->shared, __ATOMIC_RELAXED) != c->size - 1;
 	o->slot = slot;
 	o->staged = staged;
+	o->made_ns = sd_now_ns();
 	cudaGetDevice(&old);
 	cudaSetDevice(dev);
 	rc = queue_on_stream(c, cu, o);

@@ -89,6 +89,7 @@ struct op {
 	void *scratch;       /* in-place alltoall: a private copy of the input */
 	struct buf_pub sb;   /* ... published, so that one rank may send it */
 	int slot;
+	uint64_t made_ns; /* sd_now_ns() when the caller queued it: for SD_TRACE */
 };
 
 /* What ev_out[s] tells of the last call queued in ring slot s. */
