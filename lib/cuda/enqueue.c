@@ -64,7 +64,8 @@ static int rewind_tickets(struct smddp_comm *c, struct sd_cuda *cu)
 		if (rc)
 			return sd_comm_error(c, SMDDP_ETIMEDOUT,
 					     "a stream did not pass an earlier call of this "
-					     "communicator within SMDDP_TIMEOUT");
+					     "communicator within %s",
+					     c->timeout_from);
 	}
 	SD_INFO(SD_SUB_COLL, "GPU tickets start over after %u", cu->enq);
 	__atomic_store_n((uint32_t *)cu->word, 0, __ATOMIC_SEQ_CST);
@@ -130,7 +131,8 @@ static int wait_out(struct smddp_comm *c, struct sd_cuda *cu, const struct op *o
 	if (rc)
 		return sd_comm_error(c, SMDDP_ETIMEDOUT,
 				     "the copies of the result to the GPU did not finish within "
-				     "SMDDP_TIMEOUT");
+				     "%s",
+				     c->timeout_from);
 	return SMDDP_OK;
 }
 
@@ -270,8 +272,8 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 				pthread_mutex_unlock(&cu->mu);
 				return sd_comm_error(c, SMDDP_ETIMEDOUT,
 						     "%d calls are queued on the GPU and none "
-						     "finished within SMDDP_TIMEOUT",
-						     QCAP);
+						     "finished within %s",
+						     QCAP, c->timeout_from);
 			}
 		}
 		slot = (int)(cu->tail % QCAP);

@@ -360,13 +360,14 @@ static int fast_words(const struct sd_cuda *cu, char *buf, size_t len)
 		 * shows, and a shrink reads the rank to leave out from it. */
 		snprintf(buf, len,
 			 "device call %u (%s %s whose kernels wait on their peers): rank %d (pid %d) "
-			 "did not %s within SMDDP_TIMEOUT: is it dead or stuck, or did it make other "
+			 "did not %s within %s: is it dead or stuck, or did it make other "
 			 "calls?",
 			 call, an, coll, peer,
 			 peer >= 0 && peer < cu->sh.size && cu->sh.pids ? (int)cu->sh.pids[peer] : 0,
 			 hr->phase == 1 ? "take this rank's data of an earlier call"
 			 : hr->phase == 5 ? "finish with this rank's buffers"
-					  : "arrive");
+					  : "arrive",
+			 cu->sh.timeout_from);
 		return SMDDP_ETIMEDOUT;
 	case SD_FAST_AHEAD:
 		snprintf(buf, len,
@@ -385,9 +386,9 @@ static int fast_words(const struct sd_cuda *cu, char *buf, size_t len)
 	case SD_FAST_UNMAPPED:
 		snprintf(buf, len,
 			 "device call %u (%s %s that reads its peers' buffers): rank %d's "
-			 "buffer was not mapped on this rank within SMDDP_TIMEOUT: did its host "
+			 "buffer was not mapped on this rank within %s: did its host "
 			 "thread stop, or its mapping fail?",
-			 call, an, coll, peer);
+			 call, an, coll, peer, cu->sh.timeout_from);
 		return SMDDP_ETIMEDOUT;
 	case SD_FAST_GAVE_UP:
 		snprintf(buf, len,

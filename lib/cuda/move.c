@@ -234,7 +234,8 @@ static int wait_stream(struct sd_cuda *cu)
 	if (rc == SMDDP_ECUDA)
 		return SD_CUDA_ERR(&cu->sh, e, "a kernel of this call failed");
 	return sd_comm_error(&cu->sh, SMDDP_ETIMEDOUT,
-			     "the GPU did not finish this call's kernel within SMDDP_TIMEOUT");
+			     "the GPU did not finish this call's kernel within %s",
+			     cu->sh.timeout_from);
 }
 
 /* The kernels' arguments of ring slot s (queued mode): n reductions, then
@@ -331,8 +332,8 @@ int sd_cuda_queue_kernels(struct smddp_comm *c, struct sd_cuda *cu, struct op *o
 		if (rc)
 			return sd_comm_error(c, SMDDP_ETIMEDOUT,
 					     "the stream of the call queued %d calls ago did not pass "
-					     "it within SMDDP_TIMEOUT",
-					     QCAP);
+					     "it within %s",
+					     QCAP, c->timeout_from);
 		cu->out_used[o->slot] = OUT_NONE;
 	}
 	/* Nothing to do until the proxy says otherwise: a call released unrun
@@ -409,8 +410,9 @@ static int input_ready(struct sd_cuda *cu, struct op *o, struct meeting *m)
 		return SD_CUDA_ERR(c, e, "the stream failed before this call");
 	if (rc)
 		return sd_comm_error(c, SMDDP_ETIMEDOUT,
-				     "the stream did not reach this call within SMDDP_TIMEOUT: is "
-				     "the work queued before it stuck?");
+				     "the stream did not reach this call within %s: is "
+				     "the work queued before it stuck?",
+				     c->timeout_from);
 	if (o->copy_first && !o->queued) {
 		size_t sb, rb;
 
@@ -579,7 +581,8 @@ static int run_queued(struct sd_cuda *cu, struct op *o, struct meeting *m)
 		return SD_CUDA_ERR(c, e, "a kernel of this call failed");
 	if (rc)
 		return sd_comm_error(c, rc, "the GPU did not finish this call's kernel within "
-					    "SMDDP_TIMEOUT");
+					    "%s",
+				     c->timeout_from);
 	return SMDDP_OK;
 }
 

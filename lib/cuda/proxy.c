@@ -151,8 +151,9 @@ int sd_cuda_drain(struct smddp_comm *c, struct sd_cuda *cu)
 		return SMDDP_OK;
 	}
 	rc = sd_comm_error(c, SMDDP_ETIMEDOUT,
-			   "a call queued on the GPU did not finish within SMDDP_TIMEOUT + 30 s "
-			   "(its stream held, or the GPU hung): the communicator is broken");
+			   "a call queued on the GPU did not finish within %s + 30 s "
+			   "(its stream held, or the GPU hung): the communicator is broken",
+			   c->timeout_from);
 	c->failed = rc;
 	sd_cuda_abort(c);
 	return rc;

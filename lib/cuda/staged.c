@@ -378,9 +378,10 @@ int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
 		if (rc)
 			return sd_comm_error(c, SMDDP_ETIMEDOUT,
 					     i ? "a copy from the GPU to host memory did not finish "
-						 "within SMDDP_TIMEOUT"
+						 "within %s"
 					       : "the stream did not reach this call within "
-						 "SMDDP_TIMEOUT: is the work queued before it stuck?");
+						 "%s: is the work queued before it stuck?",
+					     c->timeout_from);
 		if (i)
 			c->wire++;
 		t_host = sd_now_ns();
