@@ -53,7 +53,17 @@ int sd_cuda_own_handle(struct sd_cuda *cu, struct buf_pub *b)
 
 /* CUDA IPC lets a process open a peer's allocation once per device: every
  * communicator of the process (a split shares the world's buffers) takes
- * its mappings from this one registry, counted. */
+ * its mappings from this one registry, counted.
+ *
+ * Closing a mapping (cudaIpcCloseMemHandle) waits for the whole context, so
+ * it runs after ipc_mu is dropped: one communicator's close never holds
+ * another's threads back from mapping a buffer (a direct kernel or a
+ * queued stream of that one may be what the close waits for).  The last
+ * reference leaves the registry under the lock, before its close: an open
+ * of the same handle meanwhile opens it anew, and the runtime counts a
+ * handle opened twice in one context (the same pointer, one more
+ * reference: cudaIpcOpenMemHandle's documentation), so the close drops
+ * the old reference and never unmaps what the new one handed out. */
 struct ipc_open {
 	pid_t pid;
 	int dev;
@@ -97,7 +107,7 @@ cudaError_t sd_cuda_ipc_open(pid_t pid, int dev, const struct buf_pub *b, void *
 
 void sd_cuda_ipc_close(void *ptr)
 {
-	struct ipc_open **pp, *x;
+	struct ipc_open **pp, *x, *last = NULL;
 
 	pthread_mutex_lock(&ipc_mu);
 	for (pp = &ipc_opens; (x = *pp); pp = &x->next) {
@@ -105,12 +115,15 @@ void sd_cuda_ipc_close(void *ptr)
 			continue;
 		if (--x->refs == 0) {
 			*pp = x->next;
-			cudaIpcCloseMemHandle(x->ptr);
-			free(x);
+			last = x;
 		}
 		break;
 	}
 	pthread_mutex_unlock(&ipc_mu);
+	if (last) {
+		cudaIpcCloseMemHandle(last->ptr);
+		free(last);
+	}
 }
 
 /* Closing a mapping (cudaIpcCloseMemHandle) waits for the whole context,

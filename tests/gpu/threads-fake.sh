@@ -3,7 +3,8 @@
 # pattern, which hung past SMDDP_TIMEOUT on an H200), without a GPU: gpu-conformance threads
 # on tests/gpu/fakecuda.c.  All healthy, first calls at once or staggered per rank, with
 # jitter; then one rank's thread stops calling (as torch_threads.py's rank 1 thread 2 did
-# after an error): its peers fail within SMDDP_TIMEOUT naming it, the other two finish.
+# after an error): its peers fail within SMDDP_TIMEOUT naming it, the other two finish; and
+# one communicator destroyed while its mappings close slowly, the other two going on.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$top_srcdir/tests/gpu/fakelib.sh"
 FAKE_SECS=120
@@ -44,6 +45,15 @@ expect_threads threads-n2-auto 2
 run_fake threads-n2-1queue 60 2 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=16K FAKECUDA_CONNECTIONS=1 \
 	SMDDP_TIMEOUT=10 -- threads --rounds 60 --bounded
 expect_threads threads-n2-1queue 2
+
+# Every rank's thread 1 destroys its communicator after 8 rounds, whose first two closes of
+# a mapping (its window's and the direct path's, which wait for the whole device) take 4 s
+# each, while threads 0 and 2 go on mapping each new buffer of their peers (--fresh): no
+# round of theirs may take 2 s.  lib/cuda/ipc.c held its process-wide lock across the
+# close, and their rounds took 3-3.5 s.
+fake threads-leave 2 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=16K FAKECUDA_IPC_CLOSE_US=4000000:2 -- \
+	threads --rounds 100 --jitter 200000 --fresh --leave 1:8 --slow 4000
+expect_threads threads-leave 2
 
 # rank 1's thread 2 stops after 5 rounds; SMDDP_TIMEOUT=5
 for first in 0 5; do
