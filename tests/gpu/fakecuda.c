@@ -575,6 +575,18 @@ cudaError_t cudaIpcCloseMemHandle(void *p)
 	return e;
 }
 
+int fake_ipc_refs(const void *p)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&mapmu);
+	for (int i = 0; i < nmaps; i++)
+		if (maps[i].refs && maps[i].base == (uintptr_t)p)
+			n = maps[i].refs;
+	pthread_mutex_unlock(&mapmu);
+	return n;
+}
+
 int fake_ipc_mapped_of(int owner)
 {
 	uintptr_t lo = FAKE_BASE + (size_t)owner * FAKE_PER_RANK;

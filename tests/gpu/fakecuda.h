@@ -27,6 +27,8 @@ int fake_record_fails(void);
 /* How many allocations of world rank owner this process has open through
  * CUDA IPC (tests/gpu/gpu-shrink.c: none of a dead rank's after a shrink). */
 int fake_ipc_mapped_of(int owner);
+/* The references this process holds on its mapping at p (tests/gpu/ipc-fake.c). */
+int fake_ipc_refs(const void *p);
 
 /* ---- fakecuda-stream.c ---- */
 /* Until every stream is idle, or secs passed: whether they all are. */
