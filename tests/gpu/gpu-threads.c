@@ -9,10 +9,10 @@
  * --fresh: each large allreduce on a buffer allocated for it, which the peers map anew
  * (and close at the end).  --leave K:N: every rank's thread K destroys its communicator
  * after N rounds while the other two go on (a process group torn down mid-training: its
- * mappings closed while the others map theirs); --slow MS: closing a mapping takes MS ms
- * there (threads-fake.sh: FAKECUDA_IPC_CLOSE_US), and no round of the other threads may
- * take half that long: one communicator's close must not hold the others back
- * (lib/cuda/ipc.c).  Each thread waits for its stream under a deadline of its own, so a
+ * mappings closed while the others map theirs); --slow MS: its closes may take MS ms
+ * (threads-fake.sh makes them: FAKECUDA_IPC_CLOSE_US), and no round of the other
+ * threads may take half that long: one communicator's close must not hold the others
+ * back (lib/cuda/ipc.c).  Each thread waits for its stream under a deadline of its own, so a
  * hang is reported (THREADS-HUNG), never waited out. */
 #include <pthread.h>
 #include <string.h>
