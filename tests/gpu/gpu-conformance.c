@@ -87,7 +87,7 @@
  *                                           shrink, and pass the matrix on the new
  *                                           communicator (SHRINK-OK lines)
  *   gpu-conformance threads [--rounds N] [--jitter US] [--stagger] [--large N] [--stop R:K:N]
- *                           [--bounded] [--fresh] [--leave K:N [--slow MS]]
+ *                           [--bounded] [--fresh] [--every N] [--leave K:N [--slow MS]]
  *                                           three communicators, a thread each,
  *                                           at once; with --stop, rank R's thread
  *                                           K stops after N rounds and its peers
@@ -661,7 +661,7 @@ int main(int argc, char **argv)
 				"p2p [--perf] | p2pdead VICTIM | mismatch | refused HOW | errors | dead VICTIM | badbuf VICTIM | cudafail VICTIM CALL | mixed | "
 				"shrink [--large N] [--quick|--small] STAGE... | "
 				"threads [--rounds N] [--jitter US] [--stagger] [--large N] [--stop R:K:N] [--bounded] "
-				"[--fresh] [--leave K:N [--slow MS]]]\n"
+				"[--fresh] [--every N] [--leave K:N [--slow MS]]]\n"
 				"  (abortq, cancelq, dead and mismatch: [--coll allreduce|allgather|reduce_scatter|broadcast|reduce|alltoall])\n");
 		return 2;
 	}

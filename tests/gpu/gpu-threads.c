@@ -7,13 +7,14 @@
  * R, and the other two communicators must finish their rounds.  --bounded: a call may
  * fail, if within SMDDP_TIMEOUT naming a rank (one hardware queue per process, below).
  * --fresh: each large allreduce on a buffer allocated for it, which the peers map anew
- * (and close at the end).  --leave K:N: every rank's thread K destroys its communicator
- * after N rounds while the other two go on (a process group torn down mid-training: its
- * mappings closed while the others map theirs); --slow MS: its closes may take MS ms
- * (threads-fake.sh makes them: FAKECUDA_IPC_CLOSE_US), and no round of the other
- * threads may take half that long: one communicator's close must not hold the others
- * back (lib/cuda/ipc.c).  Each thread waits for its stream under a deadline of its own, so a
- * hang is reported (THREADS-HUNG), never waited out. */
+ * (and close at the end, or once more than SD_REG_SLOTS are in use); --every N: the
+ * large allreduce every N rounds (default 8).  --leave K:N: every rank's thread K
+ * destroys its communicator after N rounds while the other two go on (a process group
+ * torn down mid-training: its mappings closed while the others map theirs); --slow MS:
+ * its closes may take MS ms (threads-fake.sh makes them: FAKECUDA_IPC_CLOSE_US), and
+ * no round of the other threads may take half that long: one communicator's close must
+ * not hold the others back (lib/cuda/ipc.c).  Each thread waits for its stream under a
+ * deadline of its own, so a hang is reported (THREADS-HUNG), never waited out. */
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
@@ -40,6 +41,7 @@ struct thr {
 static pthread_barrier_t start_bar;
 static int thr_rounds = 200, thr_jitter_us, thr_stagger, thr_bounded, thr_fresh, thr_slow_ms;
 static size_t thr_large = 1 << 16; /* floats per rank: beyond the fast path's limit */
+static int thr_every = 8;          /* ... every thr_every-th round */
 static double thr_wait_s = 60;
 
 /* Waits for t's stream, reading the communicator's async error meanwhile: 0, an
@@ -72,7 +74,7 @@ static void fill(float *h, size_t n, float v)
 
 static int one_round(struct thr *t, int i)
 {
-	size_t n = i % 8 == 7 ? thr_large : 17, off = thr_large;
+	size_t n = i % thr_every == thr_every - 1 ? thr_large : 17, off = thr_large;
 	float want_ar = (float)(nranks * (nranks + 1) / 2 + nranks * i);
 	int root = i % nranks, rc;
 
@@ -149,8 +151,8 @@ static void *thr_main(void *arg)
 }
 
 /* gpu-conformance threads [--rounds N] [--jitter US] [--stagger] [--large N]
- * [--stop R:K:N] [--bounded] [--fresh] [--leave K:N [--slow MS]]: 0 when every check
- * passed, 1 otherwise. */
+ * [--stop R:K:N] [--bounded] [--fresh] [--every N] [--leave K:N [--slow MS]]: 0 when
+ * every check passed, 1 otherwise. */
 int threads(int argc, char **argv)
 {
 	struct thr t[NT];
@@ -170,6 +172,8 @@ int threads(int argc, char **argv)
 			thr_bounded = 1;
 		else if (!strcmp(argv[i], "--fresh"))
 			thr_fresh = 1;
+		else if (!strcmp(argv[i], "--every") && i + 1 < argc)
+			thr_every = atoi(argv[++i]) < 1 ? 1 : atoi(argv[i]);
 		else if (!strcmp(argv[i], "--slow") && i + 1 < argc)
 			thr_slow_ms = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--leave") && i + 1 < argc &&
