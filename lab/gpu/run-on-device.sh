@@ -58,9 +58,11 @@
 #              lines), then gpu-conformance threads, 2 ranks, SMDDP_CUDA_ASYNC=1,
 #              SMDDP_CUDA_FAST=16K (the large rounds direct), plain and with one
 #              communicator destroyed mid-run while the others map new buffers
-#              (--fresh --leave 1:16; no round of theirs may take 2 s), without
-#              MPS and under it (--bounded there: the one-queue hazard of
-#              threads-fake.sh may fail a call, in time)
+#              (--fresh --leave 1:16; no round of theirs may take 2 s), and with
+#              new buffers every round, old mappings retired and closed (--fresh
+#              --every 1: the closer thread), without MPS and under it
+#              (--bounded there: the one-queue hazard of threads-fake.sh may
+#              fail a call, in time)
 #   tsan       ThreadSanitizer over the CUDA path's host side (the proxy
 #              thread of queued calls: lib/cuda/proxy.c, move.c, ipc.c,
 #              device.c): gpu-conformance order, overlap, errors and
@@ -465,9 +467,10 @@ for s in $stages; do
 				mps_start || continue
 				bounded=--bounded
 			fi
-			for how in plain leave; do
+			for how in plain leave churn; do
 				more=
 				[ "$how" = leave ] && more="--fresh --leave 1:16 --slow 4000"
+				[ "$how" = churn ] && more="--fresh --every 1"
 				stage "threads-mps$mps-$how" 200 env SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=16K \
 					SMDDP_TIMEOUT=30 "$RUN" -n 2 --timeout 190 "$GPU_CONFORMANCE_BIN" threads \
 					--rounds 200 --jitter 20000 $bounded $more
