@@ -8,7 +8,10 @@
  *   open of another handle, nor of the same one, and must not unmap what
  *   that open handed out;
  * - threads open and close a few handles at random, each checking that
- *   what it holds stays mapped, and nothing is left mapped at the end.
+ *   what it holds stays mapped, and nothing is left mapped at the end;
+ * - mappings retired by a communicator and flushed go to the closer
+ *   thread: the flush returns at once however slow the close, and
+ *   sd_cuda_ipc_settle waits until they are closed.
  * Prints "SUMMARY rank 0 of 1: P passed, F failed".
  */
 #include "config.h"
@@ -139,6 +142,32 @@ int main(void)
 	       bad);
 	check(bad == 0, "every mapping held stayed mapped, and was the buffer's");
 	check(fake_ipc_mapped_of(0) == 0, "nothing mapped after the threads");
+
+	/* 3: retired and flushed as a communicator's host thread does, with
+	 * no call queued: closed by the closer, 300 ms each. */
+	struct sd_cuda *cu = calloc(1, sizeof(*cu));
+	void *r[2];
+	double flush_s, settle_s;
+
+	pthread_mutex_init(&cu->mu, NULL);
+	for (int k = 0; k < 2; k++)
+		check(sd_cuda_ipc_open(PEER, 0, &pubs[k], &r[k]) == cudaSuccess &&
+			      sd_cuda_ipc_retire(cu, r[k]) == SMDDP_OK,
+		      "a mapping opened and retired");
+	setenv("FAKECUDA_IPC_CLOSE_US", "300000", 1);
+	t0 = sd_now_s();
+	sd_cuda_flush_stale(cu);
+	flush_s = sd_now_s() - t0;
+	t0 = sd_now_s();
+	sd_cuda_ipc_settle();
+	settle_s = sd_now_s() - t0;
+	unsetenv("FAKECUDA_IPC_CLOSE_US");
+	printf("# the flush took %.3f s, the settle %.3f s (two closes of 0.3 s)\n", flush_s,
+	       settle_s);
+	check(flush_s < 0.2, "the flush did not wait for the closes");
+	check(fake_ipc_mapped_of(0) == 0 && !cu->nstale, "both closed once settled");
+	pthread_mutex_destroy(&cu->mu);
+	free(cu);
 	printf("SUMMARY rank 0 of 1: %d passed, %d failed\n", passed, failed);
 	return failed != 0;
 }
