@@ -52,6 +52,17 @@
 #              from cuda-gdb; gcc and torch's C++ ABI are in the summary);
 #              then its dead case: with SMDDP_CUDA_ASYNC=1 a rank dies after
 #              queueing, and the other learns of it without a call (issue 14)
+#   threads    lib/cuda/ipc.c's close beside other threads' mappings: tests/gpu/ipc-close
+#              (what cudaIpcCloseMemHandle waits for, whether an open beside it goes
+#              through and a re-open of the same handle survives the close: PROBE
+#              lines), then gpu-conformance threads, 2 ranks, SMDDP_CUDA_ASYNC=1,
+#              SMDDP_CUDA_FAST=16K (the large rounds direct), plain and with one
+#              communicator destroyed mid-run while the others map new buffers
+#              (--fresh --leave 1:16; no round of theirs may take 2 s), and with
+#              new buffers every round, old mappings retired and closed (--fresh
+#              --every 1: the closer thread), without MPS and under it
+#              (--bounded there: the one-queue hazard of threads-fake.sh may
+#              fail a call, in time)
 #   tsan       ThreadSanitizer over the CUDA path's host side (the proxy
 #              thread of queued calls: lib/cuda/proxy.c, move.c, ipc.c,
 #              device.c): gpu-conformance order, overlap, errors and
@@ -442,6 +453,33 @@ for s in $stages; do
 			rc=1
 		fi
 		;;
+	threads)
+		if [ -x "$B/tests/gpu/ipc-close" ]; then
+			stage ipc-close 60 "$B/tests/gpu/ipc-close" 1000
+			grep -h "^PROBE" "$TMPD/ipc-close.log" | tee -a "$summary"
+		else
+			say "threads: no $B/tests/gpu/ipc-close (make tests/gpu/ipc-close in $B)"
+			rc=1
+		fi
+		for mps in 0 1; do
+			bounded=
+			if [ "$mps" = 1 ]; then
+				mps_start || continue
+				bounded=--bounded
+			fi
+			for how in plain leave churn; do
+				more=
+				[ "$how" = leave ] && more="--fresh --leave 1:16 --slow 4000"
+				[ "$how" = churn ] && more="--fresh --every 1"
+				stage "threads-mps$mps-$how" 200 env SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=16K \
+					SMDDP_TIMEOUT=30 "$RUN" -n 2 --timeout 190 "$GPU_CONFORMANCE_BIN" threads \
+					--rounds 200 --jitter 20000 $bounded $more
+				grep -h "^\[.\] \(ok\|FAIL\|THREADS\)" "$TMPD/threads-mps$mps-$how.log" |
+					sort -u | head -10 | tee -a "$summary"
+			done
+			[ "$mps" = 1 ] && mps_stop
+		done
+		;;
 	tsan)
 		if ! nm -D "$B/lib/.libs/libsmddp.so" 2>/dev/null | grep -q " __tsan_init"; then
 			say "tsan: $B is no -fsanitize=thread build (B=build-tsan-cuda: see the header)"
@@ -508,7 +546,7 @@ for s in $stages; do
 		[ "$n" = 0 ] || rc=1
 		;;
 	*)
-		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench p2p staged sockets async mps modes footprint pages nccl torch torch-errors tsan)" >&2
+		echo "run-on-device.sh: unknown stage '$s' (info tests sanitizer kernel bench p2p staged sockets async mps modes footprint pages nccl torch torch-errors threads tsan)" >&2
 		exit 2
 		;;
 	esac

@@ -54,8 +54,8 @@
  *   recvbuf behind the kernel, once every peer is done.  Each rank
  *   decides that for itself; the path is the same on all.
  * - Closing a mapping waits for the whole context, so a peer's slot that
- *   changed is retired (ipc.c) and closed by the host thread when no
- *   kernel of ours runs.
+ *   changed is retired (ipc.c) and handed by the host thread, when no
+ *   kernel of ours runs, to ipc.c's closer thread.
  */
 #include "config.h"
 

@@ -1,6 +1,7 @@
 /* ipc.c - CUDA IPC between the ranks of a node: the handles of our own allocations,
  * the peers' allocations mapped here (cached, counted across communicators), and
- * their closing, deferred while a user's stream waits on the proxy. */
+ * their closing, deferred while a user's stream waits on the proxy, then done by a
+ * thread of its own. */
 #include "config.h"
 
 #include <errno.h>
@@ -53,7 +54,17 @@ int sd_cuda_own_handle(struct sd_cuda *cu, struct buf_pub *b)
 
 /* CUDA IPC lets a process open a peer's allocation once per device: every
  * communicator of the process (a split shares the world's buffers) takes
- * its mappings from this one registry, counted. */
+ * its mappings from this one registry, counted.
+ *
+ * Closing a mapping (cudaIpcCloseMemHandle) waits for the whole context, so
+ * it runs after ipc_mu is dropped: one communicator's close never holds
+ * another's threads back from mapping a buffer (a direct kernel or a
+ * queued stream of that one may be what the close waits for).  The last
+ * reference leaves the registry under the lock, before its close: an open
+ * of the same handle meanwhile opens it anew, and the runtime counts a
+ * handle opened twice in one context (the same pointer, one more
+ * reference: cudaIpcOpenMemHandle's documentation), so the close drops
+ * the old reference and never unmaps what the new one handed out. */
 struct ipc_open {
 	pid_t pid;
 	int dev;
@@ -95,9 +106,11 @@ cudaError_t sd_cuda_ipc_open(pid_t pid, int dev, const struct buf_pub *b, void *
 	return e;
 }
 
-void sd_cuda_ipc_close(void *ptr)
+/* One reference to the mapping at ptr dropped: the entry, out of the
+ * registry, when it was the last (the caller closes and frees it). */
+static struct ipc_open *unref(void *ptr)
 {
-	struct ipc_open **pp, *x;
+	struct ipc_open **pp, *x, *last = NULL;
 
 	pthread_mutex_lock(&ipc_mu);
 	for (pp = &ipc_opens; (x = *pp); pp = &x->next) {
@@ -105,18 +118,138 @@ void sd_cuda_ipc_close(void *ptr)
 			continue;
 		if (--x->refs == 0) {
 			*pp = x->next;
-			cudaIpcCloseMemHandle(x->ptr);
-			free(x);
+			last = x;
 		}
 		break;
 	}
 	pthread_mutex_unlock(&ipc_mu);
+	return last;
+}
+
+void sd_cuda_ipc_close(void *ptr)
+{
+	struct ipc_open *last = unref(ptr);
+
+	if (last) {
+		cudaIpcCloseMemHandle(last->ptr);
+		free(last);
+	}
+}
+
+/* The closer: a thread of the process that closes the mappings the host
+ * threads retire (sd_cuda_flush_stale).  A close waits for the whole
+ * context, the kernels of the other communicators too, which may wait for
+ * a peer rank whose thread is itself in a close, waiting for kernels that
+ * wait for this rank's thread: closing on a user's thread could hold two
+ * ranks until SMDDP_TIMEOUT (tests/gpu/threads-fake.sh, threads-churn).
+ * Nobody waits for the closer but a communicator's free, and an exit. */
+static pthread_once_t closer_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t closer_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t closer_cv, closer_done; /* CLOCK_MONOTONIC */
+static struct ipc_open *closer_q;             /* to close, by ->next */
+static uint64_t closer_queued, closer_closed;
+static int closer_up;
+
+static void *closer_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&closer_mu);
+	for (;;) {
+		struct ipc_open *x;
+
+		while (!(x = closer_q))
+			pthread_cond_wait(&closer_cv, &closer_mu);
+		closer_q = x->next;
+		pthread_mutex_unlock(&closer_mu);
+		cudaSetDevice(x->dev);
+		cudaIpcCloseMemHandle(x->ptr);
+		(void)cudaGetLastError(); /* this thread's, nobody reads it */
+		free(x);
+		pthread_mutex_lock(&closer_mu);
+		closer_closed++;
+		pthread_cond_broadcast(&closer_done);
+	}
+	return NULL;
+}
+
+/* The closes handed over so far done, within ns: whether they are. */
+static int closer_wait(uint64_t ns)
+{
+	struct timespec ts;
+	uint64_t want;
+	int rc = 0;
+
+	sd_cuda_ts_after(&ts, ns);
+	pthread_mutex_lock(&closer_mu);
+	want = closer_queued;
+	while (closer_closed < want && !rc)
+		rc = pthread_cond_timedwait(&closer_done, &closer_mu, &ts);
+	rc = closer_closed >= want;
+	pthread_mutex_unlock(&closer_mu);
+	return rc;
+}
+
+/* At exit, before the runtime's own handler (registered earlier, so run
+ * later) tears the context down under a close in progress. */
+static void closer_at_exit(void)
+{
+	closer_wait(2ull * 1000000000ull);
+}
+
+static void closer_start(void)
+{
+	pthread_condattr_t ca;
+	pthread_attr_t at;
+	pthread_t t;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&closer_cv, &ca);
+	pthread_cond_init(&closer_done, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	closer_up = pthread_create(&t, &at, closer_main, NULL) == 0;
+	pthread_attr_destroy(&at);
+	if (closer_up)
+		atexit(closer_at_exit);
+}
+
+/* The last reference to ptr closed by the closer (here, if it cannot
+ * start). */
+static void close_later(void *ptr)
+{
+	struct ipc_open *last = unref(ptr);
+
+	if (!last)
+		return;
+	pthread_once(&closer_once, closer_start);
+	if (!closer_up) {
+		cudaIpcCloseMemHandle(last->ptr);
+		free(last);
+		return;
+	}
+	pthread_mutex_lock(&closer_mu);
+	last->next = closer_q;
+	closer_q = last;
+	closer_queued++;
+	pthread_cond_signal(&closer_cv);
+	pthread_mutex_unlock(&closer_mu);
+}
+
+void sd_cuda_ipc_settle(void)
+{
+	if (__atomic_load_n(&closer_up, __ATOMIC_ACQUIRE) && !closer_wait(10ull * 1000000000ull))
+		SD_WARN(SD_SUB_COLL, "peers' CUDA IPC mappings retired by this process were not all "
+				     "closed within 10 s (the GPU busy, or a stream stuck): they are "
+				     "closed once it is done");
 }
 
 /* Closing a mapping (cudaIpcCloseMemHandle) waits for the whole context,
  * so the proxy must not close one while a user's stream waits on its word:
- * it would wait for itself.  Mappings that go are kept here and closed by
- * the host thread when nothing is queued (sd_cuda_flush_stale). */
+ * it would wait for itself.  Mappings that go are kept here and handed to
+ * the closer by the host thread when nothing is queued
+ * (sd_cuda_flush_stale). */
 int sd_cuda_ipc_retire(struct sd_cuda *cu, void *ptr)
 {
 	int rc = SMDDP_OK;
@@ -139,8 +272,9 @@ int sd_cuda_ipc_retire(struct sd_cuda *cu, void *ptr)
 	return rc;
 }
 
-/* Host thread: closes the retired mappings if no call is queued (no
- * stream of ours waits on the word). */
+/* Host thread: hands the retired mappings to the closer if no call is
+ * queued (no stream of ours waits on the word) and no kernel of ours may
+ * read through them. */
 void sd_cuda_flush_stale(struct sd_cuda *cu)
 {
 	void **v = NULL;
@@ -162,7 +296,7 @@ void sd_cuda_flush_stale(struct sd_cuda *cu)
 	}
 	pthread_mutex_unlock(&cu->mu);
 	for (int i = 0; i < n; i++)
-		sd_cuda_ipc_close(v[i]);
+		close_later(v[i]);
 	free(v);
 }
 

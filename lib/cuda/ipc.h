@@ -18,8 +18,14 @@ int sd_cuda_ipc_retire(struct sd_cuda *cu, void *ptr);
 /* Rank pid's allocation b mapped into this process (counted, shared by
  * every communicator); a cudaError_t. */
 cudaError_t sd_cuda_ipc_open(pid_t pid, int dev, const struct buf_pub *b, void **out);
-/* Host thread: close the mappings retired while calls were queued. */
+/* Host thread: the mappings retired while calls were queued, to the
+ * closer thread (ipc.c). */
 void sd_cuda_flush_stale(struct sd_cuda *cu);
+/* One reference to the mapping at ptr dropped, the mapping closed here
+ * when it was the last. */
 void sd_cuda_ipc_close(void *ptr);
+/* Until the closer has closed what was handed to it so far (10 s at most,
+ * then a warning). */
+void sd_cuda_ipc_settle(void);
 
 #endif

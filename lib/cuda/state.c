@@ -299,8 +299,10 @@ void sd_cuda_comm_free(struct smddp_comm *c)
 	for (int i = 0; !stuck && i < cu->nmaps; i++)
 		if (cu->maps[i].ptr)
 			sd_cuda_ipc_close(cu->maps[i].ptr);
-	if (!stuck)
+	if (!stuck) {
 		sd_cuda_flush_stale(cu);
+		sd_cuda_ipc_settle(); /* nothing of ours left mapped once freed */
+	}
 	if (cu->scratch && !stuck)
 		cudaFree(cu->scratch);
 	if (!stuck && cu->args) {

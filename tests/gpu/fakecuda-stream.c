@@ -52,6 +52,7 @@ struct work {
 	void *arg;
 	int conn;      /* FAKECUDA_CONNECTIONS: its hardware queue, */
 	uint64_t cseq; /* ... and its place there */
+	uint64_t gseq; /* its place among the process's items (fake_sync_within) */
 };
 
 /* FAKECUDA_CONNECTIONS=N (see the top): N hardware queues; stream k's work
@@ -60,6 +61,7 @@ struct work {
 static int nconn = -1;
 static uint64_t conn_queued[FAKE_MAX_CONN], conn_done[FAKE_MAX_CONN];
 static int nstreams;
+static uint64_t items_queued; /* by every stream: the next item's gseq */
 
 /* Under fake_mu, before the first item or stream. */
 static void conn_init(void)
@@ -225,6 +227,7 @@ static cudaError_t fake_put(cudaStream_t st, struct work *w)
 			s->head = w;
 		s->tail = w;
 		s->queued++;
+		w->gseq = items_queued++;
 		conn_init();
 		if (nconn > 0) {
 			w->conn = s->conn;
@@ -280,6 +283,31 @@ static void fake_drain_all(int all)
 		pthread_cond_wait(&fake_progress, &fake_mu);
 	}
 	pthread_mutex_unlock(&fake_mu);
+}
+
+/* Until every stream has done the work queued on it before the call, as a
+ * context synchronization waits (what comes later does not hold it), or
+ * secs passed: whether they have.  A stream's head is its oldest item not
+ * done, so the work before is done once no head is older than the call. */
+int fake_sync_within(double secs)
+{
+	struct timespec ts;
+	uint64_t before;
+	int done = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)secs;
+	pthread_mutex_lock(&fake_mu);
+	before = items_queued;
+	for (;;) {
+		done = 1;
+		for (struct fstream *s = live; s && done; s = s->next)
+			done = !s->head || s->head->gseq >= before;
+		if (done || pthread_cond_timedwait(&fake_progress, &fake_mu, &ts) != 0)
+			break;
+	}
+	pthread_mutex_unlock(&fake_mu);
+	return done;
 }
 
 /* Is every stream idle within secs?  For the frees, which CUDA makes wait

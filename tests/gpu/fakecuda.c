@@ -63,6 +63,10 @@
  * allocation; all GPUs are one (the same UUID, the same memory).
  * FAKECUDA_TICKET_LIMIT=N: the library starts its tickets over once N are
  * taken (sd_cuda_ticket_limit, enqueue.c), not near 2^32.
+ * FAKECUDA_IPC_CLOSE_US=US[:N]: cudaIpcCloseMemHandle, which waits for
+ * the device's work queued before it as the driver's does, takes US us
+ * more (a busy device), for the process's first N closes only when N is
+ * given.
  * FAKECUDA_FAIL=R:launch:N or R:record:N: on rank R the Nth kernel launch
  * (cudaErrorLaunchOutOfResources) or the Nth cudaEventRecord
  * (cudaErrorLaunchFailure) fails, counted from 1 over the whole process:
@@ -539,10 +543,27 @@ cudaError_t cudaIpcOpenMemHandle(void **p, cudaIpcMemHandle_t h, unsigned int fl
 	return cudaSuccess;
 }
 
+/* As the driver's (lib/cuda/ipc.c): waits for the work queued in the
+ * context before it, 10 s at most here (then closes anyway, and says so);
+ * FAKECUDA_IPC_CLOSE_US (see the top) on top.  The mapping stays valid
+ * until the end, and an open meanwhile takes one more reference. */
 cudaError_t cudaIpcCloseMemHandle(void *p)
 {
+	static int closes;
 	cudaError_t e = cudaErrorInvalidValue;
+	const char *slow = getenv("FAKECUDA_IPC_CLOSE_US");
+	int us = 0, first = 0;
 
+	if (!fake_sync_within(10))
+		fprintf(stderr, "fakecuda: cudaIpcCloseMemHandle(%p): the device's work before it "
+				"still runs after 10 s, closing anyway (a real driver would wait on)\n",
+			p);
+	if (slow && sscanf(slow, "%d:%d", &us, &first) >= 1 && us > 0 &&
+	    (first <= 0 || __atomic_add_fetch(&closes, 1, __ATOMIC_RELAXED) <= first)) {
+		struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000L};
+
+		nanosleep(&ts, NULL);
+	}
 	pthread_mutex_lock(&mapmu);
 	for (int i = 0; i < nmaps; i++)
 		if (maps[i].refs && maps[i].base == (uintptr_t)p) {
@@ -552,6 +573,18 @@ cudaError_t cudaIpcCloseMemHandle(void *p)
 		}
 	pthread_mutex_unlock(&mapmu);
 	return e;
+}
+
+int fake_ipc_refs(const void *p)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&mapmu);
+	for (int i = 0; i < nmaps; i++)
+		if (maps[i].refs && maps[i].base == (uintptr_t)p)
+			n = maps[i].refs;
+	pthread_mutex_unlock(&mapmu);
+	return n;
 }
 
 int fake_ipc_mapped_of(int owner)

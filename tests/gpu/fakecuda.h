@@ -27,10 +27,15 @@ int fake_record_fails(void);
 /* How many allocations of world rank owner this process has open through
  * CUDA IPC (tests/gpu/gpu-shrink.c: none of a dead rank's after a shrink). */
 int fake_ipc_mapped_of(int owner);
+/* The references this process holds on its mapping at p (tests/gpu/ipc-fake.c). */
+int fake_ipc_refs(const void *p);
 
 /* ---- fakecuda-stream.c ---- */
 /* Until every stream is idle, or secs passed: whether they all are. */
 int fake_idle_within(double secs);
+/* Until the work queued on every stream before the call is done (a context
+ * synchronization), or secs passed: whether it is. */
+int fake_sync_within(double secs);
 /* fn(arg) on the stream, arg malloc()ed (NULL: out of memory) and fn's to
  * free; freed here if it cannot be queued. */
 cudaError_t fake_launch_owned(cudaStream_t st, void (*fn)(void *), void *arg);

@@ -87,11 +87,14 @@
  *                                           shrink, and pass the matrix on the new
  *                                           communicator (SHRINK-OK lines)
  *   gpu-conformance threads [--rounds N] [--jitter US] [--stagger] [--large N] [--stop R:K:N]
- *                           [--bounded]
+ *                           [--bounded] [--fresh] [--every N] [--leave K:N [--slow MS]]
  *                                           three communicators, a thread each,
  *                                           at once; with --stop, rank R's thread
  *                                           K stops after N rounds and its peers
- *                                           fail in time (THREADS-OK lines)
+ *                                           fail in time; with --leave, every
+ *                                           rank's thread K destroys its
+ *                                           communicator after N rounds and the
+ *                                           others go on (THREADS-OK lines)
  * The matrix is here; the other modes are in gpu-order.c, gpu-faults.c,
  * gpu-p2p.c, gpu-shrink.c and gpu-threads.c.
  * Exit: 0 passed, 1 failed, 2 usage, 77 no GPU here.
@@ -657,7 +660,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | twostreams | abortq | cancelq | overlap | regs | ddp | lateload | "
 				"p2p [--perf] | p2pdead VICTIM | mismatch | refused HOW | errors | dead VICTIM | badbuf VICTIM | cudafail VICTIM CALL | mixed | "
 				"shrink [--large N] [--quick|--small] STAGE... | "
-				"threads [--rounds N] [--jitter US] [--stagger] [--large N] [--stop R:K:N] [--bounded]]\n"
+				"threads [--rounds N] [--jitter US] [--stagger] [--large N] [--stop R:K:N] [--bounded] "
+				"[--fresh] [--every N] [--leave K:N [--slow MS]]]\n"
 				"  (abortq, cancelq, dead and mismatch: [--coll allreduce|allgather|reduce_scatter|broadcast|reduce|alltoall])\n");
 		return 2;
 	}

@@ -5,9 +5,16 @@
  * path), every result checked.  --stop R:K:N: rank R's thread K stops calling after N
  * rounds; the peers' calls on communicator K must fail within SMDDP_TIMEOUT naming rank
  * R, and the other two communicators must finish their rounds.  --bounded: a call may
- * fail, if within SMDDP_TIMEOUT naming a rank (one hardware queue per process, below).  Each thread waits for
- * its stream under a deadline of its own, so a hang is reported (THREADS-HUNG), never
- * waited out. */
+ * fail, if within SMDDP_TIMEOUT naming a rank (one hardware queue per process, below).
+ * --fresh: each large allreduce on a buffer allocated for it, which the peers map anew
+ * (and close at the end, or once more than SD_REG_SLOTS are in use); --every N: the
+ * large allreduce every N rounds (default 8).  --leave K:N: every rank's thread K
+ * destroys its communicator after N rounds while the other two go on (a process group
+ * torn down mid-training: its mappings closed while the others map theirs); --slow MS:
+ * its closes may take MS ms (threads-fake.sh makes them: FAKECUDA_IPC_CLOSE_US), and
+ * no round of the other threads may take half that long: one communicator's close must
+ * not hold the others back (lib/cuda/ipc.c).  Each thread waits for its stream under a
+ * deadline of its own, so a hang is reported (THREADS-HUNG), never waited out. */
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,11 +31,17 @@ struct thr {
 	double failed_in; /* seconds from the failed round's start to its failure */
 	char msg[600];
 	int finished;
+	int leave_after, left, leave_rc; /* --leave: destroyed after leave_after rounds */
+	double leave_s;                  /* ... in this long */
+	double longest;                  /* seconds, the longest round */
+	float *old[64];                  /* --fresh: the buffers of the earlier rounds */
+	int nold;
 };
 
 static pthread_barrier_t start_bar;
-static int thr_rounds = 200, thr_jitter_us, thr_stagger, thr_bounded;
+static int thr_rounds = 200, thr_jitter_us, thr_stagger, thr_bounded, thr_fresh, thr_slow_ms;
 static size_t thr_large = 1 << 16; /* floats per rank: beyond the fast path's limit */
+static int thr_every = 8;          /* ... every thr_every-th round */
 static double thr_wait_s = 60;
 
 /* Waits for t's stream, reading the communicator's async error meanwhile: 0, an
@@ -61,10 +74,15 @@ static void fill(float *h, size_t n, float v)
 
 static int one_round(struct thr *t, int i)
 {
-	size_t n = i % 8 == 7 ? thr_large : 17, off = thr_large;
+	size_t n = i % thr_every == thr_every - 1 ? thr_large : 17, off = thr_large;
 	float want_ar = (float)(nranks * (nranks + 1) / 2 + nranks * i);
 	int root = i % nranks, rc;
 
+	/* Kept until the end: a peer may map it until its communicator goes. */
+	if (thr_fresh && n == thr_large && t->nold < (int)(sizeof(t->old) / sizeof(t->old[0]))) {
+		t->old[t->nold++] = t->d;
+		CK(cudaMalloc((void **)&t->d, (2 * thr_large + 64) * sizeof(float)));
+	}
 	fill(t->hin, n, (float)(rank + 1 + i));
 	fill(t->hin + off, 17, (float)(rank * 1000 + i));
 	CK(cudaMemcpyAsync(t->d, t->hin, n * 4, cudaMemcpyHostToDevice, t->s));
@@ -100,10 +118,22 @@ static void *thr_main(void *arg)
 			t->stopped = 1;
 			break;
 		}
+		if (i == t->leave_after) {
+			t0 = sd_now_s();
+			t->leave_rc = smddp_comm_destroy(t->c);
+			t->leave_s = sd_now_s() - t0;
+			if (t->leave_rc)
+				snprintf(t->msg, sizeof(t->msg), "smddp_comm_destroy: %s",
+					 smddp_last_error(NULL));
+			t->left = 1;
+			break;
+		}
 		if (thr_jitter_us)
 			usleep((useconds_t)(rand_r(&seed) % (unsigned)thr_jitter_us));
 		t0 = sd_now_s();
 		t->rc = one_round(t, i);
+		if (sd_now_s() - t0 > t->longest)
+			t->longest = sd_now_s() - t0;
 		if (t->rc) {
 			t->failed_in = sd_now_s() - t0;
 			if (t->rc == -1)
@@ -121,12 +151,13 @@ static void *thr_main(void *arg)
 }
 
 /* gpu-conformance threads [--rounds N] [--jitter US] [--stagger] [--large N]
- * [--stop R:K:N]: 0 when every check passed, 1 otherwise. */
+ * [--stop R:K:N] [--bounded] [--fresh] [--every N] [--leave K:N [--slow MS]]: 0 when
+ * every check passed, 1 otherwise. */
 int threads(int argc, char **argv)
 {
 	struct thr t[NT];
 	pthread_t tid[NT];
-	int stop_rank = -1, stop_k = -1, stop_n = -1, ok = 1;
+	int stop_rank = -1, stop_k = -1, stop_n = -1, leave_k = -1, leave_n = -1, ok = 1;
 	double t0, limit, timeout_s = 60;
 	const char *to = getenv("SMDDP_TIMEOUT");
 
@@ -139,6 +170,18 @@ int threads(int argc, char **argv)
 			thr_stagger = 1;
 		else if (!strcmp(argv[i], "--bounded"))
 			thr_bounded = 1;
+		else if (!strcmp(argv[i], "--fresh"))
+			thr_fresh = 1;
+		else if (!strcmp(argv[i], "--every") && i + 1 < argc)
+			thr_every = atoi(argv[++i]) < 1 ? 1 : atoi(argv[i]);
+		else if (!strcmp(argv[i], "--slow") && i + 1 < argc)
+			thr_slow_ms = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--leave") && i + 1 < argc &&
+			 (sscanf(argv[++i], "%d:%d", &leave_k, &leave_n) != 2 || leave_k < 1 ||
+			  leave_k >= NT)) {
+			fprintf(stderr, "gpu-conformance threads: --leave K:N, K a split (1 or 2)\n");
+			return 2;
+		}
 		else if (!strcmp(argv[i], "--large") && i + 1 < argc)
 			thr_large = strtoull(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--stop") && i + 1 < argc &&
@@ -168,6 +211,7 @@ int threads(int argc, char **argv)
 
 		t[k].k = k;
 		t[k].stop_after = rank == stop_rank && k == stop_k ? stop_n : -1;
+		t[k].leave_after = k == leave_k ? leave_n : -1;
 		CK(cudaStreamCreateWithFlags(&t[k].s, cudaStreamNonBlocking));
 		CK(cudaMalloc((void **)&t[k].d, cap));
 		CK(cudaMallocHost((void **)&t[k].hin, cap));
@@ -207,7 +251,13 @@ int threads(int argc, char **argv)
 		/* The library names it "rank R (pid ...)" or "rank(s) R of N". */
 		snprintf(want, sizeof(want), "rank %d ", stop_rank);
 		snprintf(want2, sizeof(want2), "rank(s) %d ", stop_rank);
-		if (k == stop_k && rank == stop_rank) {
+		if (k == leave_k) {
+			good = x->left && !x->leave_rc && !x->rc && x->rounds_done == leave_n && !x->bad;
+			printf("%s rank=%d thread %d: %d rounds, then destroyed its communicator in "
+			       "%.1f s%s%s\n",
+			       good ? "ok" : "FAIL", rank, k, x->rounds_done, x->leave_s,
+			       x->msg[0] ? ": " : "", x->msg);
+		} else if (k == stop_k && rank == stop_rank) {
 			good = x->stopped && x->rounds_done == stop_n;
 			printf("%s rank=%d thread %d: stopped after %d of %d rounds%s%s\n",
 			       good ? "ok" : "FAIL", rank, k, x->rounds_done, stop_n,
@@ -221,16 +271,18 @@ int threads(int argc, char **argv)
 			printf("%s rank=%d thread %d: failed in round %d after %.1f s: %s\n",
 			       good ? "ok" : "FAIL", rank, k, x->rounds_done, x->failed_in, x->msg);
 		} else {
-			good = !x->rc && x->rounds_done == thr_rounds && !x->bad;
+			good = !x->rc && x->rounds_done == thr_rounds && !x->bad &&
+			       (!thr_slow_ms || x->longest < thr_slow_ms / 2000.0);
 			/* --bounded: a call may fail, but in time and saying why. */
 			if (thr_bounded && x->rc > 0 && !x->bad)
 				good = x->failed_in < timeout_s + 10 &&
 				       (x->rc == SMDDP_ETIMEDOUT || x->rc == SMDDP_EABORTED ||
 					x->rc == SMDDP_EPEER) &&
 				       strstr(x->msg, "rank");
-			printf("%s rank=%d thread %d: %d of %d rounds, %d wrong elements%s%s\n",
+			printf("%s rank=%d thread %d: %d of %d rounds, %d wrong elements, the longest "
+			       "%.2f s%s%s\n",
 			       good ? "ok" : "FAIL", rank, k, x->rounds_done, thr_rounds, x->bad,
-			       x->rc ? ": " : "", x->msg);
+			       x->longest, x->rc ? ": " : "", x->msg);
 		}
 		if (good)
 			passed++;
@@ -246,6 +298,8 @@ int threads(int argc, char **argv)
 		_exit(ok ? 0 : 1);
 	}
 	for (int k = 1; k < NT; k++) {
+		if (t[k].left)
+			continue;
 		if (k == stop_k || t[k].rc) {
 			smddp_comm_abort(t[k].c);
 			continue;
@@ -262,6 +316,8 @@ int threads(int argc, char **argv)
 		if (k == stop_k || t[k].rc)
 			continue; /* a stream may still hold the failed call's work */
 		cudaFree(t[k].d);
+		for (int j = 0; j < t[k].nold; j++)
+			cudaFree(t[k].old[j]);
 		cudaFreeHost(t[k].hin);
 		cudaFreeHost(t[k].hout);
 		cudaStreamDestroy(t[k].s);

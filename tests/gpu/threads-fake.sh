@@ -3,7 +3,9 @@
 # pattern, which hung past SMDDP_TIMEOUT on an H200), without a GPU: gpu-conformance threads
 # on tests/gpu/fakecuda.c.  All healthy, first calls at once or staggered per rank, with
 # jitter; then one rank's thread stops calling (as torch_threads.py's rank 1 thread 2 did
-# after an error): its peers fail within SMDDP_TIMEOUT naming it, the other two finish.
+# after an error): its peers fail within SMDDP_TIMEOUT naming it, the other two finish; and
+# one communicator destroyed while its mappings close slowly, the other two going on; and
+# mappings retired and closed on every round.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$top_srcdir/tests/gpu/fakelib.sh"
 FAKE_SECS=120
@@ -44,6 +46,25 @@ expect_threads threads-n2-auto 2
 run_fake threads-n2-1queue 60 2 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=16K FAKECUDA_CONNECTIONS=1 \
 	SMDDP_TIMEOUT=10 -- threads --rounds 60 --bounded
 expect_threads threads-n2-1queue 2
+
+# Every rank's thread 1 destroys its communicator after 8 rounds, whose first two closes of
+# a mapping (its window's and the direct path's, which wait for the whole device) take 4 s
+# each, while threads 0 and 2 go on mapping each new buffer of their peers (--fresh): no
+# round of theirs may take 2 s.  lib/cuda/ipc.c held its process-wide lock across the
+# close, and their rounds took 3-3.5 s.
+fake threads-leave 2 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=16K FAKECUDA_IPC_CLOSE_US=4000000:2 -- \
+	threads --rounds 100 --jitter 200000 --fresh --leave 1:8 --slow 4000
+expect_threads threads-leave 2
+
+# Each round's large allreduce on new buffers (--fresh --every 1): past SD_REG_SLOTS each
+# retires a peer's mapping of every communicator, closed (waiting for the whole device)
+# while the other communicators' kernels wait for their peers.  Closed on the caller's
+# thread, a close on rank 0 waited for kernels waiting for rank 1's thread, itself in a
+# close waiting for kernels waiting for rank 0's: SMDDP_TIMEOUT at round 33-37.  The
+# closer thread of lib/cuda/ipc.c takes them.
+fake threads-churn 2 SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=16K SMDDP_TIMEOUT=5 -- threads --rounds 100 \
+	--jitter 3000 --fresh --every 1
+expect_threads threads-churn 2
 
 # rank 1's thread 2 stops after 5 rounds; SMDDP_TIMEOUT=5
 for first in 0 5; do
