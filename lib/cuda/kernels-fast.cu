@@ -48,6 +48,15 @@ __device__ __forceinline__ int check_common(struct sd_fast_host *host, char *con
 	return SD_FAST_OK;
 }
 
+/* Peer q is at a later call: it made more calls than this rank, unless it
+ * gave up on one (a timeout, a dead peer: its "gave up" word, set before it
+ * went on) and went past this one failing; then that failure is the cause. */
+__device__ __forceinline__ int peer_ahead(char *const *win, int q)
+{
+	__threadfence_system();
+	return *(const volatile uint32_t *)(win[q] + SD_FAST_GAVEUP) ? SD_FAST_GAVE_UP : SD_FAST_AHEAD;
+}
+
 __device__ __forceinline__ int fast_check(const sd_fast_args &a, int q, uint64_t deadline)
 {
 	return check_common(a.host, a.win, a.rank, q, deadline, a.call, a.tag);
@@ -124,7 +133,7 @@ __device__ int fast_wait_arrived(const sd_fast_args &a, int q, uint64_t deadline
 		}
 		if (d > 0) {
 			*seen = call;
-			return SD_FAST_AHEAD;
+			return peer_ahead(a.win, q);
 		}
 		if ((spin & 2047) == 0) {
 			int e = fast_check(a, q, deadline);
@@ -330,7 +339,7 @@ __device__ int direct_wait_ann(const sd_direct_args &a, int q, uint64_t deadline
 
 		if (d == 0 || d > 0) {
 			*seen = call;
-			return d > 0 ? SD_FAST_AHEAD : (uint32_t)(v >> 32) != a.tag ? SD_FAST_DESC : SD_FAST_OK;
+			return d > 0 ? peer_ahead(a.win, q) : (uint32_t)(v >> 32) != a.tag ? SD_FAST_DESC : SD_FAST_OK;
 		}
 		if ((spin & 2047) == 0) {
 			int e = direct_check(a, q, deadline);

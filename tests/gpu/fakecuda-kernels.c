@@ -211,6 +211,15 @@ struct kfast {
 
 /* kernels-fast.cu's check_common: peer q's announcement of this call with
  * another tag, the abort word, a "gave up" word, the deadline. */
+/* As kernels-fast.cu: a peer at a later call that gave up on one is that
+ * failure, not a mismatch. */
+static int peer_ahead(char *const *win, int q)
+{
+	return __atomic_load_n((uint32_t *)(win[q] + SD_FAST_GAVEUP), __ATOMIC_ACQUIRE)
+		       ? SD_FAST_GAVE_UP
+		       : SD_FAST_AHEAD;
+}
+
 static int check_common(struct sd_fast_host *host, char *const *win, int me, int q,
 			uint64_t deadline, uint32_t call, uint32_t tag)
 {
@@ -275,7 +284,7 @@ static int fast_wait(const struct sd_fast_args *a, int q, int b, int arrived, ui
 					       ? SD_FAST_GAVE_UP
 					       : SD_FAST_OK;
 			if (d > 0)
-				return SD_FAST_AHEAD;
+				return peer_ahead(a->win, q);
 		} else {
 			uint32_t v = __atomic_load_n(
 				(uint32_t *)(a->win[a->rank] + sd_fast_consumed_off(n, a->par, q, b)),
@@ -486,7 +495,7 @@ static int direct_wait_ann(const struct sd_direct_args *a, int q, uint64_t deadl
 
 		*seen = (uint32_t)v;
 		if (d > 0)
-			return SD_FAST_AHEAD;
+			return peer_ahead(a->win, q);
 		if (d == 0)
 			return (uint32_t)(v >> 32) != a->tag ? SD_FAST_DESC : SD_FAST_OK;
 		int e = check_common(a->host, a->win, a->rank, q, deadline, a->call, a->tag);
