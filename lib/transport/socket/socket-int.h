@@ -202,8 +202,6 @@ struct sock {
 	struct op *done;          /* long sends whose last piece is written */
 	int wake_fd;              /* an eventfd the threads write when something is done */
 	int flag;                 /* something is done (atomic) */
-	uint64_t nap_until;       /* until then an empty poll naps instead of yielding */
-	uint64_t nap_for;         /* how long the last slow yield stopped the yields */
 	/* the first failure of a pass, for progress to report */
 	int fail_peer, fail_err, fail_send;
 	/* What the lower files ask of the upper ones (set by socket.c at open;

@@ -52,7 +52,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +65,7 @@
 #include "clock/clock.h"
 #include "config/param.h"
 #include "transport/socket/socket-int.h"
+#include "util/wait.h"
 
 static int queue_ctl(struct sock *s, int peer, int type, uint64_t id);
 static void peer_fail(struct sock *s, int peer, int err, int send, int *got);
@@ -461,21 +461,16 @@ static void peer_fail(struct sock *s, int peer, int err, int send, int *got)
 	sd_sock_failed(s, peer, err, send);
 }
 
-/* An empty poll gives the core away (so_progress): by sched_yield(), unless
- * a yield took longer than YIELD_SLOW_NS, which means that another process
- * ran a whole time slice: the scheduler puts a yielder behind the other
- * runnable tasks, and a message that came meanwhile waited for the next
- * tick (4 ms with HZ 250; two ranks beside two busy processes took 8 ms a
- * call).  Then, for a while, it naps in poll for YIELD_NAP_NS instead,
- * woken at once by the message; the yield that ends the while doubles it
- * if it is slow too (from NAP_MIN_NS up to NAP_MAX_NS: busy processes stay
- * long), halves it if quick (a peer busy once, at the start).  A nap costs
+/* An empty poll gives the core away (so_progress): by sd_wait_yield(), the
+ * shm waits' timed sched_yield(); where yields have been slow lately (a
+ * yielder waits behind the busy processes of its session, and a message
+ * that came meanwhile waited for the next tick: two ranks beside two busy
+ * processes took 8 ms a call) it does not yield, and the pass naps in poll
+ * for YIELD_NAP_NS instead, woken at once by the message.  A nap costs
  * more than a quick yield (a wake-up: 5-10 us a call on two cores), so
- * yields stay the rule where they are quick. */
-#define YIELD_SLOW_NS 500000ull
+ * yields stay the rule where they are quick; wait.c says when yields
+ * count as slow, and for how long. */
 #define YIELD_NAP_NS 50000ll
-#define NAP_MIN_NS 2000000ull
-#define NAP_MAX_NS 1000000000ull
 
 /* One pass: poll (for at most wait_ns), then the I/O that is ready. */
 static int pass(struct sock *s, int64_t wait_ns, int *got)
@@ -561,29 +556,9 @@ static int so_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms, int 
 	/* A rank that polls in vain gives its core away: on loopback the
 	 * peer it waits for may need it to send (ranks outnumbering cores
 	 * waited out whole spins, 0.5 ms a message, without this); by a
-	 * yield, or a nap where yields were slow (YIELD_SLOW_NS says why). */
-	if (!rc && !*got && !wait_ms) {
-		uint64_t t = sd_now_ns(), now;
-
-		if (t < s->nap_until) {
-			rc = pass(s, YIELD_NAP_NS, got);
-		} else {
-			sched_yield();
-			now = sd_now_ns();
-			if (now - t > YIELD_SLOW_NS) {
-				s->nap_for = s->nap_for ? 2 * s->nap_for : NAP_MIN_NS;
-				if (s->nap_for > NAP_MAX_NS)
-					s->nap_for = NAP_MAX_NS;
-				s->nap_until = now + s->nap_for;
-			} else if (s->nap_for) {
-				s->nap_for /= 2;
-				if (s->nap_for < NAP_MIN_NS)
-					s->nap_for = 0;
-				else
-					s->nap_until = now + s->nap_for;
-			}
-		}
-	}
+	 * yield, or a nap where yields were slow (YIELD_NAP_NS says why). */
+	if (!rc && !*got && !wait_ms && sd_wait_yield())
+		rc = pass(s, YIELD_NAP_NS, got);
 	if (!rc && !*got && wait_ms > 0)
 		rc = pass(s, (int64_t)wait_ms * 1000000, got);
 	if (rc)
