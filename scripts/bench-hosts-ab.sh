@@ -6,11 +6,12 @@
 # times (default 3): A and B take turns on the same kind of hosts under the
 # same load, each beside Open MPI in its own processes.  BENCH-HOSTS-ARGS go
 # to bench-hosts.sh as they are (-H, -N, --rate, -C, --env, -- BENCH-ARGS).
-# Prints, per collective, each build's median over the rounds (time in us,
-# place out of place) with Open MPI's of the same runs, A's time over B's
-# (above 1: B is faster), and link% against the median raw TCP anchor of
-# all runs.  -o DIR keeps the JSON lines as DIR/A|B/COLL/roundI.json.  Root
-# only, as bench-hosts.sh; the load average goes with every table.
+# Prints, per collective, out of place and then in place (where the
+# collective has an in-place form), each build's median over the rounds
+# (time in us) with Open MPI's of the same runs, A's time over B's (above 1:
+# B is faster), and link% against the median raw TCP anchor of all runs.
+# -o DIR keeps the JSON lines as DIR/A|B/COLL/roundI.json.  Root only, as
+# bench-hosts.sh; the load average goes with every table.
 set -eu
 cd "$(dirname "$0")/.."
 rounds=3 keep=""
@@ -62,21 +63,28 @@ for c in colls:
             for line in open(f):
                 if line.strip():
                     r = json.loads(re.sub(r"^\[[0-9]+\] ", "", line))
-                    k = (r["size_bytes"], w, r["impl"])
-                    v.setdefault(k, {"t": [], "bw": []})
-                    v[k]["t"].append(r["oop_time_us"])
-                    v[k]["bw"].append(r.get("oop_busbw_gbps", 0))
-    print(f"# {c}, out of place, median of the rounds; time in us; link% = busbw / raw TCP ({link * 1000:.1f} MB/s, median of {len(anchors)} anchors)")
-    print(f"{'size':>10} {'A':>10} {'A mpi':>10} {'B':>10} {'B mpi':>10} {'A/B':>6} {'mpi/A':>6} {'mpi/B':>6} {'A link%':>7} {'B link%':>7} {'mpi link%':>9}")
-    for s in sorted({k[0] for k in v}):
-        try:
-            ta, tam = med(v[(s, "A", "smddp")]["t"]), med(v[(s, "A", "mpi")]["t"])
-            tb, tbm = med(v[(s, "B", "smddp")]["t"]), med(v[(s, "B", "mpi")]["t"])
-        except KeyError:
+                    for place in ("oop", "ip"):
+                        if r.get(place + "_time_us") is None:  # no in-place form (alltoallv, ...)
+                            continue
+                        k = (place, r["size_bytes"], w, r["impl"])
+                        v.setdefault(k, {"t": [], "bw": []})
+                        v[k]["t"].append(r[place + "_time_us"])
+                        v[k]["bw"].append(r.get(place + "_busbw_gbps") or 0)
+    for place, words in (("oop", "out of place"), ("ip", "in place")):
+        sizes = sorted({k[1] for k in v if k[0] == place})
+        if not sizes:
             continue
-        pct = lambda k: 100 * med(v[k]["bw"]) / link if link else 0
-        mp = 100 * med(v[(s, "A", "mpi")]["bw"] + v[(s, "B", "mpi")]["bw"]) / link if link else 0
-        print(f"{s:>10} {ta:>10.1f} {tam:>10.1f} {tb:>10.1f} {tbm:>10.1f} {ta / tb:>6.2f} {tam / ta:>6.2f} {tbm / tb:>6.2f} "
-              f"{pct((s, 'A', 'smddp')):>7.1f} {pct((s, 'B', 'smddp')):>7.1f} {mp:>9.1f}")
+        print(f"# {c}, {words}, median of the rounds; time in us; link% = busbw / raw TCP ({link * 1000:.1f} MB/s, median of {len(anchors)} anchors)")
+        print(f"{'size':>10} {'A':>10} {'A mpi':>10} {'B':>10} {'B mpi':>10} {'A/B':>6} {'mpi/A':>6} {'mpi/B':>6} {'A link%':>7} {'B link%':>7} {'mpi link%':>9}")
+        for s in sizes:
+            try:
+                ta, tam = med(v[(place, s, "A", "smddp")]["t"]), med(v[(place, s, "A", "mpi")]["t"])
+                tb, tbm = med(v[(place, s, "B", "smddp")]["t"]), med(v[(place, s, "B", "mpi")]["t"])
+            except KeyError:
+                continue
+            pct = lambda w: 100 * med(v[(place, s, w, "smddp")]["bw"]) / link if link else 0
+            mp = 100 * med(v[(place, s, "A", "mpi")]["bw"] + v[(place, s, "B", "mpi")]["bw"]) / link if link else 0
+            print(f"{s:>10} {ta:>10.1f} {tam:>10.1f} {tb:>10.1f} {tbm:>10.1f} {ta / tb:>6.2f} {tam / ta:>6.2f} {tbm / tb:>6.2f} "
+                  f"{pct('A'):>7.1f} {pct('B'):>7.1f} {mp:>9.1f}")
 PY
 [ -n "$keep" ] || rm -rf "$dir"

@@ -77,7 +77,8 @@ static inline void sd_cpu_relax(void)
 int sd_wait_more(struct sd_wait *w, int state, int rc, int spins);
 
 /* The yield of a spin that yields now and then (yield_mask nonzero: a
- * core per rank; wait.c): sched_yield(), timed.  Returns 1 where yields
+ * core per rank; wait.c), and of the socket endpoint's empty polls
+ * (socket.c, which naps in poll instead): sched_yield(), timed.  Returns 1 where yields
  * are slow in this process now (two of the last 16 took 2 ms or more:
  * other runnable tasks got a whole time slice each): then it did not yield, and
  * the wait should sleep on its doorbell instead, as a woken sleeper gets

@@ -1,6 +1,7 @@
-/* socket-int.h - what the files of the socket endpoint share (socket.c: connections, sends,
- * progress; socket-recv.c: matching, early messages, reading; socket-long.c: long messages,
- * pushed or by rendezvous; socket-data.c: the data connections that carry their bytes). */
+/* socket-int.h - what the files of the socket endpoint share (socket.c: sends, progress;
+ * socket-conn.c: the control connections, one per pair both ways; socket-recv.c: matching,
+ * early messages, reading; socket-long.c: long messages, pushed or by rendezvous;
+ * socket-data.c: the data connections that carry their bytes). */
 #ifndef SD_TRANSPORT_SOCKET_INT_H
 #define SD_TRANSPORT_SOCKET_INT_H
 
@@ -201,13 +202,11 @@ struct sock {
 	struct op *done;          /* long sends whose last piece is written */
 	int wake_fd;              /* an eventfd the threads write when something is done */
 	int flag;                 /* something is done (atomic) */
-	uint64_t nap_until;       /* until then an empty poll naps instead of yielding */
-	uint64_t nap_for;         /* how long the last slow yield stopped the yields */
 	/* the first failure of a pass, for progress to report */
 	int fail_peer, fail_err, fail_send;
 	/* What the lower files ask of the upper ones (set by socket.c at open;
-	 * calls point one way: socket.c -> socket-recv.c -> socket-long.c ->
-	 * socket-data.c). */
+	 * calls point one way: socket.c -> socket-conn.c -> socket-recv.c ->
+	 * socket-long.c -> socket-data.c). */
 	int (*ctl)(struct sock *s, int peer, int type, uint64_t id); /* queue a control frame */
 	void (*peer_fail)(struct sock *s, int peer, int err, int send, int *got);
 	void (*early_arrived)(struct sock *s, struct early *e, int err, int *got);
@@ -251,6 +250,25 @@ static inline void sd_sock_complete(struct op *o, int err, size_t len, uint64_t 
 	free(o);
 }
 
+/* A control frame of the endpoint's own (CTS, GONE, MOVED...), not yet queued. */
+static inline struct op *sd_sock_ctl_op(struct sock *s, int peer, int type, uint64_t id)
+{
+	struct op *x = calloc(1, sizeof(*x));
+
+	(void)s;
+	if (!x)
+		return NULL;
+	x->is_send = 1;
+	x->peer = peer;
+	x->keep = 1; /* a peer waits on it, whatever became of our call */
+	x->type = type;
+	x->id = id;
+	put64(x->hdr, id);
+	put64(x->hdr + 8, (uint64_t)type << 56);
+	put64(x->hdr + 16, id);
+	return x;
+}
+
 /* Notes the first failure of a pass (peer, errno, which way). */
 static inline void sd_sock_failed(struct sock *s, int peer, int err, int send)
 {
@@ -273,6 +291,17 @@ static inline void sd_sock_give_credit(struct sock *s, int peer, size_t n)
 		o->owed = 0;
 	}
 }
+
+/* socket-conn.c */
+/* Opens the connections to peer, or borrows its control connection to us;
+ * 0, or -1 with the errno in its out. */
+int sd_sock_connect(struct sock *s, int peer);
+/* Our F_MOVE is written: sends to peer go over its connection from now on. */
+void sd_sock_move_over(struct sock *s, int peer);
+/* Reads in; where it ended, drops it and fails what depended on it. */
+void sd_sock_pull_in(struct sock *s, struct in *in, int *got);
+/* The readers of connections moved from, and those whose hold ended. */
+void sd_sock_sweep(struct sock *s, int *got);
 
 /* socket-recv.c */
 int sd_sock_recv(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag, void *buf,

@@ -329,7 +329,7 @@ static int adopt(struct sock *s, struct in *in, int idx)
 /* The peer's control connection has said who it is.  Where this rank sends
  * to that peer over a connection of its own too, the higher of the two
  * ranks moves to the lower one's (struct out): its F_MOVE goes last on its
- * own, and socket.c takes in's connection once it is written. */
+ * own, and socket-conn.c takes in's connection once it is written. */
 static void met(struct sock *s, struct in *in)
 {
 	struct out *o = &s->outs[in->peer];

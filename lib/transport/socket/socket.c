@@ -2,12 +2,11 @@
  *
  * Each rank listens on one port (bound to the address it reaches rank 0
  * by); its name carries that address and a random cookie, and reaches the
- * peers through the bootstrap, which authenticated them.  A rank sends to
- * a peer over connections it opens itself on the first send, and
- * receives over the connections its peers opened: one control connection
- * per direction, so two ranks that start sending to each other at once
- * never race to make one, and messages of one direction keep their order
- * on it (the FI_ORDER_SAS of netep.h), plus SMDDP_SOCKET_NSOCKS data
+ * peers through the bootstrap, which authenticated them.  Connections are
+ * made on the first send: one control connection per pair of ranks,
+ * carrying both ways, on which the messages of a direction keep their
+ * order (the FI_ORDER_SAS of netep.h; socket-conn.c makes it and settles
+ * on one where both ranks opened one), plus SMDDP_SOCKET_NSOCKS data
  * connections per direction for the bytes of long messages.  A connection
  * opens with a hello: the cookie of the listener, which only members
  * know, the sender's rank and which connection it is.  Connections are
@@ -52,9 +51,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +65,7 @@
 #include "clock/clock.h"
 #include "config/param.h"
 #include "transport/socket/socket-int.h"
+#include "util/wait.h"
 
 static int queue_ctl(struct sock *s, int peer, int type, uint64_t id);
 static void peer_fail(struct sock *s, int peer, int err, int send, int *got);
@@ -204,123 +202,6 @@ static int so_insert(struct smddp_comm *c, struct sd_fab *f, const void *names, 
 
 /* ---- sends ------------------------------------------------------------ */
 
-/* A socket connecting (non-blocking) to peer's listener; -1 with errno. */
-static int open_fd(struct sock *s, int peer)
-{
-	struct name *nm = &s->peers[peer];
-	struct sockaddr_storage ss;
-	socklen_t sl;
-	int one = 1, fd;
-
-	memset(&ss, 0, sizeof(ss));
-	if (nm->family == AF_INET6) {
-		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-
-		a->sin6_family = AF_INET6;
-		a->sin6_port = htons(nm->port);
-		memcpy(&a->sin6_addr, nm->addr, 16);
-		sl = sizeof(*a);
-	} else {
-		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-
-		a->sin_family = AF_INET;
-		a->sin_port = htons(nm->port);
-		memcpy(&a->sin_addr, nm->addr, 4);
-		sl = sizeof(*a);
-	}
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -1;
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(fd, (struct sockaddr *)&ss, sl) && errno != EINPROGRESS) {
-		int e = errno;
-
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
-}
-
-/* The connections to peer: its control connection to us where it opened
- * one (struct out), else one of our own (non-blocking; the hello follows
- * once it is made, before anything else) and an in that reads what the
- * peer may send back on it; the data connections are always our own. */
-static int connect_to(struct sock *s, int peer)
-{
-	struct out *o = &s->outs[peer];
-	struct in *in;
-
-	for (in = s->ins; in; in = in->next)
-		if (in->peer == peer && !in->shared && !in->dead && !in->err) {
-			o->fd = in->fd;
-			o->borrowed = 1;
-			SD_INFO(SD_SUB_NET, "socket transport: sending to rank %d over its connection "
-					    "to this rank", peer);
-			sd_sock_data_connect(s, peer, open_fd);
-			return 0;
-		}
-	in = calloc(1, sizeof(*in));
-	if (in)
-		in->buf = malloc(INBUF);
-	if (!in || !in->buf) {
-		free(in);
-		o->err = ENOMEM;
-		return -1;
-	}
-	o->fd = open_fd(s, peer);
-	if (o->fd < 0) {
-		o->err = errno;
-		free(in->buf);
-		free(in);
-		return -1;
-	}
-	o->connecting = 1;
-	in->fd = o->fd;
-	in->peer = peer;
-	in->shared = 1;
-	in->next = s->ins;
-	s->ins = in;
-	s->nins++;
-	o->self = in;
-	sd_sock_data_connect(s, peer, open_fd);
-	return 0;
-}
-
-static struct op *ctl_op(struct sock *s, int peer, int type, uint64_t id);
-
-/* Our F_MOVE is written: from now on this rank sends to peer over the
- * peer's connection (o->to), F_MOVED first; our own connection, and its
- * reader, go at the end of the pass (a pass may be walking the ins). */
-static void move_over(struct sock *s, int peer)
-{
-	struct out *o = &s->outs[peer];
-	struct op *x = ctl_op(s, peer, F_MOVED, 0);
-
-	if (!o->to || !x) {
-		free(x);
-		if (!o->err)
-			o->err = o->to ? ENOMEM : ECONNRESET;
-		return;
-	}
-	if (o->self) {
-		o->self->shared = 0; /* its end closes the old connection */
-		o->self->dead = 1;
-		o->self = NULL;
-	} else {
-		close(o->fd);
-	}
-	o->fd = o->to->fd;
-	o->borrowed = 1;
-	o->to = NULL;
-	SD_INFO(SD_SUB_NET, "socket transport: sending to rank %d over its connection to this "
-			    "rank, ours closed (both had opened one)", peer);
-	x->next = o->head;
-	o->head = x;
-	if (!o->tail)
-		o->tail = x;
-}
-
 /* A frame is written: a long send's announcement now waits for its
  * clear-to-send; anything else is over. */
 static void written(struct sock *s, int peer, struct op *x, int *got)
@@ -333,7 +214,7 @@ static void written(struct sock *s, int peer, struct op *x, int *got)
 	}
 	if (x->type == F_MOVE) {
 		free(x);
-		move_over(s, peer);
+		sd_sock_move_over(s, peer);
 		return;
 	}
 	if (x->type == F_RTS) {
@@ -443,7 +324,7 @@ static int enqueue(struct sock *s, struct op *x, int *got)
 {
 	struct out *o = &s->outs[x->peer];
 
-	if (o->err || (o->fd < 0 && connect_to(s, x->peer))) {
+	if (o->err || (o->fd < 0 && sd_sock_connect(s, x->peer))) {
 		int e = o->err;
 
 		sd_sock_complete(x, e, 0, 0);
@@ -459,27 +340,9 @@ static int enqueue(struct sock *s, struct op *x, int *got)
 	return 0;
 }
 
-static struct op *ctl_op(struct sock *s, int peer, int type, uint64_t id)
-{
-	struct op *x = calloc(1, sizeof(*x));
-
-	(void)s;
-	if (!x)
-		return NULL;
-	x->is_send = 1;
-	x->peer = peer;
-	x->keep = 1; /* a peer waits on it, whatever became of our call */
-	x->type = type;
-	x->id = id;
-	put64(x->hdr, id);
-	put64(x->hdr + 8, (uint64_t)type << 56);
-	put64(x->hdr + 16, id);
-	return x;
-}
-
 static int queue_ctl(struct sock *s, int peer, int type, uint64_t id)
 {
-	struct op *x = ctl_op(s, peer, type, id);
+	struct op *x = sd_sock_ctl_op(s, peer, type, id);
 	int got = 0;
 
 	if (!x)
@@ -598,77 +461,16 @@ static void peer_fail(struct sock *s, int peer, int err, int send, int *got)
 	sd_sock_failed(s, peer, err, send);
 }
 
-/* The long sends to peer that wait for a clear-to-send which will not
- * come: its connection to us ended. */
-static void unclear(struct sock *s, int peer, int err, int *got)
-{
-	struct out *o = &s->outs[peer];
-
-	if (!o->wait)
-		return;
-	while (o->wait) {
-		struct op *x = o->wait;
-
-		o->wait = x->next;
-		sd_sock_complete(x, err, 0, 0);
-		(*got)++;
-	}
-	sd_sock_failed(s, peer, err, 1);
-}
-
-/* An empty poll gives the core away (so_progress): by sched_yield(), unless
- * a yield took longer than YIELD_SLOW_NS, which means that another process
- * ran a whole time slice: the scheduler puts a yielder behind the other
- * runnable tasks, and a message that came meanwhile waited for the next
- * tick (4 ms with HZ 250; two ranks beside two busy processes took 8 ms a
- * call).  Then, for a while, it naps in poll for YIELD_NAP_NS instead,
- * woken at once by the message; the yield that ends the while doubles it
- * if it is slow too (from NAP_MIN_NS up to NAP_MAX_NS: busy processes stay
- * long), halves it if quick (a peer busy once, at the start).  A nap costs
+/* An empty poll gives the core away (so_progress): by sd_wait_yield(), the
+ * shm waits' timed sched_yield(); where yields have been slow lately (a
+ * yielder waits behind the busy processes of its session, and a message
+ * that came meanwhile waited for the next tick: two ranks beside two busy
+ * processes took 8 ms a call) it does not yield, and the pass naps in poll
+ * for YIELD_NAP_NS instead, woken at once by the message.  A nap costs
  * more than a quick yield (a wake-up: 5-10 us a call on two cores), so
- * yields stay the rule where they are quick. */
-#define YIELD_SLOW_NS 500000ull
+ * yields stay the rule where they are quick; wait.c says when yields
+ * count as slow, and for how long. */
 #define YIELD_NAP_NS 50000ll
-#define NAP_MIN_NS 2000000ull
-#define NAP_MAX_NS 1000000000ull
-
-/* Reads in; where it ended, drops it and fails what depended on it. */
-static void pull_in(struct sock *s, struct in *in, int *got)
-{
-	int r = sd_sock_pull(s, in, got);
-
-	if (r == PULL_GONE) /* a data connection, gone to socket-data.c */
-		return;
-	if (r == PULL_MOVED) {
-		in->dead = 1;
-		sd_sock_drop_in(s, in, got);
-		return;
-	}
-	if (r < 0) {
-		int peer = in->peer, err = in->err;
-
-		sd_sock_drop_in(s, in, got);
-		if (peer >= 0 && err)
-			peer_fail(s, peer, err, 0, got);
-		else if (peer >= 0)
-			unclear(s, peer, ECONNRESET, got);
-	}
-}
-
-/* The readers of connections moved from, and those whose hold ended. */
-static void sweep(struct sock *s, int *got)
-{
-	for (struct in *in = s->ins, *next; in; in = next) {
-		next = in->next;
-		if (in->dead) {
-			sd_sock_drop_in(s, in, got);
-		} else if (in->kick) {
-			in->kick = 0;
-			pull_in(s, in, got);
-			next = s->ins; /* the list may have changed: kicks are rare */
-		}
-	}
-}
 
 /* One pass: poll (for at most wait_ns), then the I/O that is ready. */
 static int pass(struct sock *s, int64_t wait_ns, int *got)
@@ -678,7 +480,7 @@ static int pass(struct sock *s, int64_t wait_ns, int *got)
 	struct in *in, *next;
 	int nready;
 
-	sweep(s, got);
+	sd_sock_sweep(s, got);
 	if (n > s->npfd) {
 		struct pollfd *p = realloc(s->pfd, n * sizeof(*p));
 
@@ -725,7 +527,7 @@ static int pass(struct sock *s, int64_t wait_ns, int *got)
 		if (k >= kin || s->pfd[k].fd != in->fd)
 			continue;
 		if (s->pfd[k++].revents && !in->dead)
-			pull_in(s, in, got);
+			sd_sock_pull_in(s, in, got);
 	}
 	for (int p = 0; p < s->npeers; p++) {
 		struct out *o = &s->outs[p];
@@ -737,7 +539,7 @@ static int pass(struct sock *s, int64_t wait_ns, int *got)
 			peer_fail(s, p, o->err, 1, got);
 	}
 	sd_sock_data_retry(s);
-	sweep(s, got);
+	sd_sock_sweep(s, got);
 	sd_sock_data_drain(s, got);
 	return 0;
 }
@@ -754,29 +556,9 @@ static int so_progress(struct smddp_comm *c, struct sd_fab *f, int wait_ms, int 
 	/* A rank that polls in vain gives its core away: on loopback the
 	 * peer it waits for may need it to send (ranks outnumbering cores
 	 * waited out whole spins, 0.5 ms a message, without this); by a
-	 * yield, or a nap where yields were slow (YIELD_SLOW_NS says why). */
-	if (!rc && !*got && !wait_ms) {
-		uint64_t t = sd_now_ns(), now;
-
-		if (t < s->nap_until) {
-			rc = pass(s, YIELD_NAP_NS, got);
-		} else {
-			sched_yield();
-			now = sd_now_ns();
-			if (now - t > YIELD_SLOW_NS) {
-				s->nap_for = s->nap_for ? 2 * s->nap_for : NAP_MIN_NS;
-				if (s->nap_for > NAP_MAX_NS)
-					s->nap_for = NAP_MAX_NS;
-				s->nap_until = now + s->nap_for;
-			} else if (s->nap_for) {
-				s->nap_for /= 2;
-				if (s->nap_for < NAP_MIN_NS)
-					s->nap_for = 0;
-				else
-					s->nap_until = now + s->nap_for;
-			}
-		}
-	}
+	 * yield, or a nap where yields were slow (YIELD_NAP_NS says why). */
+	if (!rc && !*got && !wait_ms && sd_wait_yield())
+		rc = pass(s, YIELD_NAP_NS, got);
 	if (!rc && !*got && wait_ms > 0)
 		rc = pass(s, (int64_t)wait_ms * 1000000, got);
 	if (rc)
