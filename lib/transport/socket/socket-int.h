@@ -24,6 +24,7 @@
 #define NAME_CPUS 16           /* 64-bit words of CPUs in a name: the first 1024 */
 #define SPIN_NS 10000000ull    /* how long an empty wait polls on, where it does (socket.c's
 				* log says 10 ms; socket-cpus.c says why) */
+#define SPIN_LEN (16u << 10)   /* nor within SPIN_NS of a message longer than this */
 #define GAP_NS 1000000ull      /* polls this far apart: the rank was off its core */
 #define BAD_WAITS 3            /* answered only after such a gap, in a row: stop polling on */
 #define CALM_MIN_NS 50000000ull /* for this long, doubled while it recurs */
@@ -216,8 +217,9 @@ struct sock {
 	int spin;                 /* the ranks of this machine have a core each: polls keep it */
 	uint64_t idle_since;      /* the first empty poll of this wait */
 	uint64_t idle_last;       /* the last empty poll (0: a completion since) */
-	uint64_t long_at;         /* when a long message was last posted */
+	uint64_t big_at;          /* when a message over SPIN_LEN was last posted */
 	int gapped;               /* this wait's polls had a gap (socket.c's judge) */
+	size_t queued;            /* control connections with bytes queued, at the last poll */
 	int bad, clean;           /* waits in a row with and without one */
 	uint64_t calm_until;      /* until then waits do not keep their core */
 	uint64_t calm_for;

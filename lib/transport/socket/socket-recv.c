@@ -69,8 +69,8 @@ int sd_sock_recv(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag,
 	if (peer >= s->npeers)
 		return sd_comm_error(c, SMDDP_EINTERNAL, "socket transport: no rank %d (of %d)", peer,
 				     s->npeers);
-	if (len >= s->long_min) /* a wait does not keep its core for a while (socket.c's spun) */
-		s->long_at = sd_now_ns();
+	if (len > SPIN_LEN) /* a wait does not keep its core for a while (socket.c's spun) */
+		s->big_at = sd_now_ns();
 	x = calloc(1, sizeof(*x));
 	if (!x)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");

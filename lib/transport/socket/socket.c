@@ -206,7 +206,7 @@ static int so_insert(struct smddp_comm *c, struct sd_fab *f, const void *names, 
 		"socket transport: %d rank(s) of %d on this machine, %d core(s) for them: a wait "
 		"%s",
 		mine, n, cores,
-		s->spin ? "keeps its core, polling, for up to 10 ms (not near a long message), then sleeps"
+		s->spin ? "keeps its core, polling, for up to 10 ms (small messages only), then sleeps"
 			: "gives its core away between polls");
 	return SMDDP_OK;
 }
@@ -553,8 +553,8 @@ static int so_send(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t ta
 	if (peer < 0 || peer >= s->npeers)
 		return sd_comm_error(c, SMDDP_EINTERNAL, "socket transport: no rank %d (of %d)", peer,
 				     s->npeers);
-	if (len >= s->long_min) /* a wait does not keep its core for a while (spun) */
-		s->long_at = sd_now_ns();
+	if (len > SPIN_LEN) /* a wait does not keep its core for a while (spun) */
+		s->big_at = sd_now_ns();
 	return post_send(c, s, peer, tag, buf, len, r, r->keep);
 }
 
@@ -709,6 +709,7 @@ static int pass(struct sock *s, int64_t wait_ns, int *got)
 		if (o->fd >= 0 && !o->err && (o->head || o->connecting))
 			s->pfd[k++] = (struct pollfd){.fd = o->fd, .events = POLLOUT};
 	}
+	s->queued = k - kin;
 	kd = k;
 	k += sd_sock_data_pollfds(s, s->pfd + k);
 	nready = ppoll(s->pfd, k, &ts, NULL);
@@ -754,23 +755,24 @@ static int pass(struct sock *s, int64_t wait_ns, int *got)
 }
 
 /* An empty poll where the ranks of this machine have a core each
- * (socket-cpus.c says why) and no long message was posted lately: it keeps
- * the core, polling on through what would be a sleep of wait_ms, for
- * SPIN_NS from the first empty poll of the wait (longer than the time
- * slice of a busy process beside the rank, after which the peer's answer
- * is there).  A sleep would cost a wake-up per message (two ranks beside
- * two busy loops: 36-44 us an 8 B allreduce, against 9-12 polling), a
- * yield the busy process's whole slice.  A long message is different: its
- * bytes flow only while both ranks run, and a rank that spent its share
- * polling is not woken in front of the busy processes when its socket
- * fills or drains (1 MiB calls took 8 ms instead of 1.3).  0 where it does
- * not keep the core, or once SPIN_NS is spent: then the wait yields or
- * sleeps. */
+ * (socket-cpus.c says why): it keeps the core, polling on through what
+ * would be a sleep of wait_ms, for SPIN_NS from the first empty poll of
+ * the wait (longer than the time slice of a busy process beside the rank,
+ * after which the peer's answer is there).  A sleep would cost a wake-up
+ * per message (two ranks beside two busy loops: 36-44 us an 8 B
+ * allreduce, against 9-12 polling), a yield the busy process's whole
+ * slice.  Small messages only: not within SPIN_NS of a message over
+ * SPIN_LEN posted, nor while bytes wait to be written.  Their bytes flow
+ * only while both ranks, and the kernel's own network work on their cores,
+ * get to run, and a rank that spent its share polling holds that off
+ * (1 MiB allreduce 3.6-8.0 ms instead of 1.3; a 64 KiB alltoallv, 32-40
+ * KiB messages, 8.0 ms a call in most runs).  0 where it does not keep
+ * the core, or once SPIN_NS is spent: then the wait yields or sleeps. */
 static int spun(struct sock *s, int wait_ms, int *got, int *rc)
 {
 	uint64_t t = sd_now_ns(), end, now;
 
-	if (t - s->long_at < SPIN_NS || t < s->calm_until)
+	if (t - s->big_at < SPIN_NS || t < s->calm_until || s->queued)
 		return 0;
 	if (t - s->idle_last > SPIN_NS) {
 		s->idle_since = t; /* a new wait: a completion cleared idle_last */
