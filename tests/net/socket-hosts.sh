@@ -1,7 +1,8 @@
 # socket-hosts.sh - between "hosts" over libsmddp's own TCP sockets (SMDDP_NET_TRANSPORT=socket).
 #
 # The endpoint of lib/transport/socket/ behind the same table as libfabric's:
-# the conformance matrix hierarchical (2 hosts x 2 ranks) and flat (3 x 1),
+# the conformance matrix hierarchical (2 hosts x 2 ranks) and flat (3 x 1)
+# (the fake hosts counted as one machine: whether a wait keeps its core),
 # the ring's chunk (the endpoint's, or SMDDP_NET_CHUNK as the user set it),
 # point to point and uneven all-to-all across hosts (ranks that talk both
 # ways sharing one control connection), then failures: a rank
@@ -33,6 +34,13 @@ hosts() { # NAME NRANKS PER-HOST
 	[ "$(grep -o '^\[[0-9]*\] .*socket transport: listening' "$TDIR/$name.out" | cut -d' ' -f1 | sort -u | wc -l)" -eq "$n" ] &&
 		pass "$name: every rank used the socket endpoint" ||
 		fail "$name: not every rank used the socket endpoint"
+	# fake hosts of one machine: every rank counts them all against its CPUs
+	# (nproc: the ones it may run on), and keeps its core only where each has one
+	local how="gives its core away"
+	[ "$n" -le "$(nproc)" ] && how="keeps its core"
+	[ "$(grep -c "socket transport: $n rank(s) of $n on this machine, $(nproc) core(s) for them: a wait $how" \
+		"$TDIR/$name.out")" -ge "$n" ] && pass "$name: $n ranks of one machine on $(nproc) cores: a wait $how" ||
+		fail "$name: not every rank saw $n ranks on $(nproc) cores (a wait $how)"
 	# ranks that talk both ways share one control connection (the peer's,
 	# or the lower rank's where both opened one)
 	grep -q 'socket transport: sending to rank [0-9]* over its connection to this rank' \

@@ -21,6 +21,8 @@
  *             old ones), the endpoints still work
  *   dead      the receiver's endpoint closes mid-transfer: the sender's
  *             send fails and progress names rank 1
+ *   cpus      whether the ranks of a machine have a core each (socket-cpus.c):
+ *             counted by machine, against the union of their CPUs
  */
 #include "config.h"
 
@@ -399,6 +401,54 @@ static void round_of(int threads, size_t credit)
 	free(small);
 }
 
+static void set_cpus(struct name *n, uint64_t machine, uint64_t cpus)
+{
+	memset(n, 0, sizeof(*n));
+	n->machine = machine;
+	n->cpus[0] = cpus;
+}
+
+static void test_cpus(void)
+{
+	struct name nm[4], me;
+	int ranks, cores;
+
+	/* two ranks of one machine, a core each; a third there is one too many */
+	set_cpus(&nm[0], 7, 0x1);
+	set_cpus(&nm[1], 7, 0x2);
+	set_cpus(&nm[2], 7, 0x3);
+	CHECK(sd_sock_cpus_spare(nm, 2, 0, &ranks, &cores) && ranks == 2 && cores == 2,
+	      "cpus: 2 ranks on cores 0 and 1 (%d ranks, %d cores)", ranks, cores);
+	CHECK(!sd_sock_cpus_spare(nm, 3, 1, &ranks, &cores) && ranks == 3 && cores == 2,
+	      "cpus: 3 ranks on 2 cores give the core away (%d ranks, %d cores)", ranks, cores);
+	/* the same CPUs on two machines: each rank has its own */
+	set_cpus(&nm[0], 7, 0x1);
+	set_cpus(&nm[1], 8, 0x1);
+	set_cpus(&nm[2], 9, 0x1);
+	CHECK(sd_sock_cpus_spare(nm, 3, 2, &ranks, &cores) && ranks == 1 && cores == 1,
+	      "cpus: one rank a machine (%d ranks, %d cores)", ranks, cores);
+	/* an unknown machine is shared with nobody */
+	set_cpus(&nm[0], 0, 0x1);
+	set_cpus(&nm[1], 0, 0x1);
+	CHECK(sd_sock_cpus_spare(nm, 2, 0, &ranks, &cores) && ranks == 1,
+	      "cpus: machine unknown (%d ranks, %d cores)", ranks, cores);
+	/* CPUs past the first 64 count too; no CPUs at all count as one */
+	set_cpus(&nm[0], 5, 0);
+	nm[0].cpus[NAME_CPUS - 1] = 1ull << 63;
+	set_cpus(&nm[1], 5, 0);
+	set_cpus(&nm[2], 5, 0);
+	set_cpus(&nm[3], 4, 0xf);
+	CHECK(!sd_sock_cpus_spare(nm, 4, 1, &ranks, &cores) && ranks == 3 && cores == 1,
+	      "cpus: CPU 1023 alone for 3 ranks (%d ranks, %d cores)", ranks, cores);
+	set_cpus(&nm[0], 5, 0);
+	CHECK(sd_sock_cpus_spare(nm, 1, 0, &ranks, &cores) && cores == 1,
+	      "cpus: no mask, one core (%d ranks, %d cores)", ranks, cores);
+	/* this process: a machine and at least one CPU */
+	sd_sock_cpus_mine(&me);
+	CHECK(sd_sock_cpus_spare(&me, 1, 0, &ranks, &cores) && ranks == 1 && cores >= 1,
+	      "cpus: this process (%d cores, machine %s)", cores, me.machine ? "known" : "unknown");
+}
+
 int main(void)
 {
 	struct sd_err err;
@@ -408,6 +458,7 @@ int main(void)
 		printf("FAIL parameters: %s\n", err.msg);
 		return 1;
 	}
+	test_cpus();
 	round_of(0, 0);
 	round_of(1, 0);
 	round_of(0, 4u << 20);

@@ -12,7 +12,7 @@
 
 #include "transport/netep.h"
 
-#define NAME_MAGIC 0x534b5433u /* "SKT3": one control connection per pair, both ways */
+#define NAME_MAGIC 0x534b5434u /* "SKT4": names carry the machine and its CPUs */
 #define HELLO_MAGIC 0x534b4832u
 #define HDR 24                 /* a control frame: tag, type << 56 | length, id */
 #define PHDR 24                /* a piece on a data connection: id, offset, length | flags */
@@ -22,6 +22,15 @@
 #define PIECE_MIN (128u << 10) /* a long message is cut into pieces at least this long */
 #define MAX_NSOCKS 16
 #define SINK (64u << 10)
+#define NAME_CPUS 16           /* 64-bit words of CPUs in a name: the first 1024 */
+#define SPIN_NS 10000000ull    /* how long an empty wait polls on, where it does (socket.c's
+				* log says 10 ms; socket-cpus.c says why) */
+#define SPIN_LEN (16u << 10)   /* nor within SPIN_NS of a message longer than this */
+#define GAP_NS 1000000ull      /* polls this far apart: the rank was off its core */
+#define BAD_WAITS 3            /* answered only after such a gap, in a row: stop polling on */
+#define CALM_MIN_NS 50000000ull /* for this long, doubled while it recurs */
+#define CALM_MAX_NS 1000000000ull
+#define CLEAN_WAITS 1000       /* waits without a gap that forget it */
 
 /* Control frames (the type in the length word's top byte). */
 enum { F_EAGER, F_RTS, F_CTS, F_GONE, F_PUSH, F_CREDIT, F_MOVE, F_MOVED };
@@ -34,6 +43,8 @@ struct name {
 	uint64_t cookie;
 	uint16_t port;
 	uint8_t addr[16];
+	uint64_t machine;          /* boot_id's hash: ranks of one machine share its cores */
+	uint64_t cpus[NAME_CPUS];  /* the CPUs the rank may run on */
 };
 
 struct hello {
@@ -202,6 +213,15 @@ struct sock {
 	struct op *done;          /* long sends whose last piece is written */
 	int wake_fd;              /* an eventfd the threads write when something is done */
 	int flag;                 /* something is done (atomic) */
+	int spin;                 /* the ranks of this machine have a core each: polls keep it */
+	uint64_t idle_since;      /* the first empty poll of this wait */
+	uint64_t idle_last;       /* the last empty poll (0: a completion since) */
+	uint64_t big_at;          /* when a message over SPIN_LEN was last posted */
+	int gapped;               /* this wait's polls had a gap (socket.c's judge) */
+	size_t queued;            /* control connections with bytes queued, at the last poll */
+	int bad, clean;           /* waits in a row with and without one */
+	uint64_t calm_until;      /* until then waits do not keep their core */
+	uint64_t calm_for;
 	/* the first failure of a pass, for progress to report */
 	int fail_peer, fail_err, fail_send;
 	/* What the lower files ask of the upper ones (set by socket.c at open;
@@ -302,6 +322,13 @@ void sd_sock_move_over(struct sock *s, int peer);
 void sd_sock_pull_in(struct sock *s, struct in *in, int *got);
 /* The readers of connections moved from, and those whose hold ended. */
 void sd_sock_sweep(struct sock *s, int *got);
+
+/* socket-cpus.c */
+/* The machine and the CPUs of this rank, into its name. */
+void sd_sock_cpus_mine(struct name *me);
+/* 1 if the ranks on rank's machine (names[0..n)) are no more than the
+ * CPUs they may run on together (*ranks, *cores: the counts). */
+int sd_sock_cpus_spare(const struct name *names, int n, int rank, int *ranks, int *cores);
 
 /* socket-recv.c */
 int sd_sock_recv(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag, void *buf,

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/comm-types.h"
+#include "clock/clock.h"
 #include "transport/socket/socket-int.h"
 
 static int matches(const struct op *x, int peer, uint64_t tag)
@@ -68,6 +69,8 @@ int sd_sock_recv(struct smddp_comm *c, struct sd_fab *f, int peer, uint64_t tag,
 	if (peer >= s->npeers)
 		return sd_comm_error(c, SMDDP_EINTERNAL, "socket transport: no rank %d (of %d)", peer,
 				     s->npeers);
+	if (len > SPIN_LEN) /* a wait does not keep its core for a while (socket.c's spun) */
+		s->big_at = sd_now_ns();
 	x = calloc(1, sizeof(*x));
 	if (!x)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
