@@ -11,8 +11,9 @@
  * lower one's: F_MOVE is its last frame on its own connection, F_MOVED
  * its first on the other, and the reader holds what follows F_MOVED
  * until it has read F_MOVE, so the messages of a direction keep their
- * order (struct out; socket-recv.c reads the frames).  The name's magic, "SKT3", makes ranks
- * of other versions refuse each other.  The data connections of long
+ * order (struct out; socket-recv.c reads the frames).  The name's magic
+ * (NAME_MAGIC, socket-int.h) makes ranks of other versions refuse each
+ * other.  The data connections of long
  * messages (socket-data.c) stay one way.
  *
  * This file holds the connecting, the move, and the reading of the

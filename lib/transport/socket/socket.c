@@ -190,12 +190,17 @@ static int so_insert(struct smddp_comm *c, struct sd_fab *f, const void *names, 
 		memcpy(&len, p, sizeof(len));
 		if (len != sizeof(struct name))
 			return sd_comm_error(c, SMDDP_ENETWORK,
-					     "socket transport: rank %d's address is not one (%u bytes)",
-					     r, (unsigned)len);
+					     "socket transport: rank %d's address is not one this "
+					     "libsmddp reads (%u bytes, not %zu): do all ranks run the "
+					     "same version of libsmddp?",
+					     r, (unsigned)len, sizeof(struct name));
 		memcpy(&s->peers[r], p + sizeof(uint32_t), sizeof(struct name));
 		if (s->peers[r].magic != NAME_MAGIC)
 			return sd_comm_error(c, SMDDP_ENETWORK,
-					     "socket transport: rank %d's address is not one", r);
+					     "socket transport: rank %d's address is not one this "
+					     "libsmddp reads (another format): do all ranks run the same "
+					     "version of libsmddp?",
+					     r);
 		s->outs[r].fd = -1;
 		s->outs[r].credit = s->credit;
 	}
