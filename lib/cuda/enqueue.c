@@ -20,8 +20,8 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include "clock/clock.h"
 #include "base/checks.h"
+#include "clock/clock.h"
 #include "coll/net.h"
 #include "cuda/cuda.h"
 #include "cuda/device.h"

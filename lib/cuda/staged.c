@@ -61,8 +61,8 @@
 #include <cuda_runtime.h>
 
 #include "base/checks.h"
-#include "clock/clock.h"
 #include "base/comm-types.h"
+#include "clock/clock.h"
 #include "coll/coll.h"
 #include "coll/net.h"
 #include "cuda/cuda.h"
@@ -268,11 +268,10 @@ static int host_chunk(struct smddp_comm *c, const struct sd_stage *s, const stru
 	}
 }
 
-/* Call k's chunks: a quarter of the call each (so that copies and network
- * overlap), within [least, CHUNK_MAX]: the same on every rank.  Each chunk
- * is a host collective of its own, with its own start and drain, so a chunk
- * below the network's pipelined step (c->net->chunk, the same on every rank)
- * costs more than the overlap of its copies saves. */
+/* The smallest chunk: each is a host collective of its own, with its own
+ * start and drain, so a chunk below the network's pipelined step
+ * (sd_net_chunk(), the same on every rank) costs more than the overlap of
+ * its copies saves. */
 static size_t least_chunk(const struct smddp_comm *c)
 {
 	size_t m = sd_net_chunk(c) > CHUNK_MIN ? sd_net_chunk(c) : CHUNK_MIN;
@@ -280,6 +279,8 @@ static size_t least_chunk(const struct smddp_comm *c)
 	return m < CHUNK_MAX ? m : CHUNK_MAX;
 }
 
+/* Call k's chunks: a quarter of the call each (so that copies and network
+ * overlap), within [least, CHUNK_MAX]: the same on every rank. */
 static void plan_of(struct plan *p, const struct sd_cuda_call *k, int n, int r, size_t least)
 {
 	memset(p, 0, sizeof(*p));
