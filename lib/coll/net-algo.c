@@ -120,9 +120,12 @@ static int ring_advance(struct smddp_comm *c, struct ring *g)
 	return ring_pump(c, &g->pump);
 }
 
+/* sm (sd_net_allreduce_stream; else NULL): the input arrives in pieces,
+ * asked for before each read, and each output chunk is announced once
+ * final: at the last reduce-scatter step, or as the allgather lands it. */
 static int ring_allreduce(struct smddp_comm *c, const struct grp *gr, unsigned ph,
 			  const void *sbuf, void *rbuf, size_t count, enum smddp_dtype dt,
-			  enum smddp_op op)
+			  enum smddp_op op, const struct sd_net_stream *sm)
 {
 	int p = gr->n, me = gr->me, left = gr->ranks[mod(me - 1, p)];
 	size_t es = smddp_dtype_size(dt), blk = (count + (size_t)p - 1) / (size_t)p;
@@ -130,7 +133,7 @@ static int ring_allreduce(struct smddp_comm *c, const struct grp *gr, unsigned p
 	size_t nsteps = 2 * (size_t)(p - 1), M = nsteps * nch, W = NSLOTS;
 	char *slots = c->net->slots, *big = NULL;
 	struct sd_freq rreq[NSLOTS];
-	struct ring g = {{ring_pump}, NULL, 0, 0, nch, M, nch, C, count, es, p, me,
+	struct ring g = {{ring_pump}, NULL, 0, 0, sm ? 0 : nch, M, nch, C, count, es, p, me,
 			 gr->ranks[mod(me + 1, p)], ph, sbuf, rbuf};
 	int rc = SMDDP_OK;
 
@@ -156,6 +159,15 @@ static int ring_allreduce(struct smddp_comm *c, const struct grp *gr, unsigned p
 			      out_free);
 	}
 	SD_CHECK_GOTO(ring_pump(c, &g.pump), rc, out_free);
+	/* Streamed: step 0's chunks (this rank's own block) go as they arrive. */
+	for (size_t j = 0; sm && j < nch; j++) {
+		size_t lo, len;
+
+		ring_range(&g, me, j, &lo, &len);
+		SD_CHECK_GOTO(sm->need(sm->arg, lo * es, (lo + len) * es), rc, out_free);
+		g.ready = j + 1;
+		SD_CHECK_GOTO(ring_pump(c, &g.pump), rc, out_free);
+	}
 	for (size_t k = 0; k < M; k++) {
 		int s = (int)(k / nch);
 		size_t j = k % nch, lo, len;
@@ -167,6 +179,8 @@ static int ring_allreduce(struct smddp_comm *c, const struct grp *gr, unsigned p
 		if (s < p - 1) {
 			const void *srcs[2] = {g.in + lo * es, slot};
 
+			if (sm)
+				SD_CHECK_GOTO(sm->need(sm->arg, lo * es, (lo + len) * es), rc, out_free);
 			sd_reduce(g.out + lo * es, srcs, 2, len, dt, op, 1);
 		} else {
 			/* This block went out from rbuf in reduce-scatter step
@@ -178,6 +192,8 @@ static int ring_allreduce(struct smddp_comm *c, const struct grp *gr, unsigned p
 			SD_CHECK_GOTO(sd_net_wait_pump(c, &g.sreq[k0], &g.pump), rc, out_free);
 			memcpy(g.out + lo * es, slot, len * es);
 		}
+		if (sm && s >= p - 2)
+			sm->done(sm->arg, lo * es, (lo + len) * es);
 		if (k + W < M) {
 			size_t k2 = k + W, lo2, len2;
 
@@ -482,7 +498,7 @@ static int net_allreduce_grp(struct smddp_comm *c, const struct grp *g, unsigned
 
 	if (c->net->algo == ALGO_RD || (c->net->algo != ALGO_RING && bytes <= c->net->rd_max))
 		return rd_allreduce(c, g, ph, sbuf, rbuf, count, dt, op);
-	return ring_allreduce(c, g, ph, sbuf, rbuf, count, dt, op);
+	return ring_allreduce(c, g, ph, sbuf, rbuf, count, dt, op, NULL);
 }
 
 int sd_net_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
@@ -532,6 +548,45 @@ int sd_net_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t 
 			divide(rbuf, count, dt, c->size);
 	}
 	return SMDDP_OK;
+}
+
+/* Streamed only where the flat ring runs: the ring's blocks are what a
+ * rank reads and finishes in turn (the hierarchical way reads every input
+ * byte first, recursive doubling the whole vector each step). */
+int sd_net_stream_plan(struct smddp_comm *c, size_t count, enum smddp_dtype dt, enum smddp_op op,
+		       size_t *cut, int *in_order, int *out_order, int max)
+{
+	struct sd_net *n = c->net;
+	struct grp g = sd_net_flat(c);
+	size_t es = smddp_dtype_size(dt);
+	int p = g.n, me = g.me;
+
+	if (op == SMDDP_AVG || p < 2 || p > max || sd_net_use_hier(c) || n->algo == ALGO_RD ||
+	    (n->algo != ALGO_RING && count * es <= n->rd_max) || count < (size_t)p)
+		return 0;
+	for (int b = 0; b <= p; b++) {
+		size_t lo, hi;
+
+		block(count, p, b < p ? b : p - 1, &lo, &hi);
+		cut[b] = (b < p ? lo : hi) * es;
+	}
+	/* Reads: its own block (step 0's sends), then the blocks reduced at
+	 * steps 0, 1, ...; finishes the block of the last reduce, then those
+	 * the allgather brings. */
+	for (int s = 0; s < p; s++) {
+		in_order[s] = s == 0 ? me : ring_block(p, me, s - 1);
+		out_order[s] = ring_block(p, me, p - 2 + s);
+	}
+	return 1;
+}
+
+int sd_net_allreduce_stream(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			    enum smddp_dtype dt, enum smddp_op op, const struct sd_net_stream *sm)
+{
+	struct grp g = sd_net_flat(c);
+
+	note_algo(c, SD_COLL_ALLREDUCE, "ring");
+	return ring_allreduce(c, &g, PH_MAIN, sbuf, rbuf, count, dt, op, sm);
 }
 
 int sd_net_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,

@@ -26,6 +26,17 @@
  * work queued before it is its input, work queued after it sees its
  * result.
  *
+ * Streamed chunks.  An allreduce over the flat ring (one rank a host, or
+ * SMDDP_ALGO=ring) runs one host collective per chunk of up to CHUNK_MAX,
+ * and the chunk's copies go in pieces (the ring's blocks, cut up to
+ * PIECES_MAX in all), each with a ticket of its own: up in the order the
+ * ring reads its input (its own block first), down in the order it
+ * finishes its output (the last reduced block first).  The ring asks for
+ * a piece before it reads it and says when output is final
+ * (struct sd_net_stream), so the copies overlap the network as NCCL's
+ * steps do; the last piece down is let go only once the collective is
+ * over, as the stream then reuses the slot.
+ *
  * Why one stream: a stream held by a wait must never hold back the work
  * that the wait depends on.  Here that work is the caller's stream's own,
  * queued ahead of the wait, so no sharing of hardware queues between
@@ -76,6 +87,8 @@
 #define CHUNK_MAX ((size_t)4 << 20)   /* bytes of data per slot, at most */
 #define CHUNK_MIN ((size_t)256 << 10) /* ... and at least, unless the call is smaller,
 					* or the network's own step is larger */
+#define PIECES_MAX 8                   /* copies of a streamed chunk, each way */
+#define PIECE_MIN ((size_t)256 << 10)  /* bytes of a piece, at least, where a block has more */
 
 struct sd_stage {
 	char *host; /* NSLOT slots of slot bytes, pinned */
@@ -137,7 +150,19 @@ struct plan {
 	size_t es, m;    /* element size; bytes of a block (count elements) */
 	size_t len, nch; /* elements per chunk, chunks */
 	int n, r, words; /* words: blocks of len elements in a slot */
-	uint32_t t0;     /* chunk i's ticket: t0 + i */
+	int stream;      /* chunks are streamed (allreduce over the flat ring) */
+	int per;         /* tickets of a chunk (its pieces; the last chunk's may be fewer) */
+	uint32_t t0;     /* chunk i's first ticket: t0 + i * per */
+};
+
+/* A streamed chunk's pieces: byte ranges of the chunk, in the order they
+ * are copied up (the ring's reading order), and the order they are copied
+ * down (its finishing order).  Up piece u writes ticket base + u into the
+ * up word; the copy down at position d waits for base + d. */
+struct pieces {
+	int n;
+	size_t lo[PIECES_MAX], hi[PIECES_MAX];
+	int down[PIECES_MAX];
 };
 
 /* Chunk i: elements [o, o + L) of each block, staged in slot S. */
@@ -159,6 +184,45 @@ static struct chunk chunk_of(const struct sd_stage *s, const struct plan *p, siz
 	return ch;
 }
 
+/* Chunk i's pieces: the ring's blocks in its orders, each cut in up to
+ * PIECES_MAX / n pieces of at least PIECE_MIN; one piece, the whole
+ * chunk, where the chunk is not streamed.  The same on every call of the
+ * host thread and the caller's (c: either's copy of the communicator). */
+static void pieces_of(struct smddp_comm *c, const struct plan *p, size_t i, struct pieces *pc)
+{
+	const struct sd_cuda_call *k = p->k;
+	size_t L = k->count - i * p->len < p->len ? k->count - i * p->len : p->len;
+	size_t cut[PIECES_MAX + 1];
+	int in[PIECES_MAX], out[PIECES_MAX], first[PIECES_MAX], q[PIECES_MAX];
+
+	pc->n = 0;
+	if (!p->stream || !sd_net_stream_plan(c, L, (enum smddp_dtype)k->dtype,
+					      (enum smddp_op)k->op, cut, in, out, PIECES_MAX)) {
+		pc->n = 1;
+		pc->lo[0] = 0;
+		pc->hi[0] = L * p->es;
+		pc->down[0] = 0;
+		return;
+	}
+	for (int s = 0; s < p->n; s++) {
+		int b = in[s];
+		size_t bytes = cut[b + 1] - cut[b], el = bytes / p->es;
+		int m = (int)(bytes / PIECE_MIN);
+
+		m = m < 1 ? 1 : m > PIECES_MAX / p->n ? PIECES_MAX / p->n : m;
+		first[b] = pc->n;
+		q[b] = m;
+		for (int j = 0; j < m; j++) {
+			pc->lo[pc->n] = cut[b] + el * (size_t)j / (size_t)m * p->es;
+			pc->hi[pc->n] = cut[b] + el * (size_t)(j + 1) / (size_t)m * p->es;
+			pc->n++;
+		}
+	}
+	for (int s = 0, d = 0; s < p->n; s++)
+		for (int j = 0; j < q[out[s]]; j++)
+			pc->down[d++] = first[out[s]] + j;
+}
+
 /* cudaMemcpy2DAsync, or one copy per row where a pitch is beyond what it
  * takes (2^31 - 1 bytes on current GPUs: blocks over 2 GiB). */
 static cudaError_t copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
@@ -174,13 +238,26 @@ static cudaError_t copy2d(void *dst, size_t dpitch, const void *src, size_t spit
 	return e;
 }
 
-/* Queue chunk i's copy up into its slot, then its ticket into the up word. */
-static cudaError_t copy_up(struct sd_cuda *cu, const struct plan *p, size_t i, cudaStream_t st)
+/* Queue chunk i's copy up into its slot, then its ticket into the up word;
+ * a streamed chunk's piece by piece, each with its ticket. */
+static cudaError_t copy_up(struct smddp_comm *c, struct sd_cuda *cu, const struct plan *p, size_t i,
+			   cudaStream_t st)
 {
 	const struct sd_cuda_call *k = p->k;
 	const struct chunk ch = chunk_of(cu->stage, p, i);
+	uint32_t base = p->t0 + (uint32_t)(i * (size_t)p->per);
 	cudaError_t e = cudaSuccess;
+	struct pieces pc;
 
+	pieces_of(c, p, i, &pc);
+	for (int u = 0; pc.n > 1 && u < pc.n && e == cudaSuccess; u++) {
+		e = cudaMemcpyAsync(ch.S + pc.lo[u], (const char *)k->sendbuf + ch.ob + pc.lo[u],
+				    pc.hi[u] - pc.lo[u], cudaMemcpyDeviceToHost, st);
+		if (e == cudaSuccess && sd_cuda_write32(st, cu->up_dev, base + (uint32_t)u))
+			e = cudaErrorNotSupported;
+	}
+	if (pc.n > 1)
+		return e;
 	switch (k->coll) {
 	case SD_COLL_ALLREDUCE:
 	case SD_COLL_REDUCE:
@@ -201,20 +278,35 @@ static cudaError_t copy_up(struct sd_cuda *cu, const struct plan *p, size_t i, c
 			   (size_t)p->n, cudaMemcpyDeviceToHost, st);
 		break;
 	}
-	if (e == cudaSuccess && sd_cuda_write32(st, cu->up_dev, p->t0 + (uint32_t)i))
+	if (e == cudaSuccess && sd_cuda_write32(st, cu->up_dev, base))
 		e = cudaErrorNotSupported; /* stream memory operations unavailable */
 	return e;
 }
 
-/* Queue the wait for chunk i's release, then its copy down. */
-static cudaError_t copy_down(struct sd_cuda *cu, const struct plan *p, size_t i, cudaStream_t st)
+/* Queue the wait for chunk i's release, then its copy down; a streamed
+ * chunk's piece by piece, each behind its own ticket. */
+static cudaError_t copy_down(struct smddp_comm *c, struct sd_cuda *cu, const struct plan *p,
+			     size_t i, cudaStream_t st)
 {
 	const struct sd_cuda_call *k = p->k;
 	const struct chunk ch = chunk_of(cu->stage, p, i);
+	uint32_t base = p->t0 + (uint32_t)(i * (size_t)p->per);
 	cudaError_t e = cudaSuccess;
 	char *R = k->recvbuf ? (char *)k->recvbuf + ch.ob : NULL; /* NULL: reduce, not root */
+	struct pieces pc;
 
-	if (sd_cuda_wait32(st, cu->word_dev, p->t0 + (uint32_t)i))
+	pieces_of(c, p, i, &pc);
+	for (int d = 0; pc.n > 1 && d < pc.n && e == cudaSuccess; d++) {
+		int u = pc.down[d];
+
+		if (sd_cuda_wait32(st, cu->word_dev, base + (uint32_t)d))
+			return cudaErrorNotSupported;
+		e = cudaMemcpyAsync(R + pc.lo[u], ch.S + pc.lo[u], pc.hi[u] - pc.lo[u],
+				    cudaMemcpyHostToDevice, st);
+	}
+	if (pc.n > 1)
+		return e;
+	if (sd_cuda_wait32(st, cu->word_dev, base))
 		return cudaErrorNotSupported; /* stream memory operations unavailable */
 	switch (k->coll) {
 	case SD_COLL_ALLREDUCE:
@@ -280,13 +372,19 @@ static size_t least_chunk(const struct smddp_comm *c)
 }
 
 /* Call k's chunks: a quarter of the call each (so that copies and network
- * overlap), within [least, CHUNK_MAX]: the same on every rank. */
-static void plan_of(struct plan *p, const struct sd_cuda_call *k, int n, int r, size_t least)
+ * overlap), within [least, CHUNK_MAX]; or, where the chunks can be
+ * streamed (their pieces overlap the copies with the network), CHUNK_MAX
+ * each.  The same on every rank. */
+static void plan_of(struct plan *p, struct smddp_comm *c, const struct sd_cuda_call *k,
+		    size_t least)
 {
+	int n = c->size;
+
 	memset(p, 0, sizeof(*p));
 	p->k = k;
 	p->n = n;
-	p->r = r;
+	p->r = c->rank;
+	p->per = 1;
 	p->es = smddp_dtype_size((enum smddp_dtype)k->dtype);
 	p->m = k->count * p->es;
 	p->words = k->coll == SD_COLL_ALLTOALL ? 2 * n
@@ -299,6 +397,28 @@ static void plan_of(struct plan *p, const struct sd_cuda_call *k, int n, int r, 
 	if (p->len > k->count)
 		p->len = k->count;
 	p->nch = (k->count + p->len - 1) / p->len;
+	if (k->coll == SD_COLL_ALLREDUCE) {
+		struct plan q = *p;
+		struct pieces pc;
+
+		q.stream = 1;
+		q.len = CHUNK_MAX / p->es < k->count ? CHUNK_MAX / p->es : k->count;
+		pieces_of(c, &q, 0, &pc);
+		if (pc.n > 1) {
+			*p = q;
+			p->per = pc.n;
+			p->nch = (k->count + p->len - 1) / p->len;
+		}
+	}
+}
+
+/* Tickets of the whole call: every chunk's pieces. */
+static size_t tickets_of(struct smddp_comm *c, const struct plan *p)
+{
+	struct pieces pc;
+
+	pieces_of(c, p, p->nch - 1, &pc);
+	return (p->nch - 1) * (size_t)p->per + (size_t)pc.n;
 }
 
 int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
@@ -309,24 +429,24 @@ int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 	cudaError_t e = cudaSuccess;
 	size_t up = 0;
 
-	plan_of(&p, &o->k, c->size, c->rank, least_chunk(c));
+	plan_of(&p, c, &o->k, least_chunk(c));
 	SD_CHECK(stage_get(c, cu, (size_t)p.words * p.es, &s));
-	if (p.nch > ((size_t)1 << 24)) /* tickets: see enqueue.c, rewind_tickets() */
+	if (tickets_of(c, &p) > ((size_t)1 << 24)) /* see enqueue.c, rewind_tickets() */
 		return sd_comm_error(c, SMDDP_EINVAL, "count %zu is too large for the device path "
 						      "between hosts", o->k.count);
 	p.t0 = o->seq;
-	o->last = o->seq + (uint32_t)p.nch - 1;
+	o->last = o->seq + (uint32_t)tickets_of(c, &p) - 1;
 	/* The call's number on the wire; its chunks take more when it runs
 	 * (cu->xwire), once the ranks agree on it (SMDDP_CHECK_COLL). */
 	o->wire = c->wire;
-	SD_TRACE(SD_SUB_COLL, "staged between hosts: %zu chunks of %zu elements, tickets %u-%u",
-		 p.nch, p.len, o->seq, o->last);
+	SD_TRACE(SD_SUB_COLL, "staged between hosts: %zu chunks of %zu elements%s, tickets %u-%u",
+		 p.nch, p.len, p.stream ? " streamed" : "", o->seq, o->last);
 	for (; up < p.nch && up < NSLOT && e == cudaSuccess; up++)
-		e = copy_up(cu, &p, up, st);
+		e = copy_up(c, cu, &p, up, st);
 	for (size_t i = 0; i < p.nch && e == cudaSuccess; i++) {
-		e = copy_down(cu, &p, i, st);
+		e = copy_down(c, cu, &p, i, st);
 		if (e == cudaSuccess && up < p.nch)
-			e = copy_up(cu, &p, up++, st);
+			e = copy_up(c, cu, &p, up++, st);
 	}
 	/* Even when queueing failed halfway, waits may be queued: the ticket
 	 * numbers stay taken, and the call's runner releases them unrun
@@ -340,6 +460,79 @@ int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 		return sd_comm_error(c, SMDDP_ECUDA, "cannot record an event on the stream");
 	return SD_CUDA_ERR(c, e, "cannot queue the copies of a device call between hosts on the "
 				 "stream (is it a stream of this GPU?)");
+}
+
+/* A streamed chunk as its host collective runs: the ring asks for input
+ * (its pieces' copies up, in order) and says what output is final; the
+ * copies down are let go in their order, all but the last, which goes once
+ * the host collective is over (the slot is then free for the next use). */
+struct flow {
+	struct sd_cuda *cu;
+	struct smddp_comm *c;
+	struct pieces pc;
+	uint32_t base;
+	size_t fin[PIECES_MAX]; /* bytes of each piece final */
+	int released;           /* copies down let go */
+};
+
+static int up_failed(struct smddp_comm *c, int rc, cudaError_t e, size_t i)
+{
+	if (rc == SMDDP_EABORTED)
+		return sd_cuda_stopped(c, "during this call");
+	if (rc == SMDDP_ECUDA)
+		return SD_CUDA_ERR(c, e, "a copy between the GPU and host memory failed");
+	return sd_comm_error(c, SMDDP_ETIMEDOUT,
+			     i ? "a copy from the GPU to host memory did not finish within %s"
+			       : "the stream did not reach this call within %s: is the work queued "
+				 "before it stuck?",
+			     c->timeout_from);
+}
+
+static int flow_need(void *arg, size_t lo, size_t hi)
+{
+	struct flow *f = arg;
+	cudaError_t e = cudaSuccess;
+	int last = 0, rc;
+
+	for (int u = 0; u < f->pc.n; u++)
+		if (f->pc.lo[u] < hi && lo < f->pc.hi[u])
+			last = u;
+	rc = sd_cuda_wait_word(f->cu->upw, f->base + (uint32_t)last, f->cu->st, f->c->timeout_ns,
+			       &f->cu->stop, NULL, &e);
+	return rc ? up_failed(f->c, rc, e, 1) : SMDDP_OK;
+}
+
+static void flow_done(void *arg, size_t lo, size_t hi)
+{
+	struct flow *f = arg;
+
+	for (int u = 0; u < f->pc.n; u++) {
+		size_t a = lo > f->pc.lo[u] ? lo : f->pc.lo[u], b = hi < f->pc.hi[u] ? hi : f->pc.hi[u];
+
+		if (a < b)
+			f->fin[u] += b - a;
+	}
+	while (f->released < f->pc.n - 1) {
+		int u = f->pc.down[f->released];
+
+		if (f->fin[u] < f->pc.hi[u] - f->pc.lo[u])
+			break;
+		sd_cuda_release(f->cu, f->base + (uint32_t)f->released++);
+	}
+}
+
+/* SMDDP_DEBUG=TRACE: how long after the last release the stream passes
+ * the call's end (its wait, the copy down, the event); polled tightly, up
+ * to 100 ms, so that the figure is not the wait loop's nap. */
+static void trace_end(struct sd_cuda *cu, const struct op *o)
+{
+	uint64_t t0 = sd_now_ns(), t = t0;
+	cudaError_t e = cudaErrorNotReady;
+
+	while (t - t0 < 100000000ull && (e = cudaEventQuery(cu->ev_out[o->slot])) == cudaErrorNotReady)
+		t = sd_now_ns();
+	SD_TRACE(SD_SUB_COLL, "staged call: the stream passed its end %.1f us after the last release (%s)",
+		 (double)(t - t0) / 1e3, e == cudaSuccess ? "done" : cudaGetErrorString(e));
 }
 
 int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
@@ -359,40 +552,45 @@ int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
 			return rc;
 		}
 	}
-	plan_of(&p, &o->k, c->size, c->rank, least_chunk(c));
+	plan_of(&p, c, &o->k, least_chunk(c));
 	p.t0 = o->seq;
 	/* Agreed: each chunk but the first takes a number of its own. */
 	cu->xwire += p.nch - 1;
 	for (size_t i = 0; i < p.nch; i++) {
-		uint32_t t = p.t0 + (uint32_t)i;
+		struct flow f = {cu, c, {0}, p.t0 + (uint32_t)(i * (size_t)p.per), {0}, 0};
 
-		/* The first chunk waits for the stream to reach the call: a
+		pieces_of(c, &p, i, &f.pc);
+		/* The first piece waits for the stream to reach the call: a
 		 * cancel is seen there too (the peers are not involved yet). */
 		uint64_t t_wait = sd_now_ns(), t_host;
 
-		rc = sd_cuda_wait_word(cu->upw, t, cu->st, c->timeout_ns, &cu->stop,
+		rc = sd_cuda_wait_word(cu->upw, f.base, cu->st, c->timeout_ns, &cu->stop,
 				       i ? NULL : c, &e);
-		if (rc == SMDDP_EABORTED)
-			return sd_cuda_stopped(c, "during this call");
-		if (rc == SMDDP_ECUDA)
-			return SD_CUDA_ERR(c, e, "a copy between the GPU and host memory failed");
 		if (rc)
-			return sd_comm_error(c, SMDDP_ETIMEDOUT,
-					     i ? "a copy from the GPU to host memory did not finish "
-						 "within %s"
-					       : "the stream did not reach this call within "
-						 "%s: is the work queued before it stuck?",
-					     c->timeout_from);
+			return up_failed(c, rc, e, i);
 		if (i)
 			c->wire++;
 		t_host = sd_now_ns();
-		SD_CHECK(host_chunk(c, cu->stage, &p, i));
-		sd_cuda_release(cu, t);
+		if (f.pc.n > 1) {
+			struct sd_net_stream sm = {flow_need, flow_done, &f};
+			const struct chunk ch = chunk_of(cu->stage, &p, i);
+
+			SD_CHECK(sd_net_allreduce_stream(c, ch.S, ch.S, ch.L,
+							 (enum smddp_dtype)o->k.dtype,
+							 (enum smddp_op)o->k.op, &sm));
+		} else {
+			SD_CHECK(host_chunk(c, cu->stage, &p, i));
+		}
+		sd_cuda_release(cu, f.base + (uint32_t)f.pc.n - 1);
 		/* Where a staged call's time goes (SMDDP_DEBUG=TRACE). */
 		SD_TRACE(SD_SUB_COLL, "staged chunk %zu of %zu: %.1f us after the call was queued, "
-				      "%.1f us waiting for its copy up, %.1f us on the host collective",
+				      "%.1f us waiting for its copy up, %.1f us on the host collective"
+				      " (%d pieces, %d let go early)",
 			 i + 1, p.nch, (double)(t_wait - o->made_ns) / 1e3,
-			 (double)(t_host - t_wait) / 1e3, (double)(sd_now_ns() - t_host) / 1e3);
+			 (double)(t_host - t_wait) / 1e3, (double)(sd_now_ns() - t_host) / 1e3,
+			 f.pc.n, f.released);
 	}
+	if (__atomic_load_n(&sd_log_level, __ATOMIC_RELAXED) >= SD_LOG_TRACE)
+		trace_end(cu, o);
 	return SMDDP_OK;
 }

@@ -23,14 +23,26 @@ FAKE_SECS=120
 fake staged-2x1 2 CONFORMANCE_PER_HOST=1 -- matrix --quick --large 1048579
 fake staged-2x2 4 CONFORMANCE_PER_HOST=2 FAKECUDA_JITTER_US=200 -- matrix --quick --large 1048579
 # over libsmddp's own sockets (a 1 MiB network step): chunks are no smaller than it,
-# so a float32 call of 1 MiB + 12 bytes is two chunks, not five of 256 KiB
+# so a float32 call of 1 MiB + 12 bytes is two chunks, not five of 256 KiB; an
+# allreduce is one chunk streamed: its pieces copied up as the ring reads them and
+# down as it finishes them, all but the last let go before the host collective ends
 fake staged-sock-2x1 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket SMDDP_DEBUG=TRACE \
 	SMDDP_DEBUG_SUBSYS=COLL -- matrix --quick --large 262147
 for r in 0 1; do
 	grep -q "^\[$r\] .*staged between hosts: 2 chunks of 262144 elements" "$TDIR/staged-sock-2x1.out" &&
 		pass "staged-sock-2x1: rank $r cut 1 MiB + 12 bytes in two chunks" ||
 		fail "staged-sock-2x1: rank $r did not cut 1 MiB + 12 bytes in two chunks of 1 MiB"
+	grep -q "^\[$r\] .*staged between hosts: 1 chunks of 262147 elements streamed" \
+		"$TDIR/staged-sock-2x1.out" &&
+		grep -q "^\[$r\] .*staged chunk 1 of 1: .*(4 pieces, 3 let go early)" \
+			"$TDIR/staged-sock-2x1.out" &&
+		pass "staged-sock-2x1: rank $r streamed the 1 MiB + 12 bytes allreduce in 4 pieces" ||
+		fail "staged-sock-2x1: rank $r did not stream the allreduce in 4 pieces, 3 let go early"
 done
+# streamed chunks (4 MiB + 12 bytes: a chunk of 8 pieces and one of 3 elements, not
+# streamed) with every copy late by a random few hundred us
+fake staged-sock-jitter 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket \
+	FAKECUDA_JITTER_US=200 -- matrix --quick --large 1048579
 FAKE_SECS=60 fake staged-order 2 CONFORMANCE_PER_HOST=1 -- order
 # calls on two streams share the staging slots: the second waits for the first
 FAKE_SECS=60 fake staged-twostreams 2 CONFORMANCE_PER_HOST=1 -- twostreams
