@@ -164,7 +164,7 @@ static int ring_allreduce(struct smddp_comm *c, const struct grp *gr, unsigned p
 		size_t lo, len;
 
 		ring_range(&g, me, j, &lo, &len);
-		SD_CHECK_GOTO(sm->need(sm->arg, lo * es, (lo + len) * es), rc, out_free);
+		SD_CHECK_GOTO(sm->need(sm->arg, g.in + lo * es, len * es), rc, out_free);
 		g.ready = j + 1;
 		SD_CHECK_GOTO(ring_pump(c, &g.pump), rc, out_free);
 	}
@@ -180,7 +180,7 @@ static int ring_allreduce(struct smddp_comm *c, const struct grp *gr, unsigned p
 			const void *srcs[2] = {g.in + lo * es, slot};
 
 			if (sm)
-				SD_CHECK_GOTO(sm->need(sm->arg, lo * es, (lo + len) * es), rc, out_free);
+				SD_CHECK_GOTO(sm->need(sm->arg, g.in + lo * es, len * es), rc, out_free);
 			sd_reduce(g.out + lo * es, srcs, 2, len, dt, op, 1);
 		} else {
 			/* This block went out from rbuf in reduce-scatter step
@@ -193,7 +193,7 @@ static int ring_allreduce(struct smddp_comm *c, const struct grp *gr, unsigned p
 			memcpy(g.out + lo * es, slot, len * es);
 		}
 		if (sm && s >= p - 2)
-			sm->done(sm->arg, lo * es, (lo + len) * es);
+			sm->done(sm->arg, g.out + lo * es, len * es);
 		if (k + W < M) {
 			size_t k2 = k + W, lo2, len2;
 
@@ -298,9 +298,11 @@ out:
 }
 
 /* Allgather of bytes per member: member i's block lives at rbuf + off[i];
- * mine comes from sbuf (which may already be there). */
+ * mine comes from sbuf (which may already be there; it must, streamed:
+ * sm, else NULL, is asked for each piece of it before it is sent and told
+ * of every block as it lands). */
 int sd_net_ring_allgather(struct smddp_comm *c, const struct grp *g, unsigned ph, const void *sbuf,
-			  char *rbuf, const size_t *off, size_t bytes)
+			  char *rbuf, const size_t *off, size_t bytes, const struct sd_net_stream *sm)
 {
 	int p = g->n, me = g->me, right = g->ranks[mod(me + 1, p)], left = g->ranks[mod(me - 1, p)];
 	size_t C = chunk_bytes(c, bytes), nch = bytes ? (bytes + C - 1) / C : 1, M, W = 64;
@@ -341,6 +343,10 @@ int sd_net_ring_allgather(struct smddp_comm *c, const struct grp *g, unsigned ph
 	for (size_t j = 0; j < nch; j++) {
 		size_t o = j * C < bytes ? j * C : bytes, len = bytes - o < C ? bytes - o : C;
 
+		if (sm) {
+			SD_CHECK_GOTO(sm->need(sm->arg, rbuf + off[me] + o, len), rc, out);
+			sm->done(sm->arg, rbuf + off[me] + o, len);
+		}
 		SD_CHECK_GOTO(sd_net_send_to(c, right, ph, j, rbuf + off[me] + o, len, &sreq[j]), rc, out);
 	}
 	for (size_t k = 0; k < M; k++) {
@@ -350,6 +356,8 @@ int sd_net_ring_allgather(struct smddp_comm *c, const struct grp *g, unsigned ph
 		PIECE(k, ptr, len);
 		SD_CHECK_GOTO(sd_net_wait(c, &rreq[k % W]), rc, out);
 		SD_CHECK_GOTO(sd_net_check_len(c, &rreq[k % W], len), rc, out);
+		if (sm)
+			sm->done(sm->arg, ptr, len);
 		if (k + nch < M)
 			SD_CHECK_GOTO(sd_net_send_to(c, right, ph, k + nch, ptr, len, &sreq[k + nch]), rc, out);
 		if (k + W < M) {
@@ -367,10 +375,12 @@ out:
 }
 
 /* Reduce-scatter: sbuf holds g->n blocks of count; member i gets block i
- * in rbuf.  rbuf must not overlap sbuf (callers copy first). */
+ * in rbuf.  rbuf must not overlap sbuf (callers copy first), but for being
+ * this member's own block.  sm (else NULL): asked for input before it is
+ * read, told of output once final. */
 static int ring_reduce_scatter(struct smddp_comm *c, const struct grp *g, unsigned ph,
 			       const void *sbuf, void *rbuf, size_t count, enum smddp_dtype dt,
-			       enum smddp_op op)
+			       enum smddp_op op, const struct sd_net_stream *sm)
 {
 	int p = g->n, me = g->me, right = g->ranks[mod(me + 1, p)], left = g->ranks[mod(me - 1, p)];
 	size_t es = smddp_dtype_size(dt), C = chunk_elems(c, es, count);
@@ -413,6 +423,8 @@ static int ring_reduce_scatter(struct smddp_comm *c, const struct grp *g, unsign
 	for (size_t j = 0; j < nch; j++) {
 		size_t lo = (size_t)mod(me - 1, p) * count + j * C;
 
+		if (sm)
+			SD_CHECK_GOTO(sm->need(sm->arg, in + lo * es, LEN(j) * es), rc, out);
 		SD_CHECK_GOTO(sd_net_send_to(c, right, ph, j, in + lo * es, LEN(j) * es, &sreq[j]), rc, out);
 	}
 	for (size_t k = 0; k < M; k++) {
@@ -423,8 +435,12 @@ static int ring_reduce_scatter(struct smddp_comm *c, const struct grp *g, unsign
 
 		SD_CHECK_GOTO(sd_net_wait(c, &rreq[k % W]), rc, out);
 		SD_CHECK_GOTO(sd_net_check_len(c, &rreq[k % W], len * es), rc, out);
+		if (sm)
+			SD_CHECK_GOTO(sm->need(sm->arg, in + lo * es, len * es), rc, out);
 		if (s == p - 2) {
 			sd_reduce((char *)rbuf + j * C * es, srcs, 2, len, dt, op, 1);
+			if (sm)
+				sm->done(sm->arg, (char *)rbuf + j * C * es, len * es);
 		} else {
 			/* A send slot whose last send has completed. */
 			size_t w = (k / 1) % W;
@@ -550,43 +566,83 @@ int sd_net_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t 
 	return SMDDP_OK;
 }
 
-/* Streamed only where the flat ring runs: the ring's blocks are what a
- * rank reads and finishes in turn (the hierarchical way reads every input
- * byte first, recursive doubling the whole vector each step). */
-int sd_net_stream_plan(struct smddp_comm *c, size_t count, enum smddp_dtype dt, enum smddp_op op,
-		       size_t *cut, int *in_order, int *out_order, int max)
+/* Streamed only where a flat ring runs: its blocks are what a rank reads
+ * and finishes in turn (the hierarchical ways read every input byte
+ * first, recursive doubling the whole vector each step). */
+int sd_net_stream_plan(struct smddp_comm *c, int coll, size_t count, enum smddp_dtype dt,
+		       enum smddp_op op, struct sd_net_stream_plan *sp)
 {
 	struct sd_net *n = c->net;
 	struct grp g = sd_net_flat(c);
 	size_t es = smddp_dtype_size(dt);
 	int p = g.n, me = g.me;
 
-	if (op == SMDDP_AVG || p < 2 || p > max || sd_net_use_hier(c) || n->algo == ALGO_RD ||
-	    (n->algo != ALGO_RING && count * es <= n->rd_max) || count < (size_t)p)
+	if (p < 2 || p > SD_NET_STREAM_MAX || sd_net_use_hier(c) || !count)
 		return 0;
-	for (int b = 0; b <= p; b++) {
-		size_t lo, hi;
+	switch (coll) {
+	case SD_COLL_ALLREDUCE:
+		if (op == SMDDP_AVG || n->algo == ALGO_RD ||
+		    (n->algo != ALGO_RING && count * es <= n->rd_max) || count < (size_t)p)
+			return 0;
+		for (int b = 0; b <= p; b++) {
+			size_t lo, hi;
 
-		block(count, p, b < p ? b : p - 1, &lo, &hi);
-		cut[b] = (b < p ? lo : hi) * es;
+			block(count, p, b < p ? b : p - 1, &lo, &hi);
+			sp->cut[b] = (b < p ? lo : hi) * es;
+		}
+		/* Reads its own block (step 0's sends), then those reduced
+		 * at steps 0, 1, ...; finishes the block of the last reduce,
+		 * then those the allgather brings. */
+		sp->nin = sp->nout = p;
+		for (int s = 0; s < p; s++) {
+			sp->in[s] = s == 0 ? me : ring_block(p, me, s - 1);
+			sp->out[s] = ring_block(p, me, p - 2 + s);
+		}
+		return 1;
+	case SD_COLL_ALLGATHER: /* in place: its own block, then the others' as they land */
+		sp->nin = 1;
+		sp->in[0] = me;
+		sp->nout = p;
+		for (int s = 0; s < p; s++)
+			sp->out[s] = mod(me - s, p);
+		break;
+	case SD_COLL_REDUCE_SCATTER:
+		if (op == SMDDP_AVG)
+			return 0;
+		/* sends block me-1, reduces me-2, me-3, ..., then its own */
+		sp->nin = p;
+		for (int s = 0; s < p; s++)
+			sp->in[s] = mod(me - 1 - s, p);
+		sp->nout = 1;
+		sp->out[0] = me;
+		break;
+	default:
+		return 0;
 	}
-	/* Reads: its own block (step 0's sends), then the blocks reduced at
-	 * steps 0, 1, ...; finishes the block of the last reduce, then those
-	 * the allgather brings. */
-	for (int s = 0; s < p; s++) {
-		in_order[s] = s == 0 ? me : ring_block(p, me, s - 1);
-		out_order[s] = ring_block(p, me, p - 2 + s);
-	}
+	for (int b = 0; b <= p; b++)
+		sp->cut[b] = (size_t)b * count * es;
 	return 1;
 }
 
-int sd_net_allreduce_stream(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
-			    enum smddp_dtype dt, enum smddp_op op, const struct sd_net_stream *sm)
+int sd_net_stream(struct smddp_comm *c, int coll, const void *sbuf, void *rbuf, size_t count,
+		  enum smddp_dtype dt, enum smddp_op op, const struct sd_net_stream *sm)
 {
 	struct grp g = sd_net_flat(c);
+	size_t bytes = count * smddp_dtype_size(dt), *off;
+	int rc;
 
-	note_algo(c, SD_COLL_ALLREDUCE, "ring");
-	return ring_allreduce(c, &g, PH_MAIN, sbuf, rbuf, count, dt, op, sm);
+	note_algo(c, coll, "ring");
+	if (coll == SD_COLL_ALLREDUCE)
+		return ring_allreduce(c, &g, PH_MAIN, sbuf, rbuf, count, dt, op, sm);
+	if (coll == SD_COLL_REDUCE_SCATTER)
+		return ring_reduce_scatter(c, &g, PH_MAIN, sbuf, rbuf, count, dt, op, sm);
+	if (!(off = calloc((size_t)c->size, sizeof(*off))))
+		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+	for (int r = 0; r < c->size; r++)
+		off[r] = (size_t)r * bytes;
+	rc = sd_net_ring_allgather(c, &g, PH_MAIN, sbuf, rbuf, off, bytes, sm);
+	free(off);
+	return rc;
 }
 
 int sd_net_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
@@ -608,7 +664,7 @@ int sd_net_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t 
 		 * blocks within the node, in place. */
 		for (int m = 0; m < g.n; m++)
 			off[m] = ((size_t)m * (size_t)L + (size_t)l) * bytes;
-		rc = sd_net_ring_allgather(c, &g, PH_MAIN, sbuf, rbuf, off, bytes);
+		rc = sd_net_ring_allgather(c, &g, PH_MAIN, sbuf, rbuf, off, bytes, NULL);
 		for (int m = 0; !rc && m < g.n; m++)
 			rc = sd_net_node_err(c, sd_coll_node_allgather(n->node,
 								(char *)rbuf + off[m],
@@ -620,7 +676,7 @@ int sd_net_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t 
 		note_algo(c, SD_COLL_ALLGATHER, "ring");
 		for (int r = 0; r < c->size; r++)
 			off[r] = (size_t)r * bytes;
-		rc = sd_net_ring_allgather(c, &g, PH_MAIN, sbuf, rbuf, off, bytes);
+		rc = sd_net_ring_allgather(c, &g, PH_MAIN, sbuf, rbuf, off, bytes, NULL);
 	}
 	free(off);
 	return rc;
@@ -649,7 +705,7 @@ int sd_net_reduce_scatter(struct smddp_comm *c, const void *sbuf, void *rbuf, si
 								     tmp + (size_t)m * count * es,
 								     count, dt, rop));
 		if (!rc)
-			rc = ring_reduce_scatter(c, &g, PH_MAIN, tmp, rbuf, count, dt, rop);
+			rc = ring_reduce_scatter(c, &g, PH_MAIN, tmp, rbuf, count, dt, rop, NULL);
 		sd_net_release(c, tmp);
 	} else {
 		struct grp g = sd_net_flat(c);
@@ -667,7 +723,7 @@ int sd_net_reduce_scatter(struct smddp_comm *c, const void *sbuf, void *rbuf, si
 			memcpy(copy, in, total);
 			in = copy;
 		}
-		rc = ring_reduce_scatter(c, &g, PH_MAIN, in, rbuf, count, dt, rop);
+		rc = ring_reduce_scatter(c, &g, PH_MAIN, in, rbuf, count, dt, rop, NULL);
 		sd_net_release(c, copy);
 	}
 	if (!rc && op == SMDDP_AVG)

@@ -16,7 +16,7 @@
 
 /* ---- net-algo.c: algorithms over a group ---- */
 int sd_net_ring_allgather(struct smddp_comm *c, const struct grp *g, unsigned ph, const void *sbuf,
-			  char *rbuf, const size_t *off, size_t blk);
+			  char *rbuf, const size_t *off, size_t blk, const struct sd_net_stream *sm);
 int sd_net_dissemination(struct smddp_comm *c, const struct grp *g, unsigned ph);
 
 #endif

@@ -29,7 +29,7 @@ static int net_barrier(struct smddp_comm *c)
 			off[r] = (size_t)r * sizeof(struct sd_coll_desc);
 		n->desc_pending = 0;
 		rc = sd_net_ring_allgather(c, &g, PH_DESC, &n->descs[c->rank], (char *)n->descs, off,
-				    sizeof(struct sd_coll_desc));
+				    sizeof(struct sd_coll_desc), NULL);
 		free(off);
 		return rc;
 	}

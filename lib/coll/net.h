@@ -25,23 +25,36 @@ int sd_net_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t 
 		     enum smddp_dtype dt, enum smddp_op op);
 /* A caller whose input reaches host memory, and whose output leaves it,
  * in pieces while the collective runs (lib/cuda/staged.c): need() returns
- * once input bytes [lo, hi) are there (SMDDP_OK, else an error already set
- * on the communicator); done() says that output bytes [lo, hi) are final. */
+ * once the len input bytes at p are there (SMDDP_OK, else an error already
+ * set on the communicator); done() says the len output bytes at p are
+ * final. */
 struct sd_net_stream {
-	int (*need)(void *arg, size_t lo, size_t hi);
-	void (*done)(void *arg, size_t lo, size_t hi);
+	int (*need)(void *arg, const void *p, size_t len);
+	void (*done)(void *arg, const void *p, size_t len);
 	void *arg;
 };
 
-/* Whether an allreduce of count elements of dt (op) can be streamed, the
- * same answer on every rank; if so, the byte ranges of its p <= max
- * blocks, block b at [cut[b], cut[b + 1]), in the order this rank reads
- * its input (in_order) and finishes its output (out_order). */
-int sd_net_stream_plan(struct smddp_comm *c, size_t count, enum smddp_dtype dt, enum smddp_op op,
-		       size_t *cut, int *in_order, int *out_order, int max);
-/* That allreduce, streamed through sm. */
-int sd_net_allreduce_stream(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
-			    enum smddp_dtype dt, enum smddp_op op, const struct sd_net_stream *sm);
+#define SD_NET_STREAM_MAX 16 /* ranks, at most, of a streamed collective */
+
+/* How a streamed collective reads and finishes its buffer: block b at
+ * bytes [cut[b], cut[b + 1]) of the buffer (the allreduce's; the
+ * allgather's output, its own block in place; the reduce-scatter's input,
+ * its output being its own block), read in the order in[0..nin) and
+ * finished in the order out[0..nout). */
+struct sd_net_stream_plan {
+	int nin, nout;
+	int in[SD_NET_STREAM_MAX], out[SD_NET_STREAM_MAX];
+	size_t cut[SD_NET_STREAM_MAX + 1];
+};
+
+/* Whether collective coll (SD_COLL_ALLREDUCE, _ALLGATHER or
+ * _REDUCE_SCATTER) of count elements of dt (op) can be streamed, the same
+ * answer on every rank; if so its plan. */
+int sd_net_stream_plan(struct smddp_comm *c, int coll, size_t count, enum smddp_dtype dt,
+		       enum smddp_op op, struct sd_net_stream_plan *sp);
+/* That collective, streamed through sm, in the layout of the plan. */
+int sd_net_stream(struct smddp_comm *c, int coll, const void *sbuf, void *rbuf, size_t count,
+		  enum smddp_dtype dt, enum smddp_op op, const struct sd_net_stream *sm);
 int sd_net_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 		     enum smddp_dtype dt);
 int sd_net_reduce_scatter(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,

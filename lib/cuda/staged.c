@@ -87,7 +87,8 @@
 #define CHUNK_MAX ((size_t)4 << 20)   /* bytes of data per slot, at most */
 #define CHUNK_MIN ((size_t)256 << 10) /* ... and at least, unless the call is smaller,
 					* or the network's own step is larger */
-#define PIECES_MAX 8                   /* copies of a streamed chunk, each way */
+#define PIECES_MAX 16                  /* copies of a streamed chunk, each way, at most */
+#define PIECES_WANT 8                  /* ... and as many as blocks are cut in, where larger */
 #define PIECE_MIN ((size_t)256 << 10)  /* bytes of a piece, at least, where a block has more */
 
 struct sd_stage {
@@ -150,19 +151,21 @@ struct plan {
 	size_t es, m;    /* element size; bytes of a block (count elements) */
 	size_t len, nch; /* elements per chunk, chunks */
 	int n, r, words; /* words: blocks of len elements in a slot */
-	int stream;      /* chunks are streamed (allreduce over the flat ring) */
+	int stream;      /* chunks are streamed (a flat ring's allreduce, allgather, reduce_scatter) */
 	int per;         /* tickets of a chunk (its pieces; the last chunk's may be fewer) */
 	uint32_t t0;     /* chunk i's first ticket: t0 + i * per */
 };
 
-/* A streamed chunk's pieces: byte ranges of the chunk, in the order they
- * are copied up (the ring's reading order), and the order they are copied
- * down (its finishing order).  Up piece u writes ticket base + u into the
- * up word; the copy down at position d waits for base + d. */
+/* A streamed chunk's pieces: byte ranges of its slot and the block of the
+ * plan (struct sd_net_stream_plan) each is in, in the order they are
+ * copied up (the ring's reading order) and down (its finishing order).  Up
+ * piece u writes ticket base + u into the up word; the copy down d waits
+ * for base + d; the chunk takes max(nu, nd) tickets. */
 struct pieces {
-	int n;
-	size_t lo[PIECES_MAX], hi[PIECES_MAX];
-	int down[PIECES_MAX];
+	int nu, nd;
+	size_t ulo[PIECES_MAX], uhi[PIECES_MAX], dlo[PIECES_MAX], dhi[PIECES_MAX];
+	int ub[PIECES_MAX], db[PIECES_MAX];
+	size_t cut[SD_NET_STREAM_MAX + 1];
 };
 
 /* Chunk i: elements [o, o + L) of each block, staged in slot S. */
@@ -184,43 +187,68 @@ static struct chunk chunk_of(const struct sd_stage *s, const struct plan *p, siz
 	return ch;
 }
 
-/* Chunk i's pieces: the ring's blocks in its orders, each cut in up to
- * PIECES_MAX / n pieces of at least PIECE_MIN; one piece, the whole
- * chunk, where the chunk is not streamed.  The same on every call of the
- * host thread and the caller's (c: either's copy of the communicator). */
+/* Blocks of the plan, in order, cut in pieces of at least PIECE_MIN, up
+ * to PIECES_WANT in all (at least one a block). */
+static int cut_pieces(const struct sd_net_stream_plan *sp, const int *order, int nb, size_t es,
+		      size_t *lo, size_t *hi, int *blk)
+{
+	int n = 0, want = PIECES_WANT / nb;
+
+	for (int s = 0; s < nb; s++) {
+		int b = order[s];
+		size_t bytes = sp->cut[b + 1] - sp->cut[b], el = bytes / es;
+		int m = (int)(bytes / PIECE_MIN);
+
+		m = m > want ? want : m < 1 ? 1 : m;
+		for (int j = 0; j < m; j++, n++) {
+			lo[n] = sp->cut[b] + el * (size_t)j / (size_t)m * es;
+			hi[n] = sp->cut[b] + el * (size_t)(j + 1) / (size_t)m * es;
+			blk[n] = b;
+		}
+	}
+	return n;
+}
+
+/* Chunk i's pieces; where the chunk is not streamed, one each way, the
+ * whole chunk (block -1).  The same on the host thread and the caller's
+ * (c: either's copy of the communicator). */
 static void pieces_of(struct smddp_comm *c, const struct plan *p, size_t i, struct pieces *pc)
 {
 	const struct sd_cuda_call *k = p->k;
 	size_t L = k->count - i * p->len < p->len ? k->count - i * p->len : p->len;
-	size_t cut[PIECES_MAX + 1];
-	int in[PIECES_MAX], out[PIECES_MAX], first[PIECES_MAX], q[PIECES_MAX];
+	struct sd_net_stream_plan sp;
 
-	pc->n = 0;
-	if (!p->stream || !sd_net_stream_plan(c, L, (enum smddp_dtype)k->dtype,
-					      (enum smddp_op)k->op, cut, in, out, PIECES_MAX)) {
-		pc->n = 1;
-		pc->lo[0] = 0;
-		pc->hi[0] = L * p->es;
-		pc->down[0] = 0;
+	if (!p->stream || !sd_net_stream_plan(c, k->coll, L, (enum smddp_dtype)k->dtype,
+					      (enum smddp_op)k->op, &sp)) {
+		pc->nu = pc->nd = 1;
+		pc->ulo[0] = pc->dlo[0] = 0;
+		pc->uhi[0] = pc->dhi[0] = L * p->es * (size_t)p->words;
+		pc->ub[0] = pc->db[0] = -1;
 		return;
 	}
-	for (int s = 0; s < p->n; s++) {
-		int b = in[s];
-		size_t bytes = cut[b + 1] - cut[b], el = bytes / p->es;
-		int m = (int)(bytes / PIECE_MIN);
+	memcpy(pc->cut, sp.cut, sizeof(pc->cut));
+	pc->nu = cut_pieces(&sp, sp.in, sp.nin, p->es, pc->ulo, pc->uhi, pc->ub);
+	pc->nd = cut_pieces(&sp, sp.out, sp.nout, p->es, pc->dlo, pc->dhi, pc->db);
+}
 
-		m = m < 1 ? 1 : m > PIECES_MAX / p->n ? PIECES_MAX / p->n : m;
-		first[b] = pc->n;
-		q[b] = m;
-		for (int j = 0; j < m; j++) {
-			pc->lo[pc->n] = cut[b] + el * (size_t)j / (size_t)m * p->es;
-			pc->hi[pc->n] = cut[b] + el * (size_t)(j + 1) / (size_t)m * p->es;
-			pc->n++;
-		}
+static int span_of(const struct pieces *pc)
+{
+	return pc->nu > pc->nd ? pc->nu : pc->nd;
+}
+
+/* Where slot bytes [lo, ...) of block b come from (up) or go (down):
+ * the allreduce's chunk is one range; the allgather's and
+ * reduce_scatter's blocks are the call's blocks at chunk offset ob. */
+static size_t dev_off(const struct plan *p, const struct chunk *ch, const struct pieces *pc,
+		      int up, int b, size_t lo)
+{
+	switch (p->k->coll) {
+	case SD_COLL_ALLREDUCE: return ch->ob + lo;
+	case SD_COLL_ALLGATHER:
+		return (up ? 0 : (size_t)b * p->m) + ch->ob + lo - pc->cut[b];
+	default: /* reduce_scatter */
+		return (up ? (size_t)b * p->m : 0) + ch->ob + lo - pc->cut[b];
 	}
-	for (int s = 0, d = 0; s < p->n; s++)
-		for (int j = 0; j < q[out[s]]; j++)
-			pc->down[d++] = first[out[s]] + j;
 }
 
 /* cudaMemcpy2DAsync, or one copy per row where a pitch is beyond what it
@@ -250,13 +278,14 @@ static cudaError_t copy_up(struct smddp_comm *c, struct sd_cuda *cu, const struc
 	struct pieces pc;
 
 	pieces_of(c, p, i, &pc);
-	for (int u = 0; pc.n > 1 && u < pc.n && e == cudaSuccess; u++) {
-		e = cudaMemcpyAsync(ch.S + pc.lo[u], (const char *)k->sendbuf + ch.ob + pc.lo[u],
-				    pc.hi[u] - pc.lo[u], cudaMemcpyDeviceToHost, st);
+	for (int u = 0; pc.ub[0] >= 0 && u < pc.nu && e == cudaSuccess; u++) {
+		e = cudaMemcpyAsync(ch.S + pc.ulo[u],
+				    (const char *)k->sendbuf + dev_off(p, &ch, &pc, 1, pc.ub[u], pc.ulo[u]),
+				    pc.uhi[u] - pc.ulo[u], cudaMemcpyDeviceToHost, st);
 		if (e == cudaSuccess && sd_cuda_write32(st, cu->up_dev, base + (uint32_t)u))
 			e = cudaErrorNotSupported;
 	}
-	if (pc.n > 1)
+	if (pc.ub[0] >= 0)
 		return e;
 	switch (k->coll) {
 	case SD_COLL_ALLREDUCE:
@@ -296,15 +325,17 @@ static cudaError_t copy_down(struct smddp_comm *c, struct sd_cuda *cu, const str
 	struct pieces pc;
 
 	pieces_of(c, p, i, &pc);
-	for (int d = 0; pc.n > 1 && d < pc.n && e == cudaSuccess; d++) {
-		int u = pc.down[d];
+	for (int d = 0; pc.db[0] >= 0 && d < pc.nd && e == cudaSuccess; d++) {
+		/* the chunk's last ticket goes with its last copy down */
+		uint32_t t = base + (uint32_t)(d == pc.nd - 1 ? span_of(&pc) - 1 : d);
 
-		if (sd_cuda_wait32(st, cu->word_dev, base + (uint32_t)d))
+		if (sd_cuda_wait32(st, cu->word_dev, t))
 			return cudaErrorNotSupported;
-		e = cudaMemcpyAsync(R + pc.lo[u], ch.S + pc.lo[u], pc.hi[u] - pc.lo[u],
-				    cudaMemcpyHostToDevice, st);
+		e = cudaMemcpyAsync((char *)k->recvbuf + dev_off(p, &ch, &pc, 0, pc.db[d], pc.dlo[d]),
+				    ch.S + pc.dlo[d], pc.dhi[d] - pc.dlo[d], cudaMemcpyHostToDevice,
+				    st);
 	}
-	if (pc.n > 1)
+	if (pc.db[0] >= 0)
 		return e;
 	if (sd_cuda_wait32(st, cu->word_dev, base))
 		return cudaErrorNotSupported; /* stream memory operations unavailable */
@@ -397,16 +428,19 @@ static void plan_of(struct plan *p, struct smddp_comm *c, const struct sd_cuda_c
 	if (p->len > k->count)
 		p->len = k->count;
 	p->nch = (k->count + p->len - 1) / p->len;
-	if (k->coll == SD_COLL_ALLREDUCE) {
+	if (k->coll == SD_COLL_ALLREDUCE || k->coll == SD_COLL_ALLGATHER ||
+	    k->coll == SD_COLL_REDUCE_SCATTER) {
 		struct plan q = *p;
 		struct pieces pc;
 
 		q.stream = 1;
-		q.len = CHUNK_MAX / p->es < k->count ? CHUNK_MAX / p->es : k->count;
+		q.len = CHUNK_MAX / unit ? CHUNK_MAX / unit : 1;
+		if (q.len > k->count)
+			q.len = k->count;
 		pieces_of(c, &q, 0, &pc);
-		if (pc.n > 1) {
+		if (pc.ub[0] >= 0) {
 			*p = q;
-			p->per = pc.n;
+			p->per = span_of(&pc);
 			p->nch = (k->count + p->len - 1) / p->len;
 		}
 	}
@@ -418,7 +452,7 @@ static size_t tickets_of(struct smddp_comm *c, const struct plan *p)
 	struct pieces pc;
 
 	pieces_of(c, p, p->nch - 1, &pc);
-	return (p->nch - 1) * (size_t)p->per + (size_t)pc.n;
+	return (p->nch - 1) * (size_t)p->per + (size_t)span_of(&pc);
 }
 
 int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
@@ -470,8 +504,9 @@ struct flow {
 	struct sd_cuda *cu;
 	struct smddp_comm *c;
 	struct pieces pc;
+	const char *S;          /* the slot */
 	uint32_t base;
-	size_t fin[PIECES_MAX]; /* bytes of each piece final */
+	size_t fin[PIECES_MAX]; /* bytes of each piece down final */
 	int released;           /* copies down let go */
 };
 
@@ -488,37 +523,39 @@ static int up_failed(struct smddp_comm *c, int rc, cudaError_t e, size_t i)
 			     c->timeout_from);
 }
 
-static int flow_need(void *arg, size_t lo, size_t hi)
+static int flow_need(void *arg, const void *ptr, size_t len)
 {
 	struct flow *f = arg;
+	size_t lo = (size_t)((const char *)ptr - f->S), hi = lo + len;
 	cudaError_t e = cudaSuccess;
-	int last = 0, rc;
+	int last = f->pc.nu - 1, rc;
 
-	for (int u = 0; u < f->pc.n; u++)
-		if (f->pc.lo[u] < hi && lo < f->pc.hi[u])
+	/* up pieces complete in order: the last one covering [lo, hi) */
+	for (int u = f->pc.nu - 1; u >= 0; u--)
+		if (f->pc.ulo[u] < hi && lo < f->pc.uhi[u]) {
 			last = u;
+			break;
+		}
 	rc = sd_cuda_wait_word(f->cu->upw, f->base + (uint32_t)last, f->cu->st, f->c->timeout_ns,
 			       &f->cu->stop, NULL, &e);
 	return rc ? up_failed(f->c, rc, e, 1) : SMDDP_OK;
 }
 
-static void flow_done(void *arg, size_t lo, size_t hi)
+static void flow_done(void *arg, const void *ptr, size_t len)
 {
 	struct flow *f = arg;
+	size_t lo = (size_t)((const char *)ptr - f->S), hi = lo + len;
 
-	for (int u = 0; u < f->pc.n; u++) {
-		size_t a = lo > f->pc.lo[u] ? lo : f->pc.lo[u], b = hi < f->pc.hi[u] ? hi : f->pc.hi[u];
+	for (int d = 0; d < f->pc.nd; d++) {
+		size_t a = lo > f->pc.dlo[d] ? lo : f->pc.dlo[d];
+		size_t b = hi < f->pc.dhi[d] ? hi : f->pc.dhi[d];
 
 		if (a < b)
-			f->fin[u] += b - a;
+			f->fin[d] += b - a;
 	}
-	while (f->released < f->pc.n - 1) {
-		int u = f->pc.down[f->released];
-
-		if (f->fin[u] < f->pc.hi[u] - f->pc.lo[u])
-			break;
+	while (f->released < f->pc.nd - 1 &&
+	       f->fin[f->released] >= f->pc.dhi[f->released] - f->pc.dlo[f->released])
 		sd_cuda_release(f->cu, f->base + (uint32_t)f->released++);
-	}
 }
 
 /* SMDDP_DEBUG=TRACE: how long after the last release the stream passes
@@ -557,7 +594,8 @@ int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
 	/* Agreed: each chunk but the first takes a number of its own. */
 	cu->xwire += p.nch - 1;
 	for (size_t i = 0; i < p.nch; i++) {
-		struct flow f = {cu, c, {0}, p.t0 + (uint32_t)(i * (size_t)p.per), {0}, 0};
+		const struct chunk ch = chunk_of(cu->stage, &p, i);
+		struct flow f = {cu, c, {0}, ch.S, p.t0 + (uint32_t)(i * (size_t)p.per), {0}, 0};
 
 		pieces_of(c, &p, i, &f.pc);
 		/* The first piece waits for the stream to reach the call: a
@@ -571,24 +609,26 @@ int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
 		if (i)
 			c->wire++;
 		t_host = sd_now_ns();
-		if (f.pc.n > 1) {
+		if (f.pc.ub[0] >= 0) {
 			struct sd_net_stream sm = {flow_need, flow_done, &f};
-			const struct chunk ch = chunk_of(cu->stage, &p, i);
+			char *mine = ch.S + (size_t)p.r * ch.Lb;
 
-			SD_CHECK(sd_net_allreduce_stream(c, ch.S, ch.S, ch.L,
-							 (enum smddp_dtype)o->k.dtype,
-							 (enum smddp_op)o->k.op, &sm));
+			SD_CHECK(sd_net_stream(c, o->k.coll,
+					       o->k.coll == SD_COLL_ALLGATHER ? mine : ch.S,
+					       o->k.coll == SD_COLL_REDUCE_SCATTER ? mine : ch.S,
+					       ch.L, (enum smddp_dtype)o->k.dtype,
+					       (enum smddp_op)o->k.op, &sm));
 		} else {
 			SD_CHECK(host_chunk(c, cu->stage, &p, i));
 		}
-		sd_cuda_release(cu, f.base + (uint32_t)f.pc.n - 1);
+		sd_cuda_release(cu, f.base + (uint32_t)span_of(&f.pc) - 1);
 		/* Where a staged call's time goes (SMDDP_DEBUG=TRACE). */
 		SD_TRACE(SD_SUB_COLL, "staged chunk %zu of %zu: %.1f us after the call was queued, "
 				      "%.1f us waiting for its copy up, %.1f us on the host collective"
-				      " (%d pieces, %d let go early)",
+				      " (%d pieces up and down, %d let go early)",
 			 i + 1, p.nch, (double)(t_wait - o->made_ns) / 1e3,
 			 (double)(t_host - t_wait) / 1e3, (double)(sd_now_ns() - t_host) / 1e3,
-			 f.pc.n, f.released);
+			 f.pc.ub[0] >= 0 ? f.pc.nu + f.pc.nd : 1, f.released);
 	}
 	if (__atomic_load_n(&sd_log_level, __ATOMIC_RELAXED) >= SD_LOG_TRACE)
 		trace_end(cu, o);

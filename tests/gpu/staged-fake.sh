@@ -34,10 +34,10 @@ for r in 0 1; do
 		fail "staged-sock-2x1: rank $r did not cut 1 MiB + 12 bytes in two chunks of 1 MiB"
 	grep -q "^\[$r\] .*staged between hosts: 1 chunks of 262147 elements streamed" \
 		"$TDIR/staged-sock-2x1.out" &&
-		grep -q "^\[$r\] .*staged chunk 1 of 1: .*(4 pieces, 3 let go early)" \
+		grep -q "^\[$r\] .*staged chunk 1 of 1: .*(8 pieces up and down, 3 let go early)" \
 			"$TDIR/staged-sock-2x1.out" &&
-		pass "staged-sock-2x1: rank $r streamed the 1 MiB + 12 bytes allreduce in 4 pieces" ||
-		fail "staged-sock-2x1: rank $r did not stream the allreduce in 4 pieces, 3 let go early"
+		pass "staged-sock-2x1: rank $r streamed the 1 MiB + 12 bytes allreduce in 4 pieces a way" ||
+		fail "staged-sock-2x1: rank $r did not stream the allreduce in 4 pieces a way, 3 let go early"
 done
 # streamed chunks (4 MiB + 12 bytes: a chunk of 8 pieces and one of 3 elements, not
 # streamed) with every copy late by a random few hundred us
