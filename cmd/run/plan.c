@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 
 #include "common/tool.h"
+#include "hash/fnv.h"
 #include "run/launch.h"
 #include "run/run.h"
 
@@ -333,13 +334,11 @@ void shared_identity(const struct plan *p, const char *salt, char *out, size_t n
 	char port[16];
 	snprintf(port, sizeof port, "%ld", p->master_port);
 	for (size_t block = 0; block * 16 < nhex; block++) {
-		uint64_t h = 0xcbf29ce484222325ull ^ (block * 0x9e3779b97f4a7c15ull);
+		uint64_t h = SD_FNV1A_BASIS ^ (block * 0x9e3779b97f4a7c15ull);
 		const char *parts[3] = { salt, port, p->master_addr };
 		for (size_t i = 0; i < 3 + p->hosts.n; i++) {
-			const char *t = i < 3 ? parts[i] : p->hosts.v[i - 3];
-			for (; *t; t++)
-				h = (h ^ (unsigned char)*t) * 0x100000001b3ull;
-			h = (h ^ '\n') * 0x100000001b3ull;
+			h = sd_fnv1a_str(h, i < 3 ? parts[i] : p->hosts.v[i - 3]);
+			h = sd_fnv1a(h, "\n", 1);
 		}
 		for (size_t k = 0; k < 16 && block * 16 + k < nhex; k++)
 			out[block * 16 + k] = digits[(h >> (60 - 4 * k)) & 0xf];

@@ -34,6 +34,7 @@
 #include <unistd.h>
 #include <sys/socket.h>
 
+#include "hash/fnv.h"
 #include "run/store.h"
 
 enum query {
@@ -103,10 +104,7 @@ struct store {
 
 static uint32_t hash(const char *k, size_t n)
 {
-	uint32_t h = 2166136261u;     /* FNV-1a */
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (uint8_t)k[i]) * 16777619u;
-	return h % NBUCKETS;
+	return (uint32_t)(sd_fnv1a(SD_FNV1A_BASIS, k, n) % NBUCKETS);
 }
 
 static struct entry **find(struct table *t, const char *k, size_t n)

@@ -46,15 +46,6 @@ static inline int next_half(struct smddp_comm *c)
 	return (int)(c->step++ & 1);
 }
 
-/* Elements in each rank's partition of n elements: 64-byte multiples. */
-static size_t part_elems(size_t n, int nranks, size_t es)
-{
-	size_t align = es >= 64 ? 1 : 64 / es;
-	size_t part = (n + (size_t)nranks - 1) / (size_t)nranks;
-
-	return (part + align - 1) / align * align;
-}
-
 static void part_range(size_t n, size_t part, int r, size_t *lo, size_t *hi)
 {
 	size_t l = part * (size_t)r;
@@ -312,7 +303,7 @@ static int sc_allreduce_push(struct smddp_comm *c, const void *sbuf, void *rbuf,
 {
 	const struct sd_transport_ops *tp = c->tp;
 	const void *srcs[MAX_SRCS];
-	size_t es = smddp_dtype_size(dt), part = part_elems(count, c->size, es), lo, hi;
+	size_t es = smddp_dtype_size(dt), part = sd_coll_part_elems(count, c->size, es), lo, hi;
 	size_t blk = SC_BLOCK / es;
 	int P = c->size, me = c->rank;
 	char *tmp = NULL;
@@ -343,7 +334,7 @@ static int sc_allreduce_pull(struct smddp_comm *c, const void *sbuf, void *rbuf,
 			enum smddp_dtype dt, enum smddp_op op)
 {
 	const struct sd_transport_ops *tp = c->tp;
-	size_t es = smddp_dtype_size(dt), part = part_elems(count, c->size, es), lo, hi;
+	size_t es = smddp_dtype_size(dt), part = sd_coll_part_elems(count, c->size, es), lo, hi;
 
 	part_range(count, part, c->rank, &lo, &hi);
 	if (hi > lo)
@@ -442,7 +433,7 @@ static int staged_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, siz
 	}
 	for (size_t off = 0; off < count; off += step_elems) {
 		size_t n = count - off < step_elems ? count - off : step_elems;
-		size_t part = part_elems(n, P, es), lo, hi;
+		size_t part = sd_coll_part_elems(n, P, es), lo, hi;
 		int h = next_half(c);
 		const char *in = (const char *)sbuf + off * es;
 		char *mine = tp->slot(c, me, h);

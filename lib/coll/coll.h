@@ -14,6 +14,18 @@
 #include "base/comm-types.h"
 #include "transport/transport.h"
 
+/* Elements in each rank's part of n elements of es bytes: a multiple of
+ * 64 bytes, so each part starts 64-byte aligned from the buffer's start.
+ * The host algorithms (coll.c) and the device path's moves
+ * (lib/cuda/move.c) cut a buffer alike. */
+static inline size_t sd_coll_part_elems(size_t n, int nranks, size_t es)
+{
+	size_t align = es >= 64 ? 1 : 64 / es;
+	size_t part = (n + (size_t)nranks - 1) / (size_t)nranks;
+
+	return (part + align - 1) / align * align;
+}
+
 /* ---- collectives (lib/coll/dispatch.c) ------------------------------------ */
 int sd_coll_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 		      enum smddp_dtype dt, enum smddp_op op);

@@ -26,6 +26,7 @@
 #include "core/said.h"
 #include "core/trace.h"
 #include "cuda/cuda.h"
+#include "hash/fnv.h"
 #include "topo/topo.h"
 #include "transport/transport.h"
 
@@ -117,21 +118,14 @@ static const char *first_env(const char *a, const char *b)
 static void host_identity(char *buf, size_t len)
 {
 	const char *v = getenv("SMDDP_HOSTID");
-	char host[64] = "localhost", boot[40] = "";
-	FILE *f;
+	char host[64] = "localhost", boot[SD_BOOT_ID_LEN];
 
 	if (v && *v) {
 		snprintf(buf, len, "%s", v);
 		return;
 	}
 	gethostname(host, sizeof(host) - 1);
-	f = fopen("/proc/sys/kernel/random/boot_id", "re");
-	if (f) {
-		if (!fgets(boot, sizeof(boot), f))
-			boot[0] = 0;
-		fclose(f);
-		boot[strcspn(boot, "\n")] = 0;
-	}
+	sd_boot_id(boot, sizeof(boot));
 	snprintf(buf, len, "%s/%s", host, boot);
 }
 
@@ -142,16 +136,6 @@ static uint64_t mix64(uint64_t x)
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
 	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
 	return x ^ (x >> 31);
-}
-
-/* A host identity as a number (FNV-1a): equal on one host. */
-static uint64_t host_hash(const char *hostid)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (; *hostid; hostid++)
-		h = (h ^ (uint8_t)*hostid) * 0x100000001b3ull;
-	return h;
 }
 
 static void set_jobid(struct smddp_comm *c, uint64_t nonce)
@@ -638,7 +622,9 @@ int sd_comm_init(struct smddp_comm **out, const struct sd_init_how *how)
 		const char *token = how ? (how->parent ? sd_rejoin_token(how->parent) : how->token)
 					: getenv("SMDDP_JOB_TOKEN");
 
-		rc = sd_rejoin_setup(c, c, NULL, token ? token : "", host_hash(hostid), boot_gather);
+		/* the host identity as a number: equal on one host */
+		rc = sd_rejoin_setup(c, c, NULL, token ? token : "",
+				     sd_fnv1a_str(SD_FNV1A_BASIS, hostid), boot_gather);
 		if (rc)
 			goto fail;
 	}

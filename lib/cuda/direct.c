@@ -55,7 +55,10 @@
  *   decides that for itself; the path is the same on all.
  * - Closing a mapping waits for the whole context, so a peer's slot that
  *   changed is retired (ipc.c) and handed by the host thread, when no
- *   kernel of ours runs, to ipc.c's closer thread.
+ *   kernel of ours runs, to ipc.c's closer thread; a mapping opened but
+ *   never published (no memory to retire the old one) goes to the closer
+ *   at once, after reg_mu is dropped: sync_peers may run on the proxy
+ *   thread, which a kernel may be waiting for.
  */
 #include "config.h"
 
@@ -220,6 +223,7 @@ int sd_cuda_direct_takes(const struct sd_cuda *cu, const struct sd_cuda_call *k)
 static int sync_peers(struct sd_cuda *cu, int n, int me, char *msg, size_t len)
 {
 	int rc = SMDDP_OK;
+	void *unused = NULL; /* opened, never published: closed off reg_mu */
 
 	pthread_mutex_lock(&cu->reg_mu);
 	for (int q = 0; q < n && !rc; q++) {
@@ -265,7 +269,7 @@ static int sync_peers(struct sd_cuda *cu, int n, int me, char *msg, size_t len)
 			}
 			if (*old && (rc = sd_cuda_ipc_retire(cu, *old)) != SMDDP_OK) {
 				snprintf(msg, len, "out of memory");
-				sd_cuda_ipc_close(p);
+				unused = p;
 				break;
 			}
 			*old = p;
@@ -277,6 +281,8 @@ static int sync_peers(struct sd_cuda *cu, int n, int me, char *msg, size_t len)
 			cu->reg_seen[q] = v;
 	}
 	pthread_mutex_unlock(&cu->reg_mu);
+	if (unused)
+		sd_cuda_ipc_close_later(unused);
 	return rc;
 }
 

@@ -217,7 +217,7 @@ static void closer_start(void)
 
 /* The last reference to ptr closed by the closer (here, if it cannot
  * start). */
-static void close_later(void *ptr)
+void sd_cuda_ipc_close_later(void *ptr)
 {
 	struct ipc_open *last = unref(ptr);
 
@@ -296,7 +296,7 @@ void sd_cuda_flush_stale(struct sd_cuda *cu)
 	}
 	pthread_mutex_unlock(&cu->mu);
 	for (int i = 0; i < n; i++)
-		close_later(v[i]);
+		sd_cuda_ipc_close_later(v[i]);
 	free(v);
 }
 

@@ -24,6 +24,10 @@ void sd_cuda_flush_stale(struct sd_cuda *cu);
 /* One reference to the mapping at ptr dropped, the mapping closed here
  * when it was the last. */
 void sd_cuda_ipc_close(void *ptr);
+/* The same, but the close handed to the closer thread: for a mapping that
+ * no kernel of ours can read any more (or ever did), from a thread that a
+ * close could hold back or that holds a lock.  Needs no memory. */
+void sd_cuda_ipc_close_later(void *ptr);
 /* Until the closer has closed what was handed to it so far (10 s at most,
  * then a warning). */
 void sd_cuda_ipc_settle(void);

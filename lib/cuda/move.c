@@ -14,6 +14,7 @@
 
 #include "base/checks.h"
 #include "clock/clock.h"
+#include "coll/coll.h"
 #include "cuda/cuda.h"
 #include "cuda/device.h"
 #include "cuda/internal.h"
@@ -25,15 +26,6 @@
 static cudaError_t q_stream(void *s)
 {
 	return cudaStreamQuery((cudaStream_t)s);
-}
-
-/* Elements in each rank's partition: 64-byte multiples, as lib/coll does. */
-static size_t part_elems(size_t n, int nranks, size_t es)
-{
-	size_t align = es >= 64 ? 1 : 64 / es;
-	size_t part = (n + (size_t)nranks - 1) / (size_t)nranks;
-
-	return (part + align - 1) / align * align;
 }
 
 /* Where the data movement goes: launched at once on cu->st (the blocking
@@ -125,7 +117,8 @@ static int move_data(struct sink *sk, const struct op *o, const struct pub *cons
 	switch (k->coll) {
 	case SD_COLL_ALLREDUCE:
 	case SD_COLL_REDUCE: {
-		size_t part = part_elems(k->count, n, es), lo = part * (size_t)me, hi = lo + part;
+		size_t part = sd_coll_part_elems(k->count, n, es);
+		size_t lo = part * (size_t)me, hi = lo + part;
 
 		if (all)
 			lo = 0, hi = k->count;

@@ -89,6 +89,13 @@ static inline void sd_err_clear(struct sd_err *e)
 		}                                                                   \
 	} while (0)
 
+/* ---- this machine (lib/util/bootid.c) -------------------------------------
+ * The kernel's boot id (a UUID, /proc/sys/kernel/random/boot_id) into buf,
+ * without its newline; its length, 0 (buf "") where it cannot be read.
+ */
+#define SD_BOOT_ID_LEN 40 /* the 36 characters of a UUID, its newline, the NUL */
+size_t sd_boot_id(char *buf, size_t len);
+
 /* Retry on EINTR. */
 #define SD_RETRY_EINTR(expr)                                                        \
 	({                                                                          \

@@ -11,7 +11,9 @@
  *   what it holds stays mapped, and nothing is left mapped at the end;
  * - mappings retired by a communicator and flushed go to the closer
  *   thread: the flush returns at once however slow the close, and
- *   sd_cuda_ipc_settle waits until they are closed.
+ *   sd_cuda_ipc_settle waits until they are closed;
+ * - so does a mapping dropped with sd_cuda_ipc_close_later (the direct
+ *   path's, opened but never published).
  * Prints "SUMMARY rank 0 of 1: P passed, F failed".
  */
 #include "config.h"
@@ -168,6 +170,21 @@ int main(void)
 	check(fake_ipc_mapped_of(0) == 0 && !cu->nstale, "both closed once settled");
 	pthread_mutex_destroy(&cu->mu);
 	free(cu);
+
+	/* 4: the last reference dropped to the closer, as direct.c's
+	 * sync_peers does: back at once, the close 300 ms. */
+	double drop_s;
+
+	check(sd_cuda_ipc_open(PEER, 0, &pubs[2], &a) == cudaSuccess, "a mapping opened");
+	setenv("FAKECUDA_IPC_CLOSE_US", "300000", 1);
+	t0 = sd_now_s();
+	sd_cuda_ipc_close_later(a);
+	drop_s = sd_now_s() - t0;
+	sd_cuda_ipc_settle();
+	unsetenv("FAKECUDA_IPC_CLOSE_US");
+	printf("# the drop took %.3f s (a close of 0.3 s)\n", drop_s);
+	check(drop_s < 0.2, "dropping the last reference did not wait for its close");
+	check(fake_ipc_mapped_of(0) == 0, "closed once settled");
 	printf("SUMMARY rank 0 of 1: %d passed, %d failed\n", passed, failed);
 	return failed != 0;
 }

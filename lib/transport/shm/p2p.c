@@ -36,7 +36,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bootstrap/bootstrap.h"
 #include "clock/clock.h"
 #include "transport/shm/shm.h"
 
@@ -351,15 +350,7 @@ static int health(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 					sd_p2p_what(&ops[i], wbuf, sizeof(wbuf)));
 		}
 	}
-	if (c->boot) {
-		struct sd_err err;
-		int who = -1;
-
-		rc = sd_boot_poll(c->boot, &who, &err);
-		if (rc)
-			return sd_comm_error(c, rc, "%s", err.msg);
-	}
-	return SMDDP_OK;
+	return sd_shm_boot_news(c);
 }
 
 /* Nothing moved since start, for SMDDP_TIMEOUT: name the first operation

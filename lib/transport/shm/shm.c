@@ -320,6 +320,20 @@ int sd_shm_report_left(struct smddp_comm *c, int r)
 			     SD_RANK_NAME(c, r), (int)c->pids[r], p->abort_msg);
 }
 
+/* What the rendezvous channel has heard of a failed rank of the job (rank
+ * 0 passes it on), as this communicator's failure; SMDDP_OK when nothing.
+ * Only from the thread that waits in this transport: the channel is its. */
+int sd_shm_boot_news(struct smddp_comm *c)
+{
+	struct sd_err err;
+	int rc;
+
+	if (!c->boot)
+		return SMDDP_OK;
+	rc = sd_boot_poll(c->boot, NULL, &err);
+	return rc ? sd_comm_error(c, rc, "%s", err.msg) : SMDDP_OK;
+}
+
 /* A barrier being waited for: what sd_wait's callbacks look at. */
 struct bwait {
 	struct smddp_comm *c;
@@ -367,7 +381,6 @@ static int check_peers(struct smddp_comm *c, uint64_t target, int boot)
 {
 	struct shm_state *s = ST(c);
 	char missing[256], note[400];
-	int rc;
 
 	/* Root causes first: a rank that died, then one that left and says
 	 * why (aborted, or gave up after its own failure), then what the
@@ -396,15 +409,7 @@ static int check_peers(struct smddp_comm *c, uint64_t target, int boot)
 				return sd_shm_report_left(c, r);
 		}
 	}
-	if (c->boot && boot) {
-		struct sd_err err;
-		int who = -1;
-
-		rc = sd_boot_poll(c->boot, &who, &err);
-		if (rc)
-			return sd_comm_error(c, rc, "%s", err.msg);
-	}
-	return SMDDP_OK;
+	return boot ? sd_shm_boot_news(c) : SMDDP_OK;
 }
 
 /* The transport's health op: check_health over every peer, as if this

@@ -176,6 +176,8 @@ static inline unsigned char *sd_shm_eager(struct shm_state *s, int nranks, int f
 /* shm.c */
 int sd_shm_peer_gone(struct smddp_comm *c, int r);
 int sd_shm_report_left(struct smddp_comm *c, int r);
+/* The bootstrap channel's news of a failed rank, as c's failure; 0: none. */
+int sd_shm_boot_news(struct smddp_comm *c);
 void sd_shm_wake(struct smddp_comm *c, int r);
 int sd_shm_peer_read(struct smddp_comm *c, int r, void *dst, uintptr_t src, size_t len);
 void sd_shm_sleep(struct smddp_comm *c, uint32_t bell, uint64_t ns);

@@ -30,8 +30,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "base/comm-types.h"
 #include "transport/socket/socket-int.h"
+#include "util/sd.h"
 
 /* A socket connecting (non-blocking) to peer's listener; -1 with errno. */
 static int open_fd(struct sock *s, int peer)

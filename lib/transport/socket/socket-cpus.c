@@ -15,26 +15,19 @@
 #include "config.h"
 
 #include <sched.h>
-#include <stdio.h>
 #include <string.h>
 
+#include "hash/fnv.h"
 #include "transport/socket/socket-int.h"
+#include "util/sd.h"
 
 void sd_sock_cpus_mine(struct name *me)
 {
-	char boot[64] = "";
-	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+	char boot[SD_BOOT_ID_LEN];
 	cpu_set_t set;
-	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
 
-	if (f) {
-		if (!fgets(boot, sizeof(boot), f))
-			boot[0] = 0;
-		fclose(f);
-	}
-	for (const char *p = boot; *p && *p != '\n'; p++)
-		h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
-	me->machine = boot[0] ? h : 0; /* 0: unknown, shared with nobody */
+	/* 0: unknown, shared with nobody */
+	me->machine = sd_boot_id(boot, sizeof(boot)) ? sd_fnv1a_str(SD_FNV1A_BASIS, boot) : 0;
 	memset(me->cpus, 0, sizeof(me->cpus));
 	CPU_ZERO(&set);
 	if (sched_getaffinity(0, sizeof(set), &set) == 0) {

@@ -35,9 +35,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/comm-types.h"
 #include "config/param.h"
 #include "transport/socket/socket-int.h"
+#include "util/sd.h"
 
 #define THREAD_NAP_MS 100 /* a thread's longest sleep, between looks at its stop flag */
 

@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/comm-types.h"
 #include "config/param.h"
 #include "transport/socket/socket-int.h"
 

@@ -49,7 +49,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -63,7 +62,6 @@
 
 #include "base/comm-types.h"
 #include "clock/clock.h"
-#include "config/param.h"
 #include "transport/socket/socket-int.h"
 #include "util/wait.h"
 
