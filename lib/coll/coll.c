@@ -78,7 +78,7 @@ static int use_single_copy(struct smddp_comm *c, size_t bytes)
  * two ways of a large allreduce, then (page aligned) the blocks that single
  * copy reads peers into. */
 enum { ALG_SINGLE, ALG_STAGED };
-enum { WAY_ALLREDUCE, WAY_ALLGATHER, WAY_REDUCE_SCATTER, WAY_BROADCAST, WAY_COLLS };
+enum { WAY_ALLREDUCE, WAY_ALLGATHER, WAY_REDUCE_SCATTER, WAY_BROADCAST, WAY_REDUCE, WAY_COLLS };
 enum { SHM_ALGO_AUTO, SHM_ALGO_SINGLE, SHM_ALGO_STAGED };
 
 #define TUNE_SIZES 20    /* classes by log2 of the bytes per rank, from 4 KiB */
@@ -387,6 +387,54 @@ static int sc_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size
 	return way_end(&w, rc);
 }
 
+/* Reduce to root, single copy: rank r reduces partition r as the push
+ * allreduce does, and the non-roots write their reduced blocks into the
+ * root's receive buffer only (through their own block of the scratch: their
+ * receive buffer is not theirs to write).  Half the writes of the
+ * allreduce, and the same parallel reduction, where the staged pipeline
+ * reduces every byte on the root alone.  In place on the root, a non-root
+ * reads a block of the root's partition r before it writes the same block.
+ * Without peer writes the root reduces the whole vector, reading its peers. */
+static int sc_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+		     enum smddp_dtype dt, enum smddp_op op, int root)
+{
+	const struct sd_transport_ops *tp = c->tp;
+	const void *srcs[MAX_SRCS];
+	size_t es = smddp_dtype_size(dt), part = sd_coll_part_elems(count, c->size, es), lo, hi;
+	size_t blk = SC_BLOCK / es;
+	int P = c->size, me = c->rank;
+	uintptr_t unused, dst = 0;
+	char *tmp = NULL;
+	struct way w;
+	int rc;
+
+	SD_CHECK(way_begin(c, WAY_REDUCE, count * es, &w));
+	if (w.alg == ALG_STAGED)
+		return way_end(&w, staged_reduce(c, sbuf, rbuf, count, dt, op, root));
+	SD_CHECK(scratch(c, &tmp));
+	tp->put_addrs(c, sbuf, rbuf);
+	rc = tp->barrier(c);
+	if (rc)
+		return rc;
+	if (!can_peer_write(c)) {
+		if (me == root)
+			rc = sc_reduce_range(c, sbuf, rbuf, 0, 0, count, dt, op);
+		return way_end(&w, rc ? rc : tp->barrier(c));
+	}
+	tp->get_addrs(c, root, &unused, &dst);
+	part_range(count, part, me, &lo, &hi);
+	for (size_t b = lo; b < hi; b += blk) {
+		size_t n = hi - b < blk ? hi - b : blk;
+		char *out = me == root ? (char *)rbuf + b * es : tmp + (size_t)me * SC_BLOCK;
+
+		SD_CHECK(fetch_block(c, sbuf, b, n, es, tmp, srcs));
+		sd_reduce(out, srcs, P, n, dt, op, P);
+		if (me != root)
+			SD_CHECK(tp->peer_write(c, root, dst + b * es, out, n * es));
+	}
+	return way_end(&w, tp->barrier(c));
+}
+
 /* Shared body of allreduce (root < 0) and reduce (root >= 0). */
 static int reduce_common(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 			 enum smddp_dtype dt, enum smddp_op op, int root)
@@ -398,6 +446,8 @@ static int reduce_common(struct smddp_comm *c, const void *sbuf, void *rbuf, siz
 				     MAX_SRCS);
 	if (root < 0 && sc_way(c, count * es))
 		return sc_allreduce(c, sbuf, rbuf, count, dt, op);
+	if (root >= 0 && sc_way(c, count * es))
+		return sc_reduce(c, sbuf, rbuf, count, dt, op, root);
 	return staged_reduce(c, sbuf, rbuf, count, dt, op, root);
 }
 
