@@ -12,7 +12,7 @@
  * rank, so every rank gets bitwise the same result.  Small vectors skip the
  * second barrier: every rank reduces the whole vector itself.
  *
- * From SMDDP_SINGLE_COPY_MIN an allreduce, allgather, reduce_scatter or
+ * From SMDDP_SINGLE_COPY_MIN an allreduce, reduce, allgather, reduce_scatter or
  * broadcast can also read (and write) the peers' buffers directly
  * (process_vm_readv/writev, single copy).  Which way is faster depends on
  * more than the size: the kernel's copy costs a fixed price per page

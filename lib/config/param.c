@@ -110,10 +110,10 @@ static struct param params[] = {
 	     "bytes per rank from which a collective takes the single-copy path"),
 	TUNE("SMDDP_SHM_ALGO", "shm_algo", SD_PARAM_ENUM, "auto", "auto|single|staged", 0, 0,
 	     "expected one of auto, single, staged", NULL, 0,
-	     "allreduce, allgather, reduce_scatter and broadcast from SMDDP_SINGLE_COPY_MIN "
-	     "inside a node: single (read and write the peers' buffers directly), staged "
-	     "(through shared memory) or auto (rank 0 times both per size and takes the "
-	     "faster, trying the other now and then); rank 0's setting counts"),
+	     "allreduce, reduce, allgather, reduce_scatter and broadcast from "
+	     "SMDDP_SINGLE_COPY_MIN inside a node: single (read and write the peers' buffers "
+	     "directly), staged (through shared memory) or auto (rank 0 times both per size "
+	     "and takes the faster, trying the other now and then); rank 0's setting counts"),
 	TUNE("SMDDP_CUDA_ASYNC", "cuda_async", SD_PARAM_STR, "auto", NULL, 0, 0,
 	     "expected auto, 1 or 0", check_auto_bool, 0,
 	     "1: device-memory calls return as soon as they are queued, the stream waiting on "
