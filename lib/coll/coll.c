@@ -28,6 +28,7 @@
  */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -562,6 +563,17 @@ static int staged_allgather(struct smddp_comm *c, const void *sbuf, char *out, s
 	return SMDDP_OK;
 }
 
+/* An allgather may go the single-copy way from half of
+ * SMDDP_SINGLE_COPY_MIN in all (128 KiB by default): the staged way copies
+ * every byte twice, the second time reading lines that a peer has just
+ * written, and on two ranks it lost to single copy at 128 KiB, where the
+ * reductions still win staged (docs/PERFORMANCE.md, one node).  Rank 0's
+ * timings still take the faster way per size. */
+static int ag_sc_way(struct smddp_comm *c, size_t total)
+{
+	return total > 0 && use_single_copy(c, total < SIZE_MAX / 2 ? total * 2 : total);
+}
+
 int sd_coll_node_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 			   enum smddp_dtype dt)
 {
@@ -572,7 +584,7 @@ int sd_coll_node_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, s
 	int inplace = (const char *)sbuf == out + (size_t)me * m;
 	struct way w;
 
-	if (!sc_way(c, m * (size_t)P))
+	if (!ag_sc_way(c, m * (size_t)P))
 		return staged_allgather(c, sbuf, out, m, inplace);
 	SD_CHECK(way_begin(c, WAY_ALLGATHER, m * (size_t)P, &w));
 	if (w.alg == ALG_STAGED)

@@ -107,7 +107,8 @@ static struct param params[] = {
 	     "other (else staged through shared memory, logged at INFO)"),
 	TUNE("SMDDP_SINGLE_COPY_MIN", "single_copy_min", SD_PARAM_SIZE, "256K", NULL, 0,
 	     INT64_MAX, "expected a size like 256K or 1M", NULL, 0,
-	     "bytes per rank from which a collective takes the single-copy path"),
+	     "bytes per rank from which a collective takes the single-copy path (an "
+	     "allgather: from half of it in all)"),
 	TUNE("SMDDP_SHM_ALGO", "shm_algo", SD_PARAM_ENUM, "auto", "auto|single|staged", 0, 0,
 	     "expected one of auto, single, staged", NULL, 0,
 	     "allreduce, reduce, allgather, reduce_scatter and broadcast from "
