@@ -395,7 +395,8 @@ static int sc_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size
  * allreduce, and the same parallel reduction, where the staged pipeline
  * reduces every byte on the root alone.  In place on the root, a non-root
  * reads a block of the root's partition r before it writes the same block.
- * Without peer writes the root reduces the whole vector, reading its peers. */
+ * On a transport that reads peers but cannot write them (none yet) a
+ * reduce stages (reduce_common). */
 static int sc_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 		     enum smddp_dtype dt, enum smddp_op op, int root)
 {
@@ -417,11 +418,6 @@ static int sc_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t 
 	rc = tp->barrier(c);
 	if (rc)
 		return rc;
-	if (!can_peer_write(c)) {
-		if (me == root)
-			rc = sc_reduce_range(c, sbuf, rbuf, 0, 0, count, dt, op);
-		return way_end(&w, rc ? rc : tp->barrier(c));
-	}
 	tp->get_addrs(c, root, &unused, &dst);
 	part_range(count, part, me, &lo, &hi);
 	for (size_t b = lo; b < hi; b += blk) {
@@ -447,7 +443,7 @@ static int reduce_common(struct smddp_comm *c, const void *sbuf, void *rbuf, siz
 				     MAX_SRCS);
 	if (root < 0 && sc_way(c, count * es))
 		return sc_allreduce(c, sbuf, rbuf, count, dt, op);
-	if (root >= 0 && sc_way(c, count * es))
+	if (root >= 0 && sc_way(c, count * es) && can_peer_write(c))
 		return sc_reduce(c, sbuf, rbuf, count, dt, op, root);
 	return staged_reduce(c, sbuf, rbuf, count, dt, op, root);
 }
