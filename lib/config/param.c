@@ -131,6 +131,11 @@ static struct param params[] = {
 	     "SMDDP_CUDA_FAST runs on kernels that read and write the peers' buffers through "
 	     "CUDA IPC mappings made once per allocation, with no host work but the launch; "
 	     "0: it takes the proxy's path"),
+	TUNE("SMDDP_CUDA_STREAM", "cuda_stream", SD_PARAM_BOOL, "1", NULL, 0, 1, NULL, NULL, 0,
+	     "1: an allreduce, allgather or reduce_scatter on device memory between hosts over "
+	     "a flat ring copies to and from host memory in pieces, overlapped with the "
+	     "network; 0: in whole chunks, each copied up, moved, then copied down; the same "
+	     "on every rank"),
 	TUNE("SMDDP_BOOT_ADDR", "boot_addr", SD_PARAM_STR, "", NULL, 0, 0, NULL, NULL, 0,
 	     "address of this host that smddp_get_unique_id() puts in the id for the other "
 	     "ranks to connect to (default: the route's to MASTER_ADDR, else the first "

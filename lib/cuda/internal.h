@@ -163,6 +163,7 @@ struct sd_cuda {
 	int mode;               /* SMDDP_CUDA_ASYNC: -1 auto, 0 blocking, 1 queue-and-return */
 	int decided;            /* async is final (auto waits for the first call) */
 	int shared;             /* other ranks on this GPU, as the last call showed */
+	int stream;             /* SMDDP_CUDA_STREAM: staged.c streams its chunks */
 	/* fast.c: allreduces whose kernels meet the peers themselves */
 	int fast_tried;         /* set up (or found impossible) at the first collective */
 	int fast_on;            /* every rank maps every window: calls may take the path */

@@ -407,7 +407,7 @@ static size_t least_chunk(const struct smddp_comm *c)
  * streamed (their pieces overlap the copies with the network), CHUNK_MAX
  * each.  The same on every rank. */
 static void plan_of(struct plan *p, struct smddp_comm *c, const struct sd_cuda_call *k,
-		    size_t least)
+		    size_t least, int stream)
 {
 	int n = c->size;
 
@@ -428,8 +428,8 @@ static void plan_of(struct plan *p, struct smddp_comm *c, const struct sd_cuda_c
 	if (p->len > k->count)
 		p->len = k->count;
 	p->nch = (k->count + p->len - 1) / p->len;
-	if (k->coll == SD_COLL_ALLREDUCE || k->coll == SD_COLL_ALLGATHER ||
-	    k->coll == SD_COLL_REDUCE_SCATTER) {
+	if (stream && (k->coll == SD_COLL_ALLREDUCE || k->coll == SD_COLL_ALLGATHER ||
+		       k->coll == SD_COLL_REDUCE_SCATTER)) {
 		struct plan q = *p;
 		struct pieces pc;
 
@@ -463,7 +463,7 @@ int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 	cudaError_t e = cudaSuccess;
 	size_t up = 0;
 
-	plan_of(&p, c, &o->k, least_chunk(c));
+	plan_of(&p, c, &o->k, least_chunk(c), cu->stream);
 	SD_CHECK(stage_get(c, cu, (size_t)p.words * p.es, &s));
 	if (tickets_of(c, &p) > ((size_t)1 << 24)) /* see enqueue.c, rewind_tickets() */
 		return sd_comm_error(c, SMDDP_EINVAL, "count %zu is too large for the device path "
@@ -589,7 +589,7 @@ int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
 			return rc;
 		}
 	}
-	plan_of(&p, c, &o->k, least_chunk(c));
+	plan_of(&p, c, &o->k, least_chunk(c), cu->stream);
 	p.t0 = o->seq;
 	/* Agreed: each chunk but the first takes a number of its own. */
 	cu->xwire += p.nch - 1;

@@ -43,6 +43,12 @@ done
 # streamed) with every copy late by a random few hundred us
 fake staged-sock-jitter 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket \
 	FAKECUDA_JITTER_US=200 -- matrix --quick --large 1048579
+# SMDDP_CUDA_STREAM=0: the same allreduce in whole chunks (two of 1 MiB)
+fake staged-sock-whole 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket SMDDP_CUDA_STREAM=0 \
+	SMDDP_DEBUG=TRACE SMDDP_DEBUG_SUBSYS=COLL -- matrix --quick --large 262147
+grep -q "streamed" "$TDIR/staged-sock-whole.out" &&
+	fail "staged-sock-whole: a call was streamed with SMDDP_CUDA_STREAM=0" ||
+	pass "staged-sock-whole: no call streamed with SMDDP_CUDA_STREAM=0"
 FAKE_SECS=60 fake staged-order 2 CONFORMANCE_PER_HOST=1 -- order
 # calls on two streams share the staging slots: the second waits for the first
 FAKE_SECS=60 fake staged-twostreams 2 CONFORMANCE_PER_HOST=1 -- twostreams
