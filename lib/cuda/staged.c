@@ -90,6 +90,7 @@
 #define PIECES_MAX 16                  /* copies of a streamed chunk, each way, at most */
 #define PIECES_WANT 8                  /* ... and as many as blocks are cut in, where larger */
 #define PIECE_MIN ((size_t)256 << 10)  /* bytes of a piece, at least, where a block has more */
+#define STREAM_CHUNKS 4                /* streamed calls have at most this many chunks */
 
 struct sd_stage {
 	char *host; /* NSLOT slots of slot bytes, pinned */
@@ -403,9 +404,9 @@ static size_t least_chunk(const struct smddp_comm *c)
 }
 
 /* Call k's chunks: a quarter of the call each (so that copies and network
- * overlap), within [least, CHUNK_MAX]; or, where the chunks can be
- * streamed (their pieces overlap the copies with the network), CHUNK_MAX
- * each.  The same on every rank. */
+ * overlap), within [least, CHUNK_MAX], streamed where they can be (their
+ * pieces overlap the copies with the network inside a chunk too) and the
+ * call is no more than STREAM_CHUNKS of them.  The same on every rank. */
 static void plan_of(struct plan *p, struct smddp_comm *c, const struct sd_cuda_call *k,
 		    size_t least, int stream)
 {
@@ -428,15 +429,20 @@ static void plan_of(struct plan *p, struct smddp_comm *c, const struct sd_cuda_c
 	if (p->len > k->count)
 		p->len = k->count;
 	p->nch = (k->count + p->len - 1) / p->len;
-	if (stream && (k->coll == SD_COLL_ALLREDUCE || k->coll == SD_COLL_ALLGATHER ||
-		       k->coll == SD_COLL_REDUCE_SCATTER)) {
+	/* Every copy of a call is queued before the host side learns of it,
+	 * and a stream takes only so many operations before a queueing call
+	 * blocks (until those ahead, held by waits the host side would let
+	 * go, drain): pieces multiply a call's operations eightfold, so large
+	 * calls keep whole chunks.  A 398 MB allreduce in pieces (95 chunks,
+	 * ~3000 operations) hung so on an H100; in whole chunks (~380) it
+	 * runs. */
+	if (stream && p->nch <= STREAM_CHUNKS &&
+	    (k->coll == SD_COLL_ALLREDUCE || k->coll == SD_COLL_ALLGATHER ||
+	     k->coll == SD_COLL_REDUCE_SCATTER)) {
 		struct plan q = *p;
 		struct pieces pc;
 
 		q.stream = 1;
-		q.len = CHUNK_MAX / unit ? CHUNK_MAX / unit : 1;
-		if (q.len > k->count)
-			q.len = k->count;
 		pieces_of(c, &q, 0, &pc);
 		if (pc.ub[0] >= 0) {
 			*p = q;

@@ -62,6 +62,7 @@ static int nconn = -1;
 static uint64_t conn_queued[FAKE_MAX_CONN], conn_done[FAKE_MAX_CONN];
 static int nstreams;
 static uint64_t items_queued; /* by every stream: the next item's gseq */
+static int depth = -1;        /* FAKECUDA_QUEUE_DEPTH: items a stream holds, at most (0: any) */
 
 /* Under fake_mu, before the first item or stream. */
 static void conn_init(void)
@@ -219,6 +220,11 @@ static cudaError_t fake_put(cudaStream_t st, struct work *w)
 			s->started = 1;
 		pthread_attr_destroy(&at);
 	}
+	if (depth < 0)
+		depth = fake_env_int("FAKECUDA_QUEUE_DEPTH", 0);
+	/* A full queue blocks the caller (FAKECUDA_QUEUE_DEPTH). */
+	while (e == cudaSuccess && depth > 0 && s->queued - s->done >= (uint64_t)depth && !s->dying)
+		pthread_cond_wait(&fake_progress, &fake_mu);
 	if (e == cudaSuccess) {
 		w->next = NULL;
 		if (s->tail)

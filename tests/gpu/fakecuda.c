@@ -61,6 +61,9 @@
  * the thread's current one and a stream belongs to the GPU current at its
  * creation (cuStreamGetDevice), memory to the GPU current at its
  * allocation; all GPUs are one (the same UUID, the same memory).
+ * FAKECUDA_QUEUE_DEPTH=N: a stream holds at most N items not yet done;
+ * queueing one more blocks the caller until one is, as a GPU's command
+ * queue does when it is full.
  * FAKECUDA_TICKET_LIMIT=N: the library starts its tickets over once N are
  * taken (sd_cuda_ticket_limit, enqueue.c), not near 2^32.
  * FAKECUDA_IPC_CLOSE_US=US[:N]: cudaIpcCloseMemHandle, which waits for

@@ -24,7 +24,7 @@ fake staged-2x1 2 CONFORMANCE_PER_HOST=1 -- matrix --quick --large 1048579
 fake staged-2x2 4 CONFORMANCE_PER_HOST=2 FAKECUDA_JITTER_US=200 -- matrix --quick --large 1048579
 # over libsmddp's own sockets (a 1 MiB network step): chunks are no smaller than it,
 # so a float32 call of 1 MiB + 12 bytes is two chunks, not five of 256 KiB; an
-# allreduce is one chunk streamed: its pieces copied up as the ring reads them and
+# allreduce's are streamed: the first's pieces copied up as the ring reads them and
 # down as it finishes them, all but the last let go before the host collective ends
 fake staged-sock-2x1 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket SMDDP_DEBUG=TRACE \
 	SMDDP_DEBUG_SUBSYS=COLL -- matrix --quick --large 262147
@@ -32,9 +32,9 @@ for r in 0 1; do
 	grep -q "^\[$r\] .*staged between hosts: 2 chunks of 262144 elements" "$TDIR/staged-sock-2x1.out" &&
 		pass "staged-sock-2x1: rank $r cut 1 MiB + 12 bytes in two chunks" ||
 		fail "staged-sock-2x1: rank $r did not cut 1 MiB + 12 bytes in two chunks of 1 MiB"
-	grep -q "^\[$r\] .*staged between hosts: 1 chunks of 262147 elements streamed" \
+	grep -q "^\[$r\] .*staged between hosts: 2 chunks of 262144 elements streamed" \
 		"$TDIR/staged-sock-2x1.out" &&
-		grep -q "^\[$r\] .*staged chunk 1 of 1: .*(8 pieces up and down, 3 let go early)" \
+		grep -q "^\[$r\] .*staged chunk 1 of 2: .*(8 pieces up and down, 3 let go early)" \
 			"$TDIR/staged-sock-2x1.out" &&
 		pass "staged-sock-2x1: rank $r streamed the 1 MiB + 12 bytes allreduce in 4 pieces a way" ||
 		fail "staged-sock-2x1: rank $r did not stream the allreduce in 4 pieces a way, 3 let go early"
@@ -49,6 +49,12 @@ fake staged-sock-whole 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket SMDDP
 grep -q "streamed" "$TDIR/staged-sock-whole.out" &&
 	fail "staged-sock-whole: a call was streamed with SMDDP_CUDA_STREAM=0" ||
 	pass "staged-sock-whole: no call streamed with SMDDP_CUDA_STREAM=0"
+# a stream takes only so many operations (FAKECUDA_QUEUE_DEPTH, as a GPU's command
+# queue) and every copy of a call is queued before the host side learns of it: a call
+# of more than four chunks keeps them whole (24 MiB of float32: 6 chunks, 24
+# operations; in pieces 192, which hung so on an H100)
+fake staged-depth 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket FAKECUDA_QUEUE_DEPTH=160 \
+	-- matrix --quick --large 6291456
 FAKE_SECS=60 fake staged-order 2 CONFORMANCE_PER_HOST=1 -- order
 # calls on two streams share the staging slots: the second waits for the first
 FAKE_SECS=60 fake staged-twostreams 2 CONFORMANCE_PER_HOST=1 -- twostreams
