@@ -193,7 +193,7 @@ static struct chunk chunk_of(const struct sd_stage *s, const struct plan *p, siz
 static int cut_pieces(const struct sd_net_stream_plan *sp, const int *order, int nb, size_t es,
 		      size_t *lo, size_t *hi, int *blk)
 {
-	int n = 0, want = PIECES_WANT / nb;
+	int n = 0, want = PIECES_WANT / nb > 1 ? PIECES_WANT / nb : 1;
 
 	for (int s = 0; s < nb; s++) {
 		int b = order[s];
