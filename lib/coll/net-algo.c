@@ -120,7 +120,7 @@ static int ring_advance(struct smddp_comm *c, struct ring *g)
 	return ring_pump(c, &g->pump);
 }
 
-/* sm (sd_net_allreduce_stream; else NULL): the input arrives in pieces,
+/* sm (sd_net_stream; else NULL): the input arrives in pieces,
  * asked for before each read, and each output chunk is announced once
  * final: at the last reduce-scatter step, or as the allgather lands it. */
 static int ring_allreduce(struct smddp_comm *c, const struct grp *gr, unsigned ph,

@@ -26,16 +26,15 @@
  * work queued before it is its input, work queued after it sees its
  * result.
  *
- * Streamed chunks.  An allreduce over the flat ring (one rank a host, or
- * SMDDP_ALGO=ring) runs one host collective per chunk of up to CHUNK_MAX,
- * and the chunk's copies go in pieces (the ring's blocks, cut up to
- * PIECES_MAX in all), each with a ticket of its own: up in the order the
- * ring reads its input (its own block first), down in the order it
- * finishes its output (the last reduced block first).  The ring asks for
- * a piece before it reads it and says when output is final
- * (struct sd_net_stream), so the copies overlap the network as NCCL's
- * steps do; the last piece down is let go only once the collective is
- * over, as the stream then reuses the slot.
+ * Streamed chunks.  An allreduce, allgather or reduce_scatter over a flat
+ * ring (one rank a host, or SMDDP_ALGO=ring) of at most STREAM_CHUNKS
+ * chunks copies each chunk in pieces (the ring's blocks, cut to about
+ * PIECES_WANT pieces), each with a ticket of its own: up in the order the
+ * ring reads its input, down in the order it finishes its output
+ * (struct sd_net_stream_plan).  The ring asks for a piece before it reads
+ * it and says when output is final (struct sd_net_stream), so the copies
+ * overlap the network as NCCL's steps do; the last piece down is let go
+ * only once the collective is over, as the stream then reuses the slot.
  *
  * Why one stream: a stream held by a wait must never hold back the work
  * that the wait depends on.  Here that work is the caller's stream's own,
