@@ -204,6 +204,108 @@ out:
 	return rc;
 }
 
+/* Queues (and in the blocking mode runs) one op: the call k, or the part
+ * of a staged call from chunk *next on; *next becomes the chunk the next
+ * part starts at, or 0 when the call is all queued. */
+static int enqueue_op(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_cuda_call *k,
+		      const struct buf_pub *b, void *scratch, const struct buf_pub *sbp, int dev,
+		      size_t *next)
+{
+	int staged = c->net != NULL, old = -1, rc;
+	int slot = 0;
+
+	if (cu->async) {
+		pthread_mutex_lock(&cu->mu);
+		if (cu->tail - cu->head >= QCAP) {
+			struct timespec ts;
+
+			sd_cuda_ts_after(&ts, c->timeout_ns);
+			while (cu->tail - cu->head >= QCAP && !cu->failed)
+				if (pthread_cond_timedwait(&cu->cv_done, &cu->mu, &ts) == ETIMEDOUT)
+					break;
+			if (cu->tail - cu->head >= QCAP) {
+				pthread_mutex_unlock(&cu->mu);
+				return sd_comm_error(c, SMDDP_ETIMEDOUT,
+						     "%d calls are queued on the GPU and none "
+						     "finished within %s",
+						     QCAP, c->timeout_from);
+			}
+		}
+		slot = (int)(cu->tail % QCAP);
+		pthread_mutex_unlock(&cu->mu);
+	}
+	struct op *o = &cu->ring[slot];
+
+	memset(o, 0, sizeof(*o));
+	o->seq = cu->enq + 1;
+	o->call = c->dev_calls;
+	o->desc = c->cur;
+	o->k = *k;
+	o->b[0] = b[0];
+	o->b[1] = b[1];
+	o->scratch = scratch;
+	o->sb = *sbp;
+	o->ch0 = *next;
+	/* Except where one rank does all the work (every rank on this GPU, as
+	 * the last call showed; shared is -1 before the first): it takes every
+	 * copy itself, sparing each process a kernel of its own (time-sliced
+	 * processes: hundreds of microseconds each).  Read here, by the host
+	 * thread, for both modes. */
+	o->copy_first = scratch && __atomic_load_n(&cu->shared, __ATOMIC_RELAXED) != c->size - 1;
+	o->slot = slot;
+	o->staged = staged;
+	o->made_ns = sd_now_ns();
+	cudaGetDevice(&old);
+	cudaSetDevice(dev);
+	rc = queue_on_stream(c, cu, o);
+	if (old >= 0 && old != dev)
+		cudaSetDevice(old);
+	if (rc && !o->broken)
+		/* a later part: the peers already have the call's first ones */
+		return o->ch0 ? refuse_between_hosts(c, rc) : rc;
+	/* A call that stops after this part leaves copies up queued that
+	 * write tickets past its last (staged.c): the next call starts after
+	 * them. */
+	cu->enq = rc && o->upto > o->last ? o->upto : o->last;
+	*next = o->more && !rc ? o->ch1 : 0;
+	if (!cu->async) {
+		/* This thread runs the call, and returns when the collective is
+		 * done, with its own error; work queued on the stream before
+		 * the call comes first, work queued after it follows.  Under
+		 * SMDDP_CUDA_ASYNC=auto the first call on one node is done so,
+		 * and shows whether other ranks share this GPU. */
+		cudaGetDevice(&old);
+		cudaSetDevice(dev);
+		int done = SMDDP_OK, ran = o->broken ? SMDDP_EINTERNAL : sd_cuda_run_call(c, cu, o);
+
+		if (ran == SMDDP_OK && staged && !o->more)
+			done = wait_out(c, cu, o);
+		sd_cuda_release(cu, o->last);
+		if (ran != SMDDP_OK && o->more) {
+			cu->enq = o->upto;
+			*next = 0;
+		}
+		sd_cuda_fold_wire(c, cu);
+		if (old >= 0 && old != dev)
+			cudaSetDevice(old);
+		if (rc)
+			return rc;
+		rc = sd_cuda_collect(c, 0);
+		if (!rc)
+			rc = done;
+		if (!rc && !cu->decided && cu->shared >= 0)
+			rc = sd_cuda_decide(c, cu);
+		return rc;
+	}
+	pthread_mutex_lock(&cu->mu);
+	cu->tail++;
+	pthread_cond_signal(&cu->cv);
+	pthread_mutex_unlock(&cu->mu);
+	/* Queued halfway: released unrun, and the communicator breaks
+	 * (sd_api_leave settles and tells the peers). */
+	return rc;
+}
+
 int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 {
 	struct sd_cuda *cu = c->cuda;
@@ -257,86 +359,12 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 	if (cu->enq > sd_cuda_ticket_limit)
 		SD_CHECK(rewind_tickets(c, cu));
 
-	int slot = 0;
+	/* A staged call of many chunks is queued and run in parts (staged.c
+	 * says why); each part is an op of its own, in order. */
+	size_t ch = 0;
 
-	if (cu->async) {
-		pthread_mutex_lock(&cu->mu);
-		if (cu->tail - cu->head >= QCAP) {
-			struct timespec ts;
-
-			sd_cuda_ts_after(&ts, c->timeout_ns);
-			while (cu->tail - cu->head >= QCAP && !cu->failed)
-				if (pthread_cond_timedwait(&cu->cv_done, &cu->mu, &ts) == ETIMEDOUT)
-					break;
-			if (cu->tail - cu->head >= QCAP) {
-				pthread_mutex_unlock(&cu->mu);
-				return sd_comm_error(c, SMDDP_ETIMEDOUT,
-						     "%d calls are queued on the GPU and none "
-						     "finished within %s",
-						     QCAP, c->timeout_from);
-			}
-		}
-		slot = (int)(cu->tail % QCAP);
-		pthread_mutex_unlock(&cu->mu);
-	}
-	struct op *o = &cu->ring[slot];
-
-	memset(o, 0, sizeof(*o));
-	o->seq = cu->enq + 1;
-	o->call = c->dev_calls;
-	o->desc = c->cur;
-	o->k = *k;
-	o->b[0] = b[0];
-	o->b[1] = b[1];
-	o->scratch = scratch;
-	o->sb = sbp;
-	/* Except where one rank does all the work (every rank on this GPU, as
-	 * the last call showed; shared is -1 before the first): it takes every
-	 * copy itself, sparing each process a kernel of its own (time-sliced
-	 * processes: hundreds of microseconds each).  Read here, by the host
-	 * thread, for both modes. */
-	o->copy_first = scratch && __atomic_load_n(&cu->shared, __ATOMIC_RELAXED) != c->size - 1;
-	o->slot = slot;
-	o->staged = staged;
-	o->made_ns = sd_now_ns();
-	cudaGetDevice(&old);
-	cudaSetDevice(dev);
-	rc = queue_on_stream(c, cu, o);
-	if (old >= 0 && old != dev)
-		cudaSetDevice(old);
-	if (rc && !o->broken)
-		return rc;
-	cu->enq = o->last;
-	if (!cu->async) {
-		/* This thread runs the call, and returns when the collective is
-		 * done, with its own error; work queued on the stream before
-		 * the call comes first, work queued after it follows.  Under
-		 * SMDDP_CUDA_ASYNC=auto the first call on one node is done so,
-		 * and shows whether other ranks share this GPU. */
-		cudaGetDevice(&old);
-		cudaSetDevice(dev);
-		int done = SMDDP_OK;
-
-		if (!o->broken && sd_cuda_run_call(c, cu, o) == SMDDP_OK && staged)
-			done = wait_out(c, cu, o);
-		sd_cuda_release(cu, o->last);
-		sd_cuda_fold_wire(c, cu);
-		if (old >= 0 && old != dev)
-			cudaSetDevice(old);
-		if (rc)
-			return rc;
-		rc = sd_cuda_collect(c, 0);
-		if (!rc)
-			rc = done;
-		if (!rc && !cu->decided && cu->shared >= 0)
-			rc = sd_cuda_decide(c, cu);
-		return rc;
-	}
-	pthread_mutex_lock(&cu->mu);
-	cu->tail++;
-	pthread_cond_signal(&cu->cv);
-	pthread_mutex_unlock(&cu->mu);
-	/* Queued halfway: released unrun, and the communicator breaks
-	 * (sd_api_leave settles and tells the peers). */
+	do {
+		rc = enqueue_op(c, cu, k, b, scratch, &sbp, dev, &ch);
+	} while (!rc && ch);
 	return rc;
 }

@@ -79,6 +79,9 @@ struct op {
 	uint32_t seq;  /* the value of the release word that lets the stream go */
 	uint32_t last; /* ... its last one (staged.c: one per chunk; else seq) */
 	uint64_t wire; /* staged.c: the call's first number on the wire */
+	size_t ch0, ch1; /* staged.c: the part of the call this op is, chunks [ch0, ch1) */
+	int more;        /* ... and chunks past ch1 are later ops */
+	uint32_t upto;   /* ... the last ticket its copies up write (past last where more) */
 	int staged;    /* between hosts (staged.c), else on one node (move.c) */
 	int broken;    /* its queueing failed halfway: release it unrun */
 	int queued;    /* one node, queue-and-return: kernels on the user's stream (move.c) */

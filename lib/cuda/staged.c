@@ -9,8 +9,8 @@
  * match.
  *
  * Stream order.  At the call, every copy is queued on the caller's own
- * stream, with chunk i's ticket t(i) (consecutive numbers, proxy.c's
- * release word):
+ * stream (a large call's in parts, below), with chunk i's ticket t(i)
+ * (consecutive numbers, proxy.c's release word):
  *
  *   up(0) up(1) | wait(t0) down(0) up(2) | wait(t1) down(1) up(3) | ... | wait(tN) down(N)
  *
@@ -27,14 +27,23 @@
  * result.
  *
  * Streamed chunks.  An allreduce, allgather or reduce_scatter over a flat
- * ring (one rank a host, or SMDDP_ALGO=ring) of at most STREAM_CHUNKS
- * chunks copies each chunk in pieces (the ring's blocks, cut to about
+ * ring (one rank a host, or SMDDP_ALGO=ring) copies each chunk in pieces (the ring's blocks, cut to about
  * PIECES_WANT pieces), each with a ticket of its own: up in the order the
  * ring reads its input, down in the order it finishes its output
  * (struct sd_net_stream_plan).  The ring asks for a piece before it reads
  * it and says when output is final (struct sd_net_stream), so the copies
  * overlap the network as NCCL's steps do; the last piece down is let go
  * only once the collective is over, as the stream then reuses the slot.
+ *
+ * Parts.  A stream takes only so many operations before a queueing call
+ * blocks until those ahead drain, and those ahead wait for tickets that
+ * only the host side lets go, once it knows of the call: all of a call's
+ * copies queued before it is told hung so on an H100 (~3000 operations).
+ * So a call of more than sd_cuda_part_items operations is queued in parts, ops
+ * of their own, each told to the host side before the next is queued:
+ * part j queues down(i) up(i + NSLOT) for its chunks i (the first part
+ * up(0) up(1) before), in the one sequence above, so that the parts
+ * pipeline as one call does.
  *
  * Why one stream: a stream held by a wait must never hold back the work
  * that the wait depends on.  Here that work is the caller's stream's own,
@@ -89,7 +98,6 @@
 #define PIECES_MAX 16                  /* copies of a streamed chunk, each way, at most */
 #define PIECES_WANT 8                  /* ... and as many as blocks are cut in, where larger */
 #define PIECE_MIN ((size_t)256 << 10)  /* bytes of a piece, at least, where a block has more */
-#define STREAM_CHUNKS 4                /* streamed calls have at most this many chunks */
 
 struct sd_stage {
 	char *host; /* NSLOT slots of slot bytes, pinned */
@@ -146,16 +154,6 @@ static int stage_get(struct smddp_comm *c, struct sd_cuda *cu, size_t unit, stru
 	return SMDDP_OK;
 }
 
-struct plan {
-	const struct sd_cuda_call *k;
-	size_t es, m;    /* element size; bytes of a block (count elements) */
-	size_t len, nch; /* elements per chunk, chunks */
-	int n, r, words; /* words: blocks of len elements in a slot */
-	int stream;      /* chunks are streamed (a flat ring's allreduce, allgather, reduce_scatter) */
-	int per;         /* tickets of a chunk (its pieces; the last chunk's may be fewer) */
-	uint32_t t0;     /* chunk i's first ticket: t0 + i * per */
-};
-
 /* A streamed chunk's pieces: byte ranges of its slot and the block of the
  * plan (struct sd_net_stream_plan) each is in, in the order they are
  * copied up (the ring's reading order) and down (its finishing order).  Up
@@ -167,6 +165,23 @@ struct pieces {
 	int ub[PIECES_MAX], db[PIECES_MAX];
 	size_t cut[SD_NET_STREAM_MAX + 1];
 };
+
+struct plan {
+	const struct sd_cuda_call *k;
+	size_t es, m;    /* element size; bytes of a block (count elements) */
+	size_t len, nch; /* elements per chunk, chunks */
+	int n, r, words; /* words: blocks of len elements in a slot */
+	int stream;      /* chunks are streamed (a flat ring's allreduce, allgather, reduce_scatter) */
+	int per;         /* tickets of a chunk (its pieces; the last chunk's may be fewer) */
+	uint32_t t0;     /* chunk i's first ticket: t0 + i * per */
+	size_t tickets;  /* of the whole call */
+	struct pieces full, tail; /* every chunk's pieces but the last's; the last's */
+};
+
+static const struct pieces *chunk_pieces(const struct plan *p, size_t i)
+{
+	return i == p->nch - 1 ? &p->tail : &p->full;
+}
 
 /* Chunk i: elements [o, o + L) of each block, staged in slot S. */
 struct chunk {
@@ -268,24 +283,22 @@ static cudaError_t copy2d(void *dst, size_t dpitch, const void *src, size_t spit
 
 /* Queue chunk i's copy up into its slot, then its ticket into the up word;
  * a streamed chunk's piece by piece, each with its ticket. */
-static cudaError_t copy_up(struct smddp_comm *c, struct sd_cuda *cu, const struct plan *p, size_t i,
-			   cudaStream_t st)
+static cudaError_t copy_up(struct sd_cuda *cu, const struct plan *p, size_t i, cudaStream_t st)
 {
 	const struct sd_cuda_call *k = p->k;
 	const struct chunk ch = chunk_of(cu->stage, p, i);
 	uint32_t base = p->t0 + (uint32_t)(i * (size_t)p->per);
 	cudaError_t e = cudaSuccess;
-	struct pieces pc;
+	const struct pieces *pc = chunk_pieces(p, i);
 
-	pieces_of(c, p, i, &pc);
-	for (int u = 0; pc.ub[0] >= 0 && u < pc.nu && e == cudaSuccess; u++) {
-		e = cudaMemcpyAsync(ch.S + pc.ulo[u],
-				    (const char *)k->sendbuf + dev_off(p, &ch, &pc, 1, pc.ub[u], pc.ulo[u]),
-				    pc.uhi[u] - pc.ulo[u], cudaMemcpyDeviceToHost, st);
+	for (int u = 0; pc->ub[0] >= 0 && u < pc->nu && e == cudaSuccess; u++) {
+		e = cudaMemcpyAsync(ch.S + pc->ulo[u],
+				    (const char *)k->sendbuf + dev_off(p, &ch, pc, 1, pc->ub[u], pc->ulo[u]),
+				    pc->uhi[u] - pc->ulo[u], cudaMemcpyDeviceToHost, st);
 		if (e == cudaSuccess && sd_cuda_write32(st, cu->up_dev, base + (uint32_t)u))
 			e = cudaErrorNotSupported;
 	}
-	if (pc.ub[0] >= 0)
+	if (pc->ub[0] >= 0)
 		return e;
 	switch (k->coll) {
 	case SD_COLL_ALLREDUCE:
@@ -314,28 +327,26 @@ static cudaError_t copy_up(struct smddp_comm *c, struct sd_cuda *cu, const struc
 
 /* Queue the wait for chunk i's release, then its copy down; a streamed
  * chunk's piece by piece, each behind its own ticket. */
-static cudaError_t copy_down(struct smddp_comm *c, struct sd_cuda *cu, const struct plan *p,
-			     size_t i, cudaStream_t st)
+static cudaError_t copy_down(struct sd_cuda *cu, const struct plan *p, size_t i, cudaStream_t st)
 {
 	const struct sd_cuda_call *k = p->k;
 	const struct chunk ch = chunk_of(cu->stage, p, i);
 	uint32_t base = p->t0 + (uint32_t)(i * (size_t)p->per);
 	cudaError_t e = cudaSuccess;
 	char *R = k->recvbuf ? (char *)k->recvbuf + ch.ob : NULL; /* NULL: reduce, not root */
-	struct pieces pc;
+	const struct pieces *pc = chunk_pieces(p, i);
 
-	pieces_of(c, p, i, &pc);
-	for (int d = 0; pc.db[0] >= 0 && d < pc.nd && e == cudaSuccess; d++) {
+	for (int d = 0; pc->db[0] >= 0 && d < pc->nd && e == cudaSuccess; d++) {
 		/* the chunk's last ticket goes with its last copy down */
-		uint32_t t = base + (uint32_t)(d == pc.nd - 1 ? span_of(&pc) - 1 : d);
+		uint32_t t = base + (uint32_t)(d == pc->nd - 1 ? span_of(pc) - 1 : d);
 
 		if (sd_cuda_wait32(st, cu->word_dev, t))
 			return cudaErrorNotSupported;
-		e = cudaMemcpyAsync((char *)k->recvbuf + dev_off(p, &ch, &pc, 0, pc.db[d], pc.dlo[d]),
-				    ch.S + pc.dlo[d], pc.dhi[d] - pc.dlo[d], cudaMemcpyHostToDevice,
+		e = cudaMemcpyAsync((char *)k->recvbuf + dev_off(p, &ch, pc, 0, pc->db[d], pc->dlo[d]),
+				    ch.S + pc->dlo[d], pc->dhi[d] - pc->dlo[d], cudaMemcpyHostToDevice,
 				    st);
 	}
-	if (pc.db[0] >= 0)
+	if (pc->db[0] >= 0)
 		return e;
 	if (sd_cuda_wait32(st, cu->word_dev, base))
 		return cudaErrorNotSupported; /* stream memory operations unavailable */
@@ -404,8 +415,8 @@ static size_t least_chunk(const struct smddp_comm *c)
 
 /* Call k's chunks: a quarter of the call each (so that copies and network
  * overlap), within [least, CHUNK_MAX], streamed where they can be (their
- * pieces overlap the copies with the network inside a chunk too) and the
- * call is no more than STREAM_CHUNKS of them.  The same on every rank. */
+ * pieces overlap the copies with the network inside a chunk too).  The
+ * same on every rank. */
 static void plan_of(struct plan *p, struct smddp_comm *c, const struct sd_cuda_call *k,
 		    size_t least, int stream)
 {
@@ -428,36 +439,41 @@ static void plan_of(struct plan *p, struct smddp_comm *c, const struct sd_cuda_c
 	if (p->len > k->count)
 		p->len = k->count;
 	p->nch = (k->count + p->len - 1) / p->len;
-	/* Every copy of a call is queued before the host side learns of it,
-	 * and a stream takes only so many operations before a queueing call
-	 * blocks (until those ahead, held by waits the host side would let
-	 * go, drain): pieces multiply a call's operations eightfold, so large
-	 * calls keep whole chunks.  A 398 MB allreduce in pieces (95 chunks,
-	 * ~3000 operations) hung so on an H100; in whole chunks (~380) it
-	 * runs. */
-	if (stream && p->nch <= STREAM_CHUNKS &&
-	    (k->coll == SD_COLL_ALLREDUCE || k->coll == SD_COLL_ALLGATHER ||
-	     k->coll == SD_COLL_REDUCE_SCATTER)) {
-		struct plan q = *p;
-		struct pieces pc;
-
-		q.stream = 1;
-		pieces_of(c, &q, 0, &pc);
-		if (pc.ub[0] >= 0) {
-			*p = q;
-			p->per = span_of(&pc);
-			p->nch = (k->count + p->len - 1) / p->len;
-		}
-	}
+	p->stream = stream && (k->coll == SD_COLL_ALLREDUCE || k->coll == SD_COLL_ALLGATHER ||
+			       k->coll == SD_COLL_REDUCE_SCATTER);
+	pieces_of(c, p, 0, &p->full);
+	p->stream = p->full.ub[0] >= 0;
+	if (p->stream)
+		p->per = span_of(&p->full);
+	if (p->nch > 1)
+		pieces_of(c, p, p->nch - 1, &p->tail);
+	else
+		p->tail = p->full;
+	p->tickets = (p->nch - 1) * (size_t)p->per + (size_t)span_of(&p->tail);
 }
 
-/* Tickets of the whole call: every chunk's pieces. */
-static size_t tickets_of(struct smddp_comm *c, const struct plan *p)
-{
-	struct pieces pc;
+/* Stream operations one part of a call queues, at most: well below the
+ * ~380 of a call that ran in whole chunks on an H100.  Global, so that
+ * the fake CUDA of the tests can lower it (FAKECUDA_PART_ITEMS). */
+size_t sd_cuda_part_items = 128;
 
-	pieces_of(c, p, p->nch - 1, &pc);
-	return (p->nch - 1) * (size_t)p->per + (size_t)span_of(&pc);
+/* The part of the call from chunk ch0 on: its end, within
+ * sd_cuda_part_items stream operations (a chunk's copies, ticket writes
+ * and waits: two each way for a whole chunk, per piece for a streamed
+ * one), at least one chunk. */
+static size_t part_end(const struct plan *p, size_t ch0)
+{
+	size_t items = 4 * (size_t)p->per, n = sd_cuda_part_items / items;
+
+	n = n ? n : 1;
+
+	return p->nch - ch0 > n ? ch0 + n : p->nch;
+}
+
+/* The last ticket of chunks before ch (all of them, ch = nch). */
+static uint32_t ticket_before(const struct plan *p, size_t ch)
+{
+	return p->t0 + (uint32_t)(ch < p->nch ? ch * (size_t)p->per : p->tickets) - 1;
 }
 
 int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
@@ -466,26 +482,30 @@ int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 	struct sd_stage *s;
 	struct plan p;
 	cudaError_t e = cudaSuccess;
-	size_t up = 0;
 
 	plan_of(&p, c, &o->k, least_chunk(c), cu->stream);
 	SD_CHECK(stage_get(c, cu, (size_t)p.words * p.es, &s));
-	if (tickets_of(c, &p) > ((size_t)1 << 24)) /* see enqueue.c, rewind_tickets() */
+	if (p.tickets > ((size_t)1 << 24)) /* see enqueue.c, rewind_tickets() */
 		return sd_comm_error(c, SMDDP_EINVAL, "count %zu is too large for the device path "
 						      "between hosts", o->k.count);
-	p.t0 = o->seq;
-	o->last = o->seq + (uint32_t)tickets_of(c, &p) - 1;
+	/* Parts after the first start where the last left off. */
+	p.t0 = o->seq - (uint32_t)(o->ch0 * (size_t)p.per);
+	o->ch1 = part_end(&p, o->ch0);
+	o->more = o->ch1 < p.nch;
+	o->last = ticket_before(&p, o->ch1);
+	o->upto = ticket_before(&p, o->ch1 + NSLOT < p.nch ? o->ch1 + NSLOT : p.nch);
 	/* The call's number on the wire; its chunks take more when it runs
 	 * (cu->xwire), once the ranks agree on it (SMDDP_CHECK_COLL). */
 	o->wire = c->wire;
-	SD_TRACE(SD_SUB_COLL, "staged between hosts: %zu chunks of %zu elements%s, tickets %u-%u",
-		 p.nch, p.len, p.stream ? " streamed" : "", o->seq, o->last);
-	for (; up < p.nch && up < NSLOT && e == cudaSuccess; up++)
-		e = copy_up(c, cu, &p, up, st);
-	for (size_t i = 0; i < p.nch && e == cudaSuccess; i++) {
-		e = copy_down(c, cu, &p, i, st);
-		if (e == cudaSuccess && up < p.nch)
-			e = copy_up(c, cu, &p, up++, st);
+	SD_TRACE(SD_SUB_COLL, "staged between hosts: chunks %zu-%zu of %zu, of %zu elements%s, "
+			      "tickets %u-%u",
+		 o->ch0 + 1, o->ch1, p.nch, p.len, p.stream ? " streamed" : "", o->seq, o->last);
+	for (size_t up = 0; !o->ch0 && up < p.nch && up < NSLOT && e == cudaSuccess; up++)
+		e = copy_up(cu, &p, up, st);
+	for (size_t i = o->ch0; i < o->ch1 && e == cudaSuccess; i++) {
+		e = copy_down(cu, &p, i, st);
+		if (e == cudaSuccess && i + NSLOT < p.nch)
+			e = copy_up(cu, &p, i + NSLOT, st);
 	}
 	/* Even when queueing failed halfway, waits may be queued: the ticket
 	 * numbers stay taken, and the call's runner releases them unrun
@@ -508,7 +528,7 @@ int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 struct flow {
 	struct sd_cuda *cu;
 	struct smddp_comm *c;
-	struct pieces pc;
+	const struct pieces *pc;
 	const char *S;          /* the slot */
 	uint32_t base;
 	size_t fin[PIECES_MAX]; /* bytes of each piece down final */
@@ -533,11 +553,11 @@ static int flow_need(void *arg, const void *ptr, size_t len)
 	struct flow *f = arg;
 	size_t lo = (size_t)((const char *)ptr - f->S), hi = lo + len;
 	cudaError_t e = cudaSuccess;
-	int last = f->pc.nu - 1, rc;
+	int last = f->pc->nu - 1, rc;
 
 	/* up pieces complete in order: the last one covering [lo, hi) */
-	for (int u = f->pc.nu - 1; u >= 0; u--)
-		if (f->pc.ulo[u] < hi && lo < f->pc.uhi[u]) {
+	for (int u = f->pc->nu - 1; u >= 0; u--)
+		if (f->pc->ulo[u] < hi && lo < f->pc->uhi[u]) {
 			last = u;
 			break;
 		}
@@ -551,15 +571,15 @@ static void flow_done(void *arg, const void *ptr, size_t len)
 	struct flow *f = arg;
 	size_t lo = (size_t)((const char *)ptr - f->S), hi = lo + len;
 
-	for (int d = 0; d < f->pc.nd; d++) {
-		size_t a = lo > f->pc.dlo[d] ? lo : f->pc.dlo[d];
-		size_t b = hi < f->pc.dhi[d] ? hi : f->pc.dhi[d];
+	for (int d = 0; d < f->pc->nd; d++) {
+		size_t a = lo > f->pc->dlo[d] ? lo : f->pc->dlo[d];
+		size_t b = hi < f->pc->dhi[d] ? hi : f->pc->dhi[d];
 
 		if (a < b)
 			f->fin[d] += b - a;
 	}
-	while (f->released < f->pc.nd - 1 &&
-	       f->fin[f->released] >= f->pc.dhi[f->released] - f->pc.dlo[f->released])
+	while (f->released < f->pc->nd - 1 &&
+	       f->fin[f->released] >= f->pc->dhi[f->released] - f->pc->dlo[f->released])
 		sd_cuda_release(f->cu, f->base + (uint32_t)f->released++);
 }
 
@@ -586,8 +606,8 @@ int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
 
 	c->cur = o->desc;
 	c->last_error[0] = 0;
-	c->wire = o->wire + cu->xwire;
-	if (c->check_coll) {
+	if (c->check_coll && !o->ch0) {
+		c->wire = o->wire + cu->xwire;
 		rc = sd_coll_compare(c);
 		if (rc) {
 			*one_off = rc == SMDDP_EMISMATCH;
@@ -595,14 +615,18 @@ int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
 		}
 	}
 	plan_of(&p, c, &o->k, least_chunk(c), cu->stream);
-	p.t0 = o->seq;
-	/* Agreed: each chunk but the first takes a number of its own. */
-	cu->xwire += p.nch - 1;
-	for (size_t i = 0; i < p.nch; i++) {
-		const struct chunk ch = chunk_of(cu->stage, &p, i);
-		struct flow f = {cu, c, {0}, ch.S, p.t0 + (uint32_t)(i * (size_t)p.per), {0}, 0};
+	p.t0 = o->seq - (uint32_t)(o->ch0 * (size_t)p.per);
+	/* Agreed: each chunk but the first takes a number of its own, counted
+	 * at the first part. */
+	uint64_t wire = o->wire + cu->xwire - (o->ch0 ? p.nch - 1 : 0);
 
-		pieces_of(c, &p, i, &f.pc);
+	if (!o->ch0)
+		cu->xwire += p.nch - 1;
+	for (size_t i = o->ch0; i < o->ch1; i++) {
+		const struct chunk ch = chunk_of(cu->stage, &p, i);
+		const struct pieces *pc = chunk_pieces(&p, i);
+		struct flow f = {cu, c, pc, ch.S, p.t0 + (uint32_t)(i * (size_t)p.per), {0}, 0};
+
 		/* The first piece waits for the stream to reach the call: a
 		 * cancel is seen there too (the peers are not involved yet). */
 		uint64_t t_wait = sd_now_ns(), t_host;
@@ -611,10 +635,9 @@ int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
 				       i ? NULL : c, &e);
 		if (rc)
 			return up_failed(c, rc, e, i);
-		if (i)
-			c->wire++;
+		c->wire = wire + i;
 		t_host = sd_now_ns();
-		if (f.pc.ub[0] >= 0) {
+		if (pc->ub[0] >= 0) {
 			struct sd_net_stream sm = {flow_need, flow_done, &f};
 			char *mine = ch.S + (size_t)p.r * ch.Lb;
 
@@ -626,16 +649,16 @@ int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
 		} else {
 			SD_CHECK(host_chunk(c, cu->stage, &p, i));
 		}
-		sd_cuda_release(cu, f.base + (uint32_t)span_of(&f.pc) - 1);
+		sd_cuda_release(cu, f.base + (uint32_t)span_of(pc) - 1);
 		/* Where a staged call's time goes (SMDDP_DEBUG=TRACE). */
 		SD_TRACE(SD_SUB_COLL, "staged chunk %zu of %zu: %.1f us after the call was queued, "
 				      "%.1f us waiting for its copy up, %.1f us on the host collective"
 				      " (%d pieces up and down, %d let go early)",
 			 i + 1, p.nch, (double)(t_wait - o->made_ns) / 1e3,
 			 (double)(t_host - t_wait) / 1e3, (double)(sd_now_ns() - t_host) / 1e3,
-			 f.pc.ub[0] >= 0 ? f.pc.nu + f.pc.nd : 1, f.released);
+			 pc->ub[0] >= 0 ? pc->nu + pc->nd : 1, f.released);
 	}
-	if (__atomic_load_n(&sd_log_level, __ATOMIC_RELAXED) >= SD_LOG_TRACE)
+	if (!o->more && __atomic_load_n(&sd_log_level, __ATOMIC_RELAXED) >= SD_LOG_TRACE)
 		trace_end(cu, o);
 	return SMDDP_OK;
 }

@@ -66,6 +66,8 @@
  * queue does when it is full.
  * FAKECUDA_TICKET_LIMIT=N: the library starts its tickets over once N are
  * taken (sd_cuda_ticket_limit, enqueue.c), not near 2^32.
+ * FAKECUDA_PART_ITEMS=N: a staged call between hosts is queued in parts of
+ * at most N stream items (sd_cuda_part_items, staged.c), not 128.
  * FAKECUDA_IPC_CLOSE_US=US[:N]: cudaIpcCloseMemHandle, which waits for
  * the device's work queued before it as the driver's does, takes US us
  * more (a busy device), for the process's first N closes only when N is
@@ -140,6 +142,7 @@ int fake_env_int(const char *name, int dflt)
 
 /* Weak: asyncerr-fake has its own proxy entry points and no proxy.c. */
 extern uint32_t sd_cuda_ticket_limit __attribute__((weak));
+extern size_t sd_cuda_part_items __attribute__((weak));
 
 static void fake_die(const char *what)
 {
@@ -171,6 +174,8 @@ static void fake_init(void)
 	next_free = FAKE_BASE + (size_t)fake_rank * FAKE_PER_RANK;
 	if (&sd_cuda_ticket_limit && fake_env_int("FAKECUDA_TICKET_LIMIT", 0) > 0)
 		sd_cuda_ticket_limit = (uint32_t)fake_env_int("FAKECUDA_TICKET_LIMIT", 0);
+	if (&sd_cuda_part_items && fake_env_int("FAKECUDA_PART_ITEMS", 0) > 0)
+		sd_cuda_part_items = (size_t)fake_env_int("FAKECUDA_PART_ITEMS", 0);
 	const char *f = getenv("FAKECUDA_FAIL");
 	char what[16];
 	int r, n;

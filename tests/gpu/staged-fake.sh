@@ -29,10 +29,11 @@ fake staged-2x2 4 CONFORMANCE_PER_HOST=2 FAKECUDA_JITTER_US=200 -- matrix --quic
 fake staged-sock-2x1 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket SMDDP_DEBUG=TRACE \
 	SMDDP_DEBUG_SUBSYS=COLL -- matrix --quick --large 262147
 for r in 0 1; do
-	grep -q "^\[$r\] .*staged between hosts: 2 chunks of 262144 elements" "$TDIR/staged-sock-2x1.out" &&
+	grep -q "^\[$r\] .*staged between hosts: chunks 1-2 of 2, of 262144 elements" \
+		"$TDIR/staged-sock-2x1.out" &&
 		pass "staged-sock-2x1: rank $r cut 1 MiB + 12 bytes in two chunks" ||
 		fail "staged-sock-2x1: rank $r did not cut 1 MiB + 12 bytes in two chunks of 1 MiB"
-	grep -q "^\[$r\] .*staged between hosts: 2 chunks of 262144 elements streamed" \
+	grep -q "^\[$r\] .*staged between hosts: chunks 1-2 of 2, of 262144 elements streamed" \
 		"$TDIR/staged-sock-2x1.out" &&
 		grep -q "^\[$r\] .*staged chunk 1 of 2: .*(8 pieces up and down, 3 let go early)" \
 			"$TDIR/staged-sock-2x1.out" &&
@@ -50,11 +51,34 @@ grep -q "streamed" "$TDIR/staged-sock-whole.out" &&
 	fail "staged-sock-whole: a call was streamed with SMDDP_CUDA_STREAM=0" ||
 	pass "staged-sock-whole: no call streamed with SMDDP_CUDA_STREAM=0"
 # a stream takes only so many operations (FAKECUDA_QUEUE_DEPTH, as a GPU's command
-# queue) and every copy of a call is queued before the host side learns of it: a call
-# of more than four chunks keeps them whole (24 MiB of float32: 6 chunks, 24
-# operations; in pieces 192, which hung so on an H100)
+# queue), and those ahead wait for tickets that only the host side lets go once it
+# knows of the call: a call is queued in parts of at most 128 operations, each told to
+# the host side before the next is queued.  24 MiB of float32, streamed: 6 chunks of
+# 32 operations, all queued at once 192, which hung so on an H100; here parts of 4
+# and 2 chunks.
 fake staged-depth 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket FAKECUDA_QUEUE_DEPTH=160 \
-	-- matrix --quick --large 6291456
+	SMDDP_DEBUG=TRACE SMDDP_DEBUG_SUBSYS=COLL -- matrix --quick --large 6291456
+expect_parts() { # NAME PARTS...: every rank queued its largest call in these parts
+	local name=$1 r part
+	shift
+	for r in 0 1; do
+		for part in "$@"; do
+			grep -q "^\[$r\] .*staged between hosts: chunks $part," "$TDIR/$name.out" ||
+				{ fail "$name: rank $r queued no part of chunks $part"; continue 2; }
+		done
+		pass "$name: rank $r queued the call in parts $*"
+	done
+}
+expect_parts staged-depth "1-4 of 6" "5-6 of 6"
+# whole chunks (4 operations each) in parts of 2, a queue of 12: the same call at once
+# (24 operations) would hang; queued and blocking
+for mode in auto 0; do
+	fake staged-parts-$mode 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket \
+		SMDDP_CUDA_STREAM=0 SMDDP_CUDA_ASYNC=$mode FAKECUDA_QUEUE_DEPTH=12 \
+		FAKECUDA_PART_ITEMS=8 SMDDP_DEBUG=TRACE SMDDP_DEBUG_SUBSYS=COLL \
+		-- matrix --quick --large 6291456
+	expect_parts staged-parts-$mode "1-2 of 6" "3-4 of 6" "5-6 of 6"
+done
 FAKE_SECS=60 fake staged-order 2 CONFORMANCE_PER_HOST=1 -- order
 # calls on two streams share the staging slots: the second waits for the first
 FAKE_SECS=60 fake staged-twostreams 2 CONFORMANCE_PER_HOST=1 -- twostreams
