@@ -57,6 +57,16 @@ rc=0
 # distcheck builds the release tarball, builds it again out of tree with a
 # read-only source, and runs every test there: one run of the suite.
 make -C build -j"$(nproc)" distcheck || rc=$?
+# A test that failed there: the end of its log, so that a CI log shows why
+# (distcheck keeps its tree when it fails).
+failed_logs() {
+	local trs
+	for trs in $(grep -rl --include='*.trs' '^:test-result: \(FAIL\|ERROR\)' "$1" 2>/dev/null); do
+		echo "=== the end of ${trs%.trs}.log:"
+		tail -n 80 "${trs%.trs}.log"
+	done
+}
+[ "$rc" = 0 ] || failed_logs build/libsmddp-*/_build
 # Then the backend's tests again with the oldest torch supported, where
 # `scripts/torch-venv.sh 2.4.1` made its venv (CI does).
 if [ "$torch" = 1 ]; then
@@ -66,7 +76,8 @@ if [ "$torch" = 1 ]; then
 			continue
 		fi
 		TORCH_PYTHON=$PWD/$v/bin/python TORCH_SITE=$PWD/build/tests/torch/site-${v#.venv-torch-} \
-			make -C build -j"$(nproc)" check TESTS="$(cd build && make -s print-torch-tests)" || rc=$?
+			make -C build -j"$(nproc)" check TESTS="$(cd build && make -s print-torch-tests)" ||
+			{ rc=$?; failed_logs build/tests; }
 	done
 fi
 for n in "${notes[@]}"; do
