@@ -365,6 +365,11 @@ int sd_cuda_enqueue(struct smddp_comm *c, const struct sd_cuda_call *k)
 
 	do {
 		rc = enqueue_op(c, cu, k, b, scratch, &sbp, dev, &ch);
+		/* Queued, a part may have failed already: the proxy would
+		 * release the rest unrun, so they are not queued, and the
+		 * failure (naming its cause) is this call's. */
+		if (!rc && ch && cu->async)
+			rc = sd_cuda_collect(c, 0);
 	} while (!rc && ch);
 	return rc;
 }

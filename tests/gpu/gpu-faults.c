@@ -37,6 +37,16 @@ static int fault_call(size_t count)
 	}
 }
 
+/* The count of the fault cases' calls: 64 Ki elements, or FAULT_COUNT
+ * (a staged call of several chunks, queued in parts). */
+static size_t fault_count(void)
+{
+	const char *v = getenv("FAULT_COUNT");
+	size_t n = v && *v ? strtoul(v, NULL, 0) : 0;
+
+	return n && n * 4 <= ((size_t)4 << 20) ? n : (size_t)1 << 16;
+}
+
 /* ---- errors ------------------------------------------------------------------ */
 
 static void expect(const char *what, int got, int want)
@@ -211,7 +221,7 @@ static int good_first_call(void);
  * FAULT-BAD lines, as dead. */
 int abortq(void)
 {
-	size_t count = 1 << 16;
+	size_t count = fault_count();
 	struct timespec half = {0, 500 * 1000000L};
 	double t0;
 	int rc;
@@ -322,7 +332,7 @@ int mixed(void)
 
 int dead(int victim)
 {
-	size_t count = 1 << 16;
+	size_t count = fault_count();
 	int rc = 0;
 	double t0;
 

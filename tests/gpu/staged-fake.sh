@@ -135,4 +135,14 @@ LAUNCH_OPTS="--grace 30" run_fake staged-dead-2x1 60 2 CONFORMANCE_PER_HOST=1 SM
 	SMDDP_JOB_ID=$job -- dead 1
 expect_faults staged-dead-2x1 "saw the dead peer" 0
 expect_no_leftovers "$job"
+# ... with calls of 4 MiB queued in parts of one chunk each: the parts after a failed
+# one are not queued, and the failure names the dead rank; an abort likewise
+job=fakestaged2$$
+LAUNCH_OPTS="--grace 30" run_fake staged-dead-parts 60 2 CONFORMANCE_PER_HOST=1 SMDDP_TIMEOUT=30 \
+	FAULT_COUNT=1048576 FAKECUDA_PART_ITEMS=4 SMDDP_JOB_ID=$job -- dead 1
+expect_faults staged-dead-parts "saw the dead peer" 0
+expect_no_leftovers "$job"
+LAUNCH_OPTS="--grace 30" run_fake staged-abort-parts 60 2 CONFORMANCE_PER_HOST=1 \
+	FAULT_COUNT=1048576 FAKECUDA_PART_ITEMS=4 -- abortq
+expect_faults staged-abort-parts "aborted in time, or was told" 0 1
 finish
