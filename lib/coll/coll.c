@@ -682,19 +682,29 @@ static int staged_exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, s
 		int h = next_half(c);
 		char *mine = tp->slot(c, me, h);
 
+		/* This rank's own block does not go through its slot: it is
+		 * read (reduce) or moved (alltoall) straight from sbuf. */
 		for (int q = 0; q < P; q++)
-			memcpy(mine + (size_t)q * len * es,
-			       (const char *)sbuf + ((size_t)q * count + o) * es, len * es);
+			if (q != me)
+				memcpy(mine + (size_t)q * len * es,
+				       (const char *)sbuf + ((size_t)q * count + o) * es, len * es);
 		SD_CHECK(tp->barrier(c));
 		if (reduce) {
 			for (int q = 0; q < P; q++)
 				srcs[q] = (const char *)tp->slot(c, q, h) + (size_t)me * len * es;
+			srcs[me] = (const char *)sbuf + ((size_t)me * count + o) * es;
 			sd_reduce((char *)rbuf + o * es, srcs, P, len, dt, op, P);
 		} else {
-			for (int q = 0; q < P; q++)
-				memcpy((char *)rbuf + ((size_t)q * count + o) * es,
-				       (const char *)tp->slot(c, q, h) + (size_t)me * len * es,
-				       len * es);
+			for (int q = 0; q < P; q++) {
+				char *dst = (char *)rbuf + ((size_t)q * count + o) * es;
+
+				if (q != me)
+					memcpy(dst, (const char *)tp->slot(c, q, h) + (size_t)me * len * es,
+					       len * es);
+				else if (dst != (const char *)sbuf + ((size_t)me * count + o) * es)
+					memmove(dst, (const char *)sbuf + ((size_t)me * count + o) * es,
+						len * es);
+			}
 		}
 	}
 	return SMDDP_OK;
