@@ -607,6 +607,46 @@ int sd_coll_node_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, s
 static int staged_exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 			   enum smddp_dtype dt, enum smddp_op op, int reduce);
 
+/* All-to-all, single copy, when some rank works in place (so a block that
+ * a peer still has to read may be the one its data lands in): ranks i and j
+ * swap rank i's block j with rank j's block i, each rank one half of the
+ * pair (the lower rank the first half), a block of the scratch at a time:
+ * read the peer's piece, write ours in its place, then put what was read
+ * in place of ours.  Each piece of memory is touched by one rank only and
+ * read before it is written, so any mix of in place and out of place
+ * holds, with no barrier but the caller's two. */
+static int sc_alltoall_swap(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			    size_t es)
+{
+	const struct sd_transport_ops *tp = c->tp;
+	size_t blk = (size_t)c->size * SC_BLOCK / es, bytes = count * es;
+	size_t half = sd_coll_part_elems(count, 2, es);
+	int P = c->size, me = c->rank;
+	char *tmp = NULL, *out = rbuf;
+	const char *in = sbuf;
+
+	SD_CHECK(scratch(c, &tmp));
+	if (out + (size_t)me * bytes != in + (size_t)me * bytes)
+		memmove(out + (size_t)me * bytes, in + (size_t)me * bytes, bytes);
+	for (int i = 1; i < P; i++) {
+		int q = (me + i) % P;
+		size_t lo = me < q ? 0 : (half < count ? half : count);
+		size_t hi = me < q ? (half < count ? half : count) : count;
+		uintptr_t qs, qr;
+
+		tp->get_addrs(c, q, &qs, &qr);
+		for (size_t b = lo; b < hi; b += blk) {
+			size_t n = (hi - b < blk ? hi - b : blk) * es;
+			size_t mine = (size_t)q * bytes + b * es, theirs = (size_t)me * bytes + b * es;
+
+			SD_CHECK(tp->peer_read(c, q, tmp, qs + theirs, n));
+			SD_CHECK(tp->peer_write(c, q, qr + theirs, in + mine, n));
+			memcpy(out + mine, tmp, n);
+		}
+	}
+	return tp->barrier(c);
+}
+
 static int exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 		    enum smddp_dtype dt, enum smddp_op op, int reduce)
 {
@@ -638,6 +678,8 @@ static int exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t c
 			if (a == b && (!reduce || q != 0))
 				conflict = 1;
 		}
+		if (conflict && !reduce && can_peer_write(c))
+			return way_end(&w, sc_alltoall_swap(c, sbuf, rbuf, count, es));
 		if (conflict)
 			return staged_exchange(c, sbuf, rbuf, count, dt, op, reduce);
 		if (reduce) {
