@@ -612,9 +612,10 @@ static int staged_exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, s
  * swap rank i's block j with rank j's block i, each rank one half of the
  * pair (the lower rank the first half), a block of the scratch at a time:
  * read the peer's piece, write ours in its place, then put what was read
- * in place of ours.  Each piece of memory is touched by one rank only and
- * read before it is written, so any mix of in place and out of place
- * holds, with no barrier but the caller's two. */
+ * in place of ours (the own block has moved before: exchange).  Each piece
+ * of memory is touched by one rank only and read before it is written, so
+ * any mix of in place and out of place holds, with no barrier but the
+ * caller's two. */
 static int sc_alltoall_swap(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 			    size_t es)
 {
@@ -626,8 +627,6 @@ static int sc_alltoall_swap(struct smddp_comm *c, const void *sbuf, void *rbuf, 
 	const char *in = sbuf;
 
 	SD_CHECK(scratch(c, &tmp));
-	if (out + (size_t)me * bytes != in + (size_t)me * bytes)
-		memmove(out + (size_t)me * bytes, in + (size_t)me * bytes, bytes);
 	for (int i = 1; i < P; i++) {
 		int q = (me + i) % P;
 		size_t lo = me < q ? 0 : (half < count ? half : count);
@@ -665,6 +664,11 @@ static int exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t c
 			SD_CHECK(way_begin(c, WAY_REDUCE_SCATTER, count * es * (size_t)P, &w));
 		if (w.alg == ALG_STAGED)
 			return way_end(&w, staged_exchange(c, sbuf, rbuf, count, dt, op, reduce));
+		/* The own block first, while a peer may still be on its way
+		 * to the barrier: no one else reads or writes it. */
+		if (!reduce && (char *)rbuf != (const char *)sbuf)
+			memmove((char *)rbuf + (size_t)me * count * es,
+				(const char *)sbuf + (size_t)me * count * es, count * es);
 		tp->put_addrs(c, sbuf, rbuf);
 		SD_CHECK(tp->barrier(c));
 		/* A rank working in place with recvbuf == sendbuf would write
@@ -689,11 +693,8 @@ static int exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t c
 				int q = (me + i) % P;
 				uintptr_t a, unused;
 
-				if (q == me) {
-					memmove((char *)rbuf + (size_t)q * count * es,
-						(const char *)sbuf + (size_t)me * count * es, count * es);
+				if (q == me)
 					continue;
-				}
 				tp->get_addrs(c, q, &a, &unused);
 				SD_CHECK(tp->peer_read(c, q, (char *)rbuf + (size_t)q * count * es,
 						       a + (size_t)me * count * es, count * es));
@@ -725,11 +726,15 @@ static int staged_exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, s
 		char *mine = tp->slot(c, me, h);
 
 		/* This rank's own block does not go through its slot: it is
-		 * read (reduce) or moved (alltoall) straight from sbuf. */
+		 * read (reduce) or moved (alltoall, before the barrier, where a
+		 * rank that arrives first would only wait) straight from sbuf. */
 		for (int q = 0; q < P; q++)
 			if (q != me)
 				memcpy(mine + (size_t)q * len * es,
 				       (const char *)sbuf + ((size_t)q * count + o) * es, len * es);
+		if (!reduce && (char *)rbuf != (const char *)sbuf)
+			memmove((char *)rbuf + ((size_t)me * count + o) * es,
+				(const char *)sbuf + ((size_t)me * count + o) * es, len * es);
 		SD_CHECK(tp->barrier(c));
 		if (reduce) {
 			for (int q = 0; q < P; q++)
@@ -737,16 +742,11 @@ static int staged_exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, s
 			srcs[me] = (const char *)sbuf + ((size_t)me * count + o) * es;
 			sd_reduce((char *)rbuf + o * es, srcs, P, len, dt, op, P);
 		} else {
-			for (int q = 0; q < P; q++) {
-				char *dst = (char *)rbuf + ((size_t)q * count + o) * es;
-
+			for (int q = 0; q < P; q++)
 				if (q != me)
-					memcpy(dst, (const char *)tp->slot(c, q, h) + (size_t)me * len * es,
+					memcpy((char *)rbuf + ((size_t)q * count + o) * es,
+					       (const char *)tp->slot(c, q, h) + (size_t)me * len * es,
 					       len * es);
-				else if (dst != (const char *)sbuf + ((size_t)me * count + o) * es)
-					memmove(dst, (const char *)sbuf + ((size_t)me * count + o) * es,
-						len * es);
-			}
 		}
 	}
 	return SMDDP_OK;
