@@ -432,6 +432,83 @@ static int sc_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t 
 	return way_end(&w, tp->barrier(c));
 }
 
+/* ---- rooted calls of a few bytes: messages, no barrier ---------------------
+ * A broadcast or reduce of up to EAGER_MAX bytes goes as point-to-point
+ * messages (the transport's p2p op), which a sender leaves without waiting
+ * for its receiver: the root of a broadcast (the non-roots of a reduce)
+ * returns at once, and only the receivers wait, for the data itself, where
+ * a barrier makes every rank wait for every other.  EAGER_MAX is the shm
+ * transport's eager size for a few ranks (a larger message would wait for
+ * its receiver, still correct).  Up to EAGER_RANKS ranks: beyond, the
+ * root's one message per peer costs more than a barrier.
+ * The key is the call's, as alltoallv's: messages of one pair and key
+ * match in order, and every rank makes the same calls in the same order. */
+#define EAGER_MAX 4096
+#define EAGER_RANKS 8
+_Static_assert(EAGER_MAX <= SC_BLOCK, "a message fits its block of the scratch");
+
+static int eager_way(struct smddp_comm *c, size_t bytes)
+{
+	return c->size > 1 && c->size <= EAGER_RANKS && bytes > 0 && bytes <= EAGER_MAX;
+}
+
+static uint64_t eager_key(const struct smddp_comm *c)
+{
+	return SD_P2P_KEY_COLL | (c->wire & 0xffffffffull);
+}
+
+static void eager_op(struct sd_p2p_op *op, int is_send, int peer, uint64_t key, const void *buf,
+		     size_t bytes)
+{
+	memset(op, 0, sizeof(*op));
+	op->is_send = is_send;
+	op->peer = peer;
+	op->key = key;
+	op->buf = (void *)buf;
+	op->bytes = bytes;
+}
+
+static int eager_broadcast(struct smddp_comm *c, void *buf, size_t m, int root)
+{
+	struct sd_p2p_op ops[EAGER_RANKS];
+	uint64_t key = eager_key(c);
+	int n = 0;
+
+	if (c->rank != root)
+		eager_op(&ops[n++], 0, root, key, buf, m);
+	else
+		for (int i = 1; i < c->size; i++)
+			eager_op(&ops[n++], 1, (root + i) % c->size, key, buf, m);
+	return sd_coll_p2p(c, ops, n);
+}
+
+/* The root reduces every rank's input in rank order, as the staged way
+ * does: the same bits. */
+static int eager_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			enum smddp_dtype dt, enum smddp_op op, int root)
+{
+	struct sd_p2p_op ops[EAGER_RANKS];
+	const void *srcs[EAGER_RANKS];
+	size_t m = count * smddp_dtype_size(dt);
+	uint64_t key = eager_key(c);
+	char *tmp = NULL;
+	int n = 0;
+
+	if (c->rank != root) {
+		eager_op(&ops[0], 1, root, key, sbuf, m);
+		return sd_coll_p2p(c, ops, 1);
+	}
+	SD_CHECK(scratch(c, &tmp));
+	for (int q = 0; q < c->size; q++) {
+		srcs[q] = q == root ? sbuf : tmp + (size_t)q * SC_BLOCK;
+		if (q != root)
+			eager_op(&ops[n++], 0, q, key, srcs[q], m);
+	}
+	SD_CHECK(sd_coll_p2p(c, ops, n));
+	sd_reduce(rbuf, srcs, c->size, count, dt, op, c->size);
+	return SMDDP_OK;
+}
+
 /* Shared body of allreduce (root < 0) and reduce (root >= 0). */
 static int reduce_common(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 			 enum smddp_dtype dt, enum smddp_op op, int root)
@@ -441,6 +518,8 @@ static int reduce_common(struct smddp_comm *c, const void *sbuf, void *rbuf, siz
 	if (c->size > MAX_SRCS)
 		return sd_comm_error(c, SMDDP_EUNSUPPORTED, "more than %d ranks on one node",
 				     MAX_SRCS);
+	if (root >= 0 && eager_way(c, count * es))
+		return eager_reduce(c, sbuf, rbuf, count, dt, op, root);
 	if (root < 0 && sc_way(c, count * es))
 		return sc_allreduce(c, sbuf, rbuf, count, dt, op);
 	if (root >= 0 && sc_way(c, count * es) && can_peer_write(c))
@@ -790,6 +869,8 @@ int sd_coll_node_broadcast(struct smddp_comm *c, void *buf, size_t count, enum s
 	struct way w;
 	uintptr_t a, unused;
 
+	if (eager_way(c, m))
+		return eager_broadcast(c, buf, m, root);
 	if (!sc_way(c, m))
 		return staged_broadcast(c, buf, m, root);
 	SD_CHECK(way_begin(c, WAY_BROADCAST, m, &w));
