@@ -38,6 +38,7 @@
 #include "config/param.h"
 #include "reduce/reduce.h"
 #include "transport/transport.h"
+#include "util/copy.h"
 
 #define SMALL_TOTAL (128 * 1024) /* count * size * nranks at or below: latency path */
 #define MAX_SRCS 1024
@@ -548,7 +549,7 @@ static int staged_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, siz
 		if (count * es <= SD_TINY_BYTES && tp->tiny(c, me, h))
 			slot = tp->tiny;
 
-		memcpy(slot(c, me, h), sbuf, count * es);
+		sd_copy(slot(c, me, h), sbuf, count * es);
 		SD_CHECK(tp->barrier(c));
 		if (root < 0 || root == me) {
 			for (int r = 0; r < P; r++)
@@ -564,7 +565,7 @@ static int staged_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, siz
 		const char *in = (const char *)sbuf + off * es;
 		char *mine = tp->slot(c, me, h);
 
-		memcpy(mine, in, n * es);
+		sd_copy(mine, in, n * es);
 		SD_CHECK(tp->barrier(c));
 		if (P == 2) {
 			/* Two ranks: each reduces the whole piece itself, its
@@ -594,7 +595,7 @@ static int staged_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, siz
 		for (int r = 0; r < P; r++) {
 			part_range(n, part, r, &lo, &hi);
 			if (hi > lo)
-				memcpy((char *)rbuf + (off + lo) * es,
+				sd_copy((char *)rbuf + (off + lo) * es,
 				       (const char *)tp->slot(c, r, h) + lo * es, (hi - lo) * es);
 		}
 	}
@@ -624,14 +625,14 @@ static int staged_allgather(struct smddp_comm *c, const void *sbuf, char *out, s
 		size_t len = m - o < half ? m - o : half;
 		int h = next_half(c);
 
-		memcpy(tp->slot(c, me, h), (const char *)sbuf + o, len);
+		sd_copy(tp->slot(c, me, h), (const char *)sbuf + o, len);
 		SD_CHECK(tp->barrier(c));
 		for (int r = 0; r < P; r++) {
 			if (r == me) {
 				if (!inplace)
-					memmove(out + (size_t)r * m + o, (const char *)sbuf + o, len);
+					sd_move(out + (size_t)r * m + o, (const char *)sbuf + o, len);
 			} else {
-				memcpy(out + (size_t)r * m + o, tp->slot(c, r, h), len);
+				sd_copy(out + (size_t)r * m + o, tp->slot(c, r, h), len);
 			}
 		}
 	}
@@ -676,7 +677,7 @@ int sd_coll_node_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, s
 		SD_CHECK(tp->peer_read(c, q, out + (size_t)q * m, a, m));
 	}
 	if (!inplace)
-		memmove(out + (size_t)me * m, sbuf, m);
+		sd_move(out + (size_t)me * m, sbuf, m);
 	return way_end(&w, tp->barrier(c));
 }
 
@@ -719,7 +720,7 @@ static int sc_alltoall_swap(struct smddp_comm *c, const void *sbuf, void *rbuf, 
 
 			SD_CHECK(tp->peer_read(c, q, tmp, qs + theirs, n));
 			SD_CHECK(tp->peer_write(c, q, qr + theirs, in + mine, n));
-			memcpy(out + mine, tmp, n);
+			sd_copy(out + mine, tmp, n);
 		}
 	}
 	return tp->barrier(c);
@@ -746,7 +747,7 @@ static int exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t c
 		/* The own block first, while a peer may still be on its way
 		 * to the barrier: no one else reads or writes it. */
 		if (!reduce && (char *)rbuf != (const char *)sbuf)
-			memmove((char *)rbuf + (size_t)me * count * es,
+			sd_move((char *)rbuf + (size_t)me * count * es,
 				(const char *)sbuf + (size_t)me * count * es, count * es);
 		tp->put_addrs(c, sbuf, rbuf);
 		SD_CHECK(tp->barrier(c));
@@ -809,10 +810,10 @@ static int staged_exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, s
 		 * rank that arrives first would only wait) straight from sbuf. */
 		for (int q = 0; q < P; q++)
 			if (q != me)
-				memcpy(mine + (size_t)q * len * es,
+				sd_copy(mine + (size_t)q * len * es,
 				       (const char *)sbuf + ((size_t)q * count + o) * es, len * es);
 		if (!reduce && (char *)rbuf != (const char *)sbuf)
-			memmove((char *)rbuf + ((size_t)me * count + o) * es,
+			sd_move((char *)rbuf + ((size_t)me * count + o) * es,
 				(const char *)sbuf + ((size_t)me * count + o) * es, len * es);
 		SD_CHECK(tp->barrier(c));
 		if (reduce) {
@@ -823,7 +824,7 @@ static int staged_exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, s
 		} else {
 			for (int q = 0; q < P; q++)
 				if (q != me)
-					memcpy((char *)rbuf + ((size_t)q * count + o) * es,
+					sd_copy((char *)rbuf + ((size_t)q * count + o) * es,
 					       (const char *)tp->slot(c, q, h) + (size_t)me * len * es,
 					       len * es);
 		}
@@ -853,10 +854,10 @@ static int staged_broadcast(struct smddp_comm *c, void *buf, size_t m, int root)
 		int h = next_half(c);
 
 		if (c->rank == root)
-			memcpy(tp->slot(c, root, h), (char *)buf + o, len);
+			sd_copy(tp->slot(c, root, h), (char *)buf + o, len);
 		SD_CHECK(tp->barrier(c));
 		if (c->rank != root)
-			memcpy((char *)buf + o, tp->slot(c, root, h), len);
+			sd_copy((char *)buf + o, tp->slot(c, root, h), len);
 	}
 	return SMDDP_OK;
 }
