@@ -440,8 +440,9 @@ static int sc_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t 
  * returns at once, and only the receivers wait, for the data itself, where
  * a barrier makes every rank wait for every other.  EAGER_MAX is the shm
  * transport's eager size for a few ranks (a larger message would wait for
- * its receiver, still correct).  Up to EAGER_RANKS ranks: beyond, the
- * root's one message per peer costs more than a barrier.
+ * its receiver, still correct).  Up to EAGER_RANKS ranks, where it was
+ * measured (docs/PERFORMANCE.md); beyond, the root's one message per peer
+ * against one barrier is untried.
  * The key is the call's, as alltoallv's: messages of one pair and key
  * match in order, and every rank makes the same calls in the same order. */
 #define EAGER_MAX 4096
