@@ -38,6 +38,7 @@
 #include "config/param.h"
 #include "reduce/reduce.h"
 #include "transport/transport.h"
+#include "util/copy.h"
 
 #define SMALL_TOTAL (128 * 1024) /* count * size * nranks at or below: latency path */
 #define MAX_SRCS 1024
@@ -432,6 +433,84 @@ static int sc_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t 
 	return way_end(&w, tp->barrier(c));
 }
 
+/* ---- rooted calls of a few bytes: messages, no barrier ---------------------
+ * A broadcast or reduce of up to EAGER_MAX bytes goes as point-to-point
+ * messages (the transport's p2p op), which a sender leaves without waiting
+ * for its receiver: the root of a broadcast (the non-roots of a reduce)
+ * returns at once, and only the receivers wait, for the data itself, where
+ * a barrier makes every rank wait for every other.  EAGER_MAX is the shm
+ * transport's eager size for a few ranks (a larger message would wait for
+ * its receiver, still correct).  Up to EAGER_RANKS ranks, where it was
+ * measured (docs/PERFORMANCE.md); beyond, the root's one message per peer
+ * against one barrier is untried.
+ * The key is the call's, as alltoallv's: messages of one pair and key
+ * match in order, and every rank makes the same calls in the same order. */
+#define EAGER_MAX 4096
+#define EAGER_RANKS 8
+_Static_assert(EAGER_MAX <= SC_BLOCK, "a message fits its block of the scratch");
+
+static int eager_way(struct smddp_comm *c, size_t bytes)
+{
+	return c->size > 1 && c->size <= EAGER_RANKS && bytes > 0 && bytes <= EAGER_MAX;
+}
+
+static uint64_t eager_key(const struct smddp_comm *c)
+{
+	return SD_P2P_KEY_COLL | (c->wire & 0xffffffffull);
+}
+
+static void eager_op(struct sd_p2p_op *op, int is_send, int peer, uint64_t key, const void *buf,
+		     size_t bytes)
+{
+	memset(op, 0, sizeof(*op));
+	op->is_send = is_send;
+	op->peer = peer;
+	op->key = key;
+	op->buf = (void *)buf;
+	op->bytes = bytes;
+}
+
+static int eager_broadcast(struct smddp_comm *c, void *buf, size_t m, int root)
+{
+	struct sd_p2p_op ops[EAGER_RANKS];
+	uint64_t key = eager_key(c);
+	int n = 0;
+
+	if (c->rank != root)
+		eager_op(&ops[n++], 0, root, key, buf, m);
+	else
+		for (int i = 1; i < c->size; i++)
+			eager_op(&ops[n++], 1, (root + i) % c->size, key, buf, m);
+	return sd_coll_p2p(c, ops, n);
+}
+
+/* The root reduces every rank's input in rank order, as the staged way
+ * does: the same bits. */
+static int eager_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			enum smddp_dtype dt, enum smddp_op op, int root)
+{
+	struct sd_p2p_op ops[EAGER_RANKS];
+	const void *srcs[EAGER_RANKS];
+	size_t m = count * smddp_dtype_size(dt);
+	uint64_t key = eager_key(c);
+	char *tmp = NULL;
+	int n = 0;
+
+	if (c->rank != root) {
+		eager_op(&ops[0], 1, root, key, sbuf, m);
+		return sd_coll_p2p(c, ops, 1);
+	}
+	SD_CHECK(scratch(c, &tmp));
+	for (int q = 0; q < c->size; q++) {
+		srcs[q] = q == root ? sbuf : tmp + (size_t)q * SC_BLOCK;
+		if (q != root)
+			eager_op(&ops[n++], 0, q, key, srcs[q], m);
+	}
+	SD_CHECK(sd_coll_p2p(c, ops, n));
+	sd_reduce(rbuf, srcs, c->size, count, dt, op, c->size);
+	return SMDDP_OK;
+}
+
 /* Shared body of allreduce (root < 0) and reduce (root >= 0). */
 static int reduce_common(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 			 enum smddp_dtype dt, enum smddp_op op, int root)
@@ -441,6 +520,8 @@ static int reduce_common(struct smddp_comm *c, const void *sbuf, void *rbuf, siz
 	if (c->size > MAX_SRCS)
 		return sd_comm_error(c, SMDDP_EUNSUPPORTED, "more than %d ranks on one node",
 				     MAX_SRCS);
+	if (root >= 0 && eager_way(c, count * es))
+		return eager_reduce(c, sbuf, rbuf, count, dt, op, root);
 	if (root < 0 && sc_way(c, count * es))
 		return sc_allreduce(c, sbuf, rbuf, count, dt, op);
 	if (root >= 0 && sc_way(c, count * es) && can_peer_write(c))
@@ -469,7 +550,7 @@ static int staged_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, siz
 		if (count * es <= SD_TINY_BYTES && tp->tiny(c, me, h))
 			slot = tp->tiny;
 
-		memcpy(slot(c, me, h), sbuf, count * es);
+		sd_copy(slot(c, me, h), sbuf, count * es);
 		SD_CHECK(tp->barrier(c));
 		if (root < 0 || root == me) {
 			for (int r = 0; r < P; r++)
@@ -485,7 +566,7 @@ static int staged_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, siz
 		const char *in = (const char *)sbuf + off * es;
 		char *mine = tp->slot(c, me, h);
 
-		memcpy(mine, in, n * es);
+		sd_copy(mine, in, n * es);
 		SD_CHECK(tp->barrier(c));
 		if (P == 2) {
 			/* Two ranks: each reduces the whole piece itself, its
@@ -515,7 +596,7 @@ static int staged_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, siz
 		for (int r = 0; r < P; r++) {
 			part_range(n, part, r, &lo, &hi);
 			if (hi > lo)
-				memcpy((char *)rbuf + (off + lo) * es,
+				sd_copy((char *)rbuf + (off + lo) * es,
 				       (const char *)tp->slot(c, r, h) + lo * es, (hi - lo) * es);
 		}
 	}
@@ -545,14 +626,14 @@ static int staged_allgather(struct smddp_comm *c, const void *sbuf, char *out, s
 		size_t len = m - o < half ? m - o : half;
 		int h = next_half(c);
 
-		memcpy(tp->slot(c, me, h), (const char *)sbuf + o, len);
+		sd_copy(tp->slot(c, me, h), (const char *)sbuf + o, len);
 		SD_CHECK(tp->barrier(c));
 		for (int r = 0; r < P; r++) {
 			if (r == me) {
 				if (!inplace)
-					memmove(out + (size_t)r * m + o, (const char *)sbuf + o, len);
+					sd_move(out + (size_t)r * m + o, (const char *)sbuf + o, len);
 			} else {
-				memcpy(out + (size_t)r * m + o, tp->slot(c, r, h), len);
+				sd_copy(out + (size_t)r * m + o, tp->slot(c, r, h), len);
 			}
 		}
 	}
@@ -597,7 +678,7 @@ int sd_coll_node_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, s
 		SD_CHECK(tp->peer_read(c, q, out + (size_t)q * m, a, m));
 	}
 	if (!inplace)
-		memmove(out + (size_t)me * m, sbuf, m);
+		sd_move(out + (size_t)me * m, sbuf, m);
 	return way_end(&w, tp->barrier(c));
 }
 
@@ -606,6 +687,45 @@ int sd_coll_node_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, s
  * barrier takes what each peer put for it. */
 static int staged_exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 			   enum smddp_dtype dt, enum smddp_op op, int reduce);
+
+/* All-to-all, single copy, when some rank works in place (so a block that
+ * a peer still has to read may be the one its data lands in): ranks i and j
+ * swap rank i's block j with rank j's block i, each rank one half of the
+ * pair (the lower rank the first half), a block of the scratch at a time:
+ * read the peer's piece, write ours in its place, then put what was read
+ * in place of ours (the own block has moved before: exchange).  Each piece
+ * of memory is touched by one rank only and read before it is written, so
+ * any mix of in place and out of place holds, with no barrier but the
+ * caller's two. */
+static int sc_alltoall_swap(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+			    size_t es)
+{
+	const struct sd_transport_ops *tp = c->tp;
+	size_t blk = (size_t)c->size * SC_BLOCK / es, bytes = count * es;
+	size_t half = sd_coll_part_elems(count, 2, es);
+	int P = c->size, me = c->rank;
+	char *tmp = NULL, *out = rbuf;
+	const char *in = sbuf;
+
+	SD_CHECK(scratch(c, &tmp));
+	for (int i = 1; i < P; i++) {
+		int q = (me + i) % P;
+		size_t lo = me < q ? 0 : (half < count ? half : count);
+		size_t hi = me < q ? (half < count ? half : count) : count;
+		uintptr_t qs, qr;
+
+		tp->get_addrs(c, q, &qs, &qr);
+		for (size_t b = lo; b < hi; b += blk) {
+			size_t n = (hi - b < blk ? hi - b : blk) * es;
+			size_t mine = (size_t)q * bytes + b * es, theirs = (size_t)me * bytes + b * es;
+
+			SD_CHECK(tp->peer_read(c, q, tmp, qs + theirs, n));
+			SD_CHECK(tp->peer_write(c, q, qr + theirs, in + mine, n));
+			sd_copy(out + mine, tmp, n);
+		}
+	}
+	return tp->barrier(c);
+}
 
 static int exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 		    enum smddp_dtype dt, enum smddp_op op, int reduce)
@@ -625,6 +745,11 @@ static int exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t c
 			SD_CHECK(way_begin(c, WAY_REDUCE_SCATTER, count * es * (size_t)P, &w));
 		if (w.alg == ALG_STAGED)
 			return way_end(&w, staged_exchange(c, sbuf, rbuf, count, dt, op, reduce));
+		/* The own block first, while a peer may still be on its way
+		 * to the barrier: no one else reads or writes it. */
+		if (!reduce && (char *)rbuf != (const char *)sbuf)
+			sd_move((char *)rbuf + (size_t)me * count * es,
+				(const char *)sbuf + (size_t)me * count * es, count * es);
 		tp->put_addrs(c, sbuf, rbuf);
 		SD_CHECK(tp->barrier(c));
 		/* A rank working in place with recvbuf == sendbuf would write
@@ -638,6 +763,8 @@ static int exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t c
 			if (a == b && (!reduce || q != 0))
 				conflict = 1;
 		}
+		if (conflict && !reduce && can_peer_write(c))
+			return way_end(&w, sc_alltoall_swap(c, sbuf, rbuf, count, es));
 		if (conflict)
 			return staged_exchange(c, sbuf, rbuf, count, dt, op, reduce);
 		if (reduce) {
@@ -647,11 +774,8 @@ static int exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t c
 				int q = (me + i) % P;
 				uintptr_t a, unused;
 
-				if (q == me) {
-					memmove((char *)rbuf + (size_t)q * count * es,
-						(const char *)sbuf + (size_t)me * count * es, count * es);
+				if (q == me)
 					continue;
-				}
 				tp->get_addrs(c, q, &a, &unused);
 				SD_CHECK(tp->peer_read(c, q, (char *)rbuf + (size_t)q * count * es,
 						       a + (size_t)me * count * es, count * es));
@@ -682,19 +806,28 @@ static int staged_exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, s
 		int h = next_half(c);
 		char *mine = tp->slot(c, me, h);
 
+		/* This rank's own block does not go through its slot: it is
+		 * read (reduce) or moved (alltoall, before the barrier, where a
+		 * rank that arrives first would only wait) straight from sbuf. */
 		for (int q = 0; q < P; q++)
-			memcpy(mine + (size_t)q * len * es,
-			       (const char *)sbuf + ((size_t)q * count + o) * es, len * es);
+			if (q != me)
+				sd_copy(mine + (size_t)q * len * es,
+				       (const char *)sbuf + ((size_t)q * count + o) * es, len * es);
+		if (!reduce && (char *)rbuf != (const char *)sbuf)
+			sd_move((char *)rbuf + ((size_t)me * count + o) * es,
+				(const char *)sbuf + ((size_t)me * count + o) * es, len * es);
 		SD_CHECK(tp->barrier(c));
 		if (reduce) {
 			for (int q = 0; q < P; q++)
 				srcs[q] = (const char *)tp->slot(c, q, h) + (size_t)me * len * es;
+			srcs[me] = (const char *)sbuf + ((size_t)me * count + o) * es;
 			sd_reduce((char *)rbuf + o * es, srcs, P, len, dt, op, P);
 		} else {
 			for (int q = 0; q < P; q++)
-				memcpy((char *)rbuf + ((size_t)q * count + o) * es,
-				       (const char *)tp->slot(c, q, h) + (size_t)me * len * es,
-				       len * es);
+				if (q != me)
+					sd_copy((char *)rbuf + ((size_t)q * count + o) * es,
+					       (const char *)tp->slot(c, q, h) + (size_t)me * len * es,
+					       len * es);
 		}
 	}
 	return SMDDP_OK;
@@ -722,10 +855,10 @@ static int staged_broadcast(struct smddp_comm *c, void *buf, size_t m, int root)
 		int h = next_half(c);
 
 		if (c->rank == root)
-			memcpy(tp->slot(c, root, h), (char *)buf + o, len);
+			sd_copy(tp->slot(c, root, h), (char *)buf + o, len);
 		SD_CHECK(tp->barrier(c));
 		if (c->rank != root)
-			memcpy((char *)buf + o, tp->slot(c, root, h), len);
+			sd_copy((char *)buf + o, tp->slot(c, root, h), len);
 	}
 	return SMDDP_OK;
 }
@@ -738,6 +871,8 @@ int sd_coll_node_broadcast(struct smddp_comm *c, void *buf, size_t count, enum s
 	struct way w;
 	uintptr_t a, unused;
 
+	if (eager_way(c, m))
+		return eager_broadcast(c, buf, m, root);
 	if (!sc_way(c, m))
 		return staged_broadcast(c, buf, m, root);
 	SD_CHECK(way_begin(c, WAY_BROADCAST, m, &w));

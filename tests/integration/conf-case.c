@@ -69,7 +69,8 @@ void case_begin(struct kase *k, const char *comm_name, int coll, int dt, int op,
 
 static const char *place_name(int inplace)
 {
-	static const char *const n[] = {"out-of-place", "in-place", "in-place(recv=send+rank*count)"};
+	static const char *const n[] = {"out-of-place", "in-place", "in-place(recv=send+rank*count)",
+					"mixed(odd ranks in place)"};
 	return n[inplace];
 }
 

@@ -111,8 +111,9 @@ void run_matrix(struct group *g, const struct plan *p)
 			for (root = 0; root < g->size; root++)
 				if (p->all_roots || root == 0 || root == g->size - 1)
 					t_broadcast(g, dt, count, root);
-			for (ip = 0; ip < 2; ip++)
-				t_alltoall(g, dt, count, ip);
+			for (ip = 0; ip < 4; ip++)
+				if (ip != 2)
+					t_alltoall(g, dt, count, ip);
 		}
 		if (g->rank == 0)
 			printf("%s: count %zu: %ld cases in %.2f s\n", g->name, count, n_pass - pass0,

@@ -38,6 +38,7 @@
 
 #include "clock/clock.h"
 #include "transport/shm/shm.h"
+#include "util/copy.h"
 
 /* op->state */
 enum { S_NEW = 0, S_POSTED, R_MATCHED, R_STAGED };
@@ -90,7 +91,7 @@ static int send_step(struct smddp_comm *c, struct sd_p2p_op *op, int *moved)
 		if (op->bytes <= P2P_TINY)
 			memcpy(d->tiny, op->buf, op->bytes);
 		else if (op->bytes <= s->eager)
-			memcpy(sd_shm_eager(s, c->size, c->rank, op->peer, (unsigned)(seq % P2P_NDESC)),
+			sd_copy(sd_shm_eager(s, c->size, c->rank, op->peer, (unsigned)(seq % P2P_NDESC)),
 			       op->buf, op->bytes);
 		op->seq = seq;
 		l->next = seq + 1;
@@ -136,7 +137,7 @@ static int send_step(struct smddp_comm *c, struct sd_p2p_op *op, int *moved)
 
 		if (k - atomic_load_explicit(&ch->drained, memory_order_acquire) >= 2)
 			break;
-		memcpy(s->stage + ((size_t)c->rank * 2 + (size_t)(k & 1)) * s->stage_half,
+		sd_copy(s->stage + ((size_t)c->rank * 2 + (size_t)(k & 1)) * s->stage_half,
 		       (const char *)op->buf + o, len);
 		atomic_store_explicit(&ch->filled, k + 1, memory_order_seq_cst);
 		sd_shm_wake(c, op->peer);
@@ -230,7 +231,7 @@ static int recv_take(struct smddp_comm *c, struct sd_p2p_op *op, int q, uint64_t
 	if (op->bytes <= P2P_TINY) {
 		memcpy(op->buf, d->tiny, op->bytes);
 	} else if (op->bytes <= s->eager) {
-		memcpy(op->buf, sd_shm_eager(s, c->size, q, c->rank, (unsigned)(seq % P2P_NDESC)),
+		sd_copy(op->buf, sd_shm_eager(s, c->size, q, c->rank, (unsigned)(seq % P2P_NDESC)),
 		       op->bytes);
 	} else if (staged) {
 		s->p2p[q].claimed = 1;
@@ -297,7 +298,7 @@ static int recv_step(struct smddp_comm *c, struct sd_p2p_op *op, int *moved)
 
 		if (atomic_load_explicit(&ch->filled, memory_order_acquire) <= k)
 			return SMDDP_OK;
-		memcpy((char *)op->buf + o,
+		sd_copy((char *)op->buf + o,
 		       s->stage + ((size_t)q * 2 + (size_t)(k & 1)) * s->stage_half, len);
 		atomic_store_explicit(&ch->drained, k + 1, memory_order_seq_cst);
 		sd_shm_wake(c, q);

@@ -1,0 +1,49 @@
+/* copy.h - memcpy for the staged paths, around a slow case of glibc's.
+ *
+ * glibc's memcpy (2.36, x86-64) copies mid-sized blocks, from a few KiB
+ * to about the L2 size, with `rep movsb`.  On AMD EPYC that runs 15-20
+ * times slower when the destination lies 1-31 bytes past the source's
+ * alignment modulo 64: 64 KiB in 22 us instead of 1.3, 256 KiB in 88
+ * instead of 6 (docs/PERFORMANCE.md).  Buffers from malloc of 128 KiB or
+ * more start 16 bytes into a page, so a user's buffer against the
+ * page-aligned shared slots is such a case.  Copies of up to
+ * SD_COPY_PIECE bytes take glibc's vector loop instead, at full speed
+ * whatever the alignment: so a block whose two ends are not aligned
+ * alike, in the range where rep movsb is used, is copied in such pieces.
+ * Outside that range, or aligned alike, it is one memcpy.
+ */
+#ifndef SD_UTIL_COPY_H
+#define SD_UTIL_COPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define SD_COPY_PIECE 2048
+#define SD_COPY_PIECES_MAX ((size_t)1 << 20) /* larger: no rep movsb, one memcpy */
+
+/* memcpy(dst, src, n); the regions must not overlap. */
+static inline void sd_copy(void *dst, const void *src, size_t n)
+{
+	char *d = dst;
+	const char *s = src;
+
+	if (n > SD_COPY_PIECE && n < SD_COPY_PIECES_MAX && ((uintptr_t)d - (uintptr_t)s) % 64) {
+		for (; n > SD_COPY_PIECE; n -= SD_COPY_PIECE, d += SD_COPY_PIECE, s += SD_COPY_PIECE)
+			memcpy(d, s, SD_COPY_PIECE);
+	}
+	memcpy(d, s, n);
+}
+
+/* memmove(dst, src, n): sd_copy where the regions do not overlap. */
+static inline void sd_move(void *dst, const void *src, size_t n)
+{
+	const char *d = dst, *s = src;
+
+	if (d + n <= s || s + n <= d)
+		sd_copy(dst, src, n);
+	else
+		memmove(dst, src, n);
+}
+
+#endif
