@@ -506,13 +506,18 @@ static void note_algo(struct smddp_comm *c, int coll, const char *algo)
 	}
 }
 
+/* Whether an allreduce of bytes takes recursive doubling rather than the
+ * ring: forced by SMDDP_ALGO, else up to SMDDP_NET_RD_MAX. */
+static int use_rd(const struct smddp_comm *c, size_t bytes)
+{
+	return c->net->algo == ALGO_RD || (c->net->algo != ALGO_RING && bytes <= c->net->rd_max);
+}
+
 static int net_allreduce_grp(struct smddp_comm *c, const struct grp *g, unsigned ph,
 			     const void *sbuf, void *rbuf, size_t count, enum smddp_dtype dt,
 			     enum smddp_op op)
 {
-	size_t bytes = count * smddp_dtype_size(dt);
-
-	if (c->net->algo == ALGO_RD || (c->net->algo != ALGO_RING && bytes <= c->net->rd_max))
+	if (use_rd(c, count * smddp_dtype_size(dt)))
 		return rd_allreduce(c, g, ph, sbuf, rbuf, count, dt, op);
 	return ring_allreduce(c, g, ph, sbuf, rbuf, count, dt, op, NULL);
 }
@@ -556,9 +561,8 @@ int sd_net_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t 
 	}
 	{
 		struct grp g = sd_net_flat(c);
-		int rd = n->algo == ALGO_RD || (n->algo != ALGO_RING && count * es <= n->rd_max);
 
-		note_algo(c, SD_COLL_ALLREDUCE, rd ? "recursive doubling" : "ring");
+		note_algo(c, SD_COLL_ALLREDUCE, use_rd(c, count * es) ? "recursive doubling" : "ring");
 		SD_CHECK(net_allreduce_grp(c, &g, PH_MAIN, sbuf, rbuf, count, dt, rop));
 		if (op == SMDDP_AVG)
 			divide(rbuf, count, dt, c->size);
@@ -572,7 +576,6 @@ int sd_net_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t 
 int sd_net_stream_plan(struct smddp_comm *c, int coll, size_t count, enum smddp_dtype dt,
 		       enum smddp_op op, struct sd_net_stream_plan *sp)
 {
-	struct sd_net *n = c->net;
 	struct grp g = sd_net_flat(c);
 	size_t es = smddp_dtype_size(dt);
 	int p = g.n, me = g.me;
@@ -581,8 +584,7 @@ int sd_net_stream_plan(struct smddp_comm *c, int coll, size_t count, enum smddp_
 		return 0;
 	switch (coll) {
 	case SD_COLL_ALLREDUCE:
-		if (op == SMDDP_AVG || n->algo == ALGO_RD ||
-		    (n->algo != ALGO_RING && count * es <= n->rd_max) || count < (size_t)p)
+		if (op == SMDDP_AVG || use_rd(c, count * es) || count < (size_t)p)
 			return 0;
 		for (int b = 0; b <= p; b++) {
 			size_t lo, hi;
@@ -624,19 +626,16 @@ int sd_net_stream_plan(struct smddp_comm *c, int coll, size_t count, enum smddp_
 	return 1;
 }
 
-int sd_net_stream(struct smddp_comm *c, int coll, const void *sbuf, void *rbuf, size_t count,
-		  enum smddp_dtype dt, enum smddp_op op, const struct sd_net_stream *sm)
+/* Allgather of bytes per rank over every rank, in rank order; sm as for
+ * sd_net_ring_allgather (NULL when not streamed). */
+static int flat_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t bytes,
+			  const struct sd_net_stream *sm)
 {
 	struct grp g = sd_net_flat(c);
-	size_t bytes = count * smddp_dtype_size(dt), *off;
+	size_t *off = calloc((size_t)c->size, sizeof(*off));
 	int rc;
 
-	note_algo(c, coll, "ring");
-	if (coll == SD_COLL_ALLREDUCE)
-		return ring_allreduce(c, &g, PH_MAIN, sbuf, rbuf, count, dt, op, sm);
-	if (coll == SD_COLL_REDUCE_SCATTER)
-		return ring_reduce_scatter(c, &g, PH_MAIN, sbuf, rbuf, count, dt, op, sm);
-	if (!(off = calloc((size_t)c->size, sizeof(*off))))
+	if (!off)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	for (int r = 0; r < c->size; r++)
 		off[r] = (size_t)r * bytes;
@@ -645,20 +644,32 @@ int sd_net_stream(struct smddp_comm *c, int coll, const void *sbuf, void *rbuf, 
 	return rc;
 }
 
+int sd_net_stream(struct smddp_comm *c, int coll, const void *sbuf, void *rbuf, size_t count,
+		  enum smddp_dtype dt, enum smddp_op op, const struct sd_net_stream *sm)
+{
+	struct grp g = sd_net_flat(c);
+
+	note_algo(c, coll, "ring");
+	if (coll == SD_COLL_ALLREDUCE)
+		return ring_allreduce(c, &g, PH_MAIN, sbuf, rbuf, count, dt, op, sm);
+	if (coll == SD_COLL_REDUCE_SCATTER)
+		return ring_reduce_scatter(c, &g, PH_MAIN, sbuf, rbuf, count, dt, op, sm);
+	return flat_allgather(c, sbuf, rbuf, count * smddp_dtype_size(dt), sm);
+}
+
 int sd_net_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 		     enum smddp_dtype dt)
 {
 	struct sd_net *n = c->net;
-	size_t bytes = count * smddp_dtype_size(dt);
-	size_t *off = calloc((size_t)c->size, sizeof(*off));
+	size_t bytes = count * smddp_dtype_size(dt), *off;
 	int rc;
 
-	if (!off)
-		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	if (sd_net_use_hier(c)) {
 		struct grp g = sd_net_rail(c);
 		int L = n->L, l = n->node->rank;
 
+		if (!(off = calloc((size_t)g.n, sizeof(*off))))
+			return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 		note_algo(c, SD_COLL_ALLGATHER, "hierarchical");
 		/* My rail's blocks straight to their places, then each host's
 		 * blocks within the node, in place. */
@@ -670,16 +681,11 @@ int sd_net_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t 
 								(char *)rbuf + off[m],
 								(char *)rbuf + (size_t)m * (size_t)L * bytes,
 								count, dt));
-	} else {
-		struct grp g = sd_net_flat(c);
-
-		note_algo(c, SD_COLL_ALLGATHER, "ring");
-		for (int r = 0; r < c->size; r++)
-			off[r] = (size_t)r * bytes;
-		rc = sd_net_ring_allgather(c, &g, PH_MAIN, sbuf, rbuf, off, bytes, NULL);
+		free(off);
+		return rc;
 	}
-	free(off);
-	return rc;
+	note_algo(c, SD_COLL_ALLGATHER, "ring");
+	return flat_allgather(c, sbuf, rbuf, bytes, NULL);
 }
 
 int sd_net_reduce_scatter(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
