@@ -113,6 +113,7 @@
 
 #include <smddp/smddp.h>
 
+#include "fnv.h" /* lib/hash/: FNV-1a, libc only */
 #include "gpu-conformance.h"
 
 int rank, nranks, failures, passed;
@@ -381,16 +382,6 @@ static void report(const char *what, size_t i, int dt, struct val want, double g
 		       (unsigned long long)gi, (unsigned long long)want.i);
 }
 
-static uint64_t fnv(const void *p, size_t n)
-{
-	const unsigned char *b = p;
-	uint64_t h = 1469598103934665603ull;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 1099511628211ull;
-	return h;
-}
-
 /* One call; variant picks the in-place layout (0: out of place) and, for
  * reduce_scatter in place, NCCL's (1) or MPI's (2) layout. */
 static void run_case(uint64_t cs, int coll, int dt, int op, size_t count, int variant, int root,
@@ -494,7 +485,8 @@ static void run_case(uint64_t cs, int coll, int dt, int op, size_t count, int va
 		}
 	}
 	if (coll == ALLREDUCE) {
-		uint64_t h = fnv(hout, rc * es), *all = calloc(n, sizeof(*all));
+		uint64_t h = sd_fnv1a(SD_FNV1A_BASIS, hout, rc * es);
+		uint64_t *all = calloc(n, sizeof(*all));
 		int r2 = smddp_allgather(&h, all, 1, SMDDP_UINT64, comm, NULL);
 
 		if (r2) {
