@@ -62,6 +62,33 @@ static size_t chunk_elems(struct smddp_comm *c, size_t es, size_t blk)
 	return C;
 }
 
+/* Room for sets windows of NSLOTS chunks of bytes each (receive slots,
+ * then send slots): the endpoint's own, or, where chunks grew past them,
+ * *big, for the caller to release. */
+static int slots_for(struct smddp_comm *c, int sets, size_t bytes, char **slots, char **big)
+{
+	*slots = c->net->slots;
+	*big = NULL;
+	if (bytes <= c->net->chunk)
+		return SMDDP_OK;
+	*slots = *big = malloc((size_t)sets * NSLOTS * bytes);
+	return *big ? SMDDP_OK : sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+}
+
+/* The requests of n sends and of a window of w receives, both or neither. */
+static int reqs_for(struct smddp_comm *c, size_t n, size_t w, struct sd_freq **sreq,
+		    struct sd_freq **rreq)
+{
+	*sreq = calloc(n, sizeof(**sreq));
+	*rreq = calloc(w, sizeof(**rreq));
+	if (*sreq && *rreq)
+		return SMDDP_OK;
+	free(*sreq);
+	free(*rreq);
+	*sreq = *rreq = NULL;
+	return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
+}
+
 /* Allreduce of count elements among g (op is never AVG here).
  *
  * Message k = s * nch + j is chunk j of step s (reduce-scatter steps, then
@@ -131,7 +158,7 @@ static int ring_allreduce(struct smddp_comm *c, const struct grp *gr, unsigned p
 	size_t es = smddp_dtype_size(dt), blk = (count + (size_t)p - 1) / (size_t)p;
 	size_t C = chunk_elems(c, es, blk), nch = blk ? (blk + C - 1) / C : 1;
 	size_t nsteps = 2 * (size_t)(p - 1), M = nsteps * nch, W = NSLOTS;
-	char *slots = c->net->slots, *big = NULL;
+	char *slots, *big;
 	struct sd_freq rreq[NSLOTS];
 	struct ring g = {{ring_pump}, NULL, 0, 0, sm ? 0 : nch, M, nch, C, count, es, p, me,
 			 gr->ranks[mod(me + 1, p)], ph, sbuf, rbuf};
@@ -142,11 +169,9 @@ static int ring_allreduce(struct smddp_comm *c, const struct grp *gr, unsigned p
 			memcpy(rbuf, sbuf, count * es);
 		return SMDDP_OK;
 	}
+	SD_CHECK(slots_for(c, 1, C * es, &slots, &big));
 	g.sreq = calloc(M, sizeof(*g.sreq));
-	if (C * es > c->net->chunk)
-		slots = big = malloc(W * C * es); /* chunks grew past the slots */
-	if (!g.sreq || !slots) {
-		free(g.sreq);
+	if (!g.sreq) {
 		free(big);
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	}
@@ -318,13 +343,7 @@ int sd_net_ring_allgather(struct smddp_comm *c, const struct grp *g, unsigned ph
 	if (p == 1)
 		return SMDDP_OK;
 	M = (size_t)(p - 1) * nch;
-	sreq = calloc(M, sizeof(*sreq));
-	rreq = calloc(W, sizeof(*rreq));
-	if (!sreq || !rreq) {
-		free(sreq);
-		free(rreq);
-		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
-	}
+	SD_CHECK(reqs_for(c, M, W, &sreq, &rreq));
 #define PIECE(k, ptr, len)                                                     \
 	do {                                                                   \
 		int b_ = mod(me - (int)((k) / nch) - 1, p);                    \
@@ -386,7 +405,7 @@ static int ring_reduce_scatter(struct smddp_comm *c, const struct grp *g, unsign
 	size_t es = smddp_dtype_size(dt), C = chunk_elems(c, es, count);
 	size_t nch = count ? (count + C - 1) / C : 1, M, W = NSLOTS;
 	const char *in = sbuf;
-	char *rslots, *sslots, *big = NULL;
+	char *rslots, *sslots, *big;
 	struct sd_freq *sreq, rreq[NSLOTS];
 	int *sslot_of, rc = SMDDP_OK;
 
@@ -395,14 +414,7 @@ static int ring_reduce_scatter(struct smddp_comm *c, const struct grp *g, unsign
 		return SMDDP_OK;
 	}
 	M = (size_t)(p - 1) * nch;
-	if (C * es > c->net->chunk) {
-		big = malloc(2 * W * C * es);
-		if (!big)
-			return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
-		rslots = big;
-	} else {
-		rslots = c->net->slots;
-	}
+	SD_CHECK(slots_for(c, 2, C * es, &rslots, &big));
 	sslots = rslots + W * C * es;
 	sreq = calloc(M, sizeof(*sreq));
 	sslot_of = calloc(W, sizeof(*sslot_of));
@@ -506,13 +518,18 @@ static void note_algo(struct smddp_comm *c, int coll, const char *algo)
 	}
 }
 
+/* Whether an allreduce of bytes takes recursive doubling rather than the
+ * ring: forced by SMDDP_ALGO, else up to SMDDP_NET_RD_MAX. */
+static int use_rd(const struct smddp_comm *c, size_t bytes)
+{
+	return c->net->algo == ALGO_RD || (c->net->algo != ALGO_RING && bytes <= c->net->rd_max);
+}
+
 static int net_allreduce_grp(struct smddp_comm *c, const struct grp *g, unsigned ph,
 			     const void *sbuf, void *rbuf, size_t count, enum smddp_dtype dt,
 			     enum smddp_op op)
 {
-	size_t bytes = count * smddp_dtype_size(dt);
-
-	if (c->net->algo == ALGO_RD || (c->net->algo != ALGO_RING && bytes <= c->net->rd_max))
+	if (use_rd(c, count * smddp_dtype_size(dt)))
 		return rd_allreduce(c, g, ph, sbuf, rbuf, count, dt, op);
 	return ring_allreduce(c, g, ph, sbuf, rbuf, count, dt, op, NULL);
 }
@@ -556,9 +573,8 @@ int sd_net_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t 
 	}
 	{
 		struct grp g = sd_net_flat(c);
-		int rd = n->algo == ALGO_RD || (n->algo != ALGO_RING && count * es <= n->rd_max);
 
-		note_algo(c, SD_COLL_ALLREDUCE, rd ? "recursive doubling" : "ring");
+		note_algo(c, SD_COLL_ALLREDUCE, use_rd(c, count * es) ? "recursive doubling" : "ring");
 		SD_CHECK(net_allreduce_grp(c, &g, PH_MAIN, sbuf, rbuf, count, dt, rop));
 		if (op == SMDDP_AVG)
 			divide(rbuf, count, dt, c->size);
@@ -572,7 +588,6 @@ int sd_net_allreduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t 
 int sd_net_stream_plan(struct smddp_comm *c, int coll, size_t count, enum smddp_dtype dt,
 		       enum smddp_op op, struct sd_net_stream_plan *sp)
 {
-	struct sd_net *n = c->net;
 	struct grp g = sd_net_flat(c);
 	size_t es = smddp_dtype_size(dt);
 	int p = g.n, me = g.me;
@@ -581,8 +596,7 @@ int sd_net_stream_plan(struct smddp_comm *c, int coll, size_t count, enum smddp_
 		return 0;
 	switch (coll) {
 	case SD_COLL_ALLREDUCE:
-		if (op == SMDDP_AVG || n->algo == ALGO_RD ||
-		    (n->algo != ALGO_RING && count * es <= n->rd_max) || count < (size_t)p)
+		if (op == SMDDP_AVG || use_rd(c, count * es) || count < (size_t)p)
 			return 0;
 		for (int b = 0; b <= p; b++) {
 			size_t lo, hi;
@@ -624,19 +638,16 @@ int sd_net_stream_plan(struct smddp_comm *c, int coll, size_t count, enum smddp_
 	return 1;
 }
 
-int sd_net_stream(struct smddp_comm *c, int coll, const void *sbuf, void *rbuf, size_t count,
-		  enum smddp_dtype dt, enum smddp_op op, const struct sd_net_stream *sm)
+/* Allgather of bytes per rank over every rank, in rank order; sm as for
+ * sd_net_ring_allgather (NULL when not streamed). */
+static int flat_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t bytes,
+			  const struct sd_net_stream *sm)
 {
 	struct grp g = sd_net_flat(c);
-	size_t bytes = count * smddp_dtype_size(dt), *off;
+	size_t *off = calloc((size_t)c->size, sizeof(*off));
 	int rc;
 
-	note_algo(c, coll, "ring");
-	if (coll == SD_COLL_ALLREDUCE)
-		return ring_allreduce(c, &g, PH_MAIN, sbuf, rbuf, count, dt, op, sm);
-	if (coll == SD_COLL_REDUCE_SCATTER)
-		return ring_reduce_scatter(c, &g, PH_MAIN, sbuf, rbuf, count, dt, op, sm);
-	if (!(off = calloc((size_t)c->size, sizeof(*off))))
+	if (!off)
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	for (int r = 0; r < c->size; r++)
 		off[r] = (size_t)r * bytes;
@@ -645,20 +656,32 @@ int sd_net_stream(struct smddp_comm *c, int coll, const void *sbuf, void *rbuf, 
 	return rc;
 }
 
+int sd_net_stream(struct smddp_comm *c, int coll, const void *sbuf, void *rbuf, size_t count,
+		  enum smddp_dtype dt, enum smddp_op op, const struct sd_net_stream *sm)
+{
+	struct grp g = sd_net_flat(c);
+
+	note_algo(c, coll, "ring");
+	if (coll == SD_COLL_ALLREDUCE)
+		return ring_allreduce(c, &g, PH_MAIN, sbuf, rbuf, count, dt, op, sm);
+	if (coll == SD_COLL_REDUCE_SCATTER)
+		return ring_reduce_scatter(c, &g, PH_MAIN, sbuf, rbuf, count, dt, op, sm);
+	return flat_allgather(c, sbuf, rbuf, count * smddp_dtype_size(dt), sm);
+}
+
 int sd_net_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 		     enum smddp_dtype dt)
 {
 	struct sd_net *n = c->net;
-	size_t bytes = count * smddp_dtype_size(dt);
-	size_t *off = calloc((size_t)c->size, sizeof(*off));
+	size_t bytes = count * smddp_dtype_size(dt), *off;
 	int rc;
 
-	if (!off)
-		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	if (sd_net_use_hier(c)) {
 		struct grp g = sd_net_rail(c);
 		int L = n->L, l = n->node->rank;
 
+		if (!(off = calloc((size_t)g.n, sizeof(*off))))
+			return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 		note_algo(c, SD_COLL_ALLGATHER, "hierarchical");
 		/* My rail's blocks straight to their places, then each host's
 		 * blocks within the node, in place. */
@@ -670,16 +693,11 @@ int sd_net_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t 
 								(char *)rbuf + off[m],
 								(char *)rbuf + (size_t)m * (size_t)L * bytes,
 								count, dt));
-	} else {
-		struct grp g = sd_net_flat(c);
-
-		note_algo(c, SD_COLL_ALLGATHER, "ring");
-		for (int r = 0; r < c->size; r++)
-			off[r] = (size_t)r * bytes;
-		rc = sd_net_ring_allgather(c, &g, PH_MAIN, sbuf, rbuf, off, bytes, NULL);
+		free(off);
+		return rc;
 	}
-	free(off);
-	return rc;
+	note_algo(c, SD_COLL_ALLGATHER, "ring");
+	return flat_allgather(c, sbuf, rbuf, bytes, NULL);
 }
 
 int sd_net_reduce_scatter(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t count,
@@ -744,13 +762,7 @@ int sd_net_broadcast(struct smddp_comm *c, void *buf, size_t count, enum smddp_d
 	while ((bytes + C - 1) / C > 4096)
 		C *= 2;
 	nch = (bytes + C - 1) / C;
-	sreq = calloc(nch, sizeof(*sreq));
-	rreq = calloc(W, sizeof(*rreq));
-	if (!sreq || !rreq) {
-		free(sreq);
-		free(rreq);
-		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
-	}
+	SD_CHECK(reqs_for(c, nch, W, &sreq, &rreq));
 	for (size_t j = 0; pos && j < nch && j < W; j++)
 		SD_CHECK_GOTO(sd_net_recv_from(c, prev, PH_MAIN, j, (char *)buf + j * C,
 					bytes - j * C < C ? bytes - j * C : C, &rreq[j]),
@@ -790,19 +802,14 @@ int sd_net_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t cou
 	int next = mod(c->rank + 1, p), prev = mod(c->rank - 1, p);
 	enum smddp_op rop = op == SMDDP_AVG ? SMDDP_SUM : op;
 	size_t es = smddp_dtype_size(dt), C = chunk_elems(c, es, count), nch, W = NSLOTS;
-	char *rslots = c->net->slots, *sslots, *big = NULL;
+	char *rslots, *sslots, *big;
 	const char *in = sbuf;
 	struct sd_freq *sreq = NULL, rreq[NSLOTS];
 	int rc = SMDDP_OK;
 
 	note_algo(c, SD_COLL_REDUCE, "pipelined chain");
 	nch = (count + C - 1) / C;
-	if (C * es > c->net->chunk) {
-		big = malloc(2 * W * C * es);
-		if (!big)
-			return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
-		rslots = big;
-	}
+	SD_CHECK(slots_for(c, 2, C * es, &rslots, &big));
 	sslots = rslots + W * C * es;
 	sreq = calloc(nch + 1, sizeof(*sreq));
 	if (!sreq) {

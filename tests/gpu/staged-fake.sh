@@ -3,12 +3,14 @@
 # (SMDDP_HOSTID, tests/net/fakehost.sh), so that every call is staged through host memory
 # by the fake's asynchronous streams and moved by libfabric's tcp provider on loopback.
 # As tests/gpu/staged.sh on a GPU: the matrix on 2 hosts x 1 rank (flat) and 2 hosts x 2
-# ranks (hierarchical) with a count cut in five chunks of the staging pipeline, queued
-# (auto) and blocking (SMDDP_CUDA_ASYNC=0); stream order with the stream held 300 ms by a
-# host function (a blocking call waits for it, a queued one returns at once); a bad buffer
-# on one rank; a failed CUDA call; device and host memory mixed; a rank killed mid-job, beside a peer of its
-# host and alone on its host; all of a process's streams in one hardware queue.  The 2 x 2 matrix runs with FAKECUDA_JITTER_US (every stream item starts
-# late by a random few hundred us) to shake out copies that only happened to finish in time.
+# ranks (hierarchical) with a count cut in five chunks of the staging pipeline, and on
+# 6 hosts x 1 (bf16 sums rounded at every hop), queued (auto) and blocking
+# (SMDDP_CUDA_ASYNC=0); stream order with the stream held 300 ms by a host function (a
+# blocking call waits for it, a queued one returns at once); a bad buffer on one rank; a
+# failed CUDA call; device and host memory mixed; a rank killed mid-job, beside a peer of
+# its host and alone on its host; all of a process's streams in one hardware queue.  The
+# 2 x 2 matrix runs with FAKECUDA_JITTER_US (every stream item starts late by a random few
+# hundred us) to shake out copies that only happened to finish in time.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$top_srcdir/tests/gpu/fakelib.sh"
 grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h" || {
@@ -22,6 +24,9 @@ FAKE_SECS=120
 # float32 1048579: five chunks of the staged pipeline (the last of 3 elements)
 fake staged-2x1 2 CONFORMANCE_PER_HOST=1 -- matrix --quick --large 1048579
 fake staged-2x2 4 CONFORMANCE_PER_HOST=2 FAKECUDA_JITTER_US=200 -- matrix --quick --large 1048579
+# six hosts: bf16 sums pass 64, past which a partial result that crosses the network in
+# bf16 is rounded at each hop (gpu-conformance allows every hop its rounding there)
+fake staged-6x1 6 CONFORMANCE_PER_HOST=1 -- matrix --quick
 # over libsmddp's own sockets (a 1 MiB network step): chunks are no smaller than it,
 # so a float32 call of 1 MiB + 12 bytes is two chunks, not five of 256 KiB; an
 # allreduce's are streamed: the first's pieces copied up as the ring reads them and
