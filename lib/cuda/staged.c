@@ -460,10 +460,12 @@ size_t sd_cuda_part_items = 128;
 /* The part of the call from chunk ch0 on: its end, within
  * sd_cuda_part_items stream operations (a chunk's copies, ticket writes
  * and waits: two each way for a whole chunk, per piece for a streamed
- * one), at least one chunk. */
+ * one; the first part's copies up of its first NSLOT chunks besides), at
+ * least one chunk. */
 static size_t part_end(const struct plan *p, size_t ch0)
 {
-	size_t items = 4 * (size_t)p->per, n = sd_cuda_part_items / items;
+	size_t items = 4 * (size_t)p->per, first = ch0 ? 0 : NSLOT * 2 * (size_t)p->per;
+	size_t n = sd_cuda_part_items > first ? (sd_cuda_part_items - first) / items : 0;
 
 	n = n ? n : 1;
 

@@ -57,12 +57,13 @@ grep -q "streamed" "$TDIR/staged-sock-whole.out" &&
 	pass "staged-sock-whole: no call streamed with SMDDP_CUDA_STREAM=0"
 # a stream takes only so many operations (FAKECUDA_QUEUE_DEPTH, as a GPU's command
 # queue), and those ahead wait for tickets that only the host side lets go once it
-# knows of the call: a call is queued in parts of at most 128 operations, each told to
-# the host side before the next is queued.  24 MiB of float32, streamed: 6 chunks of
-# 32 operations, all queued at once 192, which hung so on an H100; here parts of 4
-# and 2 chunks.
-fake staged-depth 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket FAKECUDA_QUEUE_DEPTH=160 \
-	SMDDP_DEBUG=TRACE SMDDP_DEBUG_SUBSYS=COLL -- matrix --quick --large 6291456
+# knows of the call: a call is queued in parts (of at most 128 operations; here 32),
+# each told to the host side before the next is queued.  4 MiB + 12 bytes of float32
+# over the sockets, streamed: 4 chunks of 16 operations and one of 4, 68 at once,
+# which would hang at a depth of 40 as 3000 did on an H100; here parts of 1, 2 and 2
+# chunks (the first part also copies up the second chunk).
+fake staged-depth 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket FAKECUDA_QUEUE_DEPTH=40 \
+	FAKECUDA_PART_ITEMS=32 SMDDP_DEBUG=TRACE SMDDP_DEBUG_SUBSYS=COLL -- matrix --quick --large 1048579
 expect_parts() { # NAME PARTS...: every rank queued its largest call in these parts
 	local name=$1 r part
 	shift
@@ -74,15 +75,15 @@ expect_parts() { # NAME PARTS...: every rank queued its largest call in these pa
 		pass "$name: rank $r queued the call in parts $*"
 	done
 }
-expect_parts staged-depth "1-4 of 6" "5-6 of 6"
-# whole chunks (4 operations each) in parts of 2, a queue of 12: the same call at once
-# (24 operations) would hang; queued and blocking
+expect_parts staged-depth "1-1 of 5" "2-3 of 5" "4-5 of 5"
+# whole chunks (4 operations each) in parts of 8 operations, a queue of 12: the same
+# call at once (20 operations) would hang; queued and blocking
 for mode in auto 0; do
 	fake staged-parts-$mode 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket \
 		SMDDP_CUDA_STREAM=0 SMDDP_CUDA_ASYNC=$mode FAKECUDA_QUEUE_DEPTH=12 \
 		FAKECUDA_PART_ITEMS=8 SMDDP_DEBUG=TRACE SMDDP_DEBUG_SUBSYS=COLL \
-		-- matrix --quick --large 6291456
-	expect_parts staged-parts-$mode "1-2 of 6" "3-4 of 6" "5-6 of 6"
+		-- matrix --quick --large 1048579
+	expect_parts staged-parts-$mode "1-1 of 5" "2-3 of 5" "4-5 of 5"
 done
 FAKE_SECS=60 fake staged-order 2 CONFORMANCE_PER_HOST=1 -- order
 # calls on two streams share the staging slots: the second waits for the first
