@@ -22,6 +22,10 @@
 #   sockets    between "hosts" on loopback, host and device memory: libfabric's
 #              tcp (SMDDP_NET_TRANSPORT=fabric) against libsmddp's sockets with
 #              2 and 4 data connections per peer, 3 rounds alternated (JSON lines)
+#   stream     between "hosts" under MPS: whole staged chunks against streamed
+#              ones (SMDDP_CUDA_STREAM 0/1) alternated $STREAM_REPS times (2): the
+#              C bench (checked), then through torch the DDP step and the
+#              collectives against NCCL's sockets (python/bench/torch_nccl_bench.py)
 #   async      the stream-ordering test with SMDDP_CUDA_ASYNC=1, phases traced
 #   connections  the queued mode with CUDA_DEVICE_MAX_CONNECTIONS 1 and 32, on one
 #              node and staged between "hosts", without and under MPS (the
@@ -156,6 +160,16 @@ stage() {
 	return "$st"
 }
 
+# torch_build: the PyTorch backend built against this build into $TMPD/site, once
+torch_build() {
+	[ -d "$TMPD/site/smddp" ] && return 0
+	rm -rf "$TMPD/pysrc"
+	cp -r "$ROOT/python" "$TMPD/pysrc"
+	stage torch-build 500 env SMDDP_BUILD_DIR="$B" SMDDP_SOURCE_DIR="$ROOT" \
+		SMDDP_TORCH_CUDA=1 MAX_JOBS=8 python3 -m pip install -q --no-build-isolation \
+		--no-deps --no-index --target "$TMPD/site" "$TMPD/pysrc"
+}
+
 for s in $stages; do
 	GROUP=$s
 	case $s in
@@ -264,6 +278,36 @@ for s in $stages; do
 				done
 			done
 		done
+		;;
+	stream)
+		# between "hosts" under MPS, whole chunks against streamed ones
+		# (SMDDP_CUDA_STREAM=0/1, every call in parts of lib/cuda/staged.c),
+		# alternated $STREAM_REPS times (default 2): the C bench, checked,
+		# then through torch the DDP step and the collectives against NCCL's
+		# socket transport (python/bench/torch_nccl_bench.py)
+		mps_start || continue
+		for rep in $(seq "${STREAM_REPS:-2}"); do
+			for st in 0 1; do
+				stage "stream$st-bench-$rep" 200 env SMDDP_CUDA_STREAM=$st CONFORMANCE_PER_HOST=1 \
+					"$RUN" -n 2 --timeout 190 /bin/sh "$ROOT/tests/net/fakehost.sh" "$BENCH" \
+					--device cuda -b 256K -e 256M -f 4 -n 10 -w 2 -c 1 --coll allreduce
+				grep -v "^#  Rank" "$TMPD/stream$st-bench-$rep.log" | tee -a "$summary"
+			done
+		done
+		if torch_build; then
+			export PYTHONPATH=$TMPD/site PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+			for rep in $(seq "${STREAM_REPS:-2}"); do
+				for st in 0 1; do
+					for what in ddp coll; do
+						stage "stream$st-$what-$rep" 300 env SMDDP_CUDA_STREAM=$st FAKE_HOSTS=1 \
+							DDP_STEPS=5 REPEATS=3 SIZES=1048576,16777216,268435456 "$RUN" -n 2 \
+							--timeout 290 python3 "$ROOT/python/bench/torch_nccl_bench.py" "$what"
+						grep -v "WARN" "$TMPD/stream$st-$what-$rep.log" | tee -a "$summary"
+					done
+				done
+			done
+		fi
+		mps_stop
 		;;
 	async)
 		# SMDDP_CUDA_ASYNC=1 (queue and return), phases traced
@@ -399,10 +443,7 @@ for s in $stages; do
 		done
 		;;
 	torch)
-		cp -r "$ROOT/python" "$TMPD/pysrc"
-		stage torch-build 500 env SMDDP_BUILD_DIR="$B" SMDDP_SOURCE_DIR="$ROOT" \
-			SMDDP_TORCH_CUDA=1 MAX_JOBS=8 python3 -m pip install -q --no-build-isolation \
-			--no-deps --no-index --target "$TMPD/site" "$TMPD/pysrc"
+		torch_build
 		export PYTHONPATH=$TMPD/site:$ROOT/python/tests PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
 		for t in ${TORCH_TESTS:-collectives collectives-queued ddp p2p pipeline}; do
 			queued=
