@@ -21,6 +21,12 @@ export CONFORMANCE_PER_HOST=2
 run_gpu staged-2x2 300 4 matrix --quick --large 1048579
 expect_summary staged-2x2 4
 export CONFORMANCE_PER_HOST=1
+# 64 MiB + 12 bytes of float32: 17 chunks, queued in parts of at most 128 stream
+# operations each (lib/cuda/staged.c), queued and blocking
+run_gpu staged-parts 300 2 matrix --quick --large 16777219
+expect_summary staged-parts 2
+SMDDP_CUDA_ASYNC=0 run_gpu staged-block-parts 300 2 matrix --quick --large 16777219
+expect_summary staged-block-parts 2
 run_gpu staged-3x1 200 3 matrix --small
 expect_summary staged-3x1 3
 run_gpu staged-order 120 2 order
