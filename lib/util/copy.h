@@ -10,17 +10,38 @@
  * SD_COPY_PIECE bytes take glibc's vector loop instead, at full speed
  * whatever the alignment: so a block whose two ends are not aligned
  * alike, in the range where rep movsb is used, is copied in such pieces.
- * Outside that range, or aligned alike, it is one memcpy.
+ * Outside that range, or aligned alike, it is one memcpy, which is twice
+ * as fast as the pieces there.  glibc stops using rep movsb at the L2
+ * size of a core on AMD (its rep_movsb_stop_threshold, from the same
+ * sysconf), so that is where the pieces stop: at 512 KiB, the shm
+ * transport's default half, on such a machine.
  */
 #ifndef SD_UTIL_COPY_H
 #define SD_UTIL_COPY_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SD_COPY_PIECE 2048
-#define SD_COPY_PIECES_MAX ((size_t)1 << 20) /* larger: no rep movsb, one memcpy */
+#define SD_COPY_PIECES_MAX_DEFAULT ((size_t)1 << 20) /* where sysconf does not tell */
+
+/* Blocks of this many bytes or more: no rep movsb, one memcpy. */
+static inline size_t sd_copy_pieces_max(void)
+{
+	static _Atomic size_t max;
+	size_t m = atomic_load_explicit(&max, memory_order_relaxed);
+
+	if (!m) {
+		long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+
+		m = l2 > SD_COPY_PIECE ? (size_t)l2 : SD_COPY_PIECES_MAX_DEFAULT;
+		atomic_store_explicit(&max, m, memory_order_relaxed);
+	}
+	return m;
+}
 
 /* memcpy(dst, src, n); the regions must not overlap. */
 static inline void sd_copy(void *dst, const void *src, size_t n)
@@ -28,7 +49,7 @@ static inline void sd_copy(void *dst, const void *src, size_t n)
 	char *d = dst;
 	const char *s = src;
 
-	if (n > SD_COPY_PIECE && n < SD_COPY_PIECES_MAX && ((uintptr_t)d - (uintptr_t)s) % 64) {
+	if (n > SD_COPY_PIECE && ((uintptr_t)d - (uintptr_t)s) % 64 && n < sd_copy_pieces_max()) {
 		for (; n > SD_COPY_PIECE; n -= SD_COPY_PIECE, d += SD_COPY_PIECE, s += SD_COPY_PIECE)
 			memcpy(d, s, SD_COPY_PIECE);
 	}

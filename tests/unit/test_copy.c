@@ -13,7 +13,8 @@
 int main(void)
 {
 	static const size_t sizes[] = {0, 1, 63, 2047, 2048, 2049, 4096, 4097, 65536, 65537,
-				       (1u << 20) - 1, 1u << 20, (1u << 20) + 5};
+				       (1u << 19) - 1, 1u << 19, (1u << 20) - 1, 1u << 20,
+				       (1u << 20) + 5};
 	static const size_t offs[] = {0, 1, 8, 16, 31, 32, 48, 63};
 	unsigned char *src = malloc(ROOM), *dst = malloc(ROOM), *want = malloc(ROOM);
 	int bad = 0;
