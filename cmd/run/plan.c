@@ -280,8 +280,50 @@ void shm_job_id(const char *id, char *out, size_t outlen)
 	out[n] = '\0';
 }
 
-/* A free TCP port on ADDR (or, when ADDR is not local, on any address):
- * bind port 0, read what the kernel chose, close. */
+/* The low end of the kernel's ephemeral port range (32768 where unread). */
+static int ephemeral_low(void)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+	int lo = 0, hi = 0;
+
+	if (f) {
+		if (fscanf(f, "%d %d", &lo, &hi) != 2)
+			lo = 0;
+		fclose(f);
+	}
+	return lo > 4096 && lo <= 65535 ? lo : 32768;
+}
+
+/* Whether PORT on AI's address can be bound now (bind, close). */
+static int port_free(const struct addrinfo *ai, int port)
+{
+	struct sockaddr_storage ss;
+	int fd, ok;
+
+	if (ai->ai_addrlen > sizeof ss)
+		return 0;
+	memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+	if (ss.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
+	else if (ss.ss_family == AF_INET)
+		((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
+	else
+		return 0;
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	ok = bind(fd, (struct sockaddr *)&ss, ai->ai_addrlen) == 0;
+	close(fd);
+	return ok;
+}
+
+/* A free TCP port on ADDR (or, when ADDR is not local, on any address).
+ * The port is closed again before the store binds it, so one the kernel
+ * hands out (the ephemeral range: bind to port 0, a connect's own end)
+ * may be taken by any connection in between, as a torch store's bind
+ * found (EADDRINUSE) under a loaded test suite.  So first a random free
+ * port below that range, which only an explicit bind can take; then
+ * port 0's. */
 int pick_free_port(const char *addr)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
@@ -290,6 +332,18 @@ int pick_free_port(const char *addr)
 	int port = -1;
 
 	if (getaddrinfo(addr, "0", &hints, &res) == 0) {
+		int lo = ephemeral_low(), base = lo / 2;
+
+		for (int i = 0; i < 64 && port < 0; i++) {
+			uint32_t r = 0;
+
+			if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+				break;
+			int p = base + (int)(r % (uint32_t)(lo - base));
+
+			if (port_free(res, p))
+				port = p;
+		}
 		for (struct addrinfo *ai = res; ai && port < 0; ai = ai->ai_next) {
 			family = ai->ai_family;
 			int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
