@@ -459,17 +459,6 @@ static uint64_t eager_key(const struct smddp_comm *c)
 	return SD_P2P_KEY_COLL | (c->wire & 0xffffffffull);
 }
 
-static void eager_op(struct sd_p2p_op *op, int is_send, int peer, uint64_t key, const void *buf,
-		     size_t bytes)
-{
-	memset(op, 0, sizeof(*op));
-	op->is_send = is_send;
-	op->peer = peer;
-	op->key = key;
-	op->buf = (void *)buf;
-	op->bytes = bytes;
-}
-
 static int eager_broadcast(struct smddp_comm *c, void *buf, size_t m, int root)
 {
 	struct sd_p2p_op ops[EAGER_RANKS];
@@ -477,10 +466,10 @@ static int eager_broadcast(struct smddp_comm *c, void *buf, size_t m, int root)
 	int n = 0;
 
 	if (c->rank != root)
-		eager_op(&ops[n++], 0, root, key, buf, m);
+		sd_coll_op_set(&ops[n++], 0, root, key, buf, m);
 	else
 		for (int i = 1; i < c->size; i++)
-			eager_op(&ops[n++], 1, (root + i) % c->size, key, buf, m);
+			sd_coll_op_set(&ops[n++], 1, (root + i) % c->size, key, buf, m);
 	return sd_coll_p2p(c, ops, n);
 }
 
@@ -497,14 +486,14 @@ static int eager_reduce(struct smddp_comm *c, const void *sbuf, void *rbuf, size
 	int n = 0;
 
 	if (c->rank != root) {
-		eager_op(&ops[0], 1, root, key, sbuf, m);
+		sd_coll_op_set(&ops[0], 1, root, key, sbuf, m);
 		return sd_coll_p2p(c, ops, 1);
 	}
 	SD_CHECK(scratch(c, &tmp));
 	for (int q = 0; q < c->size; q++) {
 		srcs[q] = q == root ? sbuf : tmp + (size_t)q * SC_BLOCK;
 		if (q != root)
-			eager_op(&ops[n++], 0, q, key, srcs[q], m);
+			sd_coll_op_set(&ops[n++], 0, q, key, srcs[q], m);
 	}
 	SD_CHECK(sd_coll_p2p(c, ops, n));
 	sd_reduce(rbuf, srcs, c->size, count, dt, op, c->size);

@@ -49,6 +49,9 @@ int sd_coll_compare(struct smddp_comm *c);
 /* Host buffers: runs ops[0..n) until all are done; the transport's own
  * pairs (a rank to itself) are copied here. */
 int sd_coll_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n);
+/* *op: a send (is_send) or receive of bytes at buf with peer under key. */
+void sd_coll_op_set(struct sd_p2p_op *op, int is_send, int peer, uint64_t key, const void *buf,
+		    size_t bytes);
 /* The messages of one call, as a batch (es: element size; key: its key).
  * *out is few when the batch fits its room of `room` ops, else malloc()ed;
  * *n its length; SMDDP_ENOMEM. */

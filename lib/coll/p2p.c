@@ -138,8 +138,8 @@ int sd_coll_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 	return rc ? rc : self_rc;
 }
 
-static void op_set(struct sd_p2p_op *op, int is_send, int peer, uint64_t key, const void *buf,
-		   size_t bytes)
+void sd_coll_op_set(struct sd_p2p_op *op, int is_send, int peer, uint64_t key, const void *buf,
+		    size_t bytes)
 {
 	memset(op, 0, sizeof(*op));
 	op->is_send = is_send;
@@ -170,9 +170,9 @@ int sd_coll_alltoallv_ops(struct smddp_comm *c, const void *sbuf, const size_t *
 	for (int i = 0; i < p; i++) {
 		int to = (me + i) % p, from = (me - i + p) % p;
 
-		op_set(&ops[k++], 0, from, key, (char *)rbuf + rdispls[from] * es,
+		sd_coll_op_set(&ops[k++], 0, from, key, (char *)rbuf + rdispls[from] * es,
 		       rcounts[from] * es);
-		op_set(&ops[k++], 1, to, key, (const char *)sbuf + sdispls[to] * es,
+		sd_coll_op_set(&ops[k++], 1, to, key, (const char *)sbuf + sdispls[to] * es,
 		       scounts[to] * es);
 	}
 	*out = ops;
@@ -191,9 +191,9 @@ int sd_coll_rooted_ops(struct smddp_comm *c, int gather, const void *sbuf, void 
 		return sd_comm_error(c, SMDDP_ENOMEM, "out of memory");
 	if (me != root) {
 		if (gather)
-			op_set(&ops[k++], 1, root, key, sbuf, bytes);
+			sd_coll_op_set(&ops[k++], 1, root, key, sbuf, bytes);
 		else
-			op_set(&ops[k++], 0, root, key, rbuf, bytes);
+			sd_coll_op_set(&ops[k++], 0, root, key, rbuf, bytes);
 	} else {
 		for (int i = 0; i < p; i++) {
 			int q = (me + i) % p;
@@ -203,17 +203,17 @@ int sd_coll_rooted_ops(struct smddp_comm *c, int gather, const void *sbuf, void 
 
 				if (q == me && slot == sbuf)
 					continue; /* in place */
-				op_set(&ops[k++], 0, q, key, slot, bytes);
+				sd_coll_op_set(&ops[k++], 0, q, key, slot, bytes);
 				if (q == me)
-					op_set(&ops[k++], 1, q, key, sbuf, bytes);
+					sd_coll_op_set(&ops[k++], 1, q, key, sbuf, bytes);
 			} else {
 				const char *slot = (const char *)sbuf + (size_t)q * bytes;
 
 				if (q == me && slot == rbuf)
 					continue;
-				op_set(&ops[k++], 1, q, key, slot, bytes);
+				sd_coll_op_set(&ops[k++], 1, q, key, slot, bytes);
 				if (q == me)
-					op_set(&ops[k++], 0, q, key, rbuf, bytes);
+					sd_coll_op_set(&ops[k++], 0, q, key, rbuf, bytes);
 			}
 		}
 	}
