@@ -27,8 +27,9 @@
  * result.
  *
  * Streamed chunks.  An allreduce, allgather or reduce_scatter over a flat
- * ring (one rank a host, or SMDDP_ALGO=ring) copies each chunk in pieces (the ring's blocks, cut to about
- * PIECES_WANT pieces), each with a ticket of its own: up in the order the
+ * ring (one rank a host, or SMDDP_ALGO=ring) copies each chunk in pieces
+ * (the ring's blocks, cut to about PIECES_WANT pieces), each with a
+ * ticket of its own: up in the order the
  * ring reads its input, down in the order it finishes its output
  * (struct sd_net_stream_plan).  The ring asks for a piece before it reads
  * it and says when output is final (struct sd_net_stream), so the copies
@@ -39,8 +40,8 @@
  * blocks until those ahead drain, and those ahead wait for tickets that
  * only the host side lets go, once it knows of the call: all of a call's
  * copies queued before it is told hung so on an H100 (~3000 operations).
- * So a call of more than sd_cuda_part_items operations is queued in parts, ops
- * of their own, each told to the host side before the next is queued:
+ * So a call of more than sd_cuda_part_items operations is queued in
+ * parts, ops of their own, each told to the host side before the next:
  * part j queues down(i) up(i + NSLOT) for its chunks i (the first part
  * up(0) up(1) before), in the one sequence above, so that the parts
  * pipeline as one call does.
