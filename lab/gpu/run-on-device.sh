@@ -26,6 +26,9 @@
 #              ones (SMDDP_CUDA_STREAM 0/1) alternated $STREAM_REPS times (2): the
 #              C bench (checked), then through torch the DDP step and the
 #              collectives against NCCL's sockets (python/bench/torch_nccl_bench.py)
+#   phases     between "hosts" under MPS, streamed: host against device memory
+#              (allgather, reducescatter, allreduce, 256 KiB-16 MiB), then
+#              SMDDP_DEBUG=TRACE of 1 MiB calls, the phases' medians
 #   async      the stream-ordering test with SMDDP_CUDA_ASYNC=1, phases traced
 #   connections  the queued mode with CUDA_DEVICE_MAX_CONNECTIONS 1 and 32, on one
 #              node and staged between "hosts", without and under MPS (the
@@ -307,6 +310,42 @@ for s in $stages; do
 				done
 			done
 		fi
+		mps_stop
+		;;
+	phases)
+		# where a staged call's time goes between "hosts", under MPS,
+		# streamed: host memory against device memory through the same path
+		# (C bench, 256 KiB-16 MiB, allgather, reducescatter, allreduce),
+		# then SMDDP_DEBUG=TRACE of 1 MiB calls: per chunk the wait for its
+		# copy up and the host collective, and the stream's end after the
+		# last release (medians over rank 0's traced calls)
+		mps_start || continue
+		for coll in allgather reducescatter allreduce; do
+			for mem in host cuda; do
+				stage "phases-$coll-$mem" 120 env CONFORMANCE_PER_HOST=1 "$RUN" -n 2 \
+					--timeout 110 /bin/sh "$ROOT/tests/net/fakehost.sh" "$BENCH" \
+					--device "$mem" -b 256K -e 16M -f 4 -n 10 -w 2 -c 0 --coll "$coll"
+				grep -v "^#  Rank" "$TMPD/phases-$coll-$mem.log" | tee -a "$summary"
+			done
+			stage "phases-$coll-trace" 120 env CONFORMANCE_PER_HOST=1 SMDDP_DEBUG=TRACE \
+				SMDDP_DEBUG_SUBSYS=COLL "$RUN" -n 2 --timeout 110 /bin/sh \
+				"$ROOT/tests/net/fakehost.sh" "$BENCH" --device cuda -b 1M -e 1M -n 20 \
+				-w 3 -c 0 --coll "$coll"
+			grep "^\[0\].*staged c" "$TMPD/phases-$coll-trace.log" | awk -v c="$coll" '
+				function med(a, n,   i, j, t) {
+					for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
+						if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+					return n ? a[int((n + 1) / 2)] : -1
+				}
+				/staged chunk/ { for (i = 1; i <= NF; i++) if ($i == "us") {
+					k++; v = $(i - 1)
+					if (k % 3 == 1) q[++nq] = v; else if (k % 3 == 2) w[++nw] = v; else h[++nh] = v } }
+				/passed its end/ { for (i = 1; i <= NF; i++) if ($i == "us") e[++ne] = $(i - 1) }
+				END { printf "phases %s 1 MiB rank 0, medians of %d chunks: %.1f us queued to taken, " \
+					"%.1f waiting for the copy up, %.1f host collective; end %.1f us after " \
+					"the last release (%d calls)\n", c, nq, med(q, nq), med(w, nw), med(h, nh),
+					med(e, ne), ne }' | tee -a "$summary"
+		done
 		mps_stop
 		;;
 	async)
