@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench-median.py DIR TITLE [LINK-MBS]: median table of the --json runs in DIR (ours against MPI).
+"""bench-median.py [--lowest] DIR TITLE [LINK-MBS]: median table of the --json runs in DIR (ours against MPI).
 
 Shared by scripts/bench-vs-mpi.sh, scripts/bench-hosts.sh and
 scripts/bench-p2p-node.sh: every file in DIR holds one
@@ -14,6 +14,10 @@ Collectives without an in-place form (sendrecv, alltoallv, ...) report
 null in place; for them the table has one side only, plus the lowest and
 highest ratio of the single runs, because on a loaded machine the spread
 says how far the median can be trusted.
+
+--lowest prints, per size, the median and the lowest of the single runs'
+ratios (each run's MPI time / ours), out of place and in place: issue
+38's goal is the lowest at 1.0 or more.
 """
 import json
 import os
@@ -21,15 +25,24 @@ import re
 import statistics
 import sys
 
-d, title = sys.argv[1], sys.argv[2]
-link = float(sys.argv[3]) / 1000 if len(sys.argv) > 3 and sys.argv[3] else 0
+args = sys.argv[1:]
+lowest = "--lowest" in args
+args = [a for a in args if a != "--lowest"]
+d, title = args[0], args[1]
+link = float(args[2]) / 1000 if len(args) > 2 and args[2] else 0
 rows = {}
+runs = {}  # (size, type, op, place) -> each run's MPI time / ours
 files = sorted(os.listdir(d))
 for f in files:
+    times = {}
     for line in open(os.path.join(d, f)):
         if not line.strip():
             continue
         r = json.loads(re.sub(r"^\[[0-9]+\] ", "", line))
+        for place in ("oop", "ip"):
+            if r.get(place + "_time_us") is not None:
+                times[(r["size_bytes"], r["type"], r["redop"], place, r["impl"])] = \
+                    r[place + "_time_us"]
         v = rows.setdefault((r["size_bytes"], r["type"], r["redop"]), {})
         for place in ("oop", "ip"):
             if r.get(place + "_time_us") is None:
@@ -38,7 +51,21 @@ for f in files:
             v.setdefault((r["impl"], place + "_busbw"), []).append(r.get(place + "_busbw_gbps", 0))
             if r["impl"] == "mpi" and r.get(place + "_ratio") is not None:
                 v.setdefault(("ratio", place), []).append(r[place + "_ratio"])
+    for (size, t, op, place, impl), us in times.items():
+        m = times.get((size, t, op, place, "mpi"))
+        if impl == "smddp" and m is not None and us:
+            runs.setdefault((size, t, op, place), []).append(m / us)
 med = statistics.median
+if lowest:
+    print(f"# {title}: MPI's time / ours, median and lowest of {len(files)} runs")
+    for key in sorted({k[:3] for k in runs}):
+        line = f"{key[0]:>10}"
+        for place in ("oop", "ip"):
+            rr = runs.get(key + (place,))
+            if rr:
+                line += f"  {place} med {med(rr):.2f} min {min(rr):.2f} "
+        print(line.rstrip())
+    sys.exit(0)
 places = [p for p in ("oop", "ip") if any(("mpi", p) in v for v in rows.values())]
 spread = places == ["oop"]
 print(f"# {title}, median of {len(files)} runs; time in us; "

@@ -36,6 +36,10 @@ out=$(python3 "$top_srcdir/scripts/bench-median.py" "$T/runs" test) ||
 	fail "bench-median.py on tagged lines: $out"
 [ "$(grep -c '^ *\(65536\|262144\|1048576\) .* 1\.00 ' <<<"$out")" -eq 3 ] ||
 	fail "bench-median.py: $out"
+out=$(python3 "$top_srcdir/scripts/bench-median.py" --lowest "$T/runs" test) ||
+	fail "bench-median.py --lowest: $out"
+[ "$(grep -c '^ *\(65536\|262144\|1048576\)  oop med 1\.00 min 1\.00   ip med 1\.00 min 1\.00$' <<<"$out")" -eq 3 ] ||
+	fail "bench-median.py --lowest: $out"
 echo "ok: bench-median.py takes them too"
 
 # ---- -J: the table on stdout, untagged JSON lines in the file, from rank 0 alone
