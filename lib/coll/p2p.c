@@ -102,7 +102,7 @@ static int copy_overlapping(struct smddp_comm *c, struct sd_p2p_op *ops, int n, 
 int sd_coll_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 {
 	void **orig = NULL;
-	int self_rc = SMDDP_OK, rc, all_done = 1;
+	int self_rc = SMDDP_OK, rc, all_done = 1, self = 0, sends = 0;
 
 	for (int i = 0; i < n; i++) {
 		ops[i].done = 0;
@@ -110,7 +110,13 @@ int sd_coll_p2p(struct smddp_comm *c, struct sd_p2p_op *ops, int n)
 		ops[i].seq = ops[i].off = ops[i].aux = 0;
 		ops[i].tp = NULL;
 		ops[i].source = ops[i].peer;
+		self |= ops[i].peer == c->rank;
+		sends += ops[i].is_send;
 	}
+	/* Only sends or only receives, none with this rank itself (a rooted
+	 * call of a few bytes): nothing to pair or copy first. */
+	if (!self && (sends == 0 || sends == n))
+		return n ? c->tp->p2p(c, ops, n) : SMDDP_OK;
 	/* Copies first: a receive from this rank itself writes too. */
 	rc = copy_overlapping(c, ops, n, &orig);
 	if (!rc) {

@@ -50,7 +50,11 @@ static int count_loads(struct dl_phdr_info *info, size_t size, void *data)
  * last try (dl_iterate_phdr's load counter, read without a system call).
  * The try is under a lock: a thread that saw another's try under way would
  * otherwise take the driver for absent, and a device buffer for host memory
- * (three threads' first calls at once, on an H200). */
+ * (three threads' first calls at once, on an H200).  So tried_at is
+ * published only once its try is over, after the driver's entry point:
+ * a count equal to it says, without the lock, that a finished try at this
+ * count found no driver (the lock and its unlock cost about as much as the
+ * rest of a small broadcast's entry). */
 static cu_ptr_attrs_fn cuda_probe(void)
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -61,23 +65,26 @@ static cu_ptr_attrs_fn cuda_probe(void)
 
 	if (f)
 		return f;
+	dl_iterate_phdr(count_loads, &loads);
+	if (__atomic_load_n(&tried_at, __ATOMIC_ACQUIRE) == loads)
+		return __atomic_load_n(&cu_ptr_attrs, __ATOMIC_ACQUIRE);
 	pthread_mutex_lock(&lock);
 	f = __atomic_load_n(&cu_ptr_attrs, __ATOMIC_ACQUIRE);
-	dl_iterate_phdr(count_loads, &loads);
-	if (!f && tried_at != loads) {
-		tried_at = loads;
+	if (!f && __atomic_load_n(&tried_at, __ATOMIC_RELAXED) != loads) {
 		h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
 		if (h) {
 			f = (cu_ptr_attrs_fn)dlsym(h, "cuPointerGetAttributes");
 			dlclose(h); /* RTLD_NOLOAD took a reference of a library that stays */
 			__atomic_store_n(&cu_ptr_attrs, f, __ATOMIC_RELEASE);
 		}
+		__atomic_store_n(&tried_at, loads, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&lock);
 	return f;
 }
 
-static int is_device_ptr(const void *p)
+/* f: cuda_probe()'s answer, asked once for all the buffers of a call. */
+static int is_device_ptr_with(cu_ptr_attrs_fn f, const void *p)
 {
 	/* CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2, CU_MEMORYTYPE_DEVICE = 2,
 	 * CU_POINTER_ATTRIBUTE_IS_MANAGED = 8 (managed memory is host-readable).
@@ -85,11 +92,15 @@ static int is_device_ptr(const void *p)
 	int at[2] = {2, 8};
 	unsigned int type = 0, managed = 0;
 	void *val[2] = {&type, &managed};
-	cu_ptr_attrs_fn f = p ? cuda_probe() : NULL;
 
-	if (!f || f(2, at, val, (unsigned long long)(uintptr_t)p) != 0)
+	if (!f || !p || f(2, at, val, (unsigned long long)(uintptr_t)p) != 0)
 		return 0;
 	return type == 2 && !managed;
+}
+
+static int is_device_ptr(const void *p)
+{
+	return p ? is_device_ptr_with(cuda_probe(), p) : 0;
 }
 
 int sd_api_device_ptr(const void *p)
@@ -133,11 +144,12 @@ static int classify(const struct smddp_comm *c, const struct sd_cuda_call *k, ch
 	const char *name[2];
 	int n = call_buffers(c, k, p, name), dev[2] = {0, 0}, ndev = 0, nhost = 0;
 	const char *coll = sd_coll_name(k->coll);
+	cu_ptr_attrs_fn f = k->count ? cuda_probe() : NULL;
 
 	for (int i = 0; i < n && k->count; i++) {
 		if (!p[i])
 			continue; /* NULL with a count: the path's own check says so */
-		dev[i] = is_device_ptr(p[i]);
+		dev[i] = is_device_ptr_with(f, p[i]);
 		ndev += dev[i];
 		nhost += !dev[i];
 	}
@@ -271,14 +283,14 @@ static int api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, in
 	return rc;
 }
 
-/* Host work (and split, destroy): after the device calls queued before. */
+/* Host work (and split, destroy): after the device calls queued before.
+ * The caller has forgotten the thread's async error (a thread-local, read
+ * through __tls_get_addr in a shared library: once a call). */
 static int host_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op, int root,
 		      const struct sd_cuda_call *k)
 {
-	int rc;
+	int rc = sd_cuda_collect(c, 1);
 
-	sd_api_async_forget(c);
-	rc = sd_cuda_collect(c, 1);
 	if (rc)
 		return rc;
 	return api_enter(c, coll, count, dtype, op, root, MEM_HOST, 1, k, 0, NULL);
@@ -291,6 +303,7 @@ int sd_api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op
 	if (!c)
 		return sd_err_set(sd_init_err(), SMDDP_EINVAL, "%s: communicator is NULL",
 				  sd_coll_name(coll));
+	sd_api_async_forget(c);
 	return host_enter(c, coll, count, dtype, op, root, NULL);
 }
 

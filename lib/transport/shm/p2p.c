@@ -171,12 +171,17 @@ static int64_t match(struct smddp_comm *c, struct sd_p2p_op *op, int q)
 		 * message of 33 to 512 bytes then costs about one trip between
 		 * the cores rather than two (the data is read only once the
 		 * descriptor was seen).  docs/perf/p2p.md, "What the
-		 * small sizes cost, and why". */
-		if (l->seen < l->base + P2P_NDESC) {
+		 * small sizes cost, and why".  As many lines as this receive
+		 * expects: none where the data travels in the descriptor (a
+		 * message of another size is refused anyway), and every poll
+		 * of a waiting receiver pays for them. */
+		size_t want = op->bytes <= P2P_TINY ? 0 : op->bytes < 512 ? op->bytes : 512;
+
+		if (want && l->seen < l->base + P2P_NDESC) {
 			const unsigned char *e =
 				sd_shm_eager(s, c->size, q, c->rank, (unsigned)(l->seen % P2P_NDESC));
 
-			for (size_t o = 0; o < 512 && o < s->eager; o += 64)
+			for (size_t o = 0; o < want && o < s->eager; o += 64)
 				__builtin_prefetch(e + o);
 		}
 		/* At most NDESC past base: a slot is reused once its
