@@ -330,11 +330,7 @@ int sd_net_ring_allgather(struct smddp_comm *c, const struct grp *g, unsigned ph
 			  char *rbuf, const size_t *off, size_t bytes, const struct sd_net_stream *sm)
 {
 	int p = g->n, me = g->me, right = g->ranks[mod(me + 1, p)], left = g->ranks[mod(me - 1, p)];
-	/* Two members forward nothing, so smaller messages would pipeline
-	 * nothing either: each costs a header and its handling at both ends.
-	 * A streamed input still comes in chunks (its arrival overlaps the sends). */
-	size_t C = p == 2 && !sm ? c->net->chunk : chunk_bytes(c, bytes);
-	size_t nch = bytes ? (bytes + C - 1) / C : 1, M, W = 64;
+	size_t C = chunk_bytes(c, bytes), nch = bytes ? (bytes + C - 1) / C : 1, M, W = 64;
 	struct sd_freq *sreq, *rreq;
 	int rc = SMDDP_OK;
 
