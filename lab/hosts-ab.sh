@@ -8,7 +8,7 @@
 # with -S each in a session of its own: another autogroup, as another
 # user's compiler),
 # then ROUNDS (default 5) rounds in which every BUILD in turn (with its own
-# environment, BUILD,V=X,...) runs
+# environment, BUILD,V=X,...; every other round in reverse order) runs
 # smddp-allreduce-bench --coll COLL --compare mpi between h1 and h2 (one rank
 # each).  No raw TCP anchor (scripts/bench-hosts.sh has one): this is for
 # latency and A/B.  Prints per size each build's median over the rounds and
@@ -52,7 +52,10 @@ done
 dir=${keep:-$CL_DIR/runs}
 echo "# $(uname -n): $(nproc) cores, $busy busy loops, $rounds rounds, $coll; builds: ${builds[*]}; bench $*"
 for ((r = 1; r <= rounds; r++)); do
-	for ((k = 0; k < ${#builds[@]}; k++)); do
+	for ((j = 0; j < ${#builds[@]}; j++)); do
+		# even rounds in reverse order (ABBA): the first run of a round
+		# is not like the others: no build is always first
+		k=$((r % 2 ? j : ${#builds[@]} - 1 - j))
 		b=${builds[$k]%%,*} benv=()
 		IFS=, read -ra kv <<<"${builds[$k]#"$b"}"
 		for x in "${kv[@]}"; do [ -z "$x" ] || benv+=(--env "$x"); done
