@@ -447,8 +447,11 @@ static int collective(struct smddp_comm *comm, int coll, const void *sendbuf, vo
 	if (kind == MEM_DEVICE)
 		return device_call(comm, &k);
 	/* A bad mix: counted like any call, then refused (compared first
-	 * under SMDDP_CHECK_COLL, so that the other ranks fail it too). */
-	int rc = sd_cuda_collect(comm, 0);
+	 * under SMDDP_CHECK_COLL, so that the other ranks fail it too).  The
+	 * compare runs on this thread, so the device calls queued before go
+	 * first: the proxy alone uses the transport while they are queued,
+	 * and the wire numbers their staged chunks take are counted. */
+	int rc = sd_cuda_collect(comm, comm->check_coll);
 
 	if (!rc)
 		rc = api_enter(comm, coll, count, dtype, op, root, MEM_HOST, 1, NULL, kind, msg);

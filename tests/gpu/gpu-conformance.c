@@ -73,6 +73,11 @@
  *   gpu-conformance mixed                   (between hosts, SMDDP_CHECK_COLL=1) rank 0
  *                                           on device memory, the others on host
  *                                           memory: SMDDP_EMISMATCH everywhere
+ *   gpu-conformance badmix VICTIM           (SMDDP_CHECK_COLL=1) after a queued call of
+ *                                           FAULT_COUNT elements, VICTIM passes host
+ *                                           memory with a stream: it gets
+ *                                           SMDDP_EUNSUPPORTED, the others
+ *                                           SMDDP_EMISMATCH naming it, in seconds
  *   gpu-conformance dead VICTIM             VICTIM is SIGKILLed; the others get an
  *                                           error from the next call, and their
  *                                           streams are released (FAULT-OK lines)
@@ -654,6 +659,8 @@ int main(int argc, char **argv)
 		return cudafail(atoi(argv[2]), atoi(argv[3]));
 	} else if (!strcmp(mode, "badbuf") && argc > 2) {
 		return badbuf(atoi(argv[2]));
+	} else if (!strcmp(mode, "badmix") && argc > 2) {
+		return badmix(atoi(argv[2]));
 	} else if (!strcmp(mode, "p2pdead") && argc > 2) {
 		signal(SIGTERM, SIG_IGN); /* as dead below */
 		return p2pdead(atoi(argv[2]));
@@ -670,7 +677,7 @@ int main(int argc, char **argv)
 		return dead(atoi(argv[2]));
 	} else {
 		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | twostreams | abortq | cancelq | overlap | regs | ddp | lateload | "
-				"p2p [--perf] | p2pdead VICTIM | mismatch | refused HOW | errors | dead VICTIM | badbuf VICTIM | cudafail VICTIM CALL | mixed | "
+				"p2p [--perf] | p2pdead VICTIM | mismatch | refused HOW | errors | dead VICTIM | badbuf VICTIM | badmix VICTIM | cudafail VICTIM CALL | mixed | "
 				"shrink [--large N] [--quick|--small] STAGE... | "
 				"threads [--rounds N] [--jitter US] [--stagger] [--large N] [--stop R:K:N] [--bounded] "
 				"[--fresh] [--every N] [--leave K:N [--slow MS]]]\n"

@@ -65,6 +65,7 @@ int badbuf(int victim);
 int abortq(void);
 int cancelq(void);
 int mixed(void);
+int badmix(int victim);
 int dead(int victim);
 int p2pdead(int victim);
 int cudafail(int victim, int call);

@@ -1,5 +1,5 @@
 /* gpu-faults.c - gpu-conformance: bad calls and failing peers (errors, badbuf, abortq, mixed,
- * dead, p2pdead, cudafail, mismatch); the fault modes print FAULT-OK / FAULT-BAD lines.
+ * badmix, dead, p2pdead, cudafail, mismatch); the fault modes print FAULT-OK / FAULT-BAD lines.
  */
 #include <math.h>
 #include <signal.h>
@@ -323,6 +323,46 @@ int mixed(void)
 	const char *msg = smddp_last_error(comm);
 
 	verdict(rc == SMDDP_EMISMATCH && strstr(msg, "device memory") && took < 20, rc, took, msg);
+	CK(cudaStreamSynchronize(stream));
+	smddp_comm_abort(comm);
+	return 0;
+}
+
+/* Under SMDDP_CHECK_COLL, after a call of several staged chunks is queued
+ * (its chunks take wire numbers of their own as they run), VICTIM passes
+ * host memory with a stream while the others make the device call: VICTIM
+ * gets SMDDP_EUNSUPPORTED, the others SMDDP_EMISMATCH naming it (queued:
+ * from smddp_comm_get_async_error), within seconds, not SMDDP_TIMEOUT.
+ * The call that VICTIM refuses is compared on its own thread: after the
+ * calls queued before it, with their numbers.  FAULT-OK lines. */
+static int names_rank(const char *msg, int q);
+
+int badmix(int victim)
+{
+	static float host[1024];
+	size_t big = fault_count();
+	int rc = fault_call(big);
+
+	if (rc) {
+		printf("FAULT-BAD rank=%d the first call failed: %s\n", rank, smddp_last_error(comm));
+		return 1;
+	}
+	double t0 = sd_now_s();
+	if (rank == victim) {
+		rc = smddp_allreduce(host, host, 1024, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	} else {
+		rc = smddp_allreduce(dsend, drecv, 1024, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+		if (!rc && queued_mode())
+			rc = await_async_error(t0, 20);
+	}
+	double took = sd_now_s() - t0;
+	const char *msg = smddp_last_error(comm);
+
+	verdict((rank == victim ? rc == SMDDP_EUNSUPPORTED
+				: (rc == SMDDP_EMISMATCH || rc == SMDDP_EABORTED) &&
+					  names_rank(msg, victim)) &&
+			took < 10,
+		rc, took, msg);
 	CK(cudaStreamSynchronize(stream));
 	smddp_comm_abort(comm);
 	return 0;

@@ -107,6 +107,15 @@ LAUNCH_OPTS="--grace 30" run_fake staged-badbuf 60 2 CONFORMANCE_PER_HOST=1 -- b
 expect_faults staged-badbuf "got the right error" 0 1
 run_fake staged-mixed 60 2 CONFORMANCE_PER_HOST=1 SMDDP_CHECK_COLL=1 -- mixed
 expect_faults staged-mixed "got SMDDP_EMISMATCH" 0 1
+# under SMDDP_CHECK_COLL, rank 1 passes host memory with a stream right after a call of
+# four staged chunks: it compares on its own thread, so only after that call has run
+# (the proxy's use of the fabric, the chunks' wire numbers): its own error, a mismatch
+# for rank 0, at once (it was a timeout for both, queued)
+for m in auto 0; do
+	LAUNCH_OPTS="--grace 30" run_fake staged-badmix-$m 60 2 CONFORMANCE_PER_HOST=1 \
+		SMDDP_CHECK_COLL=1 SMDDP_CUDA_ASYNC=$m FAULT_COUNT=1048576 -- badmix 1
+	expect_faults staged-badmix-$m "got its error or the mismatch in time" 0 1
+done
 
 # a CUDA call of one rank fails (FAKECUDA_FAIL: the end event of its call 2), queued and
 # blocking: both fail in call 2, told of it
