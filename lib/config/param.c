@@ -136,6 +136,13 @@ static struct param params[] = {
 	     "a flat ring copies to and from host memory in pieces, overlapped with the "
 	     "network; 0: in whole chunks, each copied up, moved, then copied down; the same "
 	     "on every rank"),
+	TUNE("SMDDP_CUDA_STREAM_CHUNK", "cuda_stream_chunk", SD_PARAM_SIZE, "0", NULL, 0,
+	     (int64_t)256 << 20, "expected a size from 0 to 256M, like 16M", NULL, 0,
+	     "bytes of data of the largest chunk of a streamed call between hosts "
+	     "(SMDDP_CUDA_STREAM): a call up to this size is one chunk, one host collective "
+	     "with its copies overlapped piece by piece; 0: chunks of a quarter of the call, up "
+	     "to 4 MiB; the same on every rank (pinned staging memory: twice the larger of "
+	     "this and 4 MiB)"),
 	TUNE("SMDDP_BOOT_ADDR", "boot_addr", SD_PARAM_STR, "", NULL, 0, 0, NULL, NULL, 0,
 	     "address of this host that smddp_get_unique_id() puts in the id for the other "
 	     "ranks to connect to (default: the route's to MASTER_ADDR, else the first "

@@ -167,6 +167,7 @@ struct sd_cuda {
 	int decided;            /* async is final (auto waits for the first call) */
 	int shared;             /* other ranks on this GPU, as the last call showed */
 	int stream;             /* SMDDP_CUDA_STREAM: staged.c streams its chunks */
+	size_t stream_chunk;    /* SMDDP_CUDA_STREAM_CHUNK: its largest streamed chunk, 0: quarters */
 	/* fast.c: allreduces whose kernels meet the peers themselves */
 	int fast_tried;         /* set up (or found impossible) at the first collective */
 	int fast_on;            /* every rank maps every window: calls may take the path */

@@ -93,7 +93,8 @@
 #include "transport/transport.h"
 
 #define NSLOT 2
-#define CHUNK_MAX ((size_t)4 << 20)   /* bytes of data per slot, at most */
+#define CHUNK_MAX ((size_t)4 << 20)   /* bytes of data of a chunk, at most (unless streamed
+					* in larger ones: SMDDP_CUDA_STREAM_CHUNK) */
 #define CHUNK_MIN ((size_t)256 << 10) /* ... and at least, unless the call is smaller,
 					* or the network's own step is larger */
 #define PIECES_MAX 16                  /* copies of a streamed chunk, each way, at most */
@@ -123,13 +124,14 @@ void sd_cuda_stage_free(struct sd_cuda *cu, int poisoned)
 	cu->stage = NULL;
 }
 
-/* The slots, made at the first call: NSLOT of CHUNK_MAX bytes (or of one
- * chunk's unit, where that is larger), so that they never have to grow
- * under copies still queued. */
+/* The slots, made at the first call: NSLOT of the largest chunk's bytes
+ * (or of one chunk's unit, where that is larger), so that they never have
+ * to grow under copies still queued. */
 static int stage_get(struct smddp_comm *c, struct sd_cuda *cu, size_t unit, struct sd_stage **out)
 {
 	struct sd_stage *s = cu->stage;
-	size_t slot = ((unit > CHUNK_MAX ? unit : CHUNK_MAX) + 63) / 64 * 64;
+	size_t most = cu->stream_chunk > CHUNK_MAX ? cu->stream_chunk : CHUNK_MAX;
+	size_t slot = ((unit > most ? unit : most) + 63) / 64 * 64;
 	cudaError_t e;
 
 	if (s && s->slot < unit)
@@ -414,12 +416,28 @@ static size_t least_chunk(const struct smddp_comm *c)
 	return m < CHUNK_MAX ? m : CHUNK_MAX;
 }
 
-/* Call k's chunks: a quarter of the call each (so that copies and network
- * overlap), within [least, CHUNK_MAX], streamed where they can be (their
- * pieces overlap the copies with the network inside a chunk too).  The
- * same on every rank. */
+/* Chunks of about bytes / split each, within [least, most]. */
+static void cut_chunks(struct plan *p, size_t least, size_t split, size_t most)
+{
+	size_t unit = (size_t)p->words * p->es, want = p->m * (size_t)p->words / split;
+
+	want = want < least ? least : want > most ? most : want;
+	p->len = want / unit ? want / unit : 1;
+	if (p->len > p->k->count)
+		p->len = p->k->count;
+	p->nch = (p->k->count + p->len - 1) / p->len;
+}
+
+/* Call k's chunks, the same on every rank: a quarter of the call each (so
+ * that one chunk's copies overlap another's host collective), within
+ * [least, CHUNK_MAX], streamed where they can be (a flat ring's allreduce,
+ * allgather, reduce_scatter: their pieces overlap the copies with the
+ * network inside a chunk too).  With SMDDP_CUDA_STREAM_CHUNK, streamed
+ * chunks are as large as it allows instead: every chunk is a host
+ * collective with its own start and drain, which larger ones pay less
+ * often, and the pieces already overlap the copies. */
 static void plan_of(struct plan *p, struct smddp_comm *c, const struct sd_cuda_call *k,
-		    size_t least, int stream)
+		    size_t least, int stream, size_t stream_chunk)
 {
 	int n = c->size;
 
@@ -433,15 +451,17 @@ static void plan_of(struct plan *p, struct smddp_comm *c, const struct sd_cuda_c
 	p->words = k->coll == SD_COLL_ALLTOALL ? 2 * n
 		   : k->coll == SD_COLL_ALLGATHER || k->coll == SD_COLL_REDUCE_SCATTER ? n
 											: 1;
-	size_t unit = (size_t)p->words * p->es, want = p->m * (size_t)p->words / 4;
-
-	want = want < least ? least : want > CHUNK_MAX ? CHUNK_MAX : want;
-	p->len = want / unit ? want / unit : 1;
-	if (p->len > k->count)
-		p->len = k->count;
-	p->nch = (k->count + p->len - 1) / p->len;
 	p->stream = stream && (k->coll == SD_COLL_ALLREDUCE || k->coll == SD_COLL_ALLGATHER ||
 			       k->coll == SD_COLL_REDUCE_SCATTER);
+	if (p->stream && stream_chunk) {
+		cut_chunks(p, least, 1, stream_chunk > least ? stream_chunk : least);
+		pieces_of(c, p, 0, &p->full);
+		p->stream = p->full.ub[0] >= 0;
+		if (!p->stream)
+			cut_chunks(p, least, 4, CHUNK_MAX);
+	} else {
+		cut_chunks(p, least, 4, CHUNK_MAX);
+	}
 	pieces_of(c, p, 0, &p->full);
 	p->stream = p->full.ub[0] >= 0;
 	if (p->stream)
@@ -486,7 +506,7 @@ int sd_cuda_staged_queue(struct smddp_comm *c, struct sd_cuda *cu, struct op *o)
 	struct plan p;
 	cudaError_t e = cudaSuccess;
 
-	plan_of(&p, c, &o->k, least_chunk(c), cu->stream);
+	plan_of(&p, c, &o->k, least_chunk(c), cu->stream, cu->stream_chunk);
 	SD_CHECK(stage_get(c, cu, (size_t)p.words * p.es, &s));
 	if (p.tickets > ((size_t)1 << 24)) /* see enqueue.c, rewind_tickets() */
 		return sd_comm_error(c, SMDDP_EINVAL, "count %zu is too large for the device path "
@@ -617,7 +637,7 @@ int sd_cuda_staged_run(struct sd_cuda *cu, struct op *o, int *one_off)
 			return rc;
 		}
 	}
-	plan_of(&p, c, &o->k, least_chunk(c), cu->stream);
+	plan_of(&p, c, &o->k, least_chunk(c), cu->stream, cu->stream_chunk);
 	p.t0 = o->seq - (uint32_t)(o->ch0 * (size_t)p.per);
 	/* Agreed: each chunk but the first takes a number of its own, counted
 	 * at the first part. */

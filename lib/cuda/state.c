@@ -130,6 +130,7 @@ static int state_init(struct smddp_comm *c, int dev)
 	cu->async = cu->mode == 1 || (cu->mode < 0 && !sanitized && c->net);
 	cu->shared = -1;
 	cu->stream = sd_param_int("SMDDP_CUDA_STREAM") != 0;
+	cu->stream_chunk = (size_t)sd_param_int("SMDDP_CUDA_STREAM_CHUNK");
 	cu->last_slot = -1;
 	cudaGetDevice(&old);
 	if ((e = cudaSetDevice(dev)) != cudaSuccess) {

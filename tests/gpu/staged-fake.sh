@@ -45,6 +45,21 @@ for r in 0 1; do
 		pass "staged-sock-2x1: rank $r streamed the 1 MiB + 12 bytes allreduce in 4 pieces a way" ||
 		fail "staged-sock-2x1: rank $r did not stream the allreduce in 4 pieces a way, 3 let go early"
 done
+# SMDDP_CUDA_STREAM_CHUNK: a streamed call in chunks as large as it allows, not
+# quarters: an allreduce of float32 of 4 MiB + 12 bytes in two chunks of 2 MiB and the
+# 3 elements left, an allgather of as many on 2 ranks in five chunks of 2 MiB in all
+# (in parts: chunks 1-3, then 4-5)
+fake staged-sock-bigchunk 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket \
+	SMDDP_CUDA_STREAM_CHUNK=2M SMDDP_DEBUG=TRACE SMDDP_DEBUG_SUBSYS=COLL -- matrix --quick \
+	--large 1048579
+for r in 0 1; do
+	grep -q "^\[$r\] .*staged between hosts: chunks 1-3 of 3, of 524288 elements streamed" \
+		"$TDIR/staged-sock-bigchunk.out" &&
+		grep -q "^\[$r\] .*staged between hosts: chunks 1-3 of 5, of 262144 elements streamed" \
+			"$TDIR/staged-sock-bigchunk.out" &&
+		pass "staged-sock-bigchunk: rank $r streamed in chunks of 2 MiB" ||
+		fail "staged-sock-bigchunk: rank $r did not stream in chunks of 2 MiB"
+done
 # streamed chunks (4 MiB + 12 bytes: a chunk of 8 pieces and one of 3 elements, not
 # streamed) with every copy late by a random few hundred us
 fake staged-sock-jitter 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket \

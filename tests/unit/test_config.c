@@ -22,7 +22,8 @@
 /* Every key of the config file, in the order the library lists them. */
 #define KNOWN_KEYS                                                                                 \
 	"timeout, check_coll, debug, debug_subsys, debug_file, shm_chunk, spin, liveness_ms, "     \
-	"single_copy, single_copy_min, shm_algo, cuda_async, cuda_fast, cuda_direct, cuda_stream, boot_addr, "  \
+	"single_copy, single_copy_min, shm_algo, cuda_async, cuda_fast, cuda_direct, cuda_stream, " \
+	"cuda_stream_chunk, boot_addr, "                                                            \
 	"allow_no_token, single_copy_ptracer, topo_file, algo, fabric_provider, net_transport, "    \
 	"socket_nsocks, socket_threads, socket_long, socket_credit, "                             \
 	"net_chunk, net_rd_max, optimize_sdp, trace_entries, "                                      \
