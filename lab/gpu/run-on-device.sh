@@ -26,6 +26,10 @@
 #              ones (SMDDP_CUDA_STREAM 0/1) alternated $STREAM_REPS times (2): the
 #              C bench (checked), then through torch the DDP step and the
 #              collectives against NCCL's sockets (python/bench/torch_nccl_bench.py)
+#   chunk      between "hosts" under MPS, streamed: SMDDP_CUDA_STREAM_CHUNK 0
+#              (quarters) against 16M (one chunk a call up to 16 MiB),
+#              alternated $CHUNK_REPS times (2): the C bench, checked, 1-256 MiB,
+#              then through torch the DDP step and the collectives beside NCCL
 #   phases     between "hosts" under MPS, streamed: host against device memory
 #              (allgather, reducescatter, allreduce, 256 KiB-16 MiB), then
 #              SMDDP_DEBUG=TRACE of 1 MiB calls, the phases' medians
@@ -310,6 +314,34 @@ for s in $stages; do
 				done
 			done
 		fi
+		mps_stop
+		;;
+	chunk)
+		# streamed chunks: quarters of up to 4 MiB (SMDDP_CUDA_STREAM_CHUNK=0)
+		# against one chunk a call up to 16 MiB, between "hosts" under MPS,
+		# alternated $CHUNK_REPS times (2): the C bench, checked, then
+		# through torch the DDP step and the collectives beside NCCL
+		mps_start || continue
+		torch_build && export PYTHONPATH=$TMPD/site PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+		for rep in $(seq "${CHUNK_REPS:-2}"); do
+			for sc in 0 16M; do
+				for coll in allreduce allgather reducescatter; do
+					stage "chunk$sc-$coll-$rep" 120 env SMDDP_CUDA_STREAM_CHUNK=$sc \
+						CONFORMANCE_PER_HOST=1 "$RUN" -n 2 --timeout 110 /bin/sh \
+						"$ROOT/tests/net/fakehost.sh" "$BENCH" --device cuda -b 1M -e 256M \
+						-f 4 -n 10 -w 2 -c 1 --coll "$coll"
+					grep -v "^#  Rank" "$TMPD/chunk$sc-$coll-$rep.log" | tee -a "$summary"
+				done
+				[ -d "$TMPD/site/smddp" ] || continue
+				for what in ddp coll; do
+					stage "chunk$sc-torch-$what-$rep" 200 env SMDDP_CUDA_STREAM_CHUNK=$sc \
+						FAKE_HOSTS=1 DDP_STEPS=5 REPEATS=3 \
+						SIZES=1048576,4194304,16777216,67108864,268435456 "$RUN" -n 2 \
+						--timeout 190 python3 "$ROOT/python/bench/torch_nccl_bench.py" "$what"
+					grep -v "WARN" "$TMPD/chunk$sc-torch-$what-$rep.log" | tee -a "$summary"
+				done
+			done
+		done
 		mps_stop
 		;;
 	phases)
