@@ -33,12 +33,22 @@ link = float(args[2]) / 1000 if len(args) > 2 and args[2] else 0
 rows = {}
 runs = {}  # (size, type, op, place) -> each run's MPI time / ours
 files = sorted(os.listdir(d))
+nruns = 0  # files with at least one record: the folder may hold logs too
 for f in files:
     times = {}
+    had = False
     for line in open(os.path.join(d, f)):
         if not line.strip():
             continue
-        r = json.loads(re.sub(r"^\[[0-9]+\] ", "", line))
+        text = re.sub(r"^\[[0-9]+\] ", "", line).strip()
+        try:
+            r = json.loads(text)
+        except json.JSONDecodeError:
+            if text.startswith("{"):  # a record cut short: say so, not a silent gap
+                print(f"bench-median: {f}: skipped a broken record: {text[:60]}",
+                      file=sys.stderr)
+            continue
+        had = True
         for place in ("oop", "ip"):
             if r.get(place + "_time_us") is not None:
                 times[(r["size_bytes"], r["type"], r["redop"], place, r["impl"])] = \
@@ -51,13 +61,14 @@ for f in files:
             v.setdefault((r["impl"], place + "_busbw"), []).append(r.get(place + "_busbw_gbps", 0))
             if r["impl"] == "mpi" and r.get(place + "_ratio") is not None:
                 v.setdefault(("ratio", place), []).append(r[place + "_ratio"])
+    nruns += had
     for (size, t, op, place, impl), us in times.items():
         m = times.get((size, t, op, place, "mpi"))
         if impl == "smddp" and m is not None and us:
             runs.setdefault((size, t, op, place), []).append(m / us)
 med = statistics.median
 if lowest:
-    print(f"# {title}: MPI's time / ours, median and lowest of {len(files)} runs")
+    print(f"# {title}: MPI's time / ours, median and lowest of {nruns} runs")
     for key in sorted({k[:3] for k in runs}):
         line = f"{key[0]:>10}"
         for place in ("oop", "ip"):
@@ -68,7 +79,7 @@ if lowest:
     sys.exit(0)
 places = [p for p in ("oop", "ip") if any(("mpi", p) in v for v in rows.values())]
 spread = places == ["oop"]
-print(f"# {title}, median of {len(files)} runs; time in us; "
+print(f"# {title}, median of {nruns} runs; time in us; "
       + ("ratio = MPI's time / ours (min, max: of the single runs); busbw of ours, GB/s"
          if spread else
          "ratio = MPI's time / ours, out of place (oop) and in place (ip); busbw of ours, GB/s"))

@@ -36,8 +36,10 @@ out=$(python3 "$top_srcdir/scripts/bench-median.py" "$T/runs" test) ||
 	fail "bench-median.py on tagged lines: $out"
 [ "$(grep -c '^ *\(65536\|262144\|1048576\) .* 1\.00 ' <<<"$out")" -eq 3 ] ||
 	fail "bench-median.py: $out"
+echo "mpirun: a log beside the runs" >"$T/runs/mpirun.log"
 out=$(python3 "$top_srcdir/scripts/bench-median.py" --lowest "$T/runs" test) ||
 	fail "bench-median.py --lowest: $out"
+grep -q '^# test: .* of 1 runs$' <<<"$out" || fail "bench-median.py counts a log as a run: $out"
 [ "$(grep -c '^ *\(65536\|262144\|1048576\)  oop med 1\.00 min 1\.00   ip med 1\.00 min 1\.00$' <<<"$out")" -eq 3 ] ||
 	fail "bench-median.py --lowest: $out"
 echo "ok: bench-median.py takes them too"

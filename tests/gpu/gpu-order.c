@@ -128,10 +128,10 @@ void order(void)
 		float tri = (float)(nranks * (nranks + 1) / 2);
 		int bad = 0;
 		for (size_t j = 0; j < count && bad < 3; j++) {
-			float want = tri * (float)(j % 100 + round);
-			if (hres[j] != want) {
+			float expect = tri * (float)(j % 100 + round);
+			if (hres[j] != expect) {
 				printf("FAIL rank %d: order round %d: element %zu is %g, expected %g\n",
-				       rank, round, j, hres[j], want);
+				       rank, round, j, hres[j], expect);
 				bad++;
 			}
 		}
