@@ -457,13 +457,16 @@ static void plan_of(struct plan *p, struct smddp_comm *c, const struct sd_cuda_c
 		cut_chunks(p, least, 1, stream_chunk > least ? stream_chunk : least);
 		pieces_of(c, p, 0, &p->full);
 		p->stream = p->full.ub[0] >= 0;
-		if (!p->stream)
+		if (!p->stream) {
+			/* Not streamed after all: quarters, in whole pieces. */
 			cut_chunks(p, least, 4, CHUNK_MAX);
+			pieces_of(c, p, 0, &p->full);
+		}
 	} else {
 		cut_chunks(p, least, 4, CHUNK_MAX);
+		pieces_of(c, p, 0, &p->full);
+		p->stream = p->full.ub[0] >= 0;
 	}
-	pieces_of(c, p, 0, &p->full);
-	p->stream = p->full.ub[0] >= 0;
 	if (p->stream)
 		p->per = span_of(&p->full);
 	if (p->nch > 1)
