@@ -25,6 +25,7 @@
 #include "config/param.h"
 #include "transport/net/net-int.h"
 #include "transport/transport.h"
+#include "util/copy.h"
 #include "util/wait.h"
 
 /* ---- waiting ------------------------------------------------------------ */
@@ -606,7 +607,7 @@ static int p2p_done(struct smddp_comm *c, struct p2p_batch *b, int i)
 	if (got != op->bytes)
 		return sd_p2p_size_differs(c, op->source, (size_t)got, op);
 	if (w->bounce && got)
-		memcpy(op->buf, w->bounce, got);
+		sd_copy(op->buf, w->bounce, got);
 	return SMDDP_OK;
 }
 

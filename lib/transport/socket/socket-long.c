@@ -27,6 +27,7 @@
 
 #include "config/param.h"
 #include "transport/socket/socket-int.h"
+#include "util/copy.h"
 
 int sd_sock_long_init(struct sock *s)
 {
@@ -226,7 +227,7 @@ static void forget_pieces(struct dconn *dc)
 			dc->err = ENOMEM;
 			break;
 		}
-		memcpy(p->own, x->buf + p->off + at, p->len - at);
+		sd_copy(p->own, x->buf + p->off + at, p->len - at);
 	}
 }
 

@@ -19,6 +19,7 @@
 #include "base/comm-types.h"
 #include "clock/clock.h"
 #include "transport/socket/socket-int.h"
+#include "util/copy.h"
 
 static int matches(const struct op *x, int peer, uint64_t tag)
 {
@@ -40,7 +41,7 @@ static int take_early(struct op *x, struct early *e, int *got)
 		n = 0;
 	}
 	if (n)
-		memcpy(x->buf, e->data, n);
+		sd_copy(x->buf, e->data, n);
 	sd_sock_complete(x, err, n, e->tag);
 	(*got)++;
 	return err;
@@ -283,7 +284,7 @@ static void feed(struct in *in, const unsigned char *p, size_t n)
 	if (d) {
 		size_t room = in->into ? in->into->len - in->got : n;
 
-		memcpy(d, p, n < room ? n : room);
+		sd_copy(d, p, n < room ? n : room);
 	}
 	in->got += n;
 	if (in->e)

@@ -63,6 +63,7 @@
 #include "base/comm-types.h"
 #include "clock/clock.h"
 #include "transport/socket/socket-int.h"
+#include "util/copy.h"
 #include "util/wait.h"
 
 static int queue_ctl(struct sock *s, int peer, int type, uint64_t id);
@@ -796,7 +797,7 @@ static int so_forget(struct sd_fab *f, int wait_ms)
 					free(x);
 					continue;
 				}
-				memcpy(x->own, x->buf + at, x->wire - at);
+				sd_copy(x->own, x->buf + at, x->wire - at);
 			}
 			x->buf = NULL;
 			o->tail = x;
