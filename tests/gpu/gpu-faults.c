@@ -334,7 +334,9 @@ int mixed(void)
  * gets SMDDP_EUNSUPPORTED, the others SMDDP_EMISMATCH naming it (queued:
  * from smddp_comm_get_async_error), within seconds, not SMDDP_TIMEOUT.
  * The call that VICTIM refuses is compared on its own thread: after the
- * calls queued before it, with their numbers.  FAULT-OK lines. */
+ * calls queued before it, with their numbers; on one node, where the
+ * others' kernels meet no host barrier, it is announced to those kernels
+ * instead.  FAULT-OK lines. */
 static int names_rank(const char *msg, int q);
 
 int badmix(int victim)
