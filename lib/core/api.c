@@ -414,12 +414,20 @@ static void count_device_call(struct smddp_comm *comm, int rc)
  * earlier queued call comes first. */
 static int device_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
 {
-	int rc = sd_cuda_collect(comm, 0);
+	char why[400];
+	/* SMDDP_CHECK_COLL compares on whichever thread runs the call.
+	 * Between hosts nothing else meets the peers' staged calls (one node
+	 * compares the calls' numbers as the ranks meet): a call that queues
+	 * nothing here (count 0, or refused on its own arguments) compares on
+	 * this thread, once the calls queued before it have run. */
+	int here = comm->check_coll && comm->net &&
+		   (!k->count || check_args(comm, k->coll, k->count, k->dtype, k->op, k->root, k,
+					    why, sizeof(why)));
+	int rc = sd_cuda_collect(comm, here);
 
-	/* SMDDP_CHECK_COLL compares on whichever thread runs the call. */
 	if (!rc)
-		rc = api_enter(comm, k->coll, k->count, k->dtype, k->op, k->root, MEM_DEVICE, CMP_NONE,
-			       k, 0, NULL);
+		rc = api_enter(comm, k->coll, k->count, k->dtype, k->op, k->root, MEM_DEVICE,
+			       here ? CMP_HERE : CMP_NONE, k, 0, NULL);
 	count_device_call(comm, rc);
 	if (rc)
 		return sd_api_leave(comm, rc);
