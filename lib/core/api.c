@@ -234,8 +234,14 @@ static int check_args(const struct smddp_comm *c, int coll, size_t count, int dt
 	return SMDDP_OK;
 }
 
-/* The checks of every entry; compare: SMDDP_CHECK_COLL may compare the call
- * across ranks (host path only: the device path compares on its proxy).
+/* How an entry compares its call across ranks (SMDDP_CHECK_COLL). */
+enum {
+	CMP_NONE = 0, /* the device path compares on its proxy, or its kernels */
+	CMP_HERE = 1, /* this thread compares (host work, and calls that queue nothing) */
+	CMP_TOLD = 2, /* numbered as compared, but the peers' kernels were told instead */
+};
+
+/* The checks of every entry; compare: CMP_*.
  *
  * An argument error skips the call on this rank alone, while the others
  * may make it and pair their next call with this rank's next.  Under
@@ -260,7 +266,8 @@ static int api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, in
 		arg = refuse;
 		snprintf(why, sizeof(why), "%s", refuse_why);
 	}
-	compare = compare && c->check_coll;
+	if (!c->check_coll)
+		compare = CMP_NONE;
 	if (arg && !compare)
 		return sd_comm_error(c, arg, "%s", why);
 	c->cur.seq = ++c->seq;
@@ -277,7 +284,7 @@ static int api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, in
 	sd_trace_begin(c);
 	if (!compare)
 		return SMDDP_OK;
-	rc = sd_coll_compare(c);
+	rc = compare == CMP_TOLD ? SMDDP_OK : sd_coll_compare(c);
 	if (arg && (!rc || rc == SMDDP_EMISMATCH))
 		return sd_comm_error(c, arg, "%s", why);
 	return rc;
@@ -293,7 +300,7 @@ static int host_enter(struct smddp_comm *c, int coll, size_t count, int dtype, i
 
 	if (rc)
 		return rc;
-	return api_enter(c, coll, count, dtype, op, root, MEM_HOST, 1, k, 0, NULL);
+	return api_enter(c, coll, count, dtype, op, root, MEM_HOST, CMP_HERE, k, 0, NULL);
 }
 
 int sd_api_enter(struct smddp_comm *c, int coll, size_t count, int dtype, int op, int root,
@@ -407,12 +414,20 @@ static void count_device_call(struct smddp_comm *comm, int rc)
  * earlier queued call comes first. */
 static int device_call(struct smddp_comm *comm, const struct sd_cuda_call *k)
 {
-	int rc = sd_cuda_collect(comm, 0);
+	char why[400];
+	/* SMDDP_CHECK_COLL compares on whichever thread runs the call.
+	 * Between hosts nothing else meets the peers' staged calls (one node
+	 * compares the calls' numbers as the ranks meet): a call that queues
+	 * nothing here (count 0, or refused on its own arguments) compares on
+	 * this thread, once the calls queued before it have run. */
+	int here = comm->check_coll && comm->net &&
+		   (!k->count || check_args(comm, k->coll, k->count, k->dtype, k->op, k->root, k,
+					    why, sizeof(why)));
+	int rc = sd_cuda_collect(comm, here);
 
-	/* SMDDP_CHECK_COLL compares on whichever thread runs the call. */
 	if (!rc)
-		rc = api_enter(comm, k->coll, k->count, k->dtype, k->op, k->root, MEM_DEVICE, 0, k, 0,
-			       NULL);
+		rc = api_enter(comm, k->coll, k->count, k->dtype, k->op, k->root, MEM_DEVICE,
+			       here ? CMP_HERE : CMP_NONE, k, 0, NULL);
 	count_device_call(comm, rc);
 	if (rc)
 		return sd_api_leave(comm, rc);
@@ -451,10 +466,16 @@ static int collective(struct smddp_comm *comm, int coll, const void *sendbuf, vo
 	 * compare runs on this thread, so the device calls queued before go
 	 * first: the proxy alone uses the transport while they are queued,
 	 * and the wire numbers their staged chunks take are counted. */
-	int rc = sd_cuda_collect(comm, comm->check_coll);
+	int rc = sd_cuda_collect(comm, comm->check_coll), told = 0;
 
+	/* On one node the peers may run the call on kernels, which meet no
+	 * host barrier: they are told of the refusal where they look, under
+	 * the number it takes below. */
+	if (!rc && stream && comm->check_coll)
+		rc = sd_cuda_refused(comm, &k, comm->dev_calls + 1, &told);
 	if (!rc)
-		rc = api_enter(comm, coll, count, dtype, op, root, MEM_HOST, 1, NULL, kind, msg);
+		rc = api_enter(comm, coll, count, dtype, op, root, MEM_HOST, told ? CMP_TOLD : CMP_HERE,
+			       NULL, kind, msg);
 	if (stream) /* meant for device memory */
 		count_device_call(comm, rc);
 	return sd_api_leave(comm, rc);

@@ -65,6 +65,15 @@ int sd_cuda_settle(struct smddp_comm *c, int rc);
  * through the transport, now or, while the GPU proxy may be inside a call
  * between hosts (whose endpoint is one thread's), through the proxy. */
 void sd_cuda_abort(struct smddp_comm *c);
+/* Host thread, comm drained, SMDDP_CHECK_COLL: this rank refuses call k on
+ * its buffers (host memory with a stream, or both kinds), which takes
+ * device call number call.  Where the peers run such a call on kernels
+ * that meet their peers themselves (one node, queued: fast.c, direct.c),
+ * no host barrier meets them: the refusal is written where those kernels
+ * look, after this rank's own kernels have ended, and they fail the call
+ * as a mismatch naming this rank.  *told: written (the caller then skips
+ * its host compare, which would wait for them until SMDDP_TIMEOUT). */
+int sd_cuda_refused(struct smddp_comm *c, const struct sd_cuda_call *k, unsigned call, int *told);
 /* Host thread, smddp_comm_abort: sd_cuda_abort, then the proxy stopped and
  * joined (its call fails at once), so that the caller may use the
  * transport and the bootstrap itself. */
@@ -97,6 +106,15 @@ static inline int sd_cuda_settle(struct smddp_comm *c, int rc)
 {
 	(void)c;
 	return rc;
+}
+static inline int sd_cuda_refused(struct smddp_comm *c, const struct sd_cuda_call *k,
+				  unsigned call, int *told)
+{
+	(void)c;
+	(void)k;
+	(void)call;
+	*told = 0;
+	return 0;
 }
 static inline void sd_cuda_comm_free(struct smddp_comm *c)
 {

@@ -340,6 +340,51 @@ int sd_cuda_fast_call(struct smddp_comm *c, struct sd_cuda *cu, const struct sd_
 	return SMDDP_OK;
 }
 
+static cudaError_t q_stream(void *st)
+{
+	return cudaStreamQuery((cudaStream_t)st);
+}
+
+int sd_cuda_refused(struct smddp_comm *c, const struct sd_cuda_call *k, unsigned call, int *told)
+{
+	struct sd_cuda *cu = c->cuda;
+	const uint64_t word = call; /* tag 0: sd_cuda_call_tag() is odd */
+	const size_t at = SD_DIRECT_ANN + (size_t)c->rank * sizeof(struct sd_direct_ann);
+	cudaError_t e = cudaSuccess;
+	int rc;
+
+	*told = 0;
+	if (!cu || c->net || !cu->async || (unsigned)k->dtype >= SMDDP_NUM_DTYPES ||
+	    !(sd_cuda_fast_takes(cu, k) || sd_cuda_direct_takes(cu, k)))
+		return SMDDP_OK;
+	/* This rank's kernels write the same words when they start. */
+	if (cu->fast_pending) {
+		rc = sd_cuda_wait(sd_cuda_q_event, cu->fast_ev, c->timeout_ns, NULL, &e);
+		if (rc == SMDDP_ECUDA)
+			return SD_CUDA_ERR(c, e, "the last device call of this communicator failed");
+		if (rc)
+			return sd_comm_error(c, SMDDP_ETIMEDOUT,
+					     "the last device call of this communicator did not end "
+					     "within %s",
+					     c->timeout_from);
+	}
+	for (int q = 0; q < c->size && e == cudaSuccess; q++)
+		if (q != c->rank)
+			e = cudaMemcpyAsync(cu->fast_peer[q] + at, &word, sizeof(word),
+					    cudaMemcpyHostToDevice, cu->st);
+	if (e == cudaSuccess) {
+		rc = sd_cuda_wait(q_stream, cu->st, c->timeout_ns, NULL, &e);
+		if (rc == SMDDP_ETIMEDOUT)
+			return sd_comm_error(c, SMDDP_ETIMEDOUT,
+					     "telling the peers' kernels of a refused call took over %s",
+					     c->timeout_from);
+	}
+	if (e != cudaSuccess)
+		return SD_CUDA_ERR(c, e, "cannot tell the peers' kernels of a refused call");
+	*told = 1;
+	return SMDDP_OK;
+}
+
 /* The kernels' record in words (buf), and its result; 0 when there is
  * none.  Any thread: reads the pinned record only. */
 static int fast_words(const struct sd_cuda *cu, char *buf, size_t len)
@@ -379,8 +424,9 @@ static int fast_words(const struct sd_cuda *cu, char *buf, size_t len)
 	case SD_FAST_DESC:
 		snprintf(buf, len,
 			 "rank %d called device call %u with another collective, count, dtype, op "
-			 "or root than this rank (%s %s): every rank must make the same calls on "
-			 "device memory",
+			 "or root than this rank (%s %s), or refused it on its own arguments "
+			 "(SMDDP_CHECK_COLL: its error says why): every rank must make the same "
+			 "calls on device memory",
 			 peer, call, an, coll);
 		return SMDDP_EMISMATCH;
 	case SD_FAST_UNMAPPED:

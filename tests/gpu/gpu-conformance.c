@@ -49,6 +49,11 @@
  *                                           sendbuf == recvbuf): every rank fails
  *                                           the call that meets its next one with
  *                                           SMDDP_EMISMATCH (FAULT-OK lines)
+ *   gpu-conformance refusedcc zero|null     (SMDDP_CHECK_COLL=1, between hosts) rank 1
+ *                                           passes count 0 or a NULL recvbuf: it gets
+ *                                           SMDDP_EMISMATCH (SMDDP_EINVAL), the others
+ *                                           SMDDP_EMISMATCH naming it, in seconds; the
+ *                                           next matched call works (FAULT-OK lines)
  *   ... abortq, cancelq, dead and mismatch take [--coll NAME]: their calls are
  *                                           that collective (allreduce by default;
  *                                           broadcast's and reduce's root the last rank)
@@ -644,6 +649,8 @@ int main(int argc, char **argv)
 		return mismatch();
 	} else if (!strcmp(mode, "refused") && argc > 2) {
 		return refused(argv[2]);
+	} else if (!strcmp(mode, "refusedcc") && argc > 2) {
+		return refusedcc(argv[2]);
 	} else if (!strcmp(mode, "p2p")) {
 		p2p(large);
 		if (perf && nranks >= 2)
@@ -677,7 +684,7 @@ int main(int argc, char **argv)
 		return dead(atoi(argv[2]));
 	} else {
 		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | twostreams | abortq | cancelq | overlap | regs | ddp | lateload | "
-				"p2p [--perf] | p2pdead VICTIM | mismatch | refused HOW | errors | dead VICTIM | badbuf VICTIM | badmix VICTIM | cudafail VICTIM CALL | mixed | "
+				"p2p [--perf] | p2pdead VICTIM | mismatch | refused HOW | refusedcc HOW | errors | dead VICTIM | badbuf VICTIM | badmix VICTIM | cudafail VICTIM CALL | mixed | "
 				"shrink [--large N] [--quick|--small] STAGE... | "
 				"threads [--rounds N] [--jitter US] [--stagger] [--large N] [--stop R:K:N] [--bounded] "
 				"[--fresh] [--every N] [--leave K:N [--slow MS]]]\n"

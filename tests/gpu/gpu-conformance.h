@@ -73,6 +73,7 @@ int mismatch(void);
 /* The collective of abortq, cancelq, dead and mismatch (--coll NAME; allreduce). */
 extern int fault_coll;
 int refused(const char *how);
+int refusedcc(const char *how);
 
 /* ---- gpu-p2p.c: sends, receives, alltoallv, gather, scatter ---- */
 void p2p(size_t large);

@@ -334,7 +334,9 @@ int mixed(void)
  * gets SMDDP_EUNSUPPORTED, the others SMDDP_EMISMATCH naming it (queued:
  * from smddp_comm_get_async_error), within seconds, not SMDDP_TIMEOUT.
  * The call that VICTIM refuses is compared on its own thread: after the
- * calls queued before it, with their numbers.  FAULT-OK lines. */
+ * calls queued before it, with their numbers; on one node, where the
+ * others' kernels meet no host barrier, it is announced to those kernels
+ * instead.  FAULT-OK lines. */
 static int names_rank(const char *msg, int q);
 
 int badmix(int victim)
@@ -364,6 +366,60 @@ int badmix(int victim)
 			took < 10,
 		rc, took, msg);
 	CK(cudaStreamSynchronize(stream));
+	smddp_comm_abort(comm);
+	return 0;
+}
+
+/* refusedcc HOW, under SMDDP_CHECK_COLL=1 (between hosts, where nothing
+ * else compares the calls): rank 1 makes a device call of count 0 (zero)
+ * or with a NULL recvbuf (null), the others the same call of 1024
+ * elements: rank 1 gets SMDDP_EMISMATCH naming rank 0 (zero) or its own
+ * SMDDP_EINVAL (null), the others SMDDP_EMISMATCH naming rank 1, in
+ * seconds.  Blocking, every rank then makes the same call, which must
+ * work (a mismatch leaves the communicator usable; queued, one met by a
+ * queued call breaks it).  FAULT-OK lines. */
+int refusedcc(const char *how)
+{
+	size_t count = 1024;
+	int zero = !strcmp(how, "zero"), rc, err = -1;
+
+	if (!zero && strcmp(how, "null")) {
+		fprintf(stderr, "gpu-conformance refusedcc: zero or null, not %s\n", how);
+		return 2;
+	}
+	if (good_first_call())
+		return 1;
+	double t0 = sd_now_s();
+	if (rank == 1)
+		rc = smddp_allreduce(dsend, zero ? drecv : NULL, zero ? 0 : count, SMDDP_FLOAT32,
+				     SMDDP_SUM, comm, stream);
+	else
+		rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (!rc)
+		rc = await_async_error(t0, 20);
+	double took = sd_now_s() - t0;
+	const char *msg = smddp_last_error(comm);
+	int want = rank == 1 && !zero ? SMDDP_EINVAL : SMDDP_EMISMATCH;
+
+	verdict(rc == want && took < 10 &&
+			(rank == 1 ? zero ? names_rank(msg, 0) && strstr(msg, "count 0") : 1
+				   : names_rank(msg, 1)),
+		rc, took, msg);
+	CK(cudaStreamSynchronize(stream));
+	if (queued_mode()) {
+		smddp_comm_abort(comm);
+		return 0;
+	}
+	/* in step again: the same call everywhere works */
+	rc = smddp_allreduce(dsend, drecv, count, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+	if (!rc)
+		CK(cudaStreamSynchronize(stream));
+	if (!rc)
+		rc = smddp_comm_get_async_error(comm, &err);
+	if (rc || err)
+		printf("FAULT-BAD rank=%d the matched call after the mismatch failed: %s (async "
+		       "error %d): %s\n",
+		       rank, smddp_strerror(rc), err, smddp_last_error(comm));
 	smddp_comm_abort(comm);
 	return 0;
 }

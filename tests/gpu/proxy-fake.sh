@@ -137,6 +137,22 @@ for how in short zero gather; do
 		SMDDP_JOB_ID=${job}r -- refused $how
 	expect_faults refused-$how-queued "failed the call that met rank 1's next" 0 1 2
 done
+# under SMDDP_CHECK_COLL, rank 1 passes host memory with a stream while rank 0 makes the
+# device call: its own error, and a mismatch naming it for rank 0, at once, whichever way
+# rank 0's call goes: the kernels of the fast or the direct path (queued: they meet no host
+# barrier, so the refusal is written where they look; it was a timeout for both), the
+# proxy's meeting, or the blocking mode's
+for way in fast direct proxy block; do
+	case $way in
+	fast) knobs="SMDDP_CUDA_ASYNC=1" ;;
+	direct) knobs="SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0" ;;
+	proxy) knobs="SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0 SMDDP_CUDA_DIRECT=0" ;;
+	block) knobs="SMDDP_CUDA_ASYNC=0" ;;
+	esac
+	LAUNCH_OPTS="--grace 30" run_fake badmix-$way 60 2 SMDDP_CHECK_COLL=1 $knobs \
+		SMDDP_JOB_ID=${job}b -- badmix 1
+	expect_faults badmix-$way "got its error or the mismatch in time" 0 1
+done
 LAUNCH_OPTS="--grace 30" run_fake abort-queued 60 2 SMDDP_CUDA_ASYNC=1 -- abortq
 expect_faults abort-queued "aborted in time, or was told" 0 1
 # the same faults met by direct kernels (SMDDP_CUDA_FAST=0: every allreduce direct)

@@ -131,6 +131,20 @@ for m in auto 0; do
 		SMDDP_CHECK_COLL=1 SMDDP_CUDA_ASYNC=$m FAULT_COUNT=1048576 -- badmix 1
 	expect_faults staged-badmix-$m "got its error or the mismatch in time" 0 1
 done
+# under SMDDP_CHECK_COLL, rank 1 makes the device call with count 0 or a NULL recvbuf while
+# the others make it with 1024 elements: between hosts nothing else compares the calls, so
+# the call that queues nothing compares on rank 1's own thread: a mismatch for the others
+# naming rank 1, at once, queued and blocking, one rank a host or two (it was a timeout)
+for how in zero null; do
+	for m in 1 0; do
+		LAUNCH_OPTS="--grace 30" run_fake staged-refusedcc-$how-$m 60 2 CONFORMANCE_PER_HOST=1 \
+			SMDDP_CHECK_COLL=1 SMDDP_CUDA_ASYNC=$m -- refusedcc $how
+		expect_faults staged-refusedcc-$how-$m "got the mismatch or its own error in time" 0 1
+	done
+	LAUNCH_OPTS="--grace 30" run_fake staged-refusedcc-$how-2x2 60 4 CONFORMANCE_PER_HOST=2 \
+		SMDDP_CHECK_COLL=1 SMDDP_CUDA_ASYNC=1 -- refusedcc $how
+	expect_faults staged-refusedcc-$how-2x2 "got the mismatch or its own error in time" 0 1 2 3
+done
 
 # a CUDA call of one rank fails (FAKECUDA_FAIL: the end event of its call 2), queued and
 # blocking: both fail in call 2, told of it

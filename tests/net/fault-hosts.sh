@@ -8,9 +8,10 @@
 # explicit abort (SMDDP_EABORTED), a rank that exits after an error of its own
 # (named with that error), an abort of a copy of the world that
 # leaves the world usable, a death outside a sub-communicator that leaves it
-# usable, and SMDDP_CHECK_COLL mismatches.  See tests/integration/fault.c for
-# the checks.  Over libfabric (SMDDP_NET_TRANSPORT=fabric; socket-hosts.sh
-# has the sockets' faults).  Skips (77) in a build without libfabric.
+# usable, and SMDDP_CHECK_COLL mismatches (count 0 and a refused argument
+# too).  See tests/integration/fault.c for the checks.  Over libfabric
+# (SMDDP_NET_TRANSPORT=fabric; socket-hosts.sh has the sockets' faults).
+# Skips (77) in a build without libfabric.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 . "$top_srcdir/tests/integration/lib.sh"
 grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h" || {
@@ -48,7 +49,7 @@ WANT_STATUS=137
 run_job subkill-rank3 60 4 "${HOSTS[@]}" subkill 3
 expect_witnesses subkill-rank3 0 1 2
 WANT_STATUS=42
-for kind in count op coll; do
+for kind in count op coll zero null; do
 	run_job "mismatch-$kind" 60 4 --env SMDDP_CHECK_COLL=1 "${HOSTS[@]}" mismatch "$kind"
 	expect_witnesses "mismatch-$kind" 0 1 2 3
 done

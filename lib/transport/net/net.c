@@ -238,7 +238,9 @@ int sd_net_wait_pump(struct smddp_comm *c, struct sd_freq *r, struct pump *p)
 		return sd_comm_error(
 			c, SMDDP_ENETWORK,
 			"waited %llu s (%s) for rank %d on host %s over %s, "
-			"and nothing arrived: the link or that rank stalled",
+			"and nothing arrived: the link or that rank stalled, or it is in "
+			"another call (one it made of count 0, or refused on its own arguments, "
+			"counts too; SMDDP_CHECK_COLL=1 compares the calls)",
 			(unsigned long long)(c->timeout_ns / 1000000000ull), c->timeout_from, r->peer,
 			r->peer >= 0 ? sd_net_host_of(c, r->peer) : "?", sd_fab_describe(n->fab));
 	if (rc)
