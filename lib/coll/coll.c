@@ -12,8 +12,8 @@
  * rank, so every rank gets bitwise the same result.  Small vectors skip the
  * second barrier: every rank reduces the whole vector itself.
  *
- * From SMDDP_SINGLE_COPY_MIN an allreduce, reduce, allgather, reduce_scatter or
- * broadcast can also read (and write) the peers' buffers directly
+ * From SMDDP_SINGLE_COPY_MIN an allreduce, reduce, allgather, reduce_scatter,
+ * alltoall or broadcast can also read (and write) the peers' buffers directly
  * (process_vm_readv/writev, single copy).  Which way is faster depends on
  * more than the size: the kernel's copy costs a fixed price per page
  * (about 12 GB/s in cache on the CI machine, where memcpy runs at 45-55),
@@ -80,7 +80,15 @@ static int use_single_copy(struct smddp_comm *c, size_t bytes)
  * two ways of a large allreduce, then (page aligned) the blocks that single
  * copy reads peers into. */
 enum { ALG_SINGLE, ALG_STAGED };
-enum { WAY_ALLREDUCE, WAY_ALLGATHER, WAY_REDUCE_SCATTER, WAY_BROADCAST, WAY_REDUCE, WAY_COLLS };
+enum {
+	WAY_ALLREDUCE,
+	WAY_ALLGATHER,
+	WAY_REDUCE_SCATTER,
+	WAY_BROADCAST,
+	WAY_REDUCE,
+	WAY_ALLTOALL,
+	WAY_COLLS
+};
 enum { SHM_ALGO_AUTO, SHM_ALGO_SINGLE, SHM_ALGO_STAGED };
 
 #define TUNE_SIZES 20    /* classes by log2 of the bytes per rank, from 4 KiB */
@@ -727,11 +735,8 @@ static int exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t c
 		int conflict = 0;
 		struct way w;
 
-		/* reduce_scatter may go either way; alltoall goes this one. */
-		w.t = NULL;
-		w.alg = ALG_SINGLE;
-		if (reduce)
-			SD_CHECK(way_begin(c, WAY_REDUCE_SCATTER, count * es * (size_t)P, &w));
+		SD_CHECK(way_begin(c, reduce ? WAY_REDUCE_SCATTER : WAY_ALLTOALL,
+				   count * es * (size_t)P, &w));
 		if (w.alg == ALG_STAGED)
 			return way_end(&w, staged_exchange(c, sbuf, rbuf, count, dt, op, reduce));
 		/* The own block first, while a peer may still be on its way
