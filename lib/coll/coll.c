@@ -679,6 +679,27 @@ int sd_coll_node_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, s
 	return way_end(&w, tp->barrier(c));
 }
 
+/* From this many bytes of output, an out-of-place alltoall writes its
+ * output with stores that bypass the cache (sd_copy_stream): with an input
+ * as large, two ranks' buffers no longer fit the 32 MiB L3 of the CI
+ * machine, and a plain copy reads every line of the output before writing
+ * it.  Not in place, where the next call reads what this one wrote, nor for
+ * smaller calls: it lost there (docs/PERFORMANCE.md, one node). */
+#define A2A_STREAM_MIN ((size_t)8 << 20)
+
+/* n bytes from src to offset off of an alltoall's output (total bytes). */
+static void a2a_out(const void *sbuf, void *rbuf, size_t total, size_t off, const void *src,
+		    size_t n)
+{
+	char *d = (char *)rbuf + off;
+	const char *s = src;
+
+	if (rbuf != sbuf && total >= A2A_STREAM_MIN && (d + n <= s || s + n <= d))
+		sd_copy_stream(d, src, n);
+	else
+		sd_move(d, src, n);
+}
+
 /* Reduce-scatter and all-to-all share their shape: in each step every rank
  * puts `len` elements for each peer q in its half at q*len, and after the
  * barrier takes what each peer put for it. */
@@ -742,7 +763,7 @@ static int exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t c
 		/* The own block first, while a peer may still be on its way
 		 * to the barrier: no one else reads or writes it. */
 		if (!reduce && (char *)rbuf != (const char *)sbuf)
-			sd_move((char *)rbuf + (size_t)me * count * es,
+			a2a_out(sbuf, rbuf, count * es * (size_t)P, (size_t)me * count * es,
 				(const char *)sbuf + (size_t)me * count * es, count * es);
 		tp->put_addrs(c, sbuf, rbuf);
 		SD_CHECK(tp->barrier(c));
@@ -808,7 +829,7 @@ static int staged_exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, s
 				sd_copy(mine + (size_t)q * len * es,
 				       (const char *)sbuf + ((size_t)q * count + o) * es, len * es);
 		if (!reduce && (char *)rbuf != (const char *)sbuf)
-			sd_move((char *)rbuf + ((size_t)me * count + o) * es,
+			a2a_out(sbuf, rbuf, count * es * (size_t)P, ((size_t)me * count + o) * es,
 				(const char *)sbuf + ((size_t)me * count + o) * es, len * es);
 		SD_CHECK(tp->barrier(c));
 		if (reduce) {
@@ -819,9 +840,10 @@ static int staged_exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, s
 		} else {
 			for (int q = 0; q < P; q++)
 				if (q != me)
-					sd_copy((char *)rbuf + ((size_t)q * count + o) * es,
-					       (const char *)tp->slot(c, q, h) + (size_t)me * len * es,
-					       len * es);
+					a2a_out(sbuf, rbuf, count * es * (size_t)P,
+						((size_t)q * count + o) * es,
+						(const char *)tp->slot(c, q, h) + (size_t)me * len * es,
+						len * es);
 		}
 	}
 	return SMDDP_OK;
