@@ -679,6 +679,13 @@ int sd_coll_node_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, s
 	return way_end(&w, tp->barrier(c));
 }
 
+/* An alltoall of fewer bytes a rank goes the single-copy way without
+ * timing the staged one: with the ranks on their own cores the staged way
+ * lost there (out of place, 0.5-0.9x at 512 KiB), and the few calls that
+ * the tuner times at first did not always tell (docs/PERFORMANCE.md, one
+ * node). */
+#define A2A_WAYS_MIN ((size_t)4 << 20)
+
 /* From this many bytes of output, an out-of-place alltoall writes its
  * output with stores that bypass the cache (sd_copy_stream): with an input
  * as large, two ranks' buffers no longer fit the 32 MiB L3 of the CI
@@ -756,8 +763,11 @@ static int exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t c
 		int conflict = 0;
 		struct way w;
 
-		SD_CHECK(way_begin(c, reduce ? WAY_REDUCE_SCATTER : WAY_ALLTOALL,
-				   count * es * (size_t)P, &w));
+		w.t = NULL;
+		w.alg = ALG_SINGLE;
+		if (reduce || count * es * (size_t)P >= A2A_WAYS_MIN)
+			SD_CHECK(way_begin(c, reduce ? WAY_REDUCE_SCATTER : WAY_ALLTOALL,
+					   count * es * (size_t)P, &w));
 		if (w.alg == ALG_STAGED)
 			return way_end(&w, staged_exchange(c, sbuf, rbuf, count, dt, op, reduce));
 		/* The own block first, while a peer may still be on its way

@@ -1,9 +1,9 @@
 # conformance-shm-staged.sh - the matrix on 3 ranks with every message on the
 # single-copy path's sizes (SMDDP_SINGLE_COPY_MIN=0) but every call that may go
-# either way forced the staged way (SMDDP_SHM_ALGO=staged): alltoall's staged
-# exchange at the sizes that single copy would take, in place on every rank
-# or only on some; the largest count makes an alltoall of 8-byte elements
-# at least 8 MiB a rank, where its copies into the output stream past the cache.
+# either way forced the staged way (SMDDP_SHM_ALGO=staged).  The largest count
+# makes an alltoall 4 MiB a rank or more, which may go either way (in place on
+# every rank or only on some), and 8 MiB with 8-byte elements, where its
+# copies into the output stream past the cache.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # bash, whatever make's SHELL is
 . "$top_srcdir/tests/integration/lib.sh"
 export SMDDP_SINGLE_COPY=1 SMDDP_SINGLE_COPY_MIN=0 SMDDP_SHM_ALGO=staged
