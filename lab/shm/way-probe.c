@@ -2,8 +2,8 @@
  *
  * usage (under mpirun, 2 ranks or more):
  *   way-probe BYTES CALLS COLL[,COLL...]
- * COLL is [mpi-]{ar,ag,rs,bc}-{oop,ip}: allreduce, allgather,
- * reduce_scatter, broadcast (root 0), out of place or in place; mpi- is
+ * COLL is [mpi-]{ar,ag,rs,bc,aa}-{oop,ip}: allreduce, allgather,
+ * reduce_scatter, broadcast (root 0), alltoall, out of place or in place; mpi- is
  * Open MPI's.  Each is run in blocks of 10 calls (3 untimed first), round
  * robin until each has CALLS timed calls, so that all see the same
  * machine; the time of a call is that of its slowest rank.  Before each
@@ -109,6 +109,12 @@ static int run(const char *v)
 		if (mpi)
 			return MPI_Bcast(rbuf, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD);
 		return smddp_broadcast(rbuf, n, SMDDP_FLOAT32, 0, comm, NULL);
+	}
+	if (!strncmp(k, "aa", 2)) {
+		if (mpi)
+			return MPI_Alltoall(ip ? MPI_IN_PLACE : sbuf, (int)m, MPI_FLOAT, rbuf, (int)m,
+					    MPI_FLOAT, MPI_COMM_WORLD);
+		return smddp_alltoall(ip ? rbuf : sbuf, rbuf, m, SMDDP_FLOAT32, comm, NULL);
 	}
 	return -1;
 }

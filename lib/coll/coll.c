@@ -12,8 +12,8 @@
  * rank, so every rank gets bitwise the same result.  Small vectors skip the
  * second barrier: every rank reduces the whole vector itself.
  *
- * From SMDDP_SINGLE_COPY_MIN an allreduce, reduce, allgather, reduce_scatter or
- * broadcast can also read (and write) the peers' buffers directly
+ * From SMDDP_SINGLE_COPY_MIN an allreduce, reduce, allgather, reduce_scatter,
+ * alltoall or broadcast can also read (and write) the peers' buffers directly
  * (process_vm_readv/writev, single copy).  Which way is faster depends on
  * more than the size: the kernel's copy costs a fixed price per page
  * (about 12 GB/s in cache on the CI machine, where memcpy runs at 45-55),
@@ -80,7 +80,15 @@ static int use_single_copy(struct smddp_comm *c, size_t bytes)
  * two ways of a large allreduce, then (page aligned) the blocks that single
  * copy reads peers into. */
 enum { ALG_SINGLE, ALG_STAGED };
-enum { WAY_ALLREDUCE, WAY_ALLGATHER, WAY_REDUCE_SCATTER, WAY_BROADCAST, WAY_REDUCE, WAY_COLLS };
+enum {
+	WAY_ALLREDUCE,
+	WAY_ALLGATHER,
+	WAY_REDUCE_SCATTER,
+	WAY_BROADCAST,
+	WAY_REDUCE,
+	WAY_ALLTOALL,
+	WAY_COLLS
+};
 enum { SHM_ALGO_AUTO, SHM_ALGO_SINGLE, SHM_ALGO_STAGED };
 
 #define TUNE_SIZES 20    /* classes by log2 of the bytes per rank, from 4 KiB */
@@ -671,6 +679,34 @@ int sd_coll_node_allgather(struct smddp_comm *c, const void *sbuf, void *rbuf, s
 	return way_end(&w, tp->barrier(c));
 }
 
+/* An alltoall of fewer bytes a rank goes the single-copy way without
+ * timing the staged one: with the ranks on their own cores the staged way
+ * lost there (out of place, 0.5-0.9x at 512 KiB), and the few calls that
+ * the tuner times at first did not always tell (docs/PERFORMANCE.md, one
+ * node). */
+#define A2A_WAYS_MIN ((size_t)4 << 20)
+
+/* From this many bytes of output, an out-of-place alltoall writes its
+ * output with stores that bypass the cache (sd_copy_stream): with an input
+ * as large, two ranks' buffers no longer fit the 32 MiB L3 of the CI
+ * machine, and a plain copy reads every line of the output before writing
+ * it.  Not in place, where the next call reads what this one wrote, nor for
+ * smaller calls: it lost there (docs/PERFORMANCE.md, one node). */
+#define A2A_STREAM_MIN ((size_t)8 << 20)
+
+/* n bytes from src to offset off of an alltoall's output (total bytes). */
+static void a2a_out(const void *sbuf, void *rbuf, size_t total, size_t off, const void *src,
+		    size_t n)
+{
+	char *d = (char *)rbuf + off;
+	const char *s = src;
+
+	if (rbuf != sbuf && total >= A2A_STREAM_MIN && (d + n <= s || s + n <= d))
+		sd_copy_stream(d, src, n);
+	else
+		sd_move(d, src, n);
+}
+
 /* Reduce-scatter and all-to-all share their shape: in each step every rank
  * puts `len` elements for each peer q in its half at q*len, and after the
  * barrier takes what each peer put for it. */
@@ -727,17 +763,17 @@ static int exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, size_t c
 		int conflict = 0;
 		struct way w;
 
-		/* reduce_scatter may go either way; alltoall goes this one. */
 		w.t = NULL;
 		w.alg = ALG_SINGLE;
-		if (reduce)
-			SD_CHECK(way_begin(c, WAY_REDUCE_SCATTER, count * es * (size_t)P, &w));
+		if (reduce || count * es * (size_t)P >= A2A_WAYS_MIN)
+			SD_CHECK(way_begin(c, reduce ? WAY_REDUCE_SCATTER : WAY_ALLTOALL,
+					   count * es * (size_t)P, &w));
 		if (w.alg == ALG_STAGED)
 			return way_end(&w, staged_exchange(c, sbuf, rbuf, count, dt, op, reduce));
 		/* The own block first, while a peer may still be on its way
 		 * to the barrier: no one else reads or writes it. */
 		if (!reduce && (char *)rbuf != (const char *)sbuf)
-			sd_move((char *)rbuf + (size_t)me * count * es,
+			a2a_out(sbuf, rbuf, count * es * (size_t)P, (size_t)me * count * es,
 				(const char *)sbuf + (size_t)me * count * es, count * es);
 		tp->put_addrs(c, sbuf, rbuf);
 		SD_CHECK(tp->barrier(c));
@@ -803,7 +839,7 @@ static int staged_exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, s
 				sd_copy(mine + (size_t)q * len * es,
 				       (const char *)sbuf + ((size_t)q * count + o) * es, len * es);
 		if (!reduce && (char *)rbuf != (const char *)sbuf)
-			sd_move((char *)rbuf + ((size_t)me * count + o) * es,
+			a2a_out(sbuf, rbuf, count * es * (size_t)P, ((size_t)me * count + o) * es,
 				(const char *)sbuf + ((size_t)me * count + o) * es, len * es);
 		SD_CHECK(tp->barrier(c));
 		if (reduce) {
@@ -814,9 +850,10 @@ static int staged_exchange(struct smddp_comm *c, const void *sbuf, void *rbuf, s
 		} else {
 			for (int q = 0; q < P; q++)
 				if (q != me)
-					sd_copy((char *)rbuf + ((size_t)q * count + o) * es,
-					       (const char *)tp->slot(c, q, h) + (size_t)me * len * es,
-					       len * es);
+					a2a_out(sbuf, rbuf, count * es * (size_t)P,
+						((size_t)q * count + o) * es,
+						(const char *)tp->slot(c, q, h) + (size_t)me * len * es,
+						len * es);
 		}
 	}
 	return SMDDP_OK;

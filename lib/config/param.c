@@ -111,7 +111,7 @@ static struct param params[] = {
 	     "allgather: from half of it in all)"),
 	TUNE("SMDDP_SHM_ALGO", "shm_algo", SD_PARAM_ENUM, "auto", "auto|single|staged", 0, 0,
 	     "expected one of auto, single, staged", NULL, 0,
-	     "allreduce, reduce, allgather, reduce_scatter and broadcast from "
+	     "allreduce, reduce, allgather, reduce_scatter, alltoall (from 4M) and broadcast from "
 	     "SMDDP_SINGLE_COPY_MIN inside a node: single (read and write the peers' buffers "
 	     "directly), staged (through shared memory) or auto (rank 0 times both per size "
 	     "and takes the faster, trying the other now and then); rank 0's setting counts"),

@@ -1,4 +1,4 @@
-/* test_copy.c - sd_copy and sd_move (lib/util/copy.h) copy every byte, at every alignment. */
+/* test_copy.c - sd_copy, sd_copy_stream and sd_move (lib/util/copy.h) copy every byte, at every alignment. */
 #include "config.h"
 
 #include <stdio.h>
@@ -12,7 +12,7 @@
 
 int main(void)
 {
-	static const size_t sizes[] = {0, 1, 63, 2047, 2048, 2049, 4096, 4097, 65536, 65537,
+	static const size_t sizes[] = {0, 1, 63, 127, 128, 129, 191, 2047, 2048, 2049, 4096, 4097, 65536, 65537,
 				       (1u << 19) - 1, 1u << 19, (1u << 20) - 1, 1u << 20,
 				       (1u << 20) + 5};
 	static const size_t offs[] = {0, 1, 8, 16, 31, 32, 48, 63};
@@ -36,8 +36,16 @@ int main(void)
 					     dof);
 					bad++;
 				}
+				memset(dst, 0xa5, n + 128);
+				sd_copy_stream(dst + dof, src + so, n);
+				if (memcmp(dst, want, n + 128)) {
+					FAIL("sd_copy_stream of %zu bytes, source +%zu, destination +%zu",
+					     n, so, dof);
+					bad++;
+				}
 			}
-	CHECK(!bad, "sd_copy: every size and pair of alignments, and not a byte beyond");
+	CHECK(!bad, "sd_copy and sd_copy_stream: every size and pair of alignments, and not a "
+		    "byte beyond");
 	/* sd_move: overlapping both ways, and apart */
 	bad = 0;
 	for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
