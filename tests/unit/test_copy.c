@@ -1,4 +1,5 @@
-/* test_copy.c - sd_copy, sd_copy_stream and sd_move (lib/util/copy.h) copy every byte, at every alignment. */
+/* test_copy.c - sd_copy, sd_copy_stream and sd_move (lib/util/copy.h) copy every byte,
+ * at every alignment. */
 #include "config.h"
 
 #include <stdio.h>
@@ -12,7 +13,8 @@
 
 int main(void)
 {
-	static const size_t sizes[] = {0, 1, 63, 127, 128, 129, 191, 2047, 2048, 2049, 4096, 4097, 65536, 65537,
+	static const size_t sizes[] = {0,    1,    63,    127,   128,  129,  191,
+				       2047, 2048, 2049, 4096, 4097, 65536, 65537,
 				       (1u << 19) - 1, 1u << 19, (1u << 20) - 1, 1u << 20,
 				       (1u << 20) + 5};
 	static const size_t offs[] = {0, 1, 8, 16, 31, 32, 48, 63};
