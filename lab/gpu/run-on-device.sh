@@ -322,16 +322,22 @@ for s in $stages; do
 		# alternated $CHUNK_REPS times (2): the C bench, checked, then
 		# through torch the DDP step and the collectives beside NCCL
 		mps_start || continue
-		torch_build && export PYTHONPATH=$TMPD/site PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+		# the C benches of both settings first: a call cut short by its
+		# time limit still has the A/B
 		for rep in $(seq "${CHUNK_REPS:-2}"); do
-			for sc in 0 16M; do
-				for coll in allreduce allgather reducescatter; do
+			for coll in allreduce allgather reducescatter; do
+				for sc in 0 16M; do
 					stage "chunk$sc-$coll-$rep" 120 env SMDDP_CUDA_STREAM_CHUNK=$sc \
 						CONFORMANCE_PER_HOST=1 "$RUN" -n 2 --timeout 110 /bin/sh \
 						"$ROOT/tests/net/fakehost.sh" "$BENCH" --device cuda -b 1M -e 256M \
 						-f 4 -n 10 -w 2 -c 1 --coll "$coll"
 					grep -v "^#  Rank" "$TMPD/chunk$sc-$coll-$rep.log" | tee -a "$summary"
 				done
+			done
+		done
+		torch_build && export PYTHONPATH=$TMPD/site PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+		for rep in $(seq "${CHUNK_REPS:-2}"); do
+			for sc in 0 16M; do
 				[ -d "$TMPD/site/smddp" ] || continue
 				for what in ddp coll; do
 					stage "chunk$sc-torch-$what-$rep" 200 env SMDDP_CUDA_STREAM_CHUNK=$sc \
