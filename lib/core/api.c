@@ -213,13 +213,12 @@ static int classify(const struct smddp_comm *c, const struct sd_cuda_call *k, ch
 	const void *p[2];
 	const char *name[2];
 	int n = call_buffers(c, k, p, name), dev[2] = {0, 0}, ndev = 0, nhost = 0;
-	const char *coll = sd_coll_name(k->coll);
 	cu_ptr_attrs_fn f = k->count ? cuda_probe() : NULL;
 
 	for (int i = 0; i < n && k->count; i++) {
 		if (!p[i])
 			continue; /* NULL with a count: the path's own check says so */
-		dev[i] = is_device_ptr_with(f, p[i]);
+		dev[i] = f && is_device_ptr_with(f, p[i]); /* no driver: host memory */
 		ndev += dev[i];
 		nhost += !dev[i];
 	}
@@ -228,7 +227,7 @@ static int classify(const struct smddp_comm *c, const struct sd_cuda_call *k, ch
 		snprintf(msg, len,
 			 "%s: %s is %s memory but %s is %s memory: pass device buffers (with a "
 			 "stream) or host buffers (with stream NULL), not both",
-			 coll, name[0], dev[0] ? "CUDA device" : "host", name[1],
+			 sd_coll_name(k->coll), name[0], dev[0] ? "CUDA device" : "host", name[1],
 			 dev[1] ? "CUDA device" : "host");
 		return SMDDP_EINVAL;
 	}
@@ -242,7 +241,7 @@ static int classify(const struct smddp_comm *c, const struct sd_cuda_call *k, ch
 			 "%s: a CUDA stream was given with host memory: host calls block until "
 			 "done and take stream NULL; pass device buffers to order the call on "
 			 "the stream",
-			 coll);
+			 sd_coll_name(k->coll));
 		return SMDDP_EUNSUPPORTED;
 	}
 	return k->stream ? MEM_DEVICE : MEM_HOST;
@@ -251,7 +250,7 @@ static int classify(const struct smddp_comm *c, const struct sd_cuda_call *k, ch
 		snprintf(msg, len,
 			 "%s: a CUDA stream was given, but this build of libsmddp moves host memory "
 			 "only (configure --with-cuda for device memory): pass NULL",
-			 coll);
+			 sd_coll_name(k->coll));
 		return SMDDP_EUNSUPPORTED;
 	}
 	for (int i = 0; i < n; i++) {
@@ -272,22 +271,22 @@ static int classify(const struct smddp_comm *c, const struct sd_cuda_call *k, ch
 static int check_args(const struct smddp_comm *c, int coll, size_t count, int dtype, int op,
 		      int root, const struct sd_cuda_call *k, char *why, size_t len)
 {
-	const char *name = sd_coll_name(coll);
-
+	/* The name only for a sentence: the calls that pass pay nothing. */
 	if ((unsigned)dtype >= SMDDP_NUM_DTYPES) {
-		snprintf(why, len, "%s: unknown dtype %d", name, dtype);
+		snprintf(why, len, "%s: unknown dtype %d", sd_coll_name(coll), dtype);
 		return SMDDP_EINVAL;
 	}
 	if ((unsigned)op >= SMDDP_NUM_OPS) {
-		snprintf(why, len, "%s: unknown op %d", name, op);
+		snprintf(why, len, "%s: unknown op %d", sd_coll_name(coll), op);
 		return SMDDP_EINVAL;
 	}
 	if (root < 0 || root >= c->size) {
-		snprintf(why, len, "%s: root %d is not a rank of 0..%d", name, root, c->size - 1);
+		snprintf(why, len, "%s: root %d is not a rank of 0..%d", sd_coll_name(coll), root,
+			 c->size - 1);
 		return SMDDP_EINVAL;
 	}
 	if (count > ((size_t)1 << 56)) {
-		snprintf(why, len, "%s: count %zu is too large", name, count);
+		snprintf(why, len, "%s: count %zu is too large", sd_coll_name(coll), count);
 		return SMDDP_EINVAL;
 	}
 	if (k && count) {
