@@ -36,6 +36,13 @@ typedef int (*cu_ptr_attrs_fn)(unsigned int n, int *attributes, void **data,
 			       unsigned long long ptr);
 static cu_ptr_attrs_fn cu_ptr_attrs;
 
+/* dl_iterate_phdr's view of the loaded objects: the load counter, and the
+ * name of the last object of the list (the caller's namespace). */
+struct loads {
+	unsigned long long adds;
+	char tail[512];
+};
+
 static int count_loads(struct dl_phdr_info *info, size_t size, void *data)
 {
 	(void)size;
@@ -43,11 +50,68 @@ static int count_loads(struct dl_phdr_info *info, size_t size, void *data)
 	return 1; /* the first object carries the counter: enough */
 }
 
+static int find_tail(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct loads *l = data;
+	const char *name = info->dlpi_name ? info->dlpi_name : "";
+
+	(void)size;
+	l->adds = info->dlpi_adds;
+	if (strlen(name) < sizeof(l->tail))
+		memcpy(l->tail, name, strlen(name) + 1);
+	else
+		l->tail[0] = 0;
+	return 0;
+}
+
+/* The last loaded object when a try found no driver, held open by a
+ * handle of ours (NULL: none).  The loader appends every object it loads
+ * to the end of its namespace's list, after the last one, so while the
+ * anchor's l_next is NULL nothing has been loaded since that try, and the
+ * driver is still absent: one load, where dl_iterate_phdr takes the
+ * loader's lock.  The handle keeps the anchor's link map from being freed
+ * under that read (objects after it may come and go: a new one is still
+ * appended after the anchor, or after an object that is after it, so a
+ * driver loaded after the try keeps l_next set while it is loaded).
+ * While an object follows it, the calls go back to the load counter; the
+ * anchor is set once, so one object, the last one loaded before the first
+ * try, stays loaded while the process runs (at startup that is one of the
+ * program's own libraries, which are never unloaded). */
+static struct link_map *anchor;
+
+/* Under the probe's lock, after a try at count `adds` found no driver. */
+static void set_anchor(unsigned long long adds)
+{
+	struct loads l = {0};
+	struct link_map *lm = NULL;
+	void *h;
+
+	if (__atomic_load_n(&anchor, __ATOMIC_RELAXED))
+		return; /* set once */
+	dl_iterate_phdr(find_tail, &l);
+	if (l.adds != adds || !l.tail[0])
+		return; /* loaded since the try, or no name to open it by */
+	h = dlopen(l.tail, RTLD_NOLOAD | RTLD_LAZY);
+	if (!h)
+		return;
+	/* Still the tail, and nothing loaded since the try: the counter
+	 * moves with every load, so the object opened is the one seen. */
+	l.adds = ~0ull;
+	dl_iterate_phdr(count_loads, &l.adds);
+	if (dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0 || !lm || l.adds != adds ||
+	    __atomic_load_n(&lm->l_next, __ATOMIC_ACQUIRE)) {
+		dlclose(h);
+		return;
+	}
+	__atomic_store_n(&anchor, lm, __ATOMIC_RELEASE);
+}
+
 /* Until the process loads the driver, every call looks again; once found,
  * it stays.  A dlopen(RTLD_NOLOAD) of a library that is not loaded searches
  * the library path (a dozen failed openat calls, tens of microseconds), so
  * it is tried again only when the process has loaded something since the
- * last try (dl_iterate_phdr's load counter, read without a system call).
+ * last try: nothing follows the anchor (above), or else dl_iterate_phdr's
+ * load counter moved.
  * The try is under a lock: a thread that saw another's try under way would
  * otherwise take the driver for absent, and a device buffer for host memory
  * (three threads' first calls at once, on an H200).  So tried_at is
@@ -60,11 +124,15 @@ static cu_ptr_attrs_fn cuda_probe(void)
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	static unsigned long long tried_at = ~0ull;
 	cu_ptr_attrs_fn f = __atomic_load_n(&cu_ptr_attrs, __ATOMIC_ACQUIRE);
+	struct link_map *a = __atomic_load_n(&anchor, __ATOMIC_ACQUIRE);
 	unsigned long long loads = 0;
 	void *h;
 
 	if (f)
 		return f;
+	/* The anchor is published after a try that found no driver. */
+	if (a && !__atomic_load_n(&a->l_next, __ATOMIC_ACQUIRE))
+		return NULL;
 	dl_iterate_phdr(count_loads, &loads);
 	if (__atomic_load_n(&tried_at, __ATOMIC_ACQUIRE) == loads)
 		return __atomic_load_n(&cu_ptr_attrs, __ATOMIC_ACQUIRE);
@@ -77,6 +145,8 @@ static cu_ptr_attrs_fn cuda_probe(void)
 			dlclose(h); /* RTLD_NOLOAD took a reference of a library that stays */
 			__atomic_store_n(&cu_ptr_attrs, f, __ATOMIC_RELEASE);
 		}
+		if (!f)
+			set_anchor(loads);
 		__atomic_store_n(&tried_at, loads, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&lock);
@@ -143,13 +213,12 @@ static int classify(const struct smddp_comm *c, const struct sd_cuda_call *k, ch
 	const void *p[2];
 	const char *name[2];
 	int n = call_buffers(c, k, p, name), dev[2] = {0, 0}, ndev = 0, nhost = 0;
-	const char *coll = sd_coll_name(k->coll);
 	cu_ptr_attrs_fn f = k->count ? cuda_probe() : NULL;
 
 	for (int i = 0; i < n && k->count; i++) {
 		if (!p[i])
 			continue; /* NULL with a count: the path's own check says so */
-		dev[i] = is_device_ptr_with(f, p[i]);
+		dev[i] = f && is_device_ptr_with(f, p[i]); /* no driver: host memory */
 		ndev += dev[i];
 		nhost += !dev[i];
 	}
@@ -158,7 +227,7 @@ static int classify(const struct smddp_comm *c, const struct sd_cuda_call *k, ch
 		snprintf(msg, len,
 			 "%s: %s is %s memory but %s is %s memory: pass device buffers (with a "
 			 "stream) or host buffers (with stream NULL), not both",
-			 coll, name[0], dev[0] ? "CUDA device" : "host", name[1],
+			 sd_coll_name(k->coll), name[0], dev[0] ? "CUDA device" : "host", name[1],
 			 dev[1] ? "CUDA device" : "host");
 		return SMDDP_EINVAL;
 	}
@@ -172,7 +241,7 @@ static int classify(const struct smddp_comm *c, const struct sd_cuda_call *k, ch
 			 "%s: a CUDA stream was given with host memory: host calls block until "
 			 "done and take stream NULL; pass device buffers to order the call on "
 			 "the stream",
-			 coll);
+			 sd_coll_name(k->coll));
 		return SMDDP_EUNSUPPORTED;
 	}
 	return k->stream ? MEM_DEVICE : MEM_HOST;
@@ -181,7 +250,7 @@ static int classify(const struct smddp_comm *c, const struct sd_cuda_call *k, ch
 		snprintf(msg, len,
 			 "%s: a CUDA stream was given, but this build of libsmddp moves host memory "
 			 "only (configure --with-cuda for device memory): pass NULL",
-			 coll);
+			 sd_coll_name(k->coll));
 		return SMDDP_EUNSUPPORTED;
 	}
 	for (int i = 0; i < n; i++) {
@@ -202,22 +271,22 @@ static int classify(const struct smddp_comm *c, const struct sd_cuda_call *k, ch
 static int check_args(const struct smddp_comm *c, int coll, size_t count, int dtype, int op,
 		      int root, const struct sd_cuda_call *k, char *why, size_t len)
 {
-	const char *name = sd_coll_name(coll);
-
+	/* The name only for a sentence: the calls that pass pay nothing. */
 	if ((unsigned)dtype >= SMDDP_NUM_DTYPES) {
-		snprintf(why, len, "%s: unknown dtype %d", name, dtype);
+		snprintf(why, len, "%s: unknown dtype %d", sd_coll_name(coll), dtype);
 		return SMDDP_EINVAL;
 	}
 	if ((unsigned)op >= SMDDP_NUM_OPS) {
-		snprintf(why, len, "%s: unknown op %d", name, op);
+		snprintf(why, len, "%s: unknown op %d", sd_coll_name(coll), op);
 		return SMDDP_EINVAL;
 	}
 	if (root < 0 || root >= c->size) {
-		snprintf(why, len, "%s: root %d is not a rank of 0..%d", name, root, c->size - 1);
+		snprintf(why, len, "%s: root %d is not a rank of 0..%d", sd_coll_name(coll), root,
+			 c->size - 1);
 		return SMDDP_EINVAL;
 	}
 	if (count > ((size_t)1 << 56)) {
-		snprintf(why, len, "%s: count %zu is too large", name, count);
+		snprintf(why, len, "%s: count %zu is too large", sd_coll_name(coll), count);
 		return SMDDP_EINVAL;
 	}
 	if (k && count) {

@@ -20,8 +20,15 @@ static __thread struct {
 
 static uint64_t serials;
 
+/* Set once any thread has kept a sentence: until then no thread's serial
+ * can name a communicator, and forgetting skips the thread-local (reached
+ * through __tls_get_addr in a shared library).  A thread's own keep is
+ * seen by its own later forget, so a relaxed flag is enough. */
+static int kept_any;
+
 void sd_api_async_keep(const struct smddp_comm *c, const struct sd_err *err)
 {
+	__atomic_store_n(&kept_any, 1, __ATOMIC_RELAXED);
 	async_said.err = *err;
 	async_said.serial = c->serial;
 }
@@ -38,6 +45,8 @@ const char *sd_api_async_said(const struct smddp_comm *c)
 
 void sd_api_async_forget(const struct smddp_comm *c)
 {
+	if (!__atomic_load_n(&kept_any, __ATOMIC_RELAXED))
+		return;
 	if (async_said.serial == c->serial)
 		async_said.serial = 0;
 }

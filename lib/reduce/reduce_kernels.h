@@ -390,6 +390,23 @@ void SD_REDUCE_ENTRY(void *dst, const void *const *srcs, int nsrc, size_t count,
 			memcpy(dst, srcs[0], count * smddp_dtype_size(dtype));
 		return;
 	}
+	/* Two sources within one block (a small reduce's root): the block
+	 * loop's one step, without its frame (the accumulator on the stack). */
+	if (nsrc == 2 && dtype != SMDDP_FLOAT16 && dtype != SMDDP_BFLOAT16 &&
+	    count <= BLOCK_BYTES / native[dtype].size && !(dst == srcs[0] && dst == srcs[1])) {
+		const struct dtype_kernels *dk = &native[dtype];
+		const struct kset *k = dk->op[op == SMDDP_AVG ? SMDDP_SUM : op];
+
+		if (dst == srcs[0])
+			k->acc(dst, srcs[1], count);
+		else if (dst == srcs[1])
+			k->racc(dst, srcs[0], count);
+		else
+			k->k2(dst, srcs[0], srcs[1], count);
+		if (op == SMDDP_AVG)
+			dk->fin1(dst, count, avg_div);
+		return;
+	}
 	switch (dtype) {
 	case SMDDP_FLOAT16:
 		reduce_16(dst, srcs, nsrc, count, &half_fmt, op, avg_div);
