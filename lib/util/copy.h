@@ -3,13 +3,13 @@
  * glibc's memcpy (2.36, x86-64) copies mid-sized blocks, from a few KiB
  * to about the L2 size, with `rep movsb`.  On AMD EPYC that runs 15-20
  * times slower when the destination lies 1-31 bytes past the source's
- * alignment modulo 64: 64 KiB in 22 us instead of 1.3, 256 KiB in 88
- * instead of 6 (docs/PERFORMANCE.md).  Buffers from malloc of 128 KiB or
- * more start 16 bytes into a page, so a user's buffer against the
- * page-aligned shared slots is such a case.  Copies of up to
+ * alignment modulo 64 (32-63 is not slow): 64 KiB in 22 us instead of
+ * 1.3, 256 KiB in 88 instead of 6 (docs/PERFORMANCE.md).  Buffers from
+ * malloc of 128 KiB or more start 16 bytes into a page, so a user's
+ * buffer against the page-aligned shared slots is such a case.  Copies of up to
  * SD_COPY_PIECE bytes take glibc's vector loop instead, at full speed
- * whatever the alignment: so a block whose two ends are not aligned
- * alike, in the range where rep movsb is used, is copied in such pieces.
+ * whatever the alignment: so a block whose two ends are so placed, in
+ * the range where rep movsb is used, is copied in such pieces.
  * Outside that range, or aligned alike, it is one memcpy, which is twice
  * as fast as the pieces there.  glibc stops using rep movsb at the L2
  * size of a core on AMD (its rep_movsb_stop_threshold, from the same
@@ -52,7 +52,10 @@ static inline void sd_copy(void *dst, const void *src, size_t n)
 	char *d = dst;
 	const char *s = src;
 
-	if (n > SD_COPY_PIECE && ((uintptr_t)d - (uintptr_t)s) % 64 && n < sd_copy_pieces_max()) {
+	/* Slow only with the destination 1-31 bytes past: 32-63 is
+	 * memcpy's vector loop, faster than the pieces (lab/util/copy-offsets.c). */
+	if (n > SD_COPY_PIECE && ((uintptr_t)d - (uintptr_t)s - 1) % 64 < 31 &&
+	    n < sd_copy_pieces_max()) {
 		for (; n > SD_COPY_PIECE; n -= SD_COPY_PIECE, d += SD_COPY_PIECE, s += SD_COPY_PIECE)
 			memcpy(d, s, SD_COPY_PIECE);
 	}
