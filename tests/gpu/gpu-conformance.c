@@ -83,6 +83,9 @@
  *                                           memory with a stream: it gets
  *                                           SMDDP_EUNSUPPORTED, the others
  *                                           SMDDP_EMISMATCH naming it, in seconds
+ *   gpu-conformance badmixnext VICTIM       the same, the others a second late and
+ *                                           VICTIM's next device call at once: every
+ *                                           rank fails in seconds (VICTIM's next call)
  *   gpu-conformance dead VICTIM             VICTIM is SIGKILLed; the others get an
  *                                           error from the next call, and their
  *                                           streams are released (FAULT-OK lines)
@@ -668,6 +671,8 @@ int main(int argc, char **argv)
 		return badbuf(atoi(argv[2]));
 	} else if (!strcmp(mode, "badmix") && argc > 2) {
 		return badmix(atoi(argv[2]));
+	} else if (!strcmp(mode, "badmixnext") && argc > 2) {
+		return badmix_next(atoi(argv[2]));
 	} else if (!strcmp(mode, "p2pdead") && argc > 2) {
 		signal(SIGTERM, SIG_IGN); /* as dead below */
 		return p2pdead(atoi(argv[2]));
@@ -684,7 +689,7 @@ int main(int argc, char **argv)
 		return dead(atoi(argv[2]));
 	} else {
 		fprintf(stderr, "usage: gpu-conformance [matrix [--large N] [--quick] [--small] | order | twostreams | abortq | cancelq | overlap | regs | ddp | lateload | "
-				"p2p [--perf] | p2pdead VICTIM | mismatch | refused HOW | refusedcc HOW | errors | dead VICTIM | badbuf VICTIM | badmix VICTIM | cudafail VICTIM CALL | mixed | "
+				"p2p [--perf] | p2pdead VICTIM | mismatch | refused HOW | refusedcc HOW | errors | dead VICTIM | badbuf VICTIM | badmix VICTIM | badmixnext VICTIM | cudafail VICTIM CALL | mixed | "
 				"shrink [--large N] [--quick|--small] STAGE... | "
 				"threads [--rounds N] [--jitter US] [--stagger] [--large N] [--stop R:K:N] [--bounded] "
 				"[--fresh] [--every N] [--leave K:N [--slow MS]]]\n"

@@ -66,6 +66,7 @@ int abortq(void);
 int cancelq(void);
 int mixed(void);
 int badmix(int victim);
+int badmix_next(int victim);
 int dead(int victim);
 int p2pdead(int victim);
 int cudafail(int victim, int call);

@@ -370,6 +370,49 @@ int badmix(int victim)
 	return 0;
 }
 
+/* badmixnext VICTIM, under SMDDP_CHECK_COLL=1, queued on one node: as
+ * badmix, but the others come to the call a second late, and VICTIM makes
+ * its next device call at once: its kernel announces that call's number
+ * over the refusal before the others' kernels have read it.  They must
+ * still fail in seconds, naming VICTIM (a call ahead, on the same parity:
+ * a refused call takes no fast call's), not wait until SMDDP_TIMEOUT; and
+ * VICTIM's next call fails (the refusal broke the others' communicator).
+ * FAULT-OK lines. */
+int badmix_next(int victim)
+{
+	static float host[1024];
+	size_t big = fault_count();
+	int rc = fault_call(big), rc2 = SMDDP_OK;
+
+	if (rc) {
+		printf("FAULT-BAD rank=%d the first call failed: %s\n", rank, smddp_last_error(comm));
+		return 1;
+	}
+	double t0 = sd_now_s();
+	if (rank == victim) {
+		rc = smddp_allreduce(host, host, 1024, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+		rc2 = smddp_allreduce(dsend, drecv, 1024, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+		if (!rc2 && queued_mode())
+			rc2 = await_async_error(t0, 20);
+	} else {
+		usleep(1000000);
+		rc = smddp_allreduce(dsend, drecv, 1024, SMDDP_FLOAT32, SMDDP_SUM, comm, stream);
+		if (!rc && queued_mode())
+			rc = await_async_error(t0, 20);
+	}
+	double took = sd_now_s() - t0;
+	const char *msg = smddp_last_error(comm);
+
+	verdict((rank == victim ? rc == SMDDP_EUNSUPPORTED && rc2 != SMDDP_OK
+				: (rc == SMDDP_EMISMATCH || rc == SMDDP_EABORTED) &&
+					  names_rank(msg, victim)) &&
+			took < 10,
+		rank == victim ? rc2 : rc, took, msg);
+	CK(cudaStreamSynchronize(stream));
+	smddp_comm_abort(comm);
+	return 0;
+}
+
 /* refusedcc HOW, under SMDDP_CHECK_COLL=1 (between hosts, where nothing
  * else compares the calls): rank 1 makes a device call of count 0 (zero)
  * or with a NULL recvbuf (null), the others the same call of 1024

@@ -153,6 +153,18 @@ for way in fast direct proxy block; do
 		SMDDP_JOB_ID=${job}b -- badmix 1
 	expect_faults badmix-$way "got its error or the mismatch in time" 0 1
 done
+# ... with rank 0's kernel a second late and rank 1's next device call at once, whose
+# number replaces the refusal before rank 0's kernel reads it: rank 0 still fails in
+# seconds naming rank 1 (that call is ahead), and rank 1's next call fails
+for way in fast direct; do
+	case $way in
+	fast) knobs="SMDDP_CUDA_ASYNC=1" ;;
+	direct) knobs="SMDDP_CUDA_ASYNC=1 SMDDP_CUDA_FAST=0" ;;
+	esac
+	LAUNCH_OPTS="--grace 30" run_fake badmixnext-$way 60 2 SMDDP_CHECK_COLL=1 $knobs \
+		SMDDP_JOB_ID=${job}n -- badmixnext 1
+	expect_faults badmixnext-$way "got its error or the mismatch in time" 0 1
+done
 LAUNCH_OPTS="--grace 30" run_fake abort-queued 60 2 SMDDP_CUDA_ASYNC=1 -- abortq
 expect_faults abort-queued "aborted in time, or was told" 0 1
 # the same faults met by direct kernels (SMDDP_CUDA_FAST=0: every allreduce direct)
