@@ -136,7 +136,7 @@ static struct param params[] = {
 	     "a flat ring copies to and from host memory in pieces, overlapped with the "
 	     "network; 0: in whole chunks, each copied up, moved, then copied down; the same "
 	     "on every rank"),
-	TUNE("SMDDP_CUDA_STREAM_CHUNK", "cuda_stream_chunk", SD_PARAM_SIZE, "0", NULL, 0,
+	TUNE("SMDDP_CUDA_STREAM_CHUNK", "cuda_stream_chunk", SD_PARAM_SIZE, "16M", NULL, 0,
 	     (int64_t)256 << 20, "expected a size from 0 to 256M, like 16M", NULL, 0,
 	     "bytes of data of the largest chunk of a streamed call between hosts "
 	     "(SMDDP_CUDA_STREAM): a call up to this size is one chunk, one host collective "

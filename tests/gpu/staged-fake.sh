@@ -27,12 +27,13 @@ fake staged-2x2 4 CONFORMANCE_PER_HOST=2 FAKECUDA_JITTER_US=200 -- matrix --quic
 # six hosts: bf16 sums pass 64, past which a partial result that crosses the network in
 # bf16 is rounded at each hop (gpu-conformance allows every hop its rounding there)
 fake staged-6x1 6 CONFORMANCE_PER_HOST=1 -- matrix --quick
-# over libsmddp's own sockets (a 1 MiB network step): chunks are no smaller than it,
-# so a float32 call of 1 MiB + 12 bytes is two chunks, not five of 256 KiB; an
-# allreduce's are streamed: the first's pieces copied up as the ring reads them and
-# down as it finishes them, all but the last let go before the host collective ends
+# over libsmddp's own sockets (a 1 MiB network step), in quarters
+# (SMDDP_CUDA_STREAM_CHUNK=0): chunks are no smaller than the step, so a float32 call
+# of 1 MiB + 12 bytes is two chunks, not five of 256 KiB; an allreduce's are streamed:
+# the first's pieces copied up as the ring reads them and down as it finishes them,
+# all but the last let go before the host collective ends
 fake staged-sock-2x1 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket SMDDP_DEBUG=TRACE \
-	SMDDP_DEBUG_SUBSYS=COLL -- matrix --quick --large 262147
+	SMDDP_CUDA_STREAM_CHUNK=0 SMDDP_DEBUG_SUBSYS=COLL -- matrix --quick --large 262147
 for r in 0 1; do
 	grep -q "^\[$r\] .*staged between hosts: chunks 1-2 of 2, of 262144 elements" \
 		"$TDIR/staged-sock-2x1.out" &&
@@ -44,6 +45,15 @@ for r in 0 1; do
 			"$TDIR/staged-sock-2x1.out" &&
 		pass "staged-sock-2x1: rank $r streamed the 1 MiB + 12 bytes allreduce in 4 pieces a way" ||
 		fail "staged-sock-2x1: rank $r did not stream the allreduce in 4 pieces a way, 3 let go early"
+done
+# by default (SMDDP_CUDA_STREAM_CHUNK=16M) the same call streams in one chunk
+fake staged-sock-default 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket SMDDP_DEBUG=TRACE \
+	SMDDP_DEBUG_SUBSYS=COLL -- matrix --quick --large 262147
+for r in 0 1; do
+	grep -q "^\[$r\] .*staged between hosts: chunks 1-1 of 1, of 262147 elements streamed" \
+		"$TDIR/staged-sock-default.out" &&
+		pass "staged-sock-default: rank $r streamed 1 MiB + 12 bytes in one chunk" ||
+		fail "staged-sock-default: rank $r did not stream 1 MiB + 12 bytes in one chunk"
 done
 # SMDDP_CUDA_STREAM_CHUNK: a streamed call in chunks as large as it allows, not
 # quarters: an allreduce of float32 of 4 MiB + 12 bytes in two chunks of 2 MiB and the
@@ -60,10 +70,13 @@ for r in 0 1; do
 		pass "staged-sock-bigchunk: rank $r streamed in chunks of 2 MiB" ||
 		fail "staged-sock-bigchunk: rank $r did not stream in chunks of 2 MiB"
 done
-# streamed chunks (4 MiB + 12 bytes: a chunk of 8 pieces and one of 3 elements, not
-# streamed) with every copy late by a random few hundred us
-fake staged-sock-jitter 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket \
-	FAKECUDA_JITTER_US=200 -- matrix --quick --large 1048579
+# streamed chunks (4 MiB + 12 bytes in quarters: chunks of 8 pieces and one of 3
+# elements, not streamed; by default one chunk) with every copy late by a random few
+# hundred us
+for sc in 0 16M; do
+	fake staged-sock-jitter-$sc 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket \
+		SMDDP_CUDA_STREAM_CHUNK=$sc FAKECUDA_JITTER_US=200 -- matrix --quick --large 1048579
+done
 # SMDDP_CUDA_STREAM=0: the same allreduce in whole chunks (two of 1 MiB)
 fake staged-sock-whole 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket SMDDP_CUDA_STREAM=0 \
 	SMDDP_DEBUG=TRACE SMDDP_DEBUG_SUBSYS=COLL -- matrix --quick --large 262147
@@ -78,7 +91,8 @@ grep -q "streamed" "$TDIR/staged-sock-whole.out" &&
 # which would hang at a depth of 40 as 3000 did on an H100; here parts of 1, 2 and 2
 # chunks (the first part also copies up the second chunk).
 fake staged-depth 2 CONFORMANCE_PER_HOST=1 SMDDP_NET_TRANSPORT=socket FAKECUDA_QUEUE_DEPTH=40 \
-	FAKECUDA_PART_ITEMS=32 SMDDP_DEBUG=TRACE SMDDP_DEBUG_SUBSYS=COLL -- matrix --quick --large 1048579
+	SMDDP_CUDA_STREAM_CHUNK=0 FAKECUDA_PART_ITEMS=32 SMDDP_DEBUG=TRACE SMDDP_DEBUG_SUBSYS=COLL \
+	-- matrix --quick --large 1048579
 expect_parts() { # NAME PARTS...: every rank queued its largest call in these parts
 	local name=$1 r part
 	shift
@@ -183,10 +197,11 @@ expect_no_leftovers "$job"
 # one are not queued, and the failure names the dead rank; an abort likewise
 job=fakestaged2$$
 LAUNCH_OPTS="--grace 30" run_fake staged-dead-parts 60 2 CONFORMANCE_PER_HOST=1 SMDDP_TIMEOUT=30 \
-	FAULT_COUNT=1048576 FAKECUDA_PART_ITEMS=4 SMDDP_JOB_ID=$job -- dead 1
+	FAULT_COUNT=1048576 SMDDP_CUDA_STREAM_CHUNK=0 FAKECUDA_PART_ITEMS=4 SMDDP_JOB_ID=$job \
+	-- dead 1
 expect_faults staged-dead-parts "saw the dead peer" 0
 expect_no_leftovers "$job"
 LAUNCH_OPTS="--grace 30" run_fake staged-abort-parts 60 2 CONFORMANCE_PER_HOST=1 \
-	FAULT_COUNT=1048576 FAKECUDA_PART_ITEMS=4 -- abortq
+	FAULT_COUNT=1048576 SMDDP_CUDA_STREAM_CHUNK=0 FAKECUDA_PART_ITEMS=4 -- abortq
 expect_faults staged-abort-parts "aborted in time, or was told" 0 1
 finish
